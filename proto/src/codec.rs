@@ -1,0 +1,1 @@
+//! Framing for tokio-util. IMPLEMENTATION OWNER: proto-msgs helper.

@@ -1,0 +1,68 @@
+//! `ofp`: the OpenFlow 1.5 (wire version 0x06) and Nicira-extension codec npagent speaks to
+//! Open vSwitch.
+//!
+//! Every wire structure has an owned value type with three operations:
+//! `parse(&[u8])`, `buffer_len()` and `emit(&mut BytesMut)`.
+//!
+//! # Contract
+//! - Parsing never panics, whatever the input: every length field is checked against the
+//!   buffer and against the structure's minimum header before it is used, with checked
+//!   arithmetic. A malformed input is an [`Error`] naming what is wrong.
+//! - `emit` writes exactly `buffer_len()` bytes.
+//! - `parse(emit(v)) == v` for every value this crate can emit, and `emit(parse(b)) == b` for
+//!   every byte string `parse` accepts: unknown TLVs (OXM fields, actions, instructions,
+//!   properties, message types) are kept as raw bytes so they round-trip.
+//!
+//! The crate has no runtime, no logging and no I/O; the `codec` feature adds a
+//! `tokio_util::codec` framing layer ([`codec::OfpCodec`]) and `serde` adds serde derives.
+
+pub mod action;
+#[cfg(feature = "codec")]
+pub mod codec;
+pub mod error;
+pub mod flow_mod;
+pub mod header;
+pub mod instruction;
+pub mod message;
+pub mod msgs;
+pub mod multipart;
+pub mod oxm;
+pub mod packet_in2;
+pub mod prop;
+
+pub use action::{Action, Controller2, Ct, CtZoneSrc};
+pub use error::Error;
+pub use flow_mod::{FlowMod, FlowModCommand};
+pub use header::Header;
+pub use instruction::Instruction;
+pub use message::{Message, Payload};
+pub use msgs::*;
+pub use multipart::{
+    FlowStats, FlowStatsRequest, MeterStats, MultipartReply, MultipartReplyBody,
+    MultipartRequest, MultipartRequestBody,
+};
+pub use oxm::{Masked, Match, Oxm};
+pub use packet_in2::PacketIn2;
+
+/// The OpenFlow version byte this crate speaks: 0x06 = OpenFlow 1.5.
+pub const OFP_VERSION: u8 = 0x06;
+/// Nicira's experimenter (vendor) id, used by OVS's extensions.
+pub const NX_VENDOR_ID: u32 = 0x0000_2320;
+/// Largest OpenFlow message: the header's length field is 16 bits.
+pub const MAX_MESSAGE_LEN: usize = 65_535;
+
+/// Well-known port numbers (OF1.1+ 32-bit).
+pub mod port {
+    pub const IN_PORT: u32 = 0xffff_fff8;
+    pub const NORMAL: u32 = 0xffff_fffa;
+    pub const CONTROLLER: u32 = 0xffff_fffd;
+    pub const LOCAL: u32 = 0xffff_fffe;
+    pub const ANY: u32 = 0xffff_ffff;
+}
+
+/// Buffer id meaning "not buffered".
+pub const NO_BUFFER: u32 = 0xffff_ffff;
+/// Group id "any" (flow_mod delete filter).
+pub const GROUP_ANY: u32 = 0xffff_ffff;
+/// Table id "all" (flow_mod delete, flow stats request).
+pub const TABLE_ALL: u8 = 0xff;

@@ -1,0 +1,8 @@
+//! npagent: Kubernetes NetworkPolicy enforcement and audit logging on an Open vSwitch bridge.
+//!
+//! Layers, each using only the ones below it: [`model`] (our types), [`source`] (where the
+//! model comes from), [`compiler`] (pure: model to desired flows, diff), [`switch`] (the
+//! OpenFlow connection), [`audit`] (packet-ins to log lines), and [`agent`] wiring them.
+
+pub mod model;
+pub mod compiler;

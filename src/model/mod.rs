@@ -1,0 +1,134 @@
+//! npagent's own view of the cluster: the parts of Namespaces, Pods, NetworkPolicies and the
+//! bridge's ports that enforcement and audit logging need. Kubernetes client types stop at
+//! [`convert`]; everything above works on these.
+
+pub mod convert;
+pub mod selector;
+
+pub use selector::{LabelSelector, Requirement, SelectorOp};
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+/// Labels or annotations.
+pub type Labels = BTreeMap<String, String>;
+
+/// `namespace/name`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Namespace {
+    pub name: String,
+    /// Always holds `kubernetes.io/metadata.name=<name>`, as the API server sets it.
+    pub labels: Labels,
+    pub annotations: Labels,
+}
+
+/// IP protocol of a port or rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    Tcp,
+    Udp,
+    Sctp,
+}
+
+/// A container port (used to resolve named ports).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerPort {
+    pub name: Option<String>,
+    pub port: u16,
+    pub protocol: Protocol,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pod {
+    pub namespace: String,
+    pub name: String,
+    pub labels: Labels,
+    /// `status.podIPs` (or `status.podIP`); empty until the pod has an address.
+    pub ips: Vec<IpAddr>,
+    pub ports: Vec<ContainerPort>,
+    pub node: Option<String>,
+}
+
+/// An IPv4 or IPv6 prefix, normalised (host bits zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Cidr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+/// One `from` peer of an ingress rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peer {
+    /// podSelector and/or namespaceSelector. `namespace_selector: None` means the policy's own
+    /// namespace; `pod_selector: None` means all pods of the selected namespaces.
+    Pods { pod_selector: Option<LabelSelector>, namespace_selector: Option<LabelSelector> },
+    IpBlock { cidr: Cidr, except: Vec<Cidr> },
+}
+
+/// A port as written in a rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortRef {
+    Number(u16),
+    Name(String),
+}
+
+/// One entry of a rule's `ports`. `port: None` = all ports of the protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSpec {
+    pub protocol: Protocol,
+    pub port: Option<PortRef>,
+    /// Inclusive end of a numeric range (`endPort`).
+    pub end_port: Option<u16>,
+}
+
+/// One ingress rule. Empty `from` = all sources; empty `ports` = all ports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngressRule {
+    pub from: Vec<Peer>,
+    pub ports: Vec<PortSpec>,
+}
+
+/// A NetworkPolicy (networking.k8s.io/v1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub namespace: String,
+    pub name: String,
+    pub pod_selector: LabelSelector,
+    /// Ingress is in the effective policyTypes (explicit, or defaulted).
+    pub affects_ingress: bool,
+    /// Egress is in the effective policyTypes (not enforced yet).
+    pub affects_egress: bool,
+    pub ingress: Vec<IngressRule>,
+}
+
+/// A port of the bridge that belongs to a local pod (from OVSDB).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LocalPort {
+    pub ofport: u32,
+    pub interface: String,
+    pub pod: ObjectRef,
+    pub ips: Vec<IpAddr>,
+    pub mac: Option<[u8; 6]>,
+}
+
+/// Everything the compiler needs, indexed by name.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    pub namespaces: BTreeMap<String, Namespace>,
+    pub pods: BTreeMap<ObjectRef, Pod>,
+    pub policies: BTreeMap<ObjectRef, Policy>,
+    /// Keyed by ofport.
+    pub ports: BTreeMap<u32, LocalPort>,
+}
