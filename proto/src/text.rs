@@ -62,15 +62,35 @@ pub fn format_instructions(i: &[Instruction], tables: TableNames<'_>) -> String 
 /// without a newline: ` cookie=0x5, table=IngressRule, priority=200,ip,nw_src=10.0.0.1
 /// actions=conjunction(1,1/3)`. Ports print as numbers (npagent's flows name no ports).
 pub fn format_flow(table_names: TableNames<'_>, f: &FlowStats) -> String {
+    format_flow_stats(table_names, f, false)
+}
+
+/// One flow as `ovs-ofctl dump-flows` (with `show_stats`) or `dump-flows --no-stats` prints
+/// it, leading space included, e.g. ` cookie=0x0, duration=196.185s, table=0, n_packets=2,
+/// n_bytes=128, send_flow_rem idle_age=196, in_port=2 actions=NORMAL`.
+pub fn format_flow_stats(table_names: TableNames<'_>, f: &FlowStats, show_stats: bool) -> String {
     let mut s = String::from(" ");
-    if f.cookie != 0 {
+    if show_stats || f.cookie != 0 {
         let _ = write!(s, "cookie={:#x}, ", f.cookie);
     }
-    let tname = table_names(f.table_id);
-    if f.table_id != 0 || tname.is_some() {
+    if show_stats {
+        let (sec, nsec) = f.stats.duration.unwrap_or((0, 0));
+        s.push_str("duration=");
+        push_duration(&mut s, sec, nsec);
+        s.push_str(", ");
+    }
+    if show_stats || f.table_id != 0 || table_names(f.table_id).is_some() {
         s.push_str("table=");
         push_table(&mut s, f.table_id, table_names);
         s.push_str(", ");
+    }
+    if show_stats {
+        let _ = write!(
+            s,
+            "n_packets={}, n_bytes={}, ",
+            f.stats.packet_count.unwrap_or(u64::MAX),
+            f.stats.byte_count.unwrap_or(u64::MAX)
+        );
     }
     if f.idle_timeout != 0 {
         let _ = write!(s, "idle_timeout={}, ", f.idle_timeout);
@@ -82,6 +102,9 @@ pub fn format_flow(table_names: TableNames<'_>, f: &FlowStats) -> String {
     if f.importance != 0 {
         let _ = write!(s, "importance={}, ", f.importance);
     }
+    if let Some(idle) = f.stats.idle_time.filter(|_| show_stats) {
+        let _ = write!(s, "idle_age={}, ", idle >> 32);
+    }
     let before = s.len();
     write_match(&mut s, &f.match_, Some(f.priority));
     if s.len() != before {
@@ -90,6 +113,22 @@ pub fn format_flow(table_names: TableNames<'_>, f: &FlowStats) -> String {
     s.push_str("actions=");
     write_instructions(&mut s, &f.instructions, table_names);
     s
+}
+
+/// OVS's `ofp_print_duration`: seconds, then milliseconds or as many decimals as needed.
+fn push_duration(s: &mut String, sec: u32, nsec: u32) {
+    let _ = write!(s, "{sec}");
+    if nsec > 0 {
+        let msec = nsec / 1_000_000;
+        if msec * 1_000_000 == nsec {
+            let _ = write!(s, ".{msec:03}");
+        } else {
+            let frac = format!("{nsec:09}");
+            s.push('.');
+            s.push_str(frac.trim_end_matches('0'));
+        }
+    }
+    s.push('s');
 }
 
 /// The text `ovs-ofctl ofp-print` prints for a flow_mod after `OFPT_FLOW_MOD (OF1.5) (xid=..): `,
