@@ -4,7 +4,8 @@
 //! - with the length field patched to the prefix length: an error or a valid message that
 //!   re-emits to exactly those bytes.
 //!
-//! Never a panic. The same sweep runs over each vector's body with every byte flipped.
+//! Never a panic. Every single-byte change of every vector is an error or a message that
+//! round-trips.
 
 mod common;
 
@@ -38,7 +39,8 @@ fn every_prefix_of_every_vector_is_an_error_or_a_valid_message() {
             }
         }
     }
-    assert!(prefixes > 4000, "{prefixes}");
+    let total: usize = message_vectors().iter().map(|v| v.bytes.len()).sum();
+    assert_eq!(prefixes, total);
     eprintln!("{prefixes} prefixes; {accepted} length-patched prefixes are valid messages");
 }
 
@@ -59,8 +61,11 @@ fn every_single_byte_change_is_an_error_or_round_trips() {
                 let mut b = v.bytes.clone();
                 b[i] ^= flip;
                 if let Ok(msg) = Message::parse(&b) {
+                    // Value equality only: a changed property type can move the property to
+                    // the end (emit writes NXT_PACKET_IN2 properties in OVS's order).
                     let out = msg.to_bytes().unwrap_or_else(|e| panic!("{}: byte {i}^{flip:#x}: emit {e}", v.name));
-                    assert_eq!(hex::encode(&out), hex::encode(&b), "{}: byte {i}^{flip:#x}", v.name);
+                    assert_eq!(out.len(), b.len(), "{}: byte {i}^{flip:#x}: length", v.name);
+                    assert_eq!(Message::parse(&out).as_ref(), Ok(&msg), "{}: byte {i}^{flip:#x}", v.name);
                 }
             }
         }
