@@ -176,12 +176,13 @@ def print_tables(lines, srcs, dsts):
     for l in lines:
         f, t, port, ok = l.split()
         got[(f, t, port)] = ok == "1"
+    width = max(len(p) for p in PORTS + tuple(srcs) + tuple(dsts)) + 1
+    cell = lambda s: s.ljust(width)
     for port in PORTS:
-        print(port)
-        print("\t".join(["-"] + dsts))
+        print((cell(port) + "".join(cell(t) for t in dsts)).rstrip())
         for f in srcs:
-            row = ["." if got.get((f, t, port)) else "X" for t in dsts]
-            print("\t".join([f] + row))
+            row = "".join(cell("." if got.get((f, t, port)) else "X") for t in dsts)
+            print((cell(f) + row).rstrip())
         print()
 
 
