@@ -2,14 +2,16 @@
 //! messages, and the first error the switch reported for one of its flows.
 
 use super::error::{OfpError, SwitchError};
-use bytes::{Bytes, BytesMut};
-use ofp::{bundle_ctrl, BundleAdd, FlowMod, Message, Payload};
+use bytes::{BufMut, BytesMut};
+use ofp::{bundle_ctrl, FlowMod};
 
 /// Bundle flags npagent uses on OPEN, every ADD and COMMIT (OVS requires them equal).
 pub const BUNDLE_FLAGS: u16 = bundle_ctrl::FLAG_ATOMIC | bundle_ctrl::FLAG_ORDERED;
 
 /// Bytes a BUNDLE_ADD_MESSAGE adds around its inner message.
 const BUNDLE_ADD_OVERHEAD: usize = 16;
+const OFPT_FLOW_MOD: u8 = 14;
+const OFPT_BUNDLE_ADD_MESSAGE: u8 = 34;
 
 /// A bundle being sent or committed.
 #[derive(Debug)]
@@ -28,14 +30,13 @@ pub(crate) struct Bundle {
 
 impl Bundle {
     /// Checks every flow fits into a BUNDLE_ADD (<= 65535 bytes) before anything is sent.
-    pub fn validate(flows: &mut [FlowMod]) -> Result<(), SwitchError> {
-        for (index, slot) in flows.iter_mut().enumerate() {
-            let msg = Message::new(0, Payload::FlowMod(std::mem::take(slot)));
-            let len = msg.buffer_len();
-            *slot = into_flow(msg);
-            if len.checked_add(BUNDLE_ADD_OVERHEAD).is_none_or(|l| l > ofp::MAX_MESSAGE_LEN) {
+    pub fn validate(flows: &[FlowMod]) -> Result<(), SwitchError> {
+        for (index, flow) in flows.iter().enumerate() {
+            let len = flow.buffer_len();
+            if bundle_add_len(len).is_none() {
                 return Err(SwitchError::InvalidRequest(format!(
-                    "flow #{index} is {len} bytes, too long for a BUNDLE_ADD (max {})",
+                    "flow #{index} is {} bytes, too long for a BUNDLE_ADD (max {})",
+                    len.saturating_add(ofp::Header::LEN),
                     ofp::MAX_MESSAGE_LEN - BUNDLE_ADD_OVERHEAD
                 )));
             }
@@ -56,27 +57,31 @@ impl Bundle {
 
     /// Encodes further BUNDLE_ADDs into `out` until it holds `limit` bytes or all are
     /// encoded; returns true when all are.
+    ///
+    /// Written directly (outer header, bundle_id, pad, flags, inner header, flow_mod body)
+    /// rather than through `Message`, to avoid a copy of every flow.
     pub fn encode_adds(&mut self, out: &mut BytesMut, limit: usize) -> bool {
-        while self.encoded < self.flows.len() && out.len() < limit {
+        while out.len() < limit {
             let index = self.encoded;
-            let Some(slot) = self.flows.get_mut(index) else { break };
-            // Wrapping: validate() bounded the count, and xid_base was chosen not to wrap.
+            let Some(flow) = self.flows.get(index) else { break };
+            // validate() bounded the count, and xid_base was chosen so the range cannot wrap.
             let xid = self.xid_base.wrapping_add(index as u32);
-            let inner = Message::new(xid, Payload::FlowMod(std::mem::take(slot)));
-            let add = Message::new(
-                xid,
-                Payload::BundleAdd(BundleAdd {
-                    bundle_id: self.bundle_id,
-                    flags: BUNDLE_FLAGS,
-                    message: Box::new(inner),
-                    properties: Bytes::new(),
-                }),
-            );
-            // validate() checked the size; an emit error here would be a codec bug, and the
-            // switch would answer the truncated message with an error naming this flow.
-            let _ = add.emit(out);
-            if let Payload::BundleAdd(add) = add.payload {
-                *slot = into_flow(*add.message);
+            let body_len = flow.buffer_len();
+            // validate() checked every length; a failure here is impossible, skip defensively.
+            if let Some((outer, inner)) = bundle_add_len(body_len) {
+                out.reserve(usize::from(outer));
+                out.put_u8(ofp::OFP_VERSION);
+                out.put_u8(OFPT_BUNDLE_ADD_MESSAGE);
+                out.put_u16(outer);
+                out.put_u32(xid);
+                out.put_u32(self.bundle_id);
+                out.put_u16(0);
+                out.put_u16(BUNDLE_FLAGS);
+                out.put_u8(ofp::OFP_VERSION);
+                out.put_u8(OFPT_FLOW_MOD);
+                out.put_u16(inner);
+                out.put_u32(xid);
+                flow.emit(out);
             }
             self.encoded += 1;
         }
@@ -103,11 +108,12 @@ impl Bundle {
     }
 }
 
-fn into_flow(msg: Message) -> FlowMod {
-    match msg.payload {
-        Payload::FlowMod(fm) => fm,
-        _ => FlowMod::default(),
-    }
+/// (BUNDLE_ADD length, inner FLOW_MOD length) for a flow_mod body of `body_len` bytes, if
+/// both fit the 16-bit length field.
+fn bundle_add_len(body_len: usize) -> Option<(u16, u16)> {
+    let inner = body_len.checked_add(ofp::Header::LEN)?;
+    let outer = inner.checked_add(BUNDLE_ADD_OVERHEAD)?;
+    Some((u16::try_from(outer).ok()?, u16::try_from(inner).ok()?))
 }
 
 /// A one-line description of a flow_mod for error messages.

@@ -154,7 +154,7 @@ impl Task {
             let accept = session.is_ready() && wbuf.len() < WRITE_HIGH_WATER && !session.has_output();
             tokio::select! {
                 frame = frames.next() => match frame {
-                    Some(Ok(frame)) => session.handle_frame(&frame, Instant::now()),
+                    Some(Ok(frame)) => session.handle_frame(frame.bytes(), Instant::now()),
                     Some(Err(e)) => break lost(SwitchError::Protocol(format!("framing: {e}"))),
                     None => break lost(SwitchError::Disconnected(Some("connection closed by the switch".into()))),
                 },

@@ -585,9 +585,9 @@ impl Session {
     /// them, else DISCARD. Completes `Done` once committed, or with
     /// [`SwitchError::BundleFailed`] naming the first offending flow; either way the tables
     /// hold all or nothing of the batch.
-    pub fn install(&mut self, mut flows: Vec<FlowMod>) -> Result<RequestId, SwitchError> {
+    pub fn install(&mut self, flows: Vec<FlowMod>) -> Result<RequestId, SwitchError> {
         self.check_ready()?;
-        Bundle::validate(&mut flows)?;
+        Bundle::validate(&flows)?;
         let n = u32::try_from(flows.len())
             .ok()
             .filter(|n| *n < u32::MAX / 4)
