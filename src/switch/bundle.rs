@@ -44,11 +44,6 @@ impl Bundle {
         Ok(())
     }
 
-    /// Number of flows.
-    pub fn len(&self) -> usize {
-        self.flows.len()
-    }
-
     /// Index of the flow whose BUNDLE_ADD has `xid`, if it is one of this bundle's.
     pub fn index_of(&self, xid: u32) -> Option<usize> {
         let offset = usize::try_from(xid.wrapping_sub(self.xid_base)).ok()?;

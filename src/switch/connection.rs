@@ -230,7 +230,6 @@ impl Task {
                 Event::Unhandled(msg) => {
                     tracing::trace!(xid = msg.xid, "unhandled message from the switch");
                 }
-                _ => {}
             }
         }
         None

@@ -68,12 +68,17 @@ const FEATURES_REPLY_XID2: &str = "0606002000000002000050540000000100000100ff000
 
 /// A session past the handshake, output drained.
 fn ready_session() -> Session {
-    let mut s = Session::new(SessionConfig { controller_id: 7, ..SessionConfig::default() }, t0());
+    ready_session_at(t0())
+}
+
+/// A session that finished its handshake at `now`.
+fn ready_session_at(now: Instant) -> Session {
+    let mut s = Session::new(SessionConfig { controller_id: 7, ..SessionConfig::default() }, now);
     drain(&mut s);
-    s.handle_frame(&unhex("06000010 000000aa 00010008 00000040"), t0());
+    s.handle_frame(&unhex("06000010 000000aa 00010008 00000040"), now);
     drain(&mut s);
-    s.handle_frame(&unhex(FEATURES_REPLY_XID2), t0());
-    s.handle_frame(&unhex("06150008 00000006"), t0());
+    s.handle_frame(&unhex(FEATURES_REPLY_XID2), now);
+    s.handle_frame(&unhex("06150008 00000006"), now);
     assert!(s.is_ready());
     events(&mut s);
     s
@@ -223,7 +228,7 @@ fn switch_echo_is_answered_with_same_xid_and_payload_ahead_of_queued_output() {
 #[test]
 fn own_echo_is_sent_when_quiet_and_peer_declared_dead_after_misses() {
     let start = t0();
-    let mut s = ready_session();
+    let mut s = ready_session_at(start);
     let cfg = SessionConfig::default();
     s.tick(start + cfg.echo_interval / 2);
     assert!(drain(&mut s).is_empty(), "no echo before the interval");
@@ -243,7 +248,7 @@ fn own_echo_is_sent_when_quiet_and_peer_declared_dead_after_misses() {
 #[test]
 fn echo_reply_keeps_the_peer_alive() {
     let start = t0();
-    let mut s = ready_session();
+    let mut s = ready_session_at(start);
     let interval = SessionConfig::default().echo_interval;
     let mut now = start;
     for _ in 0..10 {
