@@ -215,14 +215,14 @@ async fn hundred_thousand_conjunctive_flows_in_one_bundle_dump_back_identical() 
     assert_eq!(per_table, (0..TABLES).map(|t| (t, RULES_PER_TABLE as usize * 4)).collect());
 
     // ovs-ofctl agrees on the count and on a sample.
-    let text = sb.ofctl(&["--no-stats", "--no-names", "dump-flows", "br-int"]);
+    let text = sb.ofctl(&["--no-stats", "--no-names", "dump-flows"]);
     let lines: Vec<&str> = text.lines().filter(|l| l.contains("priority=")).collect();
     assert_eq!(lines.len(), 100_000);
     // Table 1, rule 3999.
     let id: u32 = 104_000;
     let (t, r) = (id / 100_000, id % 100_000 - 1);
     let filter = format!("cookie={:#x}/-1", 0x00ab_0000_0000_0000u64 | u64::from(id));
-    let sample = sb.ofctl(&["--no-stats", "--no-names", "dump-flows", "br-int", &filter]);
+    let sample = sb.ofctl(&["--no-stats", "--no-names", "dump-flows", &filter]);
     let src = ip4(0x0a00_0000 | t << 16 | r);
     let port = 1000 + r;
     let expected = [
@@ -257,7 +257,7 @@ async fn modify_strict_keeps_packet_counters() {
     assert_eq!(after.len(), 1);
     assert_eq!(after[0].instructions, modify.instructions, "actions changed");
     assert_eq!(after[0].stats.packet_count, Some(3), "counters survived MODIFY_STRICT");
-    let text = sb.ofctl(&["dump-flows", "br-int"]);
+    let text = sb.ofctl(&["dump-flows"]);
     assert!(text.contains("n_packets=3") && text.contains("actions=LOCAL"), "{text}");
 }
 
