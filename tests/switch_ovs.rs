@@ -386,20 +386,31 @@ async fn reconnects_by_itself_after_vswitchd_restart() {
 async fn request_in_flight_at_disconnect_fails_clearly() {
     let sb = Sandbox::start();
     let (switch, _pi) = connect(&sb).await;
-    // A big bundle is in flight when the switch dies.
+    // Freeze the switch so the requests below stay in flight, then kill it.
+    let pid = sb.vswitchd_pid().to_string();
+    support::sandbox::run(std::process::Command::new("kill").args(["-STOP", &pid]));
     let install = {
         let switch = switch.clone();
         tokio::spawn(async move { switch.install(conjunctive_flows()).await })
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let barrier = {
+        let switch = switch.clone();
+        tokio::spawn(async move { switch.barrier().await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!install.is_finished() && !barrier.is_finished(), "a frozen switch answers nothing");
     let sb = tokio::task::spawn_blocking(move || {
         sb.stop_vswitchd("KILL");
         sb
     })
     .await
     .unwrap();
-    let result = install.await.unwrap();
-    assert!(matches!(result, Err(SwitchError::Disconnected(Some(ref m))) if m.contains("in flight")), "{result:?}");
+    for result in [install.await.unwrap(), barrier.await.unwrap()] {
+        assert!(
+            matches!(result, Err(SwitchError::Disconnected(Some(ref m))) if m.contains("in flight")),
+            "{result:?}"
+        );
+    }
     drop(sb);
 }
 
@@ -445,11 +456,16 @@ async fn packet_in_overflow_is_counted() {
     for _ in 0..10 {
         switch.packet_out(packet_out_to_table()).await.unwrap();
     }
-    // Each packet-in precedes the barrier reply of its packet-out on the same connection.
+    // OVS queues packet-ins and may send some after the packet-out's barrier reply: wait
+    // until all ten are accounted for, without reading the stream.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while switch.packet_in_dropped() < 8 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let mut received = 0;
     while packet_ins.try_recv().is_ok() {
         received += 1;
     }
-    assert_eq!(received, 2);
-    assert_eq!(switch.packet_in_dropped(), 8);
+    assert_eq!(received, 2, "the stream holds what fits");
+    assert_eq!(switch.packet_in_dropped(), 8, "the rest is counted");
 }
