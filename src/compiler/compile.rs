@@ -153,10 +153,13 @@ impl Compiler {
                 }
                 Change::Pod(r) => self.pod_changed(model, r, &mut policies),
                 Change::Namespace(n) => {
-                    policies.extend(self.idx.policies_by_ns.get(n).into_iter().flatten().cloned());
+                    // Only policies with applied-to local pods have flows; namespace labels and
+                    // annotations never change which local pods a policy selects.
+                    let active = self.idx.policies_by_ns.get(n).into_iter().flatten().filter(|p| self.compiled.contains_key(*p));
+                    policies.extend(active.cloned());
                     policies.extend(self.ns_index.get(n).into_iter().flatten().cloned());
                     if let Some(ns) = model.namespaces.get(n) {
-                        for p in &self.idx.ns_selecting {
+                        for p in self.idx.ns_selecting.iter().filter(|p| self.compiled.contains_key(*p)) {
                             let hit = model.policies.get(p).is_some_and(|pol| {
                                 pol.ingress.iter().flat_map(|r| &r.from).any(|peer| match peer {
                                     Peer::Pods { namespace_selector: Some(s), .. } => s.matches(&ns.labels),
@@ -249,7 +252,8 @@ impl Compiler {
         let ns_labels = model.namespaces.get(&r.namespace).map(|n| &n.labels);
         let candidates = self.idx.policies_by_ns.get(&r.namespace).into_iter().flatten().chain(&self.idx.ns_selecting);
         for p in candidates {
-            if policies.contains(p) {
+            // A policy without applied-to local pods has no flows, whatever its peers select.
+            if policies.contains(p) || !self.compiled.contains_key(p) {
                 continue;
             }
             let Some(pol) = model.policies.get(p) else { continue };

@@ -175,11 +175,30 @@ pub fn format_instructions(ins: &[Instruction], ports: &BTreeMap<u32, String>) -
     if parts.is_empty() { "drop".into() } else { parts.join(",") }
 }
 
+/// OVS prints a port name bare when it is a letter followed by letters and digits, else
+/// quoted (checked against ovs-ofctl 3.1: `Pq`, `eth0` bare; `p_1`, `1a`, `a-x` quoted).
+fn port_name(name: &str) -> String {
+    let bare = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) && name.chars().all(|c| c.is_ascii_alphanumeric());
+    if bare {
+        name.to_string()
+    } else {
+        let mut s = String::from('"');
+        for c in name.chars() {
+            if c == '"' || c == '\\' {
+                s.push('\\');
+            }
+            s.push(c);
+        }
+        s.push('"');
+        s
+    }
+}
+
 fn format_action(a: &Action, ports: &BTreeMap<u32, String>) -> String {
     match a {
         Action::Output { port, .. } if *port == ofp::port::NORMAL => "NORMAL".into(),
         Action::Output { port, .. } => match ports.get(port) {
-            Some(name) => format!("output:{name}"),
+            Some(name) => format!("output:{}", port_name(name)),
             None => format!("output:{port}"),
         },
         Action::Conjunction { id, clause, n_clauses } => format!("conjunction({id},{}/{n_clauses})", u16::from(*clause) + 1),
