@@ -66,12 +66,15 @@ fn yaml_documents(text: &str) -> Result<Vec<Value>, String> {
         match Value::deserialize(doc) {
             Ok(v) => docs.push(v),
             Err(e) => {
+                let msg = e.to_string();
+                // serde_yaml's message usually names the location itself.
                 let at = match e.location() {
-                    Some(l) => format!(" at line {} column {}", l.line(), l.column()),
-                    None => String::new(),
+                    Some(l) if !msg.contains("line ") => {
+                        format!(" at line {} column {}", l.line(), l.column())
+                    }
+                    _ => String::new(),
                 };
-                // serde_yaml's message usually repeats the location; keep ours for a stable prefix.
-                return Err(format!("malformed YAML in document {}{at}: {e}", i.saturating_add(1)));
+                return Err(format!("malformed YAML in document {}{at}: {msg}", i.saturating_add(1)));
             }
         }
     }
