@@ -11,7 +11,7 @@ use std::path::Path;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 use tokio::sync::mpsc;
@@ -84,7 +84,11 @@ impl<K: Watched> Default for EventMapper<K> {
 impl<K: Watched> EventMapper<K> {
     /// The event to deliver for `ev`, if any.
     pub fn map(&mut self, ev: Event<K>) -> Option<SourceEvent> {
-        let sourced = |o: K| Sourced { origin: ORIGIN.to_string(), object: o.wrap() };
+        let sourced = |o: K| {
+            let mut object = o.wrap();
+            object.prune();
+            Sourced { origin: ORIGIN.to_string(), object }
+        };
         match ev {
             Event::Init => {
                 self.listing = Some(Vec::new());
@@ -131,7 +135,6 @@ fn watch<K: Watched>(client: Client) -> impl Stream<Item = SourceEvent> + Send {
     source_events::<K, _>(stream)
 }
 
-use kube::runtime::watcher::watcher;
 
 /// Watches Namespaces, Pods and NetworkPolicies cluster-wide and sends their events to `tx`
 /// until the receiver is gone. Never fails: API errors are retried with backoff.
@@ -224,6 +227,15 @@ mod tests {
                 object: crate::model::ObjectRef { namespace: String::new(), name: "x".into() }
             })
         );
+    }
+
+    #[test]
+    fn managed_fields_are_dropped() {
+        let mut p = pod("a");
+        p.metadata.managed_fields = Some(vec![Default::default()]);
+        let mut m = EventMapper::<Pod>::default();
+        let Some(SourceEvent::Applied(s)) = m.map(Event::Apply(p)) else { panic!("not Applied") };
+        assert_eq!(s.object, KubeObject::Pod(pod("a")));
     }
 
     #[tokio::test]

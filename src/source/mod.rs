@@ -21,6 +21,9 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use crate::model::ObjectRef;
 
 /// One Kubernetes object of a kind npagent uses.
+// Unboxed on purpose: a Pod is ~2 KiB inline and nearly every object is a Pod, so boxing would
+// add an allocation per object and save nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum KubeObject {
     Namespace(Namespace),
@@ -84,6 +87,16 @@ impl KubeObject {
         }
     }
 
+    /// Drops `metadata.managedFields`: large (often most of an object) and never used.
+    pub fn prune(&mut self) {
+        let meta = match self {
+            KubeObject::Namespace(o) => &mut o.metadata,
+            KubeObject::Pod(o) => &mut o.metadata,
+            KubeObject::NetworkPolicy(o) => &mut o.metadata,
+        };
+        meta.managed_fields = None;
+    }
+
     fn metadata(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
         match self {
             KubeObject::Namespace(o) => &o.metadata,
@@ -120,6 +133,7 @@ pub struct Sourced<T> {
 }
 
 /// A change reported by an object source. See the module documentation for the contract.
+#[allow(clippy::large_enum_variant)] // see KubeObject
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceEvent {
     /// Replace everything of these kinds (initial list, watcher InitDone/relist, manifest load).

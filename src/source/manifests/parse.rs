@@ -145,6 +145,8 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
     match typed(kind, doc, &id) {
         Ok(object) => {
             if let Some(objects) = out.objects.as_mut() {
+                let mut object = object;
+                object.prune();
                 objects.push(Sourced { origin: culprit, object });
             }
         }

@@ -179,9 +179,7 @@ pub fn parse_ip(s: &str) -> Option<IpAddr> {
     let ip: IpAddr = addr.parse().ok()?;
     if let Some(p) = prefix {
         let max = if ip.is_ipv4() { 32 } else { 128 };
-        if p.parse::<u8>().ok().filter(|p| *p <= max).is_none() {
-            return None;
-        }
+        p.parse::<u8>().ok().filter(|p| *p <= max)?;
     }
     Some(ip)
 }
