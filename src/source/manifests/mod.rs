@@ -14,6 +14,11 @@
 //!   (and document order within a file) wins; the others are reported.
 //! - If DIR itself cannot be listed, the last known objects stay.
 //!
+//! Write files atomically (write a temporary file, then rename it into place, as
+//! `kubectl`-style tools and ConfigMap volumes do): a file caught half-written is parsed as
+//! it is, and a cut that happens to fall between documents looks like a valid, shorter file
+//! until the write completes.
+//!
 //! Watching: inotify (the `notify` crate) wakes the scanner at once, so a change is applied in
 //! milliseconds (the manifest-to-flows target is 100 ms at p99, which polling alone
 //! cannot meet). A stat-only poll every 250 ms backs it up for what inotify misses (queue

@@ -267,6 +267,14 @@ mod tests {
         assert!(e.error.contains("document 2") && e.error.contains("line"), "{}", e.error);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn never_panics(text in "(\\PC|[-:{}\\[\\],\n ]){0,200}", json: bool) {
+            let p = parse_file("f", &text, json);
+            proptest::prop_assert!(p.objects.is_some() || !p.invalid.is_empty());
+        }
+    }
+
     #[test]
     fn malformed_json_names_the_location() {
         let p = parse_file("f.json", "{\"kind\": \"Pod\",\n ", true);

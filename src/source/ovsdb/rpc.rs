@@ -146,6 +146,23 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(chunks in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..64), 0..8)) {
+            let mut f = Framer::default();
+            'outer: for c in chunks {
+                f.push(&c).expect("small");
+                loop {
+                    match f.next_message() {
+                        Ok(Some(_)) => {}
+                        Ok(None) => break,
+                        Err(_) => break 'outer,
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn garbage_is_an_error_not_a_panic() {
         let mut f = Framer::default();
