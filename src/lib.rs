@@ -8,3 +8,4 @@ pub mod model;
 pub mod source;
 pub mod compiler;
 pub mod switch;
+pub mod audit;
