@@ -9,3 +9,4 @@ pub mod source;
 pub mod compiler;
 pub mod switch;
 pub mod audit;
+pub mod agent;

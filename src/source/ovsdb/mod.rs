@@ -142,11 +142,14 @@ impl<'a> Session<'a> {
             }
             self.db = Db::default();
             self.apply(result);
-            if !self.synced {
+            let first = !self.synced;
+            if first {
                 tracing::info!("OVSDB connected, following bridge {}", self.bridge);
             }
             self.synced = true;
-            self.after_change(out);
+            // The first full state is always announced, even when equal, so that consumers
+            // learn that OVSDB has been read (an empty bridge is a real answer).
+            self.publish(out, first);
         } else if id.is_some() && id == self.pending_transact {
             self.pending_transact = None;
             let errors = match error {
@@ -168,10 +171,15 @@ impl<'a> Session<'a> {
 
     /// Publishes the ports if they changed, and names tables if needed.
     fn after_change(&mut self, out: &mut Vec<Value>) {
+        self.publish(out, false)
+    }
+
+    /// Publishes the ports if they changed (or always, with `force`), and names tables if needed.
+    fn publish(&mut self, out: &mut Vec<Value>, force: bool) {
         let (ports, problems) = self.db.local_ports(self.bridge);
         let count = ports.len();
         let changed = self.ports_tx.send_if_modified(|cur| {
-            let changed = *cur != ports;
+            let changed = force || *cur != ports;
             if changed {
                 *cur = ports;
             }
