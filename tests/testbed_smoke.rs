@@ -332,3 +332,44 @@ fn reachability_patterns_diff_and_tables() {
     let caught = std::panic::catch_unwind(|| all.assert_matches(&r));
     assert!(caught.is_err(), "differing matrices must fail the assertion");
 }
+
+#[test]
+fn failed_sandbox_start_leaves_nothing_running() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("sb");
+    let script = support::sandbox::repo_path("scripts/ovs-sandbox");
+    let out = support::sandbox::output(
+        std::process::Command::new("bash")
+            .arg(&script)
+            .arg("up")
+            .arg(&dir)
+            .env("OVS_SANDBOX_PROTOCOLS", "NoSuchProtocol"),
+    );
+    // whatever happens below, do not leak daemons if the script failed to clean up
+    struct Down<'a>(&'a std::path::Path, &'a std::path::Path);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("bash").arg(self.0).arg("down").arg(self.1).output();
+        }
+    }
+    let _down = Down(&script, &dir);
+    assert!(!out.status.success(), "a bridge with a bogus protocol came up");
+    let env = support::sandbox::run(std::process::Command::new("bash").arg(&script).arg("env").arg(&dir));
+    let netns = env
+        .lines()
+        .find_map(|l| l.strip_prefix("NETNS="))
+        .expect("NETNS line")
+        .trim_matches('"')
+        .to_owned();
+    let list = support::sandbox::run(std::process::Command::new("ip").args(["netns", "list"]));
+    assert!(!list.contains(&netns), "netns {netns} left behind");
+    let needle = dir.to_string_lossy().into_owned();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if cmdline.contains(&needle) && pid.parse::<u32>().is_ok_and(alive) {
+            panic!("process left behind: {pid} {cmdline}");
+        }
+    }
+}
