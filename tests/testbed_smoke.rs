@@ -223,6 +223,9 @@ fn pods_come_and_go() {
     let xd = tb.add_pod("x", "d", "10.10.1.14");
     assert_eq!(xd.ofport, 10);
     assert!(tb.manifests_dir().join("pod-x-d.yaml").exists());
+    assert!(tb.reaches("x/d", "z/c", Port::Udp80));
+    let ping = tb.pod_exec("x/d", &["ping", "-c1", "-W2", &tb.pod("y/a").ip]);
+    assert!(ping.status.success(), "{}", String::from_utf8_lossy(&ping.stdout));
     let r = tb.probe(&["x/a", "x/d"], &["x/a", "x/d"]);
     assert_eq!(r.len(), 2 * 2 * 3);
     Reachability::new(&["x/a", "x/d"], true).assert_matches(&r);
