@@ -376,3 +376,24 @@ fn failed_sandbox_start_leaves_nothing_running() {
         }
     }
 }
+
+#[test]
+fn pods_survive_a_vswitchd_restart() {
+    let tb = Testbed::start();
+    forward_all(&tb);
+    let pods = Reachability::standard_pods();
+    tb.assert_reachability(&Reachability::new(&pods, true));
+
+    tb.sandbox.restart_vswitchd();
+    // the ports come back with their ofports; the flow tables do not
+    for pod in tb.pods() {
+        assert_eq!(tb.sandbox.ofport(&pod.iface), pod.ofport, "{}", pod.id());
+    }
+    assert!(tb.sandbox.dump_flows().is_empty());
+    let mut nothing = Reachability::new(&pods, false);
+    nothing.allow_loopback();
+    nothing.assert_matches(&tb.probe_all());
+
+    forward_all(&tb);
+    tb.assert_reachability(&Reachability::new(&pods, true));
+}
