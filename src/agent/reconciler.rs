@@ -76,6 +76,7 @@ impl Reconciler {
 
     /// Applies a source event to the model.
     pub fn apply_source(&mut self, ev: SourceEvent) {
+        tracing::trace!("source event: {}", describe_event(&ev));
         let changes = self.state().store.apply(ev);
         self.pending.extend(changes);
     }
@@ -169,6 +170,7 @@ impl Reconciler {
     async fn incremental(&mut self) -> Result<(), SwitchError> {
         let now = self.now();
         let changes = std::mem::take(&mut self.pending);
+        tracing::debug!("recompiling for {} change(s): {:?}", changes.len(), &changes[..changes.len().min(8)]);
         let mods = {
             let mut guard = write(&self.state);
             let state = &mut *guard;
@@ -201,6 +203,9 @@ impl Reconciler {
                     counter.fetch_add(1, Ordering::Relaxed);
                 }
                 tracing::debug!("bundle of {} flow_mods committed in {:?}", mods.len(), started.elapsed());
+                for f in mods.iter().take(16) {
+                    tracing::trace!("sent {}", crate::switch::describe_flow(f));
+                }
                 compiler::apply(&mut self.installed, &mods);
             }
             Err(_) => {
@@ -261,4 +266,14 @@ impl Reconciler {
 /// model as consistent as the last completed step: keep serving with it rather than stop.
 fn write(state: &RwLock<State>) -> RwLockWriteGuard<'_, State> {
     state.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One line about a source event, for tracing.
+fn describe_event(ev: &SourceEvent) -> String {
+    match ev {
+        SourceEvent::Reset { kinds, objects } => format!("reset of {kinds:?} with {} objects", objects.len()),
+        SourceEvent::Applied(o) => format!("applied {}", o.origin),
+        SourceEvent::Deleted { kind, object } => format!("deleted {kind:?} {object}"),
+        SourceEvent::Invalid { origin, .. } => format!("invalid {origin}"),
+    }
 }

@@ -81,7 +81,8 @@ pub async fn watch_manifests(dir: PathBuf, tx: mpsc::Sender<SourceEvent>) {
     let mut ticks: u32 = 0;
     loop {
         let force = dirty.lock().map(|mut d| std::mem::take(&mut *d)).unwrap_or_default();
-        let prev = std::mem::take(&mut state.merged);
+        // The scan rebuilds `merged` only when a file changed: keep a copy to diff against.
+        let prev = state.merged.clone();
         let scan_dir = dir.clone();
         let scanned = tokio::task::spawn_blocking(move || {
             let mut state = state;
