@@ -51,7 +51,7 @@ impl Store {
             }
             SourceEvent::Deleted { kind, object } => self.remove(kind, &object).into_iter().collect(),
             SourceEvent::Invalid { origin, error } => {
-                tracing::warn!(%origin, "ignored: {error}");
+                tracing::warn!(%origin, "{error}");
                 Vec::new()
             }
         }

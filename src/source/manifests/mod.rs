@@ -106,10 +106,8 @@ pub async fn watch_manifests(dir: PathBuf, tx: mpsc::Sender<SourceEvent>) {
         } else {
             events.extend(diff(&prev, &state.merged));
         }
-        events.extend(invalid.into_iter().map(|i| {
-            tracing::warn!(origin = %i.origin, "{}", i.error);
-            SourceEvent::from(i)
-        }));
+        // Consumers report invalid input (once, where it is used).
+        events.extend(invalid.into_iter().map(SourceEvent::from));
         for ev in events {
             if tx.send(ev).await.is_err() {
                 return;
