@@ -13,7 +13,7 @@
 use super::dedup::Record;
 use super::entry::disposition_str;
 use super::packet::protocol_name;
-use super::timefmt::{push_go_duration, push_go_log_timestamp, push_padded, rfc3339_nanos};
+use super::timefmt::{push_go_duration, push_go_log_timestamp, push_padded, push_rfc3339_nanos, Fixed};
 use crate::model::ObjectRef;
 use serde::Serialize;
 use std::io::Write;
@@ -172,9 +172,26 @@ fn antrea_v1(r: &Record, out: &mut Vec<u8>) {
     suffix(out, r);
 }
 
+/// An RFC 3339 timestamp formatted without allocating.
+struct Rfc3339(Fixed);
+
+impl Rfc3339 {
+    fn new(t: std::time::SystemTime) -> Rfc3339 {
+        let mut f = Fixed::default();
+        push_rfc3339_nanos(&mut f, t);
+        Rfc3339(f)
+    }
+}
+
+impl Serialize for Rfc3339 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(std::str::from_utf8(self.0.as_bytes()).unwrap_or_default())
+    }
+}
+
 #[derive(Serialize)]
 struct JsonLine<'a> {
-    time: String,
+    time: Rfc3339,
     node: &'a str,
     table: &'a str,
     direction: &'static str,
@@ -189,8 +206,8 @@ struct JsonLine<'a> {
     length: u32,
     log_label: Option<&'a str>,
     count: u64,
-    first_seen: String,
-    last_seen: String,
+    first_seen: Rfc3339,
+    last_seen: Rfc3339,
 }
 
 #[derive(Serialize)]
@@ -221,7 +238,7 @@ fn end(ip: std::net::IpAddr, port: Option<u16>, pod: Option<&ObjectRef>) -> Json
 fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
     let e = &r.entry;
     let line = JsonLine {
-        time: rfc3339_nanos(r.written_at),
+        time: Rfc3339::new(r.written_at),
         node,
         table: &e.table,
         direction: e.direction.as_str(),
@@ -240,8 +257,8 @@ fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
         length: e.ip_len,
         log_label: e.log_label.as_deref(),
         count: r.count,
-        first_seen: rfc3339_nanos(r.first_seen),
-        last_seen: rfc3339_nanos(r.last_seen),
+        first_seen: Rfc3339::new(r.first_seen),
+        last_seen: Rfc3339::new(r.last_seen),
     };
     // Serializing plain strings, numbers and addresses into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, &line);
