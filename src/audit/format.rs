@@ -7,7 +7,10 @@
 //!   length; missing ports are `<nil>`, as Antrea printed them then.
 //! - [`Format::Json`]: one JSON object per line, with both ends named.
 //!
-//! Antrea prints ports only for TCP and UDP; npagent also prints SCTP's. An aggregate of N > 1
+//! Timestamps are UTC (Antrea's agent writes its container's local time, UTC in its images).
+//! Antrea prints ports only for TCP and UDP; npagent also prints SCTP's. A rule name or log
+//! label containing whitespace or control characters has them replaced by `_` in text lines,
+//! so every line keeps its field count. An aggregate of N > 1
 //! packets ends with ` [N packets in D]`, D in Go's `time.Duration` notation.
 
 use super::dedup::Record;
@@ -81,8 +84,23 @@ fn field(out: &mut Vec<u8>, v: &[u8]) {
     out.extend_from_slice(v);
 }
 
+/// A free-form value (rule name, log label) as one field: whitespace and control characters
+/// would split the line's fields or the line itself, so they become `_`.
 fn opt_str(out: &mut Vec<u8>, v: Option<&str>) {
-    field(out, v.map_or(NIL, str::as_bytes));
+    match v {
+        Some(s) if !s.is_empty() => {
+            out.push(b' ');
+            for c in s.chars() {
+                if c.is_whitespace() || c.is_control() {
+                    out.push(b'_');
+                } else {
+                    let mut buf = [0u8; 4];
+                    out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                }
+            }
+        }
+        _ => field(out, NIL),
+    }
 }
 
 fn opt_num(out: &mut Vec<u8>, v: Option<u16>, missing: &[u8]) {
