@@ -1,1 +1,183 @@
-fn main() {}
+//! Packet-in to audit line: decode, resolve, dedup, format and buffered write.
+//!
+//! `cargo bench --bench audit`. Throughput is in packet-ins (elements) per second of CPU time
+//! of the benchmark thread (user + system, from /proc/thread-self/schedstat), i.e. per core:
+//! wall time would also count the time other processes take the core from it. Where that
+//! file cannot be read, wall time is used.
+
+use bytes::Bytes;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use npagent::audit::writer::{RotatingWriter, WriterConfig};
+use npagent::audit::{AuditConfig, AuditStats, Format, LineSink, Pipeline, RuleMeta, RuleResolver};
+use npagent::compiler::userdata::{Disposition, LogUserdata};
+use npagent::model::ObjectRef;
+use ofp::packet_in2::PacketIn2;
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// CPU time of the calling thread, or wall time where the kernel does not tell.
+enum CpuClock {
+    Cpu(u64),
+    Wall(Instant),
+}
+
+fn thread_cpu_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+impl CpuClock {
+    fn start() -> CpuClock {
+        match thread_cpu_ns() {
+            Some(ns) => CpuClock::Cpu(ns),
+            None => CpuClock::Wall(Instant::now()),
+        }
+    }
+
+    fn elapsed(&self) -> Duration {
+        match self {
+            CpuClock::Cpu(start) => Duration::from_nanos(thread_cpu_ns().unwrap_or(*start).saturating_sub(*start)),
+            CpuClock::Wall(start) => start.elapsed(),
+        }
+    }
+}
+
+/// A resolver shaped like the agent's: hash maps of rules, ports and pod IPs.
+struct Resolver {
+    rules: HashMap<u32, RuleMeta>,
+    ports: HashMap<u32, ObjectRef>,
+    ips: HashMap<IpAddr, ObjectRef>,
+}
+
+impl RuleResolver for Resolver {
+    fn allow_rule(&self, conj_id: u32) -> Option<RuleMeta> {
+        self.rules.get(&conj_id).cloned()
+    }
+    fn pod_by_ofport(&self, ofport: u32) -> Option<ObjectRef> {
+        self.ports.get(&ofport).cloned()
+    }
+    fn pod_by_ip(&self, ip: IpAddr) -> Option<ObjectRef> {
+        self.ips.get(&ip).cloned()
+    }
+}
+
+fn obj(ns: &str, name: &str) -> ObjectRef {
+    ObjectRef { namespace: ns.into(), name: name.into() }
+}
+
+/// 1,000 rules, 200 local pods, 5,000 pods in the model.
+fn resolver() -> Resolver {
+    let mut r = Resolver { rules: HashMap::new(), ports: HashMap::new(), ips: HashMap::new() };
+    for id in 0..1_000u32 {
+        let policy = obj(&format!("team-{}", id % 50), &format!("allow-frontend-to-backend-{id}"));
+        r.rules.insert(id, RuleMeta { policy, rule_name: None, priority: 190, log_label: None });
+    }
+    for i in 0..5_000u32 {
+        let pod = obj(&format!("team-{}", i % 50), &format!("backend-7d9f8c6b5-{i:05}"));
+        r.ips.insert(IpAddr::V4(Ipv4Addr::from(0x0a0a_0000 + i)), pod.clone());
+        if i < 200 {
+            r.ports.insert(i + 10, pod);
+        }
+    }
+    r
+}
+
+/// An Ethernet/IPv4/TCP SYN (with options, 74 bytes on the wire).
+fn syn(src: u32, dst: u32, sport: u16, dport: u16) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
+    f.extend_from_slice(&[0x45, 0, 0, 60, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0]);
+    f.extend_from_slice(&src.to_be_bytes());
+    f.extend_from_slice(&dst.to_be_bytes());
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0xa0, 0x02, 0xfa, 0xf0, 0, 0, 0, 0]);
+    f.extend_from_slice(&[2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7]);
+    f
+}
+
+fn packet_in(frame: Vec<u8>, disposition: Disposition, table_id: u8, rule_id: u32) -> PacketIn2 {
+    let ud = LogUserdata { disposition, table_id, rule_id };
+    PacketIn2 {
+        packet: Bytes::from(frame),
+        table_id: Some(table_id),
+        userdata: Some(Bytes::copy_from_slice(&ud.encode())),
+        ..Default::default()
+    }
+}
+
+/// Distinct new connections allowed by many rules: every packet-in becomes a line.
+fn allows() -> Vec<PacketIn2> {
+    (0..4_096u32)
+        .map(|i| {
+            let frame = syn(0x0a0a_0000 + 200 + i % 4_000, 0x0a0a_0000 + i % 200, 30_000 + i as u16, 8080);
+            packet_in(frame, Disposition::Allow, 3, i % 1_000)
+        })
+        .collect()
+}
+
+/// A SYN flood retried against isolated pods: 64 distinct default drops, aggregated.
+fn drops() -> Vec<PacketIn2> {
+    (0..4_096u32)
+        .map(|i| {
+            let k = i % 64;
+            let frame = syn(0x0a0a_1000 + k, 0x0a0a_0000 + k, 40_000 + k as u16, 80);
+            packet_in(frame, Disposition::Drop, 4, 10 + k)
+        })
+        .collect()
+}
+
+fn file_writer(dir: &std::path::Path, name: &str) -> RotatingWriter {
+    RotatingWriter::new(WriterConfig {
+        path: dir.join(name),
+        // Bounded disk use over a long run; compression off so a background gzip does not
+        // share the measured core.
+        max_size: 64 * 1024 * 1024,
+        max_backups: 1,
+        max_age: None,
+        compress: false,
+        ..WriterConfig::default()
+    })
+}
+
+fn run<W: LineSink>(c: &mut Criterion, name: &str, format: Format, packet_ins: &[PacketIn2], sink: W) {
+    let cfg = AuditConfig { format, node: "node-1".into(), ..AuditConfig::default() };
+    let stats = Arc::new(AuditStats::default());
+    let mut p = Pipeline::new(&cfg, Arc::new(resolver()), sink, stats);
+    let mut group = c.benchmark_group("audit");
+    group.throughput(Throughput::Elements(packet_ins.len() as u64));
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let clock = CpuClock::start();
+            for _ in 0..iters {
+                for pi in packet_ins {
+                    let _ = black_box(p.handle(pi, SystemTime::now()));
+                }
+                p.tick(SystemTime::now());
+                let _ = p.flush();
+            }
+            clock.elapsed()
+        })
+    });
+    group.finish();
+    let _ = p.shutdown(SystemTime::now() + Duration::from_secs(2));
+}
+
+fn benches(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let allows = allows();
+    let drops = drops();
+    run(c, "allow_antrea_to_file", Format::Antrea, &allows, file_writer(dir.path(), "antrea.log"));
+    run(c, "allow_json_to_file", Format::Json, &allows, file_writer(dir.path(), "json.log"));
+    run(c, "allow_antrea_to_sink", Format::Antrea, &allows, std::io::sink());
+    run(c, "drop_flood_antrea_to_file", Format::Antrea, &drops, file_writer(dir.path(), "drops.log"));
+}
+
+criterion_group! {
+    name = audit;
+    config = Criterion::default().measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(1));
+    targets = benches
+}
+criterion_main!(audit);

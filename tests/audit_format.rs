@@ -207,3 +207,18 @@ fn unknown_table_prints_its_id() {
     let l = line(Format::Antrea, &Record::single(entry(&pi, t_allow())));
     assert_eq!(fields(&l)[2], "42");
 }
+
+#[test]
+fn free_form_values_stay_one_field() {
+    let mut res = resolver();
+    let rule = res.rules.get_mut(&18).unwrap();
+    rule.rule_name = Some("allow web\nnow".into());
+    rule.log_label = Some(String::new());
+    let pi = packet_in(ipv4("10.10.1.13", "10.10.1.7", UDP, &udp(5353, 53, 32)), Disposition::Allow, 3, 18);
+    let e = entry_from_packet_in(&pi, &res, default_table_name, t_allow()).unwrap();
+    let l = line(Format::Antrea, &Record::single(e));
+    let f = fields(&l);
+    assert_eq!(f.len(), 16, "{l}");
+    assert_eq!(f[4], "allow_web_now");
+    assert_eq!(f[15], "<nil>");
+}

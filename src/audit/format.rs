@@ -7,13 +7,16 @@
 //!   length; missing ports are `<nil>`, as Antrea printed them then.
 //! - [`Format::Json`]: one JSON object per line, with both ends named.
 //!
-//! Antrea prints ports only for TCP and UDP; npagent also prints SCTP's. An aggregate of N > 1
+//! Timestamps are UTC (Antrea's agent writes its container's local time, UTC in its images).
+//! Antrea prints ports only for TCP and UDP; npagent also prints SCTP's. A rule name or log
+//! label containing whitespace or control characters has them replaced by `_` in text lines,
+//! so every line keeps its field count. An aggregate of N > 1
 //! packets ends with ` [N packets in D]`, D in Go's `time.Duration` notation.
 
 use super::dedup::Record;
 use super::entry::disposition_str;
 use super::packet::protocol_name;
-use super::timefmt::{push_go_duration, push_go_log_timestamp, push_padded, rfc3339_nanos};
+use super::timefmt::{push_go_duration, push_go_log_timestamp, push_padded, push_rfc3339_nanos, Fixed};
 use crate::model::ObjectRef;
 use serde::Serialize;
 use std::io::Write;
@@ -81,8 +84,23 @@ fn field(out: &mut Vec<u8>, v: &[u8]) {
     out.extend_from_slice(v);
 }
 
+/// A free-form value (rule name, log label) as one field: whitespace and control characters
+/// would split the line's fields or the line itself, so they become `_`.
 fn opt_str(out: &mut Vec<u8>, v: Option<&str>) {
-    field(out, v.map_or(NIL, str::as_bytes));
+    match v {
+        Some(s) if !s.is_empty() => {
+            out.push(b' ');
+            for c in s.chars() {
+                if c.is_whitespace() || c.is_control() {
+                    out.push(b'_');
+                } else {
+                    let mut buf = [0u8; 4];
+                    out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                }
+            }
+        }
+        _ => field(out, NIL),
+    }
 }
 
 fn opt_num(out: &mut Vec<u8>, v: Option<u16>, missing: &[u8]) {
@@ -172,9 +190,26 @@ fn antrea_v1(r: &Record, out: &mut Vec<u8>) {
     suffix(out, r);
 }
 
+/// An RFC 3339 timestamp formatted without allocating.
+struct Rfc3339(Fixed);
+
+impl Rfc3339 {
+    fn new(t: std::time::SystemTime) -> Rfc3339 {
+        let mut f = Fixed::default();
+        push_rfc3339_nanos(&mut f, t);
+        Rfc3339(f)
+    }
+}
+
+impl Serialize for Rfc3339 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(std::str::from_utf8(self.0.as_bytes()).unwrap_or_default())
+    }
+}
+
 #[derive(Serialize)]
 struct JsonLine<'a> {
-    time: String,
+    time: Rfc3339,
     node: &'a str,
     table: &'a str,
     direction: &'static str,
@@ -189,8 +224,8 @@ struct JsonLine<'a> {
     length: u32,
     log_label: Option<&'a str>,
     count: u64,
-    first_seen: String,
-    last_seen: String,
+    first_seen: Rfc3339,
+    last_seen: Rfc3339,
 }
 
 #[derive(Serialize)]
@@ -221,7 +256,7 @@ fn end(ip: std::net::IpAddr, port: Option<u16>, pod: Option<&ObjectRef>) -> Json
 fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
     let e = &r.entry;
     let line = JsonLine {
-        time: rfc3339_nanos(r.written_at),
+        time: Rfc3339::new(r.written_at),
         node,
         table: &e.table,
         direction: e.direction.as_str(),
@@ -240,8 +275,8 @@ fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
         length: e.ip_len,
         log_label: e.log_label.as_deref(),
         count: r.count,
-        first_seen: rfc3339_nanos(r.first_seen),
-        last_seen: rfc3339_nanos(r.last_seen),
+        first_seen: Rfc3339::new(r.first_seen),
+        last_seen: Rfc3339::new(r.last_seen),
     };
     // Serializing plain strings, numbers and addresses into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, &line);

@@ -47,8 +47,56 @@ impl Civil {
     }
 }
 
+/// Where formatted bytes go: a `Vec`, or a fixed buffer when no allocation is wanted.
+pub trait ByteSink {
+    fn push(&mut self, b: u8);
+    fn extend_from_slice(&mut self, s: &[u8]) {
+        for &b in s {
+            self.push(b);
+        }
+    }
+}
+
+impl ByteSink for Vec<u8> {
+    fn push(&mut self, b: u8) {
+        Vec::push(self, b);
+    }
+    fn extend_from_slice(&mut self, s: &[u8]) {
+        Vec::extend_from_slice(self, s);
+    }
+}
+
+/// A small stack buffer; bytes beyond its capacity are dropped.
+#[derive(Debug, Clone, Copy)]
+pub struct Fixed {
+    buf: [u8; 48],
+    len: usize,
+}
+
+impl Default for Fixed {
+    fn default() -> Self {
+        Fixed { buf: [0; 48], len: 0 }
+    }
+}
+
+impl Fixed {
+    /// The bytes written.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
+    }
+}
+
+impl ByteSink for Fixed {
+    fn push(&mut self, b: u8) {
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
+    }
+}
+
 /// Appends `YYYY/MM/DD HH:MM:SS.uuuuuu` (Go's `log.Ldate|log.Lmicroseconds`, UTC).
-pub fn push_go_log_timestamp(out: &mut Vec<u8>, t: SystemTime) {
+pub fn push_go_log_timestamp(out: &mut impl ByteSink, t: SystemTime) {
     let c = Civil::from_system_time(t);
     push_padded(out, c.year as u64, 4);
     out.push(b'/');
@@ -63,23 +111,28 @@ pub fn push_go_log_timestamp(out: &mut Vec<u8>, t: SystemTime) {
 
 /// `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`: RFC 3339 in UTC with all nine fraction digits.
 pub fn rfc3339_nanos(t: SystemTime) -> String {
-    let c = Civil::from_system_time(t);
     let mut out = Vec::with_capacity(30);
-    push_padded(&mut out, c.year as u64, 4);
-    out.push(b'-');
-    push_padded(&mut out, c.month.into(), 2);
-    out.push(b'-');
-    push_padded(&mut out, c.day.into(), 2);
-    out.push(b'T');
-    push_clock(&mut out, &c);
-    out.push(b'.');
-    push_padded(&mut out, c.nanos.into(), 9);
-    out.push(b'Z');
+    push_rfc3339_nanos(&mut out, t);
     // Only ASCII digits and separators were pushed.
     String::from_utf8(out).unwrap_or_default()
 }
 
-fn push_clock(out: &mut Vec<u8>, c: &Civil) {
+/// Appends [`rfc3339_nanos`]'s text.
+pub fn push_rfc3339_nanos(out: &mut impl ByteSink, t: SystemTime) {
+    let c = Civil::from_system_time(t);
+    push_padded(out, c.year as u64, 4);
+    out.push(b'-');
+    push_padded(out, c.month.into(), 2);
+    out.push(b'-');
+    push_padded(out, c.day.into(), 2);
+    out.push(b'T');
+    push_clock(out, &c);
+    out.push(b'.');
+    push_padded(out, c.nanos.into(), 9);
+    out.push(b'Z');
+}
+
+fn push_clock(out: &mut impl ByteSink, c: &Civil) {
     push_padded(out, c.hour.into(), 2);
     out.push(b':');
     push_padded(out, c.minute.into(), 2);
@@ -88,7 +141,7 @@ fn push_clock(out: &mut Vec<u8>, c: &Civil) {
 }
 
 /// Appends `v` in decimal, zero-padded to at least `width` digits.
-pub fn push_padded(out: &mut Vec<u8>, v: u64, width: usize) {
+pub fn push_padded(out: &mut impl ByteSink, v: u64, width: usize) {
     let mut digits = [0u8; 20];
     let mut n = 0;
     let mut v = v;
@@ -103,7 +156,9 @@ pub fn push_padded(out: &mut Vec<u8>, v: u64, width: usize) {
     for _ in n..width {
         out.push(b'0');
     }
-    out.extend(digits[..n].iter().rev());
+    for &d in digits[..n].iter().rev() {
+        out.push(d);
+    }
 }
 
 /// Go's `time.Duration.String()`: `0s`, `999ns`, `1.5µs`, `1.234567ms`, `1.000000001s`,
@@ -116,7 +171,7 @@ pub fn go_duration(d: Duration) -> String {
 }
 
 /// Appends [`go_duration`]'s text.
-pub fn push_go_duration(out: &mut Vec<u8>, d: Duration) {
+pub fn push_go_duration(out: &mut impl ByteSink, d: Duration) {
     const NANOS_PER_SEC: u128 = 1_000_000_000;
     let mut u = d.as_nanos();
     // Built backwards, as Go does, into a buffer large enough for u128 hours.

@@ -96,6 +96,8 @@ pub struct RotatingWriter {
     mill: Option<JoinHandle<()>>,
     mill_wanted: bool,
     mill_errors: Arc<AtomicU64>,
+    /// Time in the newest backup name, so names keep increasing even within a millisecond.
+    last_backup: Option<SystemTime>,
 }
 
 impl RotatingWriter {
@@ -113,6 +115,7 @@ impl RotatingWriter {
             mill: None,
             mill_wanted: false,
             mill_errors: Arc::new(AtomicU64::new(0)),
+            last_backup: None,
         }
     }
 
@@ -273,7 +276,13 @@ impl RotatingWriter {
 
     fn rotate(&mut self) -> Result<(), WriteError> {
         self.file = None;
-        let backup = free_backup_name(&self.cfg.path, SystemTime::now());
+        let mut t = SystemTime::now();
+        if let Some(last) = self.last_backup {
+            // A name freed by backup removal must not be reused: it would sort as old.
+            t = t.max(last + Duration::from_millis(1));
+        }
+        let (backup, t) = free_backup_name(&self.cfg.path, t);
+        self.last_backup = Some(t);
         match fs::rename(&self.cfg.path, &backup) {
             Ok(()) => {}
             // Someone removed the file: there is nothing to keep, start a new one.
@@ -385,16 +394,16 @@ fn parse_backup_timestamp(s: &str) -> Option<SystemTime> {
     UNIX_EPOCH.checked_add(Duration::from_secs(secs) + Duration::from_millis(ms))
 }
 
-/// A backup name for a rotation at `t` that no existing file (plain or gzipped) has; on a
-/// clash the time is moved on by a millisecond, so names keep sorting by age.
-fn free_backup_name(path: &Path, t: SystemTime) -> PathBuf {
+/// A backup name for a rotation at `t` that no existing file (plain or gzipped) has, and the
+/// time it names; on a clash the time is moved on by a millisecond, so names keep sorting by age.
+fn free_backup_name(path: &Path, t: SystemTime) -> (PathBuf, SystemTime) {
     let (dir, stem, ext) = split_name(path);
     let mut t = t;
     loop {
         let candidate = dir.join(format!("{stem}-{}{ext}", backup_timestamp(t)));
         let gz = gz_name(&candidate);
         if !candidate.exists() && !gz.exists() {
-            return candidate;
+            return (candidate, t);
         }
         t += Duration::from_millis(1);
     }
