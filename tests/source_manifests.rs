@@ -238,3 +238,22 @@ async fn a_directory_created_later_is_picked_up() {
     write(&dir, "ns.yaml", NS_X);
     w.until("namespace", |_, s| s.keys() == vec!["Namespace /x"]).await;
 }
+
+#[tokio::test]
+async fn a_rescan_without_content_changes_deletes_nothing() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let dir = d.path();
+    write(dir, "ns.yaml", NS_X);
+    write(dir, "pods.yaml", &pod("a", "a"));
+    let mut w = Watch::start(dir);
+    w.until("initial Reset", |ev, _| matches!(ev, SourceEvent::Reset { .. })).await;
+
+    // The same bytes written again: the file is rescanned (new mtime) but nothing changed.
+    write(dir, "pods.yaml", &pod("a", "a"));
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Then a real change: the events up to it must not delete anything.
+    write(dir, "more.yaml", &pod("b", "b"));
+    let evs = w.until("pod b", |ev, _| matches!(ev, SourceEvent::Applied(o) if o.object.object_ref().name == "b")).await;
+    assert!(!evs.iter().any(|e| matches!(e, SourceEvent::Deleted { .. })), "{evs:#?}");
+    assert_eq!(w.store.keys(), vec!["Namespace /x", "Pod x/a", "Pod x/b"]);
+}

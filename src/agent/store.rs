@@ -182,3 +182,105 @@ impl Store {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sourced(value: serde_json::Value) -> Sourced<KubeObject> {
+        let object = match value["kind"].as_str() {
+            Some("Namespace") => KubeObject::Namespace(serde_json::from_value(value).unwrap()),
+            Some("Pod") => KubeObject::Pod(serde_json::from_value(value).unwrap()),
+            _ => KubeObject::NetworkPolicy(serde_json::from_value(value).unwrap()),
+        };
+        Sourced { origin: "test".into(), object }
+    }
+
+    fn namespace(name: &str) -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    }
+
+    fn pod(ns: &str, name: &str, ip: &str) -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": ns, "name": name},
+               "spec": {"containers": []}, "status": {"podIP": ip}})
+    }
+
+    fn policy(ns: &str, name: &str, cidr: &str) -> serde_json::Value {
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+               "metadata": {"namespace": ns, "name": name},
+               "spec": {"podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": cidr}}]}]}})
+    }
+
+    fn oref(ns: &str, name: &str) -> ObjectRef {
+        ObjectRef { namespace: ns.into(), name: name.into() }
+    }
+
+    fn reset(objects: Vec<serde_json::Value>) -> SourceEvent {
+        SourceEvent::Reset { kinds: Kind::ALL.to_vec(), objects: objects.into_iter().map(sourced).collect() }
+    }
+
+    #[test]
+    fn not_synced_until_every_kind_is_listed() {
+        let mut store = Store::default();
+        assert!(!store.is_synced());
+        store.apply(SourceEvent::Reset { kinds: vec![Kind::Namespace, Kind::Pod], objects: vec![] });
+        assert!(!store.is_synced());
+        store.apply(SourceEvent::Reset { kinds: vec![Kind::NetworkPolicy], objects: vec![] });
+        assert!(store.is_synced());
+    }
+
+    #[test]
+    fn reset_reports_what_changed_and_removes_what_is_gone() {
+        let mut store = Store::default();
+        let changes = store.apply(reset(vec![namespace("x"), pod("x", "a", "10.0.0.1"), policy("x", "p", "10.0.0.0/8")]));
+        assert_eq!(changes.len(), 3);
+        // The same objects again: nothing changed.
+        let same = store.apply(reset(vec![namespace("x"), pod("x", "a", "10.0.0.1"), policy("x", "p", "10.0.0.0/8")]));
+        assert!(same.is_empty(), "{same:?}");
+        // The pod is gone from the next list.
+        let changes = store.apply(reset(vec![namespace("x"), policy("x", "p", "10.0.0.0/8")]));
+        assert_eq!(changes, vec![Change::Pod(oref("x", "a"))]);
+        assert!(store.model().pods.is_empty());
+        assert_eq!(store.pod_by_ip(&"10.0.0.1".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn an_invalid_object_is_left_out_and_the_valid_ones_stay() {
+        let mut store = Store::default();
+        store.apply(reset(vec![namespace("x"), policy("x", "good", "10.0.0.0/8"), policy("x", "bad", "10.0.0.0/33")]));
+        let policies: Vec<_> = store.model().policies.keys().cloned().collect();
+        assert_eq!(policies, vec![oref("x", "good")]);
+        // A valid policy that turns invalid is no longer enforced.
+        let changes = store.apply(SourceEvent::Applied(sourced(policy("x", "good", "300.0.0.0/8"))));
+        assert_eq!(changes, vec![Change::Policy(oref("x", "good"))]);
+        assert!(store.model().policies.is_empty());
+    }
+
+    #[test]
+    fn pod_ips_follow_updates_and_deletes() {
+        let mut store = Store::default();
+        store.apply(SourceEvent::Applied(sourced(pod("x", "a", "10.0.0.1"))));
+        store.apply(SourceEvent::Applied(sourced(pod("x", "a", "10.0.0.2"))));
+        assert_eq!(store.pod_by_ip(&"10.0.0.1".parse().unwrap()), None);
+        assert_eq!(store.pod_by_ip(&"10.0.0.2".parse().unwrap()), Some(&oref("x", "a")));
+        let changes = store.apply(SourceEvent::Deleted { kind: Kind::Pod, object: oref("x", "a") });
+        assert_eq!(changes, vec![Change::Pod(oref("x", "a"))]);
+        assert_eq!(store.pod_by_ip(&"10.0.0.2".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn ports_report_added_changed_and_removed_ofports() {
+        let mut store = Store::default();
+        let port = |ofport: u32, name: &str| LocalPort {
+            ofport,
+            interface: format!("p{ofport}"),
+            pod: oref("x", name),
+            ips: vec![],
+            mac: None,
+        };
+        assert_eq!(store.set_ports(&[port(1, "a"), port(2, "b")]), vec![Change::Port(1), Change::Port(2)]);
+        assert!(store.set_ports(&[port(1, "a"), port(2, "b")]).is_empty());
+        assert_eq!(store.set_ports(&[port(1, "a"), port(3, "c")]), vec![Change::Port(3), Change::Port(2)]);
+    }
+}
