@@ -19,7 +19,8 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Starts `npagent run --ofp .. --ovsdb .. --manifests DIR`, logging to `log`.
+    /// Starts `npagent run --ofp .. --ovsdb .. --manifests DIR`, logging to `log`. The binary
+    /// is the one cargo built, or `$NPA_AGENT_BIN` (to try another build).
     pub fn start(tb: &Testbed, manifests: &Path, log: &Path) -> Agent {
         let out = fs::OpenOptions::new()
             .create(true)
@@ -27,7 +28,10 @@ impl Agent {
             .open(log)
             .unwrap_or_else(|e| panic!("open {}: {e}", log.display()));
         let err = out.try_clone().expect("clone log handle");
-        let child = Command::new(env!("CARGO_BIN_EXE_npagent"))
+        let bin = std::env::var_os("NPA_AGENT_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_npagent")));
+        let child = Command::new(bin)
             .args(["run", "--ofp", &tb.sandbox.ofp, "--ovsdb", &tb.sandbox.ovsdb, "--manifests"])
             .arg(manifests)
             .env("RUST_LOG", std::env::var("NPA_AGENT_LOG").unwrap_or_else(|_| "info".into()))
@@ -52,7 +56,13 @@ impl Agent {
     /// Stops the agent with SIGTERM (SIGKILL after 5 s) and returns its exit status text.
     pub fn stop(&mut self) -> String {
         let Some(mut child) = self.child.take() else { return "not running".into() };
-        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        if let Ok(Some(status)) = child.try_wait() {
+            return format!("had exited: {status}");
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             match child.try_wait() {
@@ -96,12 +106,12 @@ pub fn write_atomic(path: &Path, text: &str) {
 /// port, false when it is dropped (or only sent to the controller).
 pub fn trace_verdict(tb: &Testbed, from: &Pod, to: &Pod, proto: Proto, port: u16) -> Result<bool, String> {
     let l4 = match proto {
-        Proto::Tcp => "tcp,tcp_flags=+syn",
-        Proto::Udp => "udp",
-        Proto::Sctp => "sctp",
+        Proto::Tcp => format!("tcp,tcp_flags=syn,tcp_src=40000,tcp_dst={port}"),
+        Proto::Udp => format!("udp,udp_src=40000,udp_dst={port}"),
+        Proto::Sctp => format!("sctp,sctp_src=40000,sctp_dst={port}"),
     };
     let flow = format!(
-        "in_port={},{l4},dl_src={},dl_dst={},nw_src={},nw_dst={},nw_ttl=64,tp_src=40000,tp_dst={port}",
+        "in_port={},{l4},dl_src={},dl_dst={},nw_src={},nw_dst={},nw_ttl=64",
         from.ofport, from.mac, to.mac, from.ip, to.ip
     );
     let out = Command::new("ovs-appctl")
