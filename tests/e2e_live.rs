@@ -14,7 +14,6 @@ mod scenario;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_yaml::Value;
@@ -23,8 +22,6 @@ use agent::{trace_verdict, write_atomic, Agent};
 use scenario::{docs_yaml, merge_patch, obj_key, split_docs, Proto};
 use support::{Port, Testbed};
 
-/// The tests share two cores: one testbed at a time keeps the timings meaningful.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The bound the issue sets for a manifest change to be enforced.
 const BOUND: Duration = Duration::from_secs(1);
@@ -62,7 +59,7 @@ impl Live {
         let patch: Value = serde_yaml::from_str(patch).expect("patch yaml");
         for entry in std::fs::read_dir(self.dir()).expect("manifests dir") {
             let path = entry.expect("entry").path();
-            if !path.extension().is_some_and(|x| x == "yaml") {
+            if path.extension().is_none_or(|x| x != "yaml") {
                 continue;
             }
             let text = std::fs::read_to_string(&path).expect("read manifest");
@@ -162,7 +159,7 @@ spec:
 
 #[test]
 fn policy_apply_modify_delete_within_one_second() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = agent::timing_lock();
     let mut live = Live::start();
 
     live.put("p", ALLOW_FROM_B);
@@ -201,7 +198,7 @@ fn policy_apply_modify_delete_within_one_second() {
 
 #[test]
 fn relabel_pod_and_namespace_within_one_second() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = agent::timing_lock();
     let mut live = Live::start();
     live.put(
         "p",
@@ -256,7 +253,7 @@ spec:
 
 #[test]
 fn pod_add_and_remove_within_one_second() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = agent::timing_lock();
     let mut live = Live::start();
     live.put(
         "p",
@@ -347,7 +344,7 @@ fn flows_with_stats(tb: &Testbed) -> BTreeMap<String, FlowStats> {
 
 #[test]
 fn restart_without_churn() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = agent::timing_lock();
     let mut live = Live::start();
     live.put("p", ALLOW_FROM_B);
     let checks = [("y/a", "x/a", Proto::Tcp, 80, false), ("x/b", "x/a", Proto::Tcp, 80, true)];
@@ -404,7 +401,7 @@ fn restart_without_churn() {
 
 #[test]
 fn switch_restart_recovery() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = agent::timing_lock();
     let mut live = Live::start();
     live.put("p", ALLOW_FROM_B);
     let checks = [
@@ -435,7 +432,7 @@ fn switch_restart_recovery() {
 /// bridge npagent enforces.
 #[test]
 fn flows_command_matches_bridge() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = agent::timing_lock();
     let mut live = Live::start();
     live.put("p", ALLOW_FROM_B);
     live.converges("policy", &[("y/a", "x/a", Proto::Tcp, 80, false), ("x/b", "x/a", Proto::Tcp, 80, true)]);

@@ -93,6 +93,50 @@ impl Drop for Agent {
     }
 }
 
+/// An exclusive lock shared by every end-to-end test that measures convergence, across test
+/// processes (cargo-nextest runs each test in a process of its own): on two cores, a second
+/// testbed probing at the same time would make the timings meaningless. A directory created
+/// atomically, holding the owner's pid; a lock whose owner is gone is taken over. Released on
+/// drop.
+pub struct TimingLock(PathBuf);
+
+pub fn timing_lock() -> TimingLock {
+    let dir = std::env::temp_dir().join("npagent-e2e-timing.lock");
+    loop {
+        match fs::create_dir(&dir) {
+            Ok(()) => {
+                let _ = fs::write(dir.join("pid"), std::process::id().to_string());
+                return TimingLock(dir);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let owner = fs::read_to_string(dir.join("pid")).unwrap_or_default();
+                let owner = owner.trim();
+                // A lock without pid may be a second old (its owner is writing it); one whose
+                // owner has exited is stale.
+                let stale = if owner.is_empty() {
+                    fs::metadata(&dir)
+                        .and_then(|m| m.modified())
+                        .is_ok_and(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(5))
+                } else {
+                    !Path::new("/proc").join(owner).exists()
+                };
+                if stale {
+                    let _ = fs::remove_dir_all(&dir);
+                } else {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+            Err(e) => panic!("create {}: {e}", dir.display()),
+        }
+    }
+}
+
+impl Drop for TimingLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Writes a file atomically (temporary dot-file + rename), so the agent never reads half a file.
 pub fn write_atomic(path: &Path, text: &str) {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -127,7 +171,7 @@ pub fn trace_verdict(tb: &Testbed, from: &Pod, to: &Pod, proto: Proto, port: u16
     let actions = text
         .lines()
         .filter_map(|l| l.trim().strip_prefix("Datapath actions:"))
-        .last()
+        .next_back()
         .ok_or_else(|| format!("ofproto/trace {flow}: no datapath actions in\n{text}"))?;
     Ok(outputs_to_port(actions))
 }
