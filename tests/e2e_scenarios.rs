@@ -235,6 +235,7 @@ fn selected(s: &Scenario) -> bool {
 
 #[test]
 fn scenarios_on_the_testbed() {
+    let _serial = agent::timing_lock();
     let tb = Testbed::start();
     let mut dir = ManifestDir::open(&tb.manifests_dir());
     let base = dir.base();
