@@ -90,9 +90,9 @@ fn prober_sees_normal_forwarding_and_drop_flows() {
     assert_eq!(tb.pod_ids(), pods);
 
     forward_all(&tb);
-    let observed = tb.probe_all();
-    assert_eq!(observed.len(), 9 * 9 * 3);
-    Reachability::new(&pods, true).assert_matches(&observed);
+    let everything = Reachability::new(&pods, true);
+    assert_eq!(everything.len(), 9 * 9 * 3);
+    tb.assert_reachability(&everything);
 
     // Stateless drops of the requests only (TCP SYN, UDP to port 80), so that replies to
     // the pods' own connections still pass: everything into x/a; UDP 80 into y/b; TCP 81
@@ -116,9 +116,8 @@ fn prober_sees_normal_forwarding_and_drop_flows() {
         .expect("*", "y/b", Some(Port::Udp80), false)
         .expect("*", "z/c", Some(Port::Tcp81), false)
         .allow_loopback();
-    let observed = tb.probe_all();
-    expected.assert_matches(&observed);
-    assert_eq!(observed.count(false), 8 * 3 + 8 + 8);
+    assert_eq!(expected.count(false), 8 * 3 + 8 + 8);
+    tb.assert_reachability(&expected);
 }
 
 #[test]
@@ -225,6 +224,7 @@ fn pods_come_and_go() {
     assert_eq!(xd.ofport, 10);
     assert!(tb.manifests_dir().join("pod-x-d.yaml").exists());
     let r = tb.probe(&["x/a", "x/d"], &["x/a", "x/d"]);
+    assert_eq!(r.len(), 2 * 2 * 3);
     Reachability::new(&["x/a", "x/d"], true).assert_matches(&r);
 
     tb.del_pod("x", "d");
@@ -237,7 +237,7 @@ fn pods_come_and_go() {
     assert!(!netns.contains(&xd.netns), "{netns}");
     // the rest still works
     let left = tb.pod_ids();
-    Reachability::new(&left, true).assert_matches(&tb.probe_all());
+    tb.assert_reachability(&Reachability::new(&left, true));
 }
 
 #[test]
@@ -246,7 +246,7 @@ fn testbeds_run_side_by_side() {
     let two = Testbed::start();
     forward_all(&one);
     let pods = Reachability::standard_pods();
-    Reachability::new(&pods, true).assert_matches(&one.probe_all());
+    one.assert_reachability(&Reachability::new(&pods, true));
     // same IPs and MACs on the other bridge, which has no flows: nothing leaks across
     let mut none = Reachability::new(&pods, false);
     none.allow_loopback();
@@ -281,4 +281,54 @@ fn examples_are_kubernetes_objects() {
         }
     }
     assert!(policies >= 3);
+}
+
+#[test]
+fn wait_reachability_follows_a_live_flow_change() {
+    let tb = Testbed::start();
+    forward_all(&tb);
+    let pods = Reachability::standard_pods();
+    tb.assert_reachability(&Reachability::new(&pods, true));
+
+    let xb = tb.pod("x/b");
+    let ofp_flow = format!("priority=100,tcp,nw_dst={},tp_dst=80,tcp_flags=+syn-ack,actions=drop", xb.ip);
+    let sandbox_dir = tb.sandbox.dir.clone();
+    let changer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        support::sandbox::run(
+            std::process::Command::new("ovs-ofctl")
+                .args(["-O", "OpenFlow15", "add-flow"])
+                .arg(format!("unix:{}/br-int.mgmt", sandbox_dir.display()))
+                .arg(&ofp_flow),
+        );
+    });
+    let mut expected = Reachability::new(&pods, true);
+    expected.expect("*", "x/b", Some(Port::Tcp80), false).allow_loopback();
+    let took = tb.wait_reachability(&expected, std::time::Duration::from_secs(15));
+    changer.join().expect("flow changer");
+    assert!(took >= std::time::Duration::from_millis(700), "converged before the change: {took:?}");
+}
+
+#[test]
+fn reachability_patterns_diff_and_tables() {
+    let pods = Reachability::standard_pods();
+    let mut r = Reachability::new(&pods, true);
+    r.expect("x/*", "*/a", Some(Port::Udp80), false);
+    assert!(!r.get("x/b", "y/a", Port::Udp80));
+    assert!(r.get("x/b", "y/a", Port::Tcp80));
+    assert!(r.get("y/b", "y/a", Port::Udp80));
+    assert_eq!(r.count(false), 3 * 3);
+    r.allow_loopback();
+    assert!(r.get("x/a", "x/a", Port::Udp80));
+    assert_eq!(r.count(false), 8);
+
+    let all = Reachability::new(&pods, true);
+    let diff = all.diff(&r);
+    assert_eq!(diff.len(), 8);
+    assert!(diff.contains(&"x/c -> z/a udp/80: expected true, observed false".to_owned()), "{diff:?}");
+    let table = r.table(Port::Udp80);
+    let row: Vec<&str> = table.lines().nth(2).expect("x/b row").split_whitespace().collect();
+    assert_eq!(row, ["x/b", "X", ".", ".", "X", ".", ".", "X", ".", "."]);
+    let caught = std::panic::catch_unwind(|| all.assert_matches(&r));
+    assert!(caught.is_err(), "differing matrices must fail the assertion");
 }

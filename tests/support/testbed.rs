@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use super::sandbox::{repo_path, run, Sandbox};
 
@@ -162,19 +163,29 @@ impl Testbed {
         self.probe(&[], &[])
     }
 
-    /// Probes from the pods `from` to the pods `to` (`ns/name`; empty means all).
+    /// Probes from the pods `from` to the pods `to` (`ns/name`; empty means all), with the
+    /// default timeout (0.5 s, or `NPA_PROBE_TIMEOUT` seconds).
     pub fn probe(&self, from: &[&str], to: &[&str]) -> Reachability {
+        self.probe_with_timeout(from, to, None)
+    }
+
+    /// Like [`Testbed::probe`] with a per-probe timeout in seconds.
+    pub fn probe_with_timeout(&self, from: &[&str], to: &[&str], timeout: Option<f64>) -> Reachability {
         let python = if std::path::Path::new("/usr/bin/python3").exists() {
             "/usr/bin/python3"
         } else {
             "python3"
         };
-        let out = run(Command::new(python)
-            .arg(repo_path("testbed/probe.py"))
+        let mut cmd = Command::new(python);
+        cmd.arg(repo_path("testbed/probe.py"))
             .arg("matrix")
             .arg(&self.state)
             .arg(format!("--from={}", from.join(",")))
-            .arg(format!("--to={}", to.join(","))));
+            .arg(format!("--to={}", to.join(",")));
+        if let Some(t) = timeout {
+            cmd.arg(format!("--timeout={t}"));
+        }
+        let out = run(&mut cmd);
         let ids = self.pod_ids();
         let pick = |sel: &[&str]| -> Vec<String> {
             ids.iter()
@@ -196,6 +207,45 @@ impl Testbed {
         }
         assert_eq!(seen, r.cells.len(), "prober answered {seen} of {} probes:\n{out}", r.cells.len());
         r
+    }
+
+    /// Probes the pairs of `expected` and asserts the result, re-probing up to twice when it
+    /// differs (as upstream's e2e suite does: a lost SYN or datagram is not a verdict).
+    pub fn assert_reachability(&self, expected: &Reachability) {
+        let (from, to) = expected.pods();
+        let (from, to): (Vec<&str>, Vec<&str>) = (
+            from.iter().map(String::as_str).collect(),
+            to.iter().map(String::as_str).collect(),
+        );
+        let mut observed = self.probe(&from, &to);
+        for _ in 0..2 {
+            if expected.diff(&observed).is_empty() {
+                return;
+            }
+            observed = self.probe(&from, &to);
+        }
+        expected.assert_matches(&observed);
+    }
+
+    /// Probes until the pairs of `expected` behave as expected, for at most `within`;
+    /// returns how long that took (from the call), or panics with the last observation.
+    pub fn wait_reachability(&self, expected: &Reachability, within: Duration) -> Duration {
+        let started = Instant::now();
+        let (from, to) = expected.pods();
+        let (from, to): (Vec<&str>, Vec<&str>) = (
+            from.iter().map(String::as_str).collect(),
+            to.iter().map(String::as_str).collect(),
+        );
+        loop {
+            let observed = self.probe(&from, &to);
+            if expected.diff(&observed).is_empty() {
+                return started.elapsed();
+            }
+            if started.elapsed() >= within {
+                eprintln!("no convergence within {within:?}");
+                expected.assert_matches(&observed);
+            }
+        }
     }
 }
 
@@ -245,6 +295,11 @@ impl Reachability {
             .iter()
             .flat_map(|n| ["a", "b", "c"].iter().map(move |p| format!("{n}/{p}")))
             .collect()
+    }
+
+    /// Source and destination pods (`ns/name`), in order.
+    pub fn pods(&self) -> (&[String], &[String]) {
+        (&self.from, &self.to)
     }
 
     /// Reachability of one probe; panics for a pair outside the matrix.
