@@ -223,6 +223,9 @@ fn pods_come_and_go() {
     let xd = tb.add_pod("x", "d", "10.10.1.14");
     assert_eq!(xd.ofport, 10);
     assert!(tb.manifests_dir().join("pod-x-d.yaml").exists());
+    assert!(tb.reaches("x/d", "z/c", Port::Udp80));
+    let ping = tb.pod_exec("x/d", &["ping", "-c1", "-W2", &tb.pod("y/a").ip]);
+    assert!(ping.status.success(), "{}", String::from_utf8_lossy(&ping.stdout));
     let r = tb.probe(&["x/a", "x/d"], &["x/a", "x/d"]);
     assert_eq!(r.len(), 2 * 2 * 3);
     Reachability::new(&["x/a", "x/d"], true).assert_matches(&r);
@@ -331,4 +334,66 @@ fn reachability_patterns_diff_and_tables() {
     assert_eq!(row, ["x/b", "X", ".", ".", "X", ".", ".", "X", ".", "."]);
     let caught = std::panic::catch_unwind(|| all.assert_matches(&r));
     assert!(caught.is_err(), "differing matrices must fail the assertion");
+}
+
+#[test]
+fn failed_sandbox_start_leaves_nothing_running() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("sb");
+    let script = support::sandbox::repo_path("scripts/ovs-sandbox");
+    let out = support::sandbox::output(
+        std::process::Command::new("bash")
+            .arg(&script)
+            .arg("up")
+            .arg(&dir)
+            .env("OVS_SANDBOX_PROTOCOLS", "NoSuchProtocol"),
+    );
+    // whatever happens below, do not leak daemons if the script failed to clean up
+    struct Down<'a>(&'a std::path::Path, &'a std::path::Path);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("bash").arg(self.0).arg("down").arg(self.1).output();
+        }
+    }
+    let _down = Down(&script, &dir);
+    assert!(!out.status.success(), "a bridge with a bogus protocol came up");
+    let env = support::sandbox::run(std::process::Command::new("bash").arg(&script).arg("env").arg(&dir));
+    let netns = env
+        .lines()
+        .find_map(|l| l.strip_prefix("NETNS="))
+        .expect("NETNS line")
+        .trim_matches('"')
+        .to_owned();
+    let list = support::sandbox::run(std::process::Command::new("ip").args(["netns", "list"]));
+    assert!(!list.contains(&netns), "netns {netns} left behind");
+    let needle = dir.to_string_lossy().into_owned();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if cmdline.contains(&needle) && pid.parse::<u32>().is_ok_and(alive) {
+            panic!("process left behind: {pid} {cmdline}");
+        }
+    }
+}
+
+#[test]
+fn pods_survive_a_vswitchd_restart() {
+    let tb = Testbed::start();
+    forward_all(&tb);
+    let pods = Reachability::standard_pods();
+    tb.assert_reachability(&Reachability::new(&pods, true));
+
+    tb.sandbox.restart_vswitchd();
+    // the ports come back with their ofports; the flow tables do not
+    for pod in tb.pods() {
+        assert_eq!(tb.sandbox.ofport(&pod.iface), pod.ofport, "{}", pod.id());
+    }
+    assert!(tb.sandbox.dump_flows().is_empty());
+    let mut nothing = Reachability::new(&pods, false);
+    nothing.allow_loopback();
+    nothing.assert_matches(&tb.probe_all());
+
+    forward_all(&tb);
+    tb.assert_reachability(&Reachability::new(&pods, true));
 }

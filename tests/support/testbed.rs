@@ -157,6 +157,18 @@ impl Testbed {
             .args([namespace, name]));
     }
 
+    /// Runs a command inside pod `id`'s network namespace (`ping`, `nc`, ...) and returns
+    /// its output whatever the exit status.
+    pub fn pod_exec(&self, id: &str, args: &[&str]) -> std::process::Output {
+        let pod = self.pod(id);
+        super::sandbox::output(Command::new("ip").args(["netns", "exec", &pod.netns]).args(args))
+    }
+
+    /// One probe: does `from` reach `to` on `port` (both `ns/name`)?
+    pub fn reaches(&self, from: &str, to: &str, port: Port) -> bool {
+        self.probe(&[from], &[to]).get(from, to, port)
+    }
+
     /// Probes every pod pair (self included: loopback, which never crosses the bridge) on
     /// every port, all at once, with real packets.
     pub fn probe_all(&self) -> Reachability {
