@@ -436,7 +436,7 @@ fn flows_command_matches_bridge() {
     let mut live = Live::start();
     live.put("p", ALLOW_FROM_B);
     live.converges("policy", &[("y/a", "x/a", Proto::Tcp, 80, false), ("x/b", "x/a", Proto::Tcp, 80, true)]);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_npagent"))
+    let out = std::process::Command::new(agent::npagent_bin())
         .args(["flows", "--ofp", &live.tb.sandbox.ofp, "--ovsdb", &live.tb.sandbox.ovsdb, "--manifests"])
         .arg(live.tb.manifests_dir())
         .output()

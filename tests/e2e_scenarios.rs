@@ -290,7 +290,7 @@ fn scenarios_on_the_testbed() {
                 slowest = (r.elapsed, label.clone());
             }
             if r.ok {
-                eprintln!("ok    {label} (converged after {:.2} s)", r.elapsed.as_secs_f64());
+                eprintln!("ok    {label} (matched {:.2} s after the write, probe rounds included)", r.elapsed.as_secs_f64());
             } else {
                 eprintln!("FAIL  {label}\n  {}\n{}", s.doc.trim(), r.report);
                 failed.push(label);
@@ -313,7 +313,7 @@ fn scenarios_on_the_testbed() {
         }
     }
     eprintln!(
-        "{passed} scenarios passed, {} failed; slowest convergence {:.2} s ({})",
+        "{passed} scenarios passed, {} failed; slowest match {:.2} s ({})",
         failed.len(),
         slowest.0.as_secs_f64(),
         slowest.1

@@ -28,10 +28,7 @@ impl Agent {
             .open(log)
             .unwrap_or_else(|e| panic!("open {}: {e}", log.display()));
         let err = out.try_clone().expect("clone log handle");
-        let bin = std::env::var_os("NPA_AGENT_BIN")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_npagent")));
-        let child = Command::new(bin)
+        let child = Command::new(npagent_bin())
             .args(["run", "--ofp", &tb.sandbox.ofp, "--ovsdb", &tb.sandbox.ovsdb, "--manifests"])
             .arg(manifests)
             .env("RUST_LOG", std::env::var("NPA_AGENT_LOG").unwrap_or_else(|_| "info".into()))
@@ -91,6 +88,14 @@ impl Drop for Agent {
             self.stop();
         }
     }
+}
+
+/// The npagent binary: the one cargo built, or `$NPA_AGENT_BIN` (another build, or a private
+/// copy when several checkouts share one target directory).
+pub fn npagent_bin() -> PathBuf {
+    std::env::var_os("NPA_AGENT_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_npagent")))
 }
 
 /// An exclusive lock shared by every end-to-end test that measures convergence, across test
