@@ -1,0 +1,541 @@
+//! End-to-end NetworkPolicy scenarios: real packets between the testbed's nine pods, with
+//! npagent enforcing the policies of `testbed/scenarios/*.yaml` (format: `scenario.rs`).
+//!
+//! One testbed and one npagent (manifests mode) serve every scenario, one after the other.
+//! For each step the scenario's manifests go into the agent's directory; the prober then
+//! checks every ordered pair of distinct pods on TCP 80, TCP 81 and UDP 80 (SCTP, absent from
+//! the test kernel, through `ofproto/trace`) until the expectation holds and keeps holding
+//! after the agent's one-second convergence bound, or a deadline passes. Failures print a
+//! truth table per port, every wrong probe, the flows and the agent's log; the test fails at
+//! the end if any scenario failed. `NPA_SCENARIOS=word,word` runs the scenarios whose file
+//! name contains one of the words. Needs root.
+
+mod support;
+
+#[path = "e2e_scenarios/agent.rs"]
+mod agent;
+#[path = "e2e_scenarios/scenario.rs"]
+mod scenario;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_yaml::Value;
+
+use agent::{trace_all, write_atomic, Agent};
+use scenario::{
+    all_probes, docs_yaml, mismatches, obj_key, split_docs, truth_table, Base, ObjKey, Observed,
+    PodId, PortKey, Probe, Proto, Scenario, Step,
+};
+use support::{Port, Testbed};
+
+/// The repository's scenario directory.
+fn scenarios_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/scenarios")
+}
+
+/// The testbed's standard manifests in the repository.
+fn repo_manifests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/manifests")
+}
+
+/// How long after writing a step's manifests a matching probe still has to be confirmed (the
+/// agent's convergence bound is 1 s; a match earlier than that may be the previous state).
+const SETTLE: Duration = Duration::from_millis(1200);
+/// Give up on a step this long after writing its manifests.
+const DEADLINE: Duration = Duration::from_secs(5);
+
+/// The agent's manifests directory: the testbed's own Namespace and Pod files, the scenario's
+/// policies in one extra file, and patched copies of the testbed's files while a step
+/// patches their objects.
+struct ManifestDir {
+    dir: PathBuf,
+    /// Original text and documents of every testbed file.
+    files: BTreeMap<PathBuf, (String, Vec<(ObjKey, Value)>)>,
+    /// What each file holds now, where it differs from the original.
+    changed: BTreeMap<PathBuf, String>,
+    policies: PathBuf,
+}
+
+impl ManifestDir {
+    fn open(dir: &Path) -> ManifestDir {
+        let mut files = BTreeMap::new();
+        for entry in std::fs::read_dir(dir).expect("read manifests dir") {
+            let path = entry.expect("dir entry").path();
+            if !path.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("read manifest");
+            let docs = split_docs(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+                .into_iter()
+                .map(|d| (obj_key(&d).unwrap_or_else(|e| panic!("{}: {e}", path.display())), d))
+                .collect();
+            files.insert(path, (text, docs));
+        }
+        ManifestDir { dir: dir.to_path_buf(), files, changed: BTreeMap::new(), policies: dir.join("zz-scenario.yaml") }
+    }
+
+    /// The testbed's objects, as the scenarios' base.
+    fn base(&self) -> Base {
+        let mut base = Base::default();
+        for (_, docs) in self.files.values() {
+            for (k, v) in docs {
+                base.objects.insert(k.clone(), v.clone());
+            }
+        }
+        base
+    }
+
+    /// Makes the directory hold `step`'s state (only files that change are written).
+    fn apply(&mut self, step: &Step) {
+        for (path, (text, docs)) in &self.files {
+            let patched = docs.iter().any(|(k, _)| step.patched.contains_key(k));
+            let want = if patched {
+                let objs: Vec<Value> =
+                    docs.iter().map(|(k, v)| step.patched.get(k).unwrap_or(v).clone()).collect();
+                docs_yaml(&objs)
+            } else {
+                text.clone()
+            };
+            let now = self.changed.get(path).unwrap_or(text);
+            if *now != want {
+                write_atomic(path, &want);
+            }
+            if patched {
+                self.changed.insert(path.clone(), want);
+            } else {
+                self.changed.remove(path);
+            }
+        }
+        if step.policies.is_empty() {
+            let _ = std::fs::remove_file(&self.policies);
+        } else {
+            let want = step.policies_yaml();
+            if std::fs::read_to_string(&self.policies).ok().as_deref() != Some(want.as_str()) {
+                write_atomic(&self.policies, &want);
+            }
+        }
+    }
+
+    /// Back to the testbed's own files and no policies.
+    fn reset(&mut self) {
+        for path in std::mem::take(&mut self.changed).into_keys() {
+            if let Some((text, _)) = self.files.get(&path) {
+                write_atomic(&path, text);
+            }
+        }
+        let _ = std::fs::remove_file(&self.policies);
+        let _ = &self.dir;
+    }
+}
+
+fn support_port(k: PortKey) -> Option<Port> {
+    match (k.proto, k.port) {
+        (Proto::Tcp, 80) => Some(Port::Tcp80),
+        (Proto::Tcp, 81) => Some(Port::Tcp81),
+        (Proto::Udp, 80) => Some(Port::Udp80),
+        _ => None,
+    }
+}
+
+/// Probes everything `probes` names: real traffic for the probed ports, traces for the rest.
+fn observe(tb: &Testbed, probes: &[Probe]) -> (Observed, Vec<String>) {
+    tb.sandbox.flush_datapath();
+    let reach = tb.probe_all();
+    let mut observed = Observed::new();
+    let mut traced = Vec::new();
+    for p in probes {
+        match support_port(p.port) {
+            Some(port) => {
+                observed.insert(p.clone(), reach.get(&p.from.to_string(), &p.to.to_string(), port));
+            }
+            None => traced.push(p.clone()),
+        }
+    }
+    let mut errors = Vec::new();
+    if !traced.is_empty() {
+        let pods = tb.pods();
+        for (p, v) in trace_all(tb, &pods, &traced) {
+            match v {
+                Ok(v) => {
+                    observed.insert(p, v);
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+    }
+    (observed, errors)
+}
+
+/// Outcome of one step.
+struct StepResult {
+    ok: bool,
+    elapsed: Duration,
+    report: String,
+}
+
+fn run_step(tb: &Testbed, agent: &Agent, pods: &BTreeSet<PodId>, dir: &mut ManifestDir, step: &Step) -> StepResult {
+    let mut ports: BTreeSet<PortKey> = PortKey::PROBED.into_iter().collect();
+    ports.extend(step.expect.extra_ports());
+    let probes = all_probes(pods, &ports);
+    let start = Instant::now();
+    dir.apply(step);
+    let mut first_match: Option<Duration> = None;
+    loop {
+        let (observed, errors) = observe(tb, &probes);
+        let wrong = mismatches(&step.expect, &probes, &observed);
+        let elapsed = start.elapsed();
+        if wrong.is_empty() && errors.is_empty() {
+            let at = *first_match.get_or_insert(elapsed);
+            if elapsed >= SETTLE {
+                return StepResult { ok: true, elapsed: at, report: String::new() };
+            }
+            std::thread::sleep(SETTLE.saturating_sub(elapsed));
+            continue;
+        }
+        first_match = None;
+        if elapsed >= DEADLINE {
+            let mut report = format!(
+                "{} of {} probes wrong after {:.1} s:\n",
+                wrong.len(),
+                probes.len(),
+                elapsed.as_secs_f64()
+            );
+            for (p, want, got) in &wrong {
+                let v = |b: bool| if b { "allow" } else { "deny" };
+                report.push_str(&format!(
+                    "  {p}: expected {}, observed {}\n",
+                    v(*want),
+                    got.map_or("nothing", v)
+                ));
+            }
+            for e in &errors {
+                report.push_str(&format!("  error: {e}\n"));
+            }
+            report.push_str("truth tables (. allowed, x denied, as expected; X denied but expected allowed; A allowed but expected denied):\n");
+            report.push_str(&truth_table(&step.expect, pods, &ports, &observed));
+            report.push_str("flows:\n");
+            for f in tb.sandbox.dump_flows() {
+                report.push_str(&format!("  {f}\n"));
+            }
+            report.push_str(&format!("agent log (tail):\n{}\n", agent.log_tail(30)));
+            return StepResult { ok: false, elapsed, report };
+        }
+    }
+}
+
+fn selected(s: &Scenario) -> bool {
+    match std::env::var("NPA_SCENARIOS") {
+        Ok(words) if !words.trim().is_empty() => words.split(',').any(|w| s.file.contains(w.trim())),
+        _ => true,
+    }
+}
+
+#[test]
+fn scenarios_on_the_testbed() {
+    let _serial = agent::timing_lock();
+    let tb = Testbed::start();
+    let mut dir = ManifestDir::open(&tb.manifests_dir());
+    let base = dir.base();
+    let scenarios = Scenario::load_dir(&scenarios_dir(), &base).unwrap_or_else(|e| panic!("{e}"));
+    let pods = base.pods();
+    assert_eq!(pods.len(), 9, "the testbed should have nine pods: {pods:?}");
+    let mut agent = Agent::start(&tb, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"));
+
+    // The pipeline has to be in place before anything is reachable (fail_mode=secure).
+    let baseline = Step {
+        doc: "baseline".into(),
+        policies: vec![],
+        patched: BTreeMap::new(),
+        expect: scenario::Expectation { lines: vec![] },
+    };
+    let started = Instant::now();
+    let mut up = false;
+    while started.elapsed() < Duration::from_secs(20) {
+        if !agent.alive() {
+            break;
+        }
+        let probes = all_probes(&pods, &PortKey::PROBED.into_iter().collect());
+        let (observed, _) = observe(&tb, &probes);
+        if mismatches(&baseline.expect, &probes, &observed).is_empty() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        up,
+        "npagent did not make the testbed reachable within 20 s (alive: {}):\n{}\nflows:\n{}",
+        agent.alive(),
+        agent.log_tail(40),
+        tb.sandbox.dump_flows().join("\n")
+    );
+    eprintln!("npagent up, all pods reachable after {:.1} s", started.elapsed().as_secs_f64());
+
+    let mut failed = Vec::new();
+    let mut passed = 0;
+    let mut slowest = (Duration::ZERO, String::new());
+    for s in scenarios.iter().filter(|s| selected(s)) {
+        let mut ok = true;
+        for (i, step) in s.steps.iter().enumerate() {
+            let r = run_step(&tb, &agent, &pods, &mut dir, step);
+            let label = if s.steps.len() > 1 {
+                format!("{} step {} ({})", s.file, i + 1, step.doc)
+            } else {
+                s.file.clone()
+            };
+            if r.ok && r.elapsed > slowest.0 {
+                slowest = (r.elapsed, label.clone());
+            }
+            if r.ok {
+                eprintln!("ok    {label} (matched {:.2} s after the write, probe rounds included)", r.elapsed.as_secs_f64());
+            } else {
+                eprintln!("FAIL  {label}\n  {}\n{}", s.doc.trim(), r.report);
+                failed.push(label);
+                ok = false;
+                break;
+            }
+            if !agent.alive() {
+                eprintln!("npagent exited:\n{}", agent.log_tail(40));
+                failed.push(format!("{label}: npagent exited"));
+                ok = false;
+                break;
+            }
+        }
+        if ok {
+            passed += 1;
+        }
+        dir.reset();
+        if !agent.alive() {
+            break;
+        }
+    }
+    eprintln!(
+        "{passed} scenarios passed, {} failed; slowest match {:.2} s ({})",
+        failed.len(),
+        slowest.0.as_secs_f64(),
+        slowest.1
+    );
+    let status = agent.stop();
+    assert!(failed.is_empty(), "failed scenarios:\n  {}\n(npagent: {status})", failed.join("\n  "));
+}
+
+/// Every scenario file parses, its patterns are valid, its manifests are valid Kubernetes
+/// objects, and together the scenarios cover every ingress semantic of the issue.
+#[test]
+fn scenario_files_are_valid() {
+    let base = Base::load(&repo_manifests_dir()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(base.pods().len(), 9);
+    assert_eq!(base.ips().len(), 9, "every testbed pod has status.podIP");
+    let scenarios = Scenario::load_dir(&scenarios_dir(), &base).unwrap_or_else(|e| panic!("{e}"));
+    assert!(scenarios.len() >= 30, "only {} scenarios", scenarios.len());
+
+    let mut names = BTreeSet::new();
+    let mut errors = Vec::new();
+    for s in &scenarios {
+        if !names.insert(s.name.clone()) {
+            errors.push(format!("{}: duplicate name {}", s.file, s.name));
+        }
+        if !s.file.ends_with(&format!("-{}.yaml", s.name)) {
+            errors.push(format!("{}: file name does not end in -{}.yaml", s.file, s.name));
+        }
+        if s.doc.trim().is_empty() {
+            errors.push(format!("{}: no doc", s.file));
+        }
+        for (i, step) in s.steps.iter().enumerate() {
+            let ctx = format!("{} step {}", s.file, i + 1);
+            let mut policy_names = BTreeSet::new();
+            for p in &step.policies {
+                if let Err(e) = serde_yaml::from_value::<k8s_openapi::api::networking::v1::NetworkPolicy>(p.clone()) {
+                    errors.push(format!("{ctx}: NetworkPolicy does not parse: {e}"));
+                }
+                let key = obj_key(p).expect("key");
+                if key.namespace.is_empty() {
+                    errors.push(format!("{ctx}: {key} has no namespace"));
+                }
+                if !policy_names.insert(key.clone()) {
+                    errors.push(format!("{ctx}: {key} twice"));
+                }
+            }
+            for (k, v) in &step.patched {
+                let r = match k.kind.as_str() {
+                    "Pod" => serde_yaml::from_value::<k8s_openapi::api::core::v1::Pod>(v.clone()).map(|_| ()),
+                    _ => serde_yaml::from_value::<k8s_openapi::api::core::v1::Namespace>(v.clone()).map(|_| ()),
+                };
+                if let Err(e) = r {
+                    errors.push(format!("{ctx}: patched {k} does not parse: {e}"));
+                }
+            }
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+
+    // Coverage: every semantic of the issue appears in some scenario.
+    let mut seen = BTreeSet::new();
+    for s in &scenarios {
+        for step in &s.steps {
+            if step.patched.keys().any(|k| k.kind == "Pod") && s.steps.len() > 1 {
+                seen.insert("pod relabel step");
+            }
+            if step.patched.keys().any(|k| k.kind == "Namespace") && s.steps.len() > 1 {
+                seen.insert("namespace relabel step");
+            }
+            for p in &step.policies {
+                features(p, &mut seen);
+            }
+            let namespaces: BTreeSet<_> = step.policies.iter().map(|p| obj_key(p).expect("key").namespace).collect();
+            if namespaces.len() < step.policies.len() {
+                seen.insert("several policies in one namespace");
+            }
+            for l in &step.expect.lines {
+                if l.text.contains("sctp/") {
+                    seen.insert("sctp expectation");
+                }
+            }
+        }
+    }
+    let wanted = [
+        "matchLabels",
+        "matchExpressions In",
+        "matchExpressions NotIn",
+        "matchExpressions Exists",
+        "matchExpressions DoesNotExist",
+        "namespaceSelector",
+        "empty namespaceSelector",
+        "empty podSelector peer",
+        "pod and namespace selector in one peer",
+        "several peers",
+        "ipBlock",
+        "ipBlock except",
+        "protocol TCP",
+        "protocol UDP",
+        "protocol SCTP",
+        "protocol defaulted",
+        "numeric port",
+        "named port",
+        "endPort",
+        "port without number",
+        "empty from",
+        "empty ports",
+        "ingress: []",
+        "ingress: [{}]",
+        "missing ingress",
+        "policyTypes defaulted",
+        "policyTypes Egress only",
+        "several policies in one namespace",
+        "pod relabel step",
+        "namespace relabel step",
+        "sctp expectation",
+    ];
+    let missing: Vec<_> = wanted.iter().filter(|w| !seen.contains(*w)).collect();
+    assert!(missing.is_empty(), "no scenario covers: {missing:?}");
+
+}
+
+/// Records which semantics a NetworkPolicy document uses.
+fn features(p: &Value, seen: &mut BTreeSet<&'static str>) {
+    let spec = p.get("spec").cloned().unwrap_or(Value::Null);
+    let types = spec.get("policyTypes").and_then(Value::as_sequence);
+    match types {
+        None => {
+            seen.insert("policyTypes defaulted");
+        }
+        Some(t) if t.iter().all(|v| v.as_str() == Some("Egress")) => {
+            seen.insert("policyTypes Egress only");
+        }
+        _ => {}
+    }
+    let ingress = spec.get("ingress");
+    match ingress.and_then(Value::as_sequence) {
+        None if types.is_some_and(|t| t.iter().any(|v| v.as_str() == Some("Ingress"))) => {
+            seen.insert("missing ingress");
+        }
+        Some(rules) if rules.is_empty() => {
+            seen.insert("ingress: []");
+        }
+        _ => {}
+    }
+    selector_features(spec.get("podSelector"), seen);
+    for rule in ingress.and_then(Value::as_sequence).into_iter().flatten() {
+        if rule.as_mapping().is_some_and(|m| m.is_empty()) {
+            seen.insert("ingress: [{}]");
+        }
+        match rule.get("from").and_then(Value::as_sequence) {
+            Some(from) if from.is_empty() => {
+                seen.insert("empty from");
+            }
+            Some(from) => {
+                if from.len() > 1 {
+                    seen.insert("several peers");
+                }
+                for peer in from {
+                    let ps = peer.get("podSelector");
+                    let ns = peer.get("namespaceSelector");
+                    if ps.is_some() && ns.is_some() {
+                        seen.insert("pod and namespace selector in one peer");
+                    }
+                    if ns.is_some() {
+                        seen.insert("namespaceSelector");
+                    }
+                    if ns.and_then(Value::as_mapping).is_some_and(|m| m.is_empty()) {
+                        seen.insert("empty namespaceSelector");
+                    }
+                    if ns.is_none() && ps.and_then(Value::as_mapping).is_some_and(|m| m.is_empty()) {
+                        seen.insert("empty podSelector peer");
+                    }
+                    selector_features(ps, seen);
+                    selector_features(ns, seen);
+                    if let Some(b) = peer.get("ipBlock") {
+                        seen.insert("ipBlock");
+                        if b.get("except").is_some() {
+                            seen.insert("ipBlock except");
+                        }
+                    }
+                }
+            }
+            None => {}
+        }
+        match rule.get("ports").and_then(Value::as_sequence) {
+            Some(ports) if ports.is_empty() => {
+                seen.insert("empty ports");
+            }
+            Some(ports) => {
+                for port in ports {
+                    match port.get("protocol").and_then(Value::as_str) {
+                        Some("TCP") => seen.insert("protocol TCP"),
+                        Some("UDP") => seen.insert("protocol UDP"),
+                        Some("SCTP") => seen.insert("protocol SCTP"),
+                        _ => seen.insert("protocol defaulted"),
+                    };
+                    match port.get("port") {
+                        Some(Value::Number(_)) => seen.insert("numeric port"),
+                        Some(Value::String(_)) => seen.insert("named port"),
+                        _ => seen.insert("port without number"),
+                    };
+                    if port.get("endPort").is_some() {
+                        seen.insert("endPort");
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+fn selector_features(sel: Option<&Value>, seen: &mut BTreeSet<&'static str>) {
+    let Some(sel) = sel else { return };
+    if sel.get("matchLabels").is_some() {
+        seen.insert("matchLabels");
+    }
+    for e in sel.get("matchExpressions").and_then(Value::as_sequence).into_iter().flatten() {
+        match e.get("operator").and_then(Value::as_str) {
+            Some("In") => seen.insert("matchExpressions In"),
+            Some("NotIn") => seen.insert("matchExpressions NotIn"),
+            Some("Exists") => seen.insert("matchExpressions Exists"),
+            Some("DoesNotExist") => seen.insert("matchExpressions DoesNotExist"),
+            _ => false,
+        };
+    }
+}

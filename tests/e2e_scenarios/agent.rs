@@ -1,0 +1,242 @@
+//! Running npagent against a testbed, and verdicts the end-to-end tests need beyond the
+//! prober: SCTP (the test kernel has none) and quick per-pair checks through
+//! `ofproto/trace`, which reads the switch's flow tables, not its datapath cache.
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::scenario::{PodId, Probe, Proto};
+use crate::support::testbed::{Pod, Testbed};
+
+/// A running `npagent run` in manifests mode; stopped (SIGTERM, then SIGKILL) on drop.
+pub struct Agent {
+    child: Option<Child>,
+    /// stdout and stderr of the agent.
+    pub log: PathBuf,
+}
+
+impl Agent {
+    /// Starts `npagent run --ofp .. --ovsdb .. --manifests DIR`, logging to `log`. The binary
+    /// is the one cargo built, or `$NPA_AGENT_BIN` (to try another build).
+    pub fn start(tb: &Testbed, manifests: &Path, log: &Path) -> Agent {
+        let out = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap_or_else(|e| panic!("open {}: {e}", log.display()));
+        let err = out.try_clone().expect("clone log handle");
+        let child = Command::new(npagent_bin())
+            .args(["run", "--ofp", &tb.sandbox.ofp, "--ovsdb", &tb.sandbox.ovsdb, "--manifests"])
+            .arg(manifests)
+            .env("RUST_LOG", std::env::var("NPA_AGENT_LOG").unwrap_or_else(|_| "info".into()))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("start npagent");
+        Agent { child: Some(child), log: log.to_path_buf() }
+    }
+
+    /// The agent's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Is the process still running?
+    pub fn alive(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Stops the agent with SIGTERM (SIGKILL after 5 s) and returns its exit status text.
+    pub fn stop(&mut self) -> String {
+        let Some(mut child) = self.child.take() else { return "not running".into() };
+        if let Ok(Some(status)) = child.try_wait() {
+            return format!("had exited: {status}");
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return status.to_string(),
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                _ => {
+                    let _ = child.kill();
+                    let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+                    return format!("killed after SIGTERM timeout ({status})");
+                }
+            }
+        }
+    }
+
+    /// The last `lines` lines of the agent's output.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.stop();
+        }
+    }
+}
+
+/// The npagent binary: the one cargo built, or `$NPA_AGENT_BIN` (another build, or a private
+/// copy when several checkouts share one target directory).
+pub fn npagent_bin() -> PathBuf {
+    std::env::var_os("NPA_AGENT_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_npagent")))
+}
+
+/// An exclusive lock shared by every end-to-end test that measures convergence, across test
+/// processes (cargo-nextest runs each test in a process of its own): on two cores, a second
+/// testbed probing at the same time would make the timings meaningless. A directory created
+/// atomically, holding the owner's pid; a lock whose owner is gone is taken over. Released on
+/// drop.
+pub struct TimingLock(PathBuf);
+
+pub fn timing_lock() -> TimingLock {
+    let dir = std::env::temp_dir().join("npagent-e2e-timing.lock");
+    loop {
+        match fs::create_dir(&dir) {
+            Ok(()) => {
+                let _ = fs::write(dir.join("pid"), std::process::id().to_string());
+                return TimingLock(dir);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let owner = fs::read_to_string(dir.join("pid")).unwrap_or_default();
+                let owner = owner.trim();
+                // A lock without pid may be a second old (its owner is writing it); one whose
+                // owner has exited is stale.
+                let stale = if owner.is_empty() {
+                    fs::metadata(&dir)
+                        .and_then(|m| m.modified())
+                        .is_ok_and(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(5))
+                } else {
+                    !Path::new("/proc").join(owner).exists()
+                };
+                if stale {
+                    let _ = fs::remove_dir_all(&dir);
+                } else {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+            Err(e) => panic!("create {}: {e}", dir.display()),
+        }
+    }
+}
+
+impl Drop for TimingLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Writes a file atomically (temporary dot-file + rename), so the agent never reads half a file.
+pub fn write_atomic(path: &Path, text: &str) {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    fs::write(&tmp, text).unwrap_or_else(|e| panic!("write {}: {e}", tmp.display()));
+    fs::rename(&tmp, path).unwrap_or_else(|e| panic!("rename to {}: {e}", path.display()));
+}
+
+/// The verdict of the switch's flow tables for the first packet of a new connection
+/// (`ofproto/trace` with conntrack answering "new"): true when the packet is output to a
+/// port, false when it is dropped (or only sent to the controller).
+pub fn trace_verdict(tb: &Testbed, from: &Pod, to: &Pod, proto: Proto, port: u16) -> Result<bool, String> {
+    let l4 = match proto {
+        Proto::Tcp => format!("tcp,tcp_flags=syn,tcp_src=40000,tcp_dst={port}"),
+        Proto::Udp => format!("udp,udp_src=40000,udp_dst={port}"),
+        Proto::Sctp => format!("sctp,sctp_src=40000,sctp_dst={port}"),
+    };
+    let flow = format!(
+        "in_port={},{l4},dl_src={},dl_dst={},nw_src={},nw_dst={},nw_ttl=64",
+        from.ofport, from.mac, to.mac, from.ip, to.ip
+    );
+    let out = Command::new("ovs-appctl")
+        .arg("-t")
+        .arg(tb.sandbox.dir.join("vswitchd.ctl"))
+        .args(["ofproto/trace", "br-int", &flow, "--ct-next", "trk,new"])
+        .output()
+        .map_err(|e| format!("ovs-appctl: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("ofproto/trace {flow}: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let actions = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Datapath actions:"))
+        .next_back()
+        .ok_or_else(|| format!("ofproto/trace {flow}: no datapath actions in\n{text}"))?;
+    Ok(outputs_to_port(actions))
+}
+
+/// Does a datapath action list output the packet (a bare port number at the top level)?
+fn outputs_to_port(actions: &str) -> bool {
+    let mut depth = 0usize;
+    let mut top = String::new();
+    for c in actions.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => top.push(c),
+            _ => {}
+        }
+    }
+    top.split(',').any(|t| {
+        let t = t.trim();
+        !t.is_empty() && t.chars().all(|c| c.is_ascii_digit())
+    })
+}
+
+/// Trace verdicts of many probes, a few threads at a time.
+pub fn trace_all(tb: &Testbed, pods: &[Pod], probes: &[Probe]) -> Vec<(Probe, Result<bool, String>)> {
+    let find = |id: &PodId| pods.iter().find(|p| p.namespace == id.ns && p.name == id.pod);
+    let chunks: Vec<&[Probe]> = probes.chunks(probes.len().div_ceil(8).max(1)).collect();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| {
+                s.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|p| {
+                            let v = match (find(&p.from), find(&p.to)) {
+                                (Some(f), Some(t)) => trace_verdict(tb, f, t, p.port.proto, p.port.port),
+                                _ => Err(format!("{p}: pod not in the testbed")),
+                            };
+                            (p.clone(), v)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("trace thread")).collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::outputs_to_port;
+
+    #[test]
+    fn datapath_actions_verdicts() {
+        assert!(outputs_to_port("ct(commit,zone=65520),3"));
+        assert!(outputs_to_port("3"));
+        assert!(outputs_to_port("set(eth(dst=0a:58:0a:0a:01:0b)),2,userspace(pid=0)"));
+        assert!(!outputs_to_port("drop"));
+        assert!(!outputs_to_port("userspace(pid=0,controller(reason=1,flags=1,recirc_id=1,rule_cookie=0,controller_id=0,max_len=65535))"));
+        assert!(!outputs_to_port("ct(zone=65520),recirc(0x1)"));
+        assert!(!outputs_to_port(""));
+    }
+}

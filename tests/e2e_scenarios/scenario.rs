@@ -1,0 +1,765 @@
+//! The scenario format of `testbed/scenarios/*.yaml` and its expectation language.
+//!
+//! A scenario is a sequence of steps. Each step is the complete scenario state at that point:
+//! the NetworkPolicies to drop into the agent's manifests directory, plus JSON-merge-patches
+//! (RFC 7386: maps merge, `null` deletes a key, lists replace) of the testbed's own Namespace
+//! and Pod objects, and the reachability expected once npagent has converged.
+//!
+//! ```yaml
+//! name: deny-all-x-allow-x-b
+//! doc: "which semantic, which upstream test it mirrors"
+//! manifests: |            # single step: `manifests` + `expect` at the top level
+//!   apiVersion: networking.k8s.io/v1
+//!   kind: NetworkPolicy
+//!   ...
+//! expect:                 # applied in order, the last matching line wins; baseline: allow all
+//!   - deny  *->x/*
+//!   - allow x/b->x/a:tcp/80
+//! ```
+//! or `steps: [{doc, manifests, expect}, ...]`; a step without `manifests` keeps the previous
+//! step's. A line is `allow|deny FROM->TO[:PORT]`: FROM and TO are `*`, `NS/*`, `*/POD` or
+//! `NS/POD`; PORT is `*` (the default), `PROTO/*` or `PROTO/NUMBER` with PROTO one of tcp, udp,
+//! sctp. Traffic from a pod to itself is never checked (upstream's netpol suite ignores loopback
+//! too: CNIs disagree on it). Manifests may use `{{ip:NS/POD}}` (the pod's IPv4 address) and
+//! `{{net:NS/POD/LEN}}` (the /LEN network holding it), filled from the testbed's Pod objects.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_yaml::Value;
+
+/// A pod of the testbed, `namespace/name`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodId {
+    pub ns: String,
+    pub pod: String,
+}
+
+impl PodId {
+    pub fn new(ns: &str, pod: &str) -> Self {
+        PodId { ns: ns.to_string(), pod: pod.to_string() }
+    }
+
+    /// Parses `ns/pod`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.split_once('/') {
+            Some((ns, pod)) if !ns.is_empty() && !pod.is_empty() && !pod.contains('/') => {
+                Ok(PodId::new(ns, pod))
+            }
+            _ => Err(format!("{s:?} is not NAMESPACE/POD")),
+        }
+    }
+}
+
+impl fmt::Display for PodId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.ns, self.pod)
+    }
+}
+
+/// Transport protocol of a probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Proto {
+    Tcp,
+    Udp,
+    Sctp,
+}
+
+impl Proto {
+    fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "tcp" => Ok(Proto::Tcp),
+            "udp" => Ok(Proto::Udp),
+            "sctp" => Ok(Proto::Sctp),
+            _ => Err(format!("unknown protocol {s:?} (tcp, udp, sctp)")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+            Proto::Sctp => "sctp",
+        }
+    }
+}
+
+/// A destination port of a probe, e.g. tcp/80.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PortKey {
+    pub proto: Proto,
+    pub port: u16,
+}
+
+impl PortKey {
+    pub const TCP80: PortKey = PortKey { proto: Proto::Tcp, port: 80 };
+    pub const TCP81: PortKey = PortKey { proto: Proto::Tcp, port: 81 };
+    pub const UDP80: PortKey = PortKey { proto: Proto::Udp, port: 80 };
+    /// The ports every testbed pod listens on, probed with real traffic in every scenario.
+    pub const PROBED: [PortKey; 3] = [Self::TCP80, Self::TCP81, Self::UDP80];
+
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (proto, port) = s.split_once('/').ok_or_else(|| format!("{s:?} is not PROTO/PORT"))?;
+        let port = port.parse::<u16>().map_err(|_| format!("bad port number in {s:?}"))?;
+        Ok(PortKey { proto: Proto::parse(proto)?, port })
+    }
+}
+
+impl fmt::Display for PortKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.proto.name(), self.port)
+    }
+}
+
+/// One probe: a connection attempt from one pod to another on one port.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Probe {
+    pub from: PodId,
+    pub to: PodId,
+    pub port: PortKey,
+}
+
+impl fmt::Display for Probe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}->{}:{}", self.from, self.to, self.port)
+    }
+}
+
+/// `*`, `ns/*`, `*/pod` or `ns/pod`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodPat {
+    ns: Option<String>,
+    pod: Option<String>,
+}
+
+impl PodPat {
+    fn parse(s: &str, universe: &BTreeSet<PodId>) -> Result<Self, String> {
+        let pat = if s == "*" {
+            PodPat { ns: None, pod: None }
+        } else {
+            let (ns, pod) = s
+                .split_once('/')
+                .ok_or_else(|| format!("{s:?} is not *, NS/*, */POD or NS/POD"))?;
+            let part = |p: &str| if p == "*" { None } else { Some(p.to_string()) };
+            PodPat { ns: part(ns), pod: part(pod) }
+        };
+        if !universe.iter().any(|p| pat.matches(p)) {
+            return Err(format!("pattern {s:?} matches no pod of the testbed"));
+        }
+        Ok(pat)
+    }
+
+    pub fn matches(&self, p: &PodId) -> bool {
+        self.ns.as_deref().is_none_or(|ns| ns == p.ns) && self.pod.as_deref().is_none_or(|n| n == p.pod)
+    }
+}
+
+/// `*`, `proto/*` or `proto/port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortPat {
+    proto: Option<Proto>,
+    port: Option<u16>,
+}
+
+impl PortPat {
+    fn parse(s: &str) -> Result<Self, String> {
+        if s == "*" {
+            return Ok(PortPat { proto: None, port: None });
+        }
+        let (proto, port) =
+            s.split_once('/').ok_or_else(|| format!("port {s:?} is not *, PROTO/* or PROTO/PORT"))?;
+        let proto = Some(Proto::parse(proto)?);
+        if port == "*" {
+            return Ok(PortPat { proto, port: None });
+        }
+        let port = port.parse::<u16>().map_err(|_| format!("bad port number in {s:?}"))?;
+        Ok(PortPat { proto, port: Some(port) })
+    }
+
+    pub fn matches(&self, k: PortKey) -> bool {
+        self.proto.is_none_or(|p| p == k.proto) && self.port.is_none_or(|p| p == k.port)
+    }
+
+    /// The explicit port this pattern names, if it names one.
+    fn exact(&self) -> Option<PortKey> {
+        Some(PortKey { proto: self.proto?, port: self.port? })
+    }
+}
+
+/// One expectation line: `allow|deny FROM->TO[:PORT]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    pub allow: bool,
+    pub from: PodPat,
+    pub to: PodPat,
+    pub port: PortPat,
+    pub text: String,
+}
+
+impl Line {
+    pub fn parse(s: &str, universe: &BTreeSet<PodId>) -> Result<Self, String> {
+        let err = |m: String| format!("expectation {s:?}: {m}");
+        let mut words = s.split_whitespace();
+        let verdict = words.next().ok_or_else(|| err("empty".into()))?;
+        let allow = match verdict {
+            "allow" => true,
+            "deny" => false,
+            v => return Err(err(format!("verdict {v:?} is neither allow nor deny"))),
+        };
+        let pattern = words.next().ok_or_else(|| err("no FROM->TO pattern".into()))?;
+        if let Some(extra) = words.next() {
+            return Err(err(format!("unexpected {extra:?}")));
+        }
+        let (from, rest) = pattern.split_once("->").ok_or_else(|| err("no `->`".into()))?;
+        let (to, port) = match rest.split_once(':') {
+            Some((to, port)) => (to, port),
+            None => (rest, "*"),
+        };
+        Ok(Line {
+            allow,
+            from: PodPat::parse(from, universe).map_err(err)?,
+            to: PodPat::parse(to, universe).map_err(err)?,
+            port: PortPat::parse(port).map_err(err)?,
+            text: s.to_string(),
+        })
+    }
+
+    pub fn matches(&self, p: &Probe) -> bool {
+        self.from.matches(&p.from) && self.to.matches(&p.to) && self.port.matches(p.port)
+    }
+}
+
+/// The expected reachability of one step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expectation {
+    pub lines: Vec<Line>,
+}
+
+impl Expectation {
+    /// Allowed or not: the last matching line decides; no line matching means allowed (a pod
+    /// that no policy selects accepts everything).
+    pub fn allows(&self, p: &Probe) -> bool {
+        self.lines.iter().rev().find(|l| l.matches(p)).is_none_or(|l| l.allow)
+    }
+
+    /// Ports checked beyond [`PortKey::PROBED`]: those an expectation names explicitly (SCTP).
+    pub fn extra_ports(&self) -> BTreeSet<PortKey> {
+        self.lines
+            .iter()
+            .filter_map(|l| l.port.exact())
+            .filter(|k| !PortKey::PROBED.contains(k))
+            .collect()
+    }
+}
+
+/// All probes of a step: every ordered pair of distinct pods on every port.
+pub fn all_probes(pods: &BTreeSet<PodId>, ports: &BTreeSet<PortKey>) -> Vec<Probe> {
+    let mut out = Vec::new();
+    for port in ports {
+        for from in pods {
+            for to in pods {
+                if from != to {
+                    out.push(Probe { from: from.clone(), to: to.clone(), port: *port });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Kind, namespace and name of a manifest object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjKey {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for ObjKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// The key of an object document.
+pub fn obj_key(doc: &Value) -> Result<ObjKey, String> {
+    let s = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+    let kind = s(doc.get("kind")).ok_or("document without kind")?;
+    let meta = doc.get("metadata");
+    let name = s(meta.and_then(|m| m.get("name"))).ok_or_else(|| format!("{kind} without metadata.name"))?;
+    let namespace = s(meta.and_then(|m| m.get("namespace"))).unwrap_or_default();
+    Ok(ObjKey { kind, namespace, name })
+}
+
+/// Splits multi-document YAML into its non-empty documents.
+pub fn split_docs(text: &str) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    for de in serde_yaml::Deserializer::from_str(text) {
+        let v = Value::deserialize(de).map_err(|e| e.to_string())?;
+        if !v.is_null() {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// RFC 7386 JSON merge patch on YAML values.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Mapping(pm) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_mapping() {
+        *target = Value::Mapping(Default::default());
+    }
+    if let Value::Mapping(tm) = target {
+        for (k, pv) in pm {
+            if pv.is_null() {
+                tm.remove(k);
+            } else {
+                merge_patch(tm.entry(k.clone()).or_insert(Value::Null), pv);
+            }
+        }
+    }
+}
+
+/// The testbed's own objects (Namespaces and Pods), one document per object.
+#[derive(Debug, Clone, Default)]
+pub struct Base {
+    pub objects: BTreeMap<ObjKey, Value>,
+}
+
+impl Base {
+    /// Reads every `*.yaml`/`*.yml` of a directory (the testbed's manifests).
+    pub fn load(dir: &Path) -> Result<Self, String> {
+        let mut base = Base::default();
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        entries.sort();
+        for path in entries {
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            for doc in split_docs(&text).map_err(|e| format!("{}: {e}", path.display()))? {
+                let key = obj_key(&doc).map_err(|e| format!("{}: {e}", path.display()))?;
+                base.objects.insert(key, doc);
+            }
+        }
+        Ok(base)
+    }
+
+    /// The testbed's pods.
+    pub fn pods(&self) -> BTreeSet<PodId> {
+        self.objects
+            .keys()
+            .filter(|k| k.kind == "Pod")
+            .map(|k| PodId::new(&k.namespace, &k.name))
+            .collect()
+    }
+
+    /// IPv4 address of each pod (`status.podIP`).
+    pub fn ips(&self) -> BTreeMap<PodId, Ipv4Addr> {
+        let mut out = BTreeMap::new();
+        for (k, v) in &self.objects {
+            if k.kind != "Pod" {
+                continue;
+            }
+            let ip = v.get("status").and_then(|s| s.get("podIP")).and_then(Value::as_str);
+            if let Some(ip) = ip.and_then(|ip| ip.parse().ok()) {
+                out.insert(PodId::new(&k.namespace, &k.name), ip);
+            }
+        }
+        out
+    }
+}
+
+/// Fills `{{ip:NS/POD}}` and `{{net:NS/POD/LEN}}`.
+pub fn render(text: &str, ips: &BTreeMap<PodId, Ipv4Addr>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find("}}").ok_or("unterminated {{")?;
+        let inner = after[..end].trim();
+        let ip_of = |p: &str| -> Result<Ipv4Addr, String> {
+            let id = PodId::parse(p)?;
+            ips.get(&id).copied().ok_or_else(|| format!("no IP known for pod {id}"))
+        };
+        if let Some(p) = inner.strip_prefix("ip:") {
+            out.push_str(&ip_of(p)?.to_string());
+        } else if let Some(arg) = inner.strip_prefix("net:") {
+            let (p, len) = arg.rsplit_once('/').ok_or_else(|| format!("{inner:?}: no /LEN"))?;
+            let len: u32 = len.parse().map_err(|_| format!("{inner:?}: bad length"))?;
+            if len > 32 {
+                return Err(format!("{inner:?}: length over 32"));
+            }
+            let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+            let net = Ipv4Addr::from(u32::from(ip_of(p)?) & mask);
+            out.push_str(&format!("{net}/{len}"));
+        } else {
+            return Err(format!("unknown template {inner:?}"));
+        }
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// One step, resolved: policies (rendered documents), patched objects, expectation.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub doc: String,
+    /// NetworkPolicy documents, rendered.
+    pub policies: Vec<Value>,
+    /// Namespace and Pod objects of the testbed after this step's merge patches.
+    pub patched: BTreeMap<ObjKey, Value>,
+    pub expect: Expectation,
+}
+
+impl Step {
+    /// The policies as one multi-document YAML file.
+    pub fn policies_yaml(&self) -> String {
+        docs_yaml(&self.policies)
+    }
+}
+
+/// Serialises documents as multi-document YAML.
+pub fn docs_yaml(docs: &[Value]) -> String {
+    let mut out = String::new();
+    for d in docs {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(d).unwrap_or_default());
+    }
+    out
+}
+
+/// A scenario, resolved against the testbed's base objects.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub file: String,
+    pub name: String,
+    pub doc: String,
+    pub steps: Vec<Step>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    #[serde(default)]
+    doc: Option<String>,
+    #[serde(default)]
+    manifests: Option<String>,
+    expect: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: String,
+    doc: String,
+    #[serde(default)]
+    manifests: Option<String>,
+    #[serde(default)]
+    expect: Option<Vec<String>>,
+    #[serde(default)]
+    steps: Option<Vec<RawStep>>,
+}
+
+impl Scenario {
+    /// Parses a scenario file's text; `base` supplies pods, IPs and the objects to patch.
+    pub fn parse(file: &str, text: &str, base: &Base) -> Result<Self, String> {
+        let raw: RawScenario = serde_yaml::from_str(text).map_err(|e| format!("{file}: {e}"))?;
+        let raw_steps = match (raw.steps, raw.manifests, raw.expect) {
+            (Some(steps), None, None) if !steps.is_empty() => steps,
+            (None, manifests, Some(expect)) => vec![RawStep { doc: None, manifests, expect }],
+            _ => {
+                return Err(format!(
+                    "{file}: give either `steps` (non-empty) or `manifests` + `expect`"
+                ))
+            }
+        };
+        let universe = base.pods();
+        let ips = base.ips();
+        let mut steps = Vec::new();
+        let mut manifests = String::new();
+        for (i, rs) in raw_steps.into_iter().enumerate() {
+            let ctx = |e: String| format!("{file}: step {}: {e}", i + 1);
+            if let Some(m) = rs.manifests {
+                manifests = m;
+            }
+            let rendered = render(&manifests, &ips).map_err(ctx)?;
+            let mut policies = Vec::new();
+            let mut patched = BTreeMap::new();
+            for doc in split_docs(&rendered).map_err(ctx)? {
+                let key = obj_key(&doc).map_err(ctx)?;
+                match key.kind.as_str() {
+                    "NetworkPolicy" => policies.push(doc),
+                    "Namespace" | "Pod" => {
+                        let mut obj = base
+                            .objects
+                            .get(&key)
+                            .cloned()
+                            .ok_or_else(|| ctx(format!("{key} is not a testbed object")))?;
+                        merge_patch(&mut obj, &doc);
+                        if patched.insert(key.clone(), obj).is_some() {
+                            return Err(ctx(format!("{key} patched twice")));
+                        }
+                    }
+                    k => return Err(ctx(format!("unexpected kind {k}"))),
+                }
+            }
+            let lines = rs
+                .expect
+                .iter()
+                .map(|l| Line::parse(l, &universe))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(ctx)?;
+            steps.push(Step {
+                doc: rs.doc.unwrap_or_default(),
+                policies,
+                patched,
+                expect: Expectation { lines },
+            });
+        }
+        Ok(Scenario { file: file.to_string(), name: raw.name, doc: raw.doc, steps })
+    }
+
+    /// Loads every `*.yaml` of a directory, sorted by file name.
+    pub fn load_dir(dir: &Path, base: &Base) -> Result<Vec<Self>, String> {
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        files.sort();
+        let mut out = Vec::new();
+        let mut errors = Vec::new();
+        for path in files {
+            let file = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            match std::fs::read_to_string(&path) {
+                Ok(text) => match Scenario::parse(&file, &text, base) {
+                    Ok(s) => out.push(s),
+                    Err(e) => errors.push(e),
+                },
+                Err(e) => errors.push(format!("{file}: {e}")),
+            }
+        }
+        if errors.is_empty() {
+            Ok(out)
+        } else {
+            Err(errors.join("\n"))
+        }
+    }
+}
+
+/// Observed results of one round of probes.
+pub type Observed = BTreeMap<Probe, bool>;
+
+/// Probes whose observed verdict differs from the expectation (or that were not observed).
+pub fn mismatches(expect: &Expectation, probes: &[Probe], observed: &Observed) -> Vec<(Probe, bool, Option<bool>)> {
+    probes
+        .iter()
+        .filter_map(|p| {
+            let want = expect.allows(p);
+            let got = observed.get(p).copied();
+            (got != Some(want)).then(|| (p.clone(), want, got))
+        })
+        .collect()
+}
+
+/// A truth table per port, like upstream's: rows are sources, columns destinations. A cell is
+/// `.` (allowed, as expected), `x` (denied, as expected), `X` (expected allowed, denied),
+/// `A` (expected denied, allowed), `?` (not observed), `-` (self, not probed).
+pub fn truth_table(expect: &Expectation, pods: &BTreeSet<PodId>, ports: &BTreeSet<PortKey>, observed: &Observed) -> String {
+    let mut out = String::new();
+    for port in ports {
+        out.push_str(&format!("{port}  (rows: from, columns: to)\n      "));
+        for to in pods {
+            out.push_str(&format!("{:>5}", to.to_string()));
+        }
+        out.push('\n');
+        for from in pods {
+            out.push_str(&format!("{:>5} ", from.to_string()));
+            for to in pods {
+                let cell = if from == to {
+                    '-'
+                } else {
+                    let p = Probe { from: from.clone(), to: to.clone(), port: *port };
+                    match (expect.allows(&p), observed.get(&p).copied()) {
+                        (true, Some(true)) => '.',
+                        (false, Some(false)) => 'x',
+                        (true, Some(false)) => 'X',
+                        (false, Some(true)) => 'A',
+                        (_, None) => '?',
+                    }
+                };
+                out.push_str(&format!("{cell:>5}"));
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn universe() -> BTreeSet<PodId> {
+        ["x", "y", "z"]
+            .iter()
+            .flat_map(|n| ["a", "b", "c"].iter().map(move |p| PodId::new(n, p)))
+            .collect()
+    }
+
+    fn base() -> Base {
+        let mut b = Base::default();
+        for id in universe() {
+            let ip = format!("10.10.{}.{}", (id.ns.as_bytes()[0] - b'x') + 1, (id.pod.as_bytes()[0] - b'a') + 11);
+            let doc: Value = serde_yaml::from_str(&format!(
+                "{{apiVersion: v1, kind: Pod, metadata: {{namespace: {}, name: {}, labels: {{pod: {}}}}}, status: {{podIP: {ip}}}}}",
+                id.ns, id.pod, id.pod
+            ))
+            .unwrap();
+            b.objects.insert(obj_key(&doc).unwrap(), doc);
+        }
+        let ns: Value = serde_yaml::from_str("{apiVersion: v1, kind: Namespace, metadata: {name: y, labels: {ns: y}}}").unwrap();
+        b.objects.insert(obj_key(&ns).unwrap(), ns);
+        b
+    }
+
+    fn probe(from: &str, to: &str, port: &str) -> Probe {
+        Probe { from: PodId::parse(from).unwrap(), to: PodId::parse(to).unwrap(), port: PortKey::parse(port).unwrap() }
+    }
+
+    #[test]
+    fn last_matching_line_wins_and_baseline_allows() {
+        let u = universe();
+        let e = Expectation {
+            lines: ["deny *->x/*", "allow x/b->x/a:tcp/80", "deny */b->*/c:udp/*"]
+                .iter()
+                .map(|l| Line::parse(l, &u).unwrap())
+                .collect(),
+        };
+        assert!(e.allows(&probe("y/a", "y/b", "tcp/80")));
+        assert!(!e.allows(&probe("y/a", "x/a", "tcp/80")));
+        assert!(e.allows(&probe("x/b", "x/a", "tcp/80")));
+        assert!(!e.allows(&probe("x/b", "x/a", "tcp/81")));
+        assert!(!e.allows(&probe("x/b", "x/a", "udp/80")));
+        assert!(!e.allows(&probe("z/b", "y/c", "udp/80")));
+        assert!(e.allows(&probe("z/b", "y/c", "tcp/80")));
+        assert!(e.extra_ports().is_empty());
+        let s = Expectation { lines: vec![Line::parse("allow *->x/a:sctp/81", &u).unwrap()] };
+        assert_eq!(s.extra_ports().into_iter().collect::<Vec<_>>(), vec![PortKey { proto: Proto::Sctp, port: 81 }]);
+    }
+
+    #[test]
+    fn bad_lines_are_rejected() {
+        let u = universe();
+        for bad in [
+            "",
+            "permit *->*",
+            "allow *",
+            "allow x/a->q/a",
+            "allow x->x/a",
+            "allow *->*:tcp",
+            "allow *->*:icmp/1",
+            "allow *->*:tcp/70000",
+            "allow *->* extra",
+            "deny x/d->*",
+        ] {
+            assert!(Line::parse(bad, &u).is_err(), "{bad:?} accepted");
+        }
+        assert!(Line::parse("deny *->x/a", &u).is_ok());
+        assert!(Line::parse("allow */a->z/*:udp/*", &u).is_ok());
+    }
+
+    #[test]
+    fn all_probes_skip_self() {
+        let ports: BTreeSet<PortKey> = PortKey::PROBED.into_iter().collect();
+        let probes = all_probes(&universe(), &ports);
+        assert_eq!(probes.len(), 9 * 8 * 3);
+        assert!(probes.iter().all(|p| p.from != p.to));
+    }
+
+    #[test]
+    fn merge_patch_follows_rfc7386() {
+        let mut t: Value = serde_yaml::from_str("{a: {b: 1, c: 2}, l: [1, 2], k: v}").unwrap();
+        let p: Value = serde_yaml::from_str("{a: {b: null, d: 3}, l: [3], n: {m: 1}}").unwrap();
+        merge_patch(&mut t, &p);
+        let want: Value = serde_yaml::from_str("{a: {c: 2, d: 3}, l: [3], k: v, n: {m: 1}}").unwrap();
+        assert_eq!(t, want);
+    }
+
+    #[test]
+    fn templates_render_pod_addresses() {
+        let ips = base().ips();
+        assert_eq!(render("{{ip:y/b}}/32", &ips).unwrap(), "10.10.2.12/32");
+        assert_eq!(render("c: {{net:z/c/16}} e: {{ net:y/b/4 }}", &ips).unwrap(), "c: 10.10.0.0/16 e: 0.0.0.0/4");
+        assert_eq!(render("{{net:y/b/32}}", &ips).unwrap(), "10.10.2.12/32");
+        assert_eq!(render("{{net:y/b/0}}", &ips).unwrap(), "0.0.0.0/0");
+        for bad in ["{{ip:q/b}}", "{{net:y/b/33}}", "{{net:y/b}}", "{{foo}}", "{{ip:y/b"] {
+            assert!(render(bad, &ips).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn steps_inherit_manifests_and_patch_objects() {
+        let text = r#"
+name: t
+doc: d
+steps:
+- manifests: |
+    apiVersion: v1
+    kind: Namespace
+    metadata: {name: y, labels: {team: blue, ns: null}}
+    ---
+    apiVersion: networking.k8s.io/v1
+    kind: NetworkPolicy
+    metadata: {namespace: x, name: p}
+    spec: {podSelector: {}, ingress: [{from: [{ipBlock: {cidr: "{{ip:x/a}}/32"}}]}]}
+  expect: [deny *->x/*]
+- expect: []
+- manifests: ""
+  expect: []
+"#;
+        let s = Scenario::parse("t.yaml", text, &base()).unwrap();
+        assert_eq!(s.steps.len(), 3);
+        assert_eq!(s.steps[0].policies, s.steps[1].policies);
+        assert!(s.steps[0].policies_yaml().contains("10.10.1.11/32"));
+        let ns = &s.steps[1].patched[&ObjKey { kind: "Namespace".into(), namespace: String::new(), name: "y".into() }];
+        let labels = ns.get("metadata").and_then(|m| m.get("labels")).unwrap();
+        assert_eq!(labels.get("team").and_then(Value::as_str), Some("blue"));
+        assert!(labels.get("ns").is_none());
+        assert!(s.steps[2].policies.is_empty() && s.steps[2].patched.is_empty());
+    }
+
+    #[test]
+    fn bad_scenarios_are_rejected() {
+        let b = base();
+        let policy = "apiVersion: networking.k8s.io/v1\n  kind: NetworkPolicy\n  metadata: {namespace: x, name: p}\n  spec: {podSelector: {}}";
+        for bad in [
+            "name: t\ndoc: d\n".to_string(),
+            "name: t\ndoc: d\nexpect: []\nsteps: [{expect: []}]\n".to_string(),
+            "name: t\ndoc: d\nsteps: []\n".to_string(),
+            "name: t\ndoc: d\nexpect: []\nbogus: 1\n".to_string(),
+            "name: t\ndoc: d\nmanifests: |\n  apiVersion: v1\n  kind: Pod\n  metadata: {namespace: x, name: zz}\nexpect: []\n".to_string(),
+            "name: t\ndoc: d\nmanifests: |\n  apiVersion: v1\n  kind: Service\n  metadata: {namespace: x, name: s}\nexpect: []\n".to_string(),
+            format!("name: t\ndoc: d\nmanifests: |\n  {policy}\nexpect: [deny x/a]\n"),
+        ] {
+            assert!(Scenario::parse("t.yaml", &bad, &b).is_err(), "accepted:\n{bad}");
+        }
+        let good = format!("name: t\ndoc: d\nmanifests: |\n  {policy}\nexpect: [deny *->x/a]\n");
+        Scenario::parse("t.yaml", &good, &b).unwrap();
+    }
+}
