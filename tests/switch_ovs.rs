@@ -469,3 +469,42 @@ async fn packet_in_overflow_is_counted() {
     assert_eq!(received, 2, "the stream holds what fits");
     assert_eq!(switch.packet_in_dropped(), 8, "the rest is counted");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meters_and_groups_are_installed_and_errors_tied_to_them() {
+    use ofp::{Bucket, GroupMod, MeterBand, MeterMod};
+    let sb = Sandbox::start();
+    let (switch, _pi) = connect(&sb).await;
+    // OFPMF_PKTPS | OFPMF_BURST | OFPMF_STATS, 5000 pps, burst 10000.
+    let meter = MeterMod { command: 0, flags: 2 | 4 | 8, meter_id: 1, bands: vec![MeterBand::Drop { rate: 5000, burst_size: 10_000 }] };
+    switch.meter_mod(meter.clone()).await.expect("meter added");
+    let stats = switch.meter_stats(1).await.expect("meter stats");
+    assert_eq!(stats.len(), 1);
+    assert_eq!(stats[0].meter_id, 1);
+    assert_eq!(stats[0].bands.len(), 1);
+    match switch.meter_mod(meter).await {
+        Err(SwitchError::Rejected { request, error }) => {
+            assert_eq!(request, "meter_mod of meter 1");
+            assert_eq!(error.name, Some("OFPMMFC_METER_EXISTS"), "{error}");
+        }
+        other => panic!("expected METER_EXISTS, got {other:?}"),
+    }
+    let meters = sb.ofctl(&["dump-meters"]);
+    assert!(meters.contains("meter=1 pktps burst stats bands=") && meters.contains("rate=5000"), "{meters}");
+
+    let group = GroupMod {
+        command: 0,
+        group_type: 0,
+        group_id: 7,
+        command_bucket_id: 0xffff_ffff,
+        buckets: vec![Bucket { bucket_id: 0, actions: vec![Action::Output { port: ofp::port::LOCAL, max_len: 0 }], properties: Bytes::new() }],
+        properties: Bytes::new(),
+    };
+    switch.group_mod(group).await.expect("group added");
+    let groups = sb.ofctl(&["dump-groups"]);
+    assert!(groups.contains("group_id=7,type=all,bucket=bucket_id:0,actions=LOCAL"), "{groups}");
+    // A flow using both is accepted.
+    let f = flow(0, 10, vec![], vec![apply(vec![Action::Meter(1), Action::Group(7)])]);
+    switch.install(vec![f]).await.expect("flow with meter and group");
+    assert_eq!(sb.dump_flows(), vec!["priority=10 actions=meter:1,group:7".to_string()]);
+}
