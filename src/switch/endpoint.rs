@@ -1,0 +1,104 @@
+//! Where the switch listens: `unix:PATH` or `tcp:HOST:PORT`.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// OVS's management socket of br-int in the default run directory.
+pub const DEFAULT_ENDPOINT: &str = "unix:/var/run/openvswitch/br-int.mgmt";
+
+/// A switch endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A Unix socket path (OVS's `<bridge>.mgmt`).
+    Unix(PathBuf),
+    /// `host:port`.
+    Tcp(String),
+}
+
+impl Default for Endpoint {
+    fn default() -> Self {
+        Endpoint::Unix(PathBuf::from("/var/run/openvswitch/br-int.mgmt"))
+    }
+}
+
+/// Why an endpoint string is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EndpointError {
+    #[error("endpoint {0:?}: expected unix:PATH or tcp:HOST:PORT")]
+    Syntax(String),
+}
+
+impl FromStr for Endpoint {
+    type Err = EndpointError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Some(path) = s.strip_prefix("unix:") {
+            if !path.is_empty() {
+                return Ok(Endpoint::Unix(PathBuf::from(path)));
+            }
+        } else if let Some(addr) = s.strip_prefix("tcp:") {
+            let port_ok = addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if port_ok {
+                return Ok(Endpoint::Tcp(addr.to_string()));
+            }
+        }
+        Err(EndpointError::Syntax(s.to_string()))
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
+            Endpoint::Tcp(a) => write!(f, "tcp:{a}"),
+        }
+    }
+}
+
+/// A connected byte stream to the switch.
+pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
+
+impl Endpoint {
+    /// Connects once.
+    pub async fn connect(&self) -> std::io::Result<Box<dyn Stream>> {
+        match self {
+            Endpoint::Unix(path) => Ok(Box::new(tokio::net::UnixStream::connect(path).await?)),
+            Endpoint::Tcp(addr) => {
+                let s = tokio::net::TcpStream::connect(addr.as_str()).await?;
+                s.set_nodelay(true)?;
+                Ok(Box::new(s))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_unix_and_tcp() {
+        assert_eq!("unix:/run/x.mgmt".parse(), Ok(Endpoint::Unix("/run/x.mgmt".into())));
+        assert_eq!("tcp:127.0.0.1:6653".parse(), Ok(Endpoint::Tcp("127.0.0.1:6653".into())));
+        assert_eq!("tcp:[::1]:6653".parse(), Ok(Endpoint::Tcp("[::1]:6653".into())));
+        assert_eq!(DEFAULT_ENDPOINT.parse(), Ok(Endpoint::default()));
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for s in ["", "unix:", "tcp:host", "tcp::80", "tcp:h:99999", "ssl:1.2.3.4:6653", "/path"] {
+            assert!(s.parse::<Endpoint>().is_err(), "{s}");
+        }
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in ["unix:/a/b.mgmt", "tcp:localhost:6653"] {
+            assert_eq!(s.parse::<Endpoint>().unwrap().to_string(), s);
+        }
+    }
+}

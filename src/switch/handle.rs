@@ -1,0 +1,168 @@
+//! [`SwitchHandle`]: the cloneable, async face of the switch connection.
+
+use super::connection::{ConnState, ConnectionConfig};
+use super::error::SwitchError;
+use super::session::Reply;
+use ofp::{FlowMod, FlowStats, GroupMod, Message, MeterMod, MeterStats, PacketOut, Payload};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// A request for the connection task.
+pub(crate) enum Op {
+    Barrier,
+    Send(Payload),
+    DumpFlows(Option<u8>),
+    MeterStats(u32),
+    Install(Vec<FlowMod>),
+}
+
+pub(crate) struct Command {
+    pub op: Op,
+    pub reply: oneshot::Sender<Result<Reply, SwitchError>>,
+}
+
+/// Talks to the switch through the connection task. Cheap to clone; every method may be called
+/// concurrently from many tasks. Requests made while the switch is disconnected fail at once
+/// with [`SwitchError::Disconnected`]; requests in flight when it goes away fail the same way.
+#[derive(Clone)]
+pub struct SwitchHandle {
+    cmd: mpsc::Sender<Command>,
+    state: watch::Receiver<ConnState>,
+    dropped: Arc<AtomicU64>,
+    request_timeout: Duration,
+    install_timeout: Duration,
+}
+
+impl std::fmt::Debug for SwitchHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SwitchHandle").field("state", &*self.state.borrow()).finish()
+    }
+}
+
+impl SwitchHandle {
+    pub(crate) fn new(
+        cmd: mpsc::Sender<Command>,
+        state: watch::Receiver<ConnState>,
+        dropped: Arc<AtomicU64>,
+        config: &ConnectionConfig,
+    ) -> Self {
+        SwitchHandle {
+            cmd,
+            state,
+            dropped,
+            request_timeout: config.request_timeout,
+            install_timeout: config.install_timeout,
+        }
+    }
+
+    /// The current connection state.
+    pub fn state(&self) -> ConnState {
+        self.state.borrow().clone()
+    }
+
+    /// A receiver of connection state changes (to resync after a reconnect).
+    pub fn subscribe(&self) -> watch::Receiver<ConnState> {
+        self.state.clone()
+    }
+
+    /// Waits until the switch is connected (or already is); returns the generation and
+    /// datapath id, or `Timeout`.
+    pub async fn wait_connected(&self, timeout: Duration) -> Result<(u64, u64), SwitchError> {
+        let mut rx = self.state.clone();
+        let wait = async {
+            loop {
+                if let ConnState::Connected { generation, datapath_id } = *rx.borrow_and_update() {
+                    return Ok((generation, datapath_id));
+                }
+                if rx.changed().await.is_err() {
+                    return Err(SwitchError::Stopped);
+                }
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.unwrap_or_else(|_| {
+            Err(SwitchError::Timeout { request: "connection".into(), after: timeout })
+        })
+    }
+
+    /// Packet-ins dropped because the packet-in stream was full (or its receiver gone).
+    pub fn packet_in_dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Installs `flows` atomically in one bundle; returns once the switch committed it. On
+    /// error nothing of the batch is in the tables; [`SwitchError::BundleFailed`] names the
+    /// offending flow by its index in `flows`.
+    pub async fn install(&self, flows: Vec<FlowMod>) -> Result<(), SwitchError> {
+        let what = format!("bundle of {} flows", flows.len());
+        self.call(Op::Install(flows), what, self.install_timeout).await.map(|_| ())
+    }
+
+    /// Dumps the flows of one table, or of all tables.
+    pub async fn dump_flows(&self, table: Option<u8>) -> Result<Vec<FlowStats>, SwitchError> {
+        match self.call(Op::DumpFlows(table), "flow dump".into(), self.request_timeout).await? {
+            Reply::Flows(flows) => Ok(flows),
+            Reply::Multipart(parts) if parts.is_empty() => Ok(Vec::new()),
+            other => Err(unexpected("flow dump", &other)),
+        }
+    }
+
+    /// Waits until the switch has processed everything sent before.
+    pub async fn barrier(&self) -> Result<(), SwitchError> {
+        self.call(Op::Barrier, "barrier".into(), self.request_timeout).await.map(|_| ())
+    }
+
+    /// Sends one message that gets no reply on success (the xid is chosen here), followed by a
+    /// barrier; returns the switch's error for it if there is one.
+    pub async fn send(&self, msg: Message) -> Result<(), SwitchError> {
+        let what = super::session::describe_payload(&msg.payload);
+        self.call(Op::Send(msg.payload), what, self.request_timeout).await.map(|_| ())
+    }
+
+    /// Adds, modifies or deletes a meter.
+    pub async fn meter_mod(&self, meter: MeterMod) -> Result<(), SwitchError> {
+        self.send(Message::new(0, Payload::MeterMod(meter))).await
+    }
+
+    /// Adds, modifies or deletes a group.
+    pub async fn group_mod(&self, group: GroupMod) -> Result<(), SwitchError> {
+        self.send(Message::new(0, Payload::GroupMod(group))).await
+    }
+
+    /// Sends a packet out through the switch's pipeline or a port.
+    pub async fn packet_out(&self, packet: PacketOut) -> Result<(), SwitchError> {
+        self.send(Message::new(0, Payload::PacketOut(packet))).await
+    }
+
+    /// Statistics of one meter (0xffffffff: all meters).
+    pub async fn meter_stats(&self, meter_id: u32) -> Result<Vec<MeterStats>, SwitchError> {
+        match self.call(Op::MeterStats(meter_id), "meter stats".into(), self.request_timeout).await? {
+            Reply::MeterStats(stats) => Ok(stats),
+            Reply::Multipart(parts) if parts.is_empty() => Ok(Vec::new()),
+            other => Err(unexpected("meter stats", &other)),
+        }
+    }
+
+    async fn call(&self, op: Op, what: String, timeout: Duration) -> Result<Reply, SwitchError> {
+        let (reply, rx) = oneshot::channel();
+        let run = async {
+            self.cmd.send(Command { op, reply }).await.map_err(|_| SwitchError::Stopped)?;
+            rx.await.map_err(|_| SwitchError::Stopped)?
+        };
+        match tokio::time::timeout(timeout, run).await {
+            Ok(result) => result,
+            Err(_) => Err(SwitchError::Timeout { request: what, after: timeout }),
+        }
+    }
+}
+
+fn unexpected(what: &str, reply: &Reply) -> SwitchError {
+    let kind = match reply {
+        Reply::Done => "an empty reply",
+        Reply::Flows(_) => "flow stats",
+        Reply::MeterStats(_) => "meter stats",
+        Reply::Multipart(_) => "another multipart reply",
+    };
+    SwitchError::Protocol(format!("{what} answered with {kind}"))
+}

@@ -1,0 +1,26 @@
+//! The OpenFlow connection to Open vSwitch: a sans-IO [`session`] core, the tokio
+//! [`connection`] task around it, and the [`SwitchHandle`] the rest of the agent uses.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), npagent::switch::SwitchError> {
+//! use npagent::switch::{spawn, ConnectionConfig};
+//! let (switch, mut packet_ins) = spawn(ConnectionConfig::default());
+//! switch.wait_connected(std::time::Duration::from_secs(5)).await?;
+//! switch.install(vec![/* flow_mods */]).await?;
+//! let flows = switch.dump_flows(None).await?;
+//! # Ok(()) }
+//! ```
+
+mod bundle;
+pub mod connection;
+pub mod endpoint;
+pub mod error;
+mod handle;
+pub mod session;
+
+pub use bundle::describe_flow;
+pub use connection::{spawn, ConnState, ConnectionConfig};
+pub use endpoint::{Endpoint, EndpointError, DEFAULT_ENDPOINT};
+pub use error::{OfpError, SwitchError};
+pub use handle::SwitchHandle;
+pub use session::{Event, Reply, RequestId, Session, SessionConfig};

@@ -1,0 +1,13 @@
+//! Test fixtures shared by the integration tests: a private Open vSwitch per test
+//! ([`Sandbox`], from `scripts/ovs-sandbox`) and, on top of it, the nine pods of the upstream
+//! netpol e2e model with a prober ([`Testbed`], from `testbed/testbed` and `testbed/probe.py`).
+//!
+//! Include it from a test file with `mod support;`. Everything here needs root (network
+//! namespaces) and panics with the failing command's stderr: it is test code.
+#![allow(dead_code, unused_imports)]
+
+pub mod sandbox;
+pub mod testbed;
+
+pub use sandbox::Sandbox;
+pub use testbed::{Pod, Port, Reachability, Testbed};
