@@ -5,5 +5,8 @@
 //! OpenFlow connection), [`audit`] (packet-ins to log lines), and [`agent`] wiring them.
 
 pub mod model;
+pub mod source;
 pub mod compiler;
 pub mod switch;
+pub mod audit;
+pub mod agent;

@@ -1,3 +1,223 @@
-fn main() {
-    println!("npagent");
+//! The `npagent` command line.
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+use npagent::agent::{self, AgentConfig, SourceConfig};
+use npagent::audit::args::AuditArgs;
+use npagent::compiler::{self, Compiler, IdAllocator};
+use npagent::model::LocalPort;
+use npagent::source::{self, SourceEvent};
+use npagent::switch::{self, ConnectionConfig, Endpoint};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// Kubernetes NetworkPolicy enforcement and audit logging on an Open vSwitch bridge, over
+/// OpenFlow 1.5.
+#[derive(Debug, Parser)]
+#[command(name = "npagent", version, about)]
+struct Cli {
+    /// Log level of npagent's own messages (error, warn, info, debug, trace), or a tracing
+    /// filter such as `npagent=debug`.
+    #[arg(long, global = true, default_value = "info", env = "NPAGENT_LOG")]
+    log_level: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Enforce NetworkPolicies on the bridge and write the audit log, until SIGTERM/SIGINT.
+    Run(RunArgs),
+    /// Print the flows `run` would install, in `ovs-ofctl -O OpenFlow15 dump-flows
+    /// --no-stats --names` text, sorted, to diff against the bridge.
+    Flows(CommonArgs),
+}
+
+/// Where the agent finds the switch, OVSDB and the cluster objects.
+#[derive(Debug, Args)]
+struct CommonArgs {
+    /// OpenFlow endpoint of the bridge: unix:PATH or tcp:HOST:PORT.
+    #[arg(long, default_value = switch::DEFAULT_ENDPOINT)]
+    ofp: String,
+    /// OVSDB endpoint: unix:PATH or tcp:HOST:PORT.
+    #[arg(long, default_value = "unix:/var/run/openvswitch/db.sock")]
+    ovsdb: String,
+    /// The bridge npagent owns.
+    #[arg(long, default_value = "br-int")]
+    bridge: String,
+    /// Read Namespaces, Pods and NetworkPolicies from this directory (*.yaml, *.yml, *.json,
+    /// watched) instead of the Kubernetes API.
+    #[arg(long, value_name = "DIR")]
+    manifests: Option<PathBuf>,
+    /// Kubeconfig for the Kubernetes API (default: $KUBECONFIG, ~/.kube/config, or the
+    /// in-cluster service account). Ignored with --manifests.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// This node's name (JSON audit lines).
+    #[arg(long, env = "NODE_NAME", default_value = "")]
+    node: String,
+    /// Controller id npagent sets on its OpenFlow connection and in its logging flows.
+    #[arg(long, default_value_t = 0x4e50)]
+    controller_id: u16,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Packets per second the switch sends to npagent for logging (an OVS meter; burst twice
+    /// that). Forwarded traffic is never metered.
+    #[arg(long, default_value_t = 5000)]
+    packet_in_rate: u32,
+    /// Serve Prometheus metrics on HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<SocketAddr>,
+    #[command(flatten)]
+    audit: AuditArgs,
+}
+
+/// Meter id of the logging meter.
+const LOG_METER_ID: u32 = 1;
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("npagent: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run(args).await,
+            Command::Flows(args) => flows(args).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("npagent: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn source_config(args: &CommonArgs) -> SourceConfig {
+    match &args.manifests {
+        Some(dir) => SourceConfig::Manifests(dir.clone()),
+        None => SourceConfig::Kube { kubeconfig: args.kubeconfig.clone() },
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let ofp: Endpoint = args.common.ofp.parse().with_context(|| format!("--ofp {}", args.common.ofp))?;
+    if args.packet_in_rate == 0 {
+        bail!("--packet-in-rate must be at least 1");
+    }
+    let cfg = AgentConfig {
+        ofp,
+        ovsdb: args.common.ovsdb.clone(),
+        bridge: args.common.bridge.clone(),
+        source: source_config(&args.common),
+        node: args.common.node.clone(),
+        packet_in_rate: args.packet_in_rate,
+        controller_id: args.common.controller_id,
+        meter_id: LOG_METER_ID,
+        audit: args.audit.config(args.common.node.clone()),
+        metrics_addr: args.metrics_addr,
+    };
+    tracing::info!("npagent {} starting: bridge {} at {}", env!("CARGO_PKG_VERSION"), cfg.bridge, args.common.ofp);
+    agent::run(cfg, shutdown_signal()).await
+}
+
+/// Resolves at the first SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers; stop npagent with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}
+
+/// How long `flows` waits for each input.
+const FLOWS_TIMEOUT: Duration = Duration::from_secs(10);
+
+async fn flows(args: CommonArgs) -> anyhow::Result<()> {
+    let mut store = agent::Store::default();
+    match source_config(&args) {
+        SourceConfig::Manifests(dir) => {
+            let (objects, invalid) = source::manifests::load_dir(&dir);
+            for i in invalid {
+                store.apply(SourceEvent::from(i));
+            }
+            store.apply(SourceEvent::Reset { kinds: source::Kind::ALL.to_vec(), objects });
+        }
+        SourceConfig::Kube { kubeconfig } => {
+            let client = source::kube::client(kubeconfig.as_deref()).await?;
+            let (tx, mut rx) = mpsc::channel(64);
+            let watcher = tokio::spawn(source::kube::watch_kube(client, tx));
+            let listed = tokio::time::timeout(FLOWS_TIMEOUT, async {
+                while !store.is_synced() {
+                    match rx.recv().await {
+                        Some(ev) => {
+                            store.apply(ev);
+                        }
+                        None => break,
+                    }
+                }
+            })
+            .await;
+            watcher.abort();
+            if listed.is_err() || !store.is_synced() {
+                bail!("the Kubernetes API did not list Namespaces, Pods and NetworkPolicies within {FLOWS_TIMEOUT:?}");
+            }
+        }
+    }
+    store.set_ports(&read_ports(&args).await?);
+
+    // Use the bridge's conjunction ids when it can be reached, so the text matches it.
+    let ids = match installed_flows(&args).await {
+        Ok(dump) => IdAllocator::recover(&dump, 0),
+        Err(e) => {
+            tracing::warn!("{e:#}; conjunction ids are freshly allocated and may differ from the bridge's");
+            IdAllocator::new(0)
+        }
+    };
+    let cfg = compiler::Config { meter_id: LOG_METER_ID, controller_id: args.controller_id };
+    let mut compiler = Compiler::new(cfg, ids);
+    compiler.full(store.model(), 0);
+    for line in compiler::flows_text(compiler.flows(), &compiler.port_names()) {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// Reads the bridge's pod ports from OVSDB once.
+async fn read_ports(args: &CommonArgs) -> anyhow::Result<Vec<LocalPort>> {
+    let (tx, mut rx) = watch::channel(Vec::new());
+    let client = tokio::spawn(source::ovsdb::run_ovsdb(args.ovsdb.clone(), args.bridge.clone(), Vec::new(), tx));
+    let read = tokio::time::timeout(FLOWS_TIMEOUT, rx.changed()).await;
+    client.abort();
+    match read {
+        Ok(Ok(())) => Ok(rx.borrow().clone()),
+        _ => bail!("could not read the ports of {} from OVSDB at {} within {FLOWS_TIMEOUT:?}", args.bridge, args.ovsdb),
+    }
+}
+
+/// Dumps the bridge's flows.
+async fn installed_flows(args: &CommonArgs) -> anyhow::Result<Vec<ofp::FlowStats>> {
+    let endpoint: Endpoint = args.ofp.parse().with_context(|| format!("--ofp {}", args.ofp))?;
+    let (switch, _packet_ins) = switch::spawn(ConnectionConfig { endpoint, ..Default::default() });
+    switch.wait_connected(Duration::from_secs(3)).await.context("switch not reachable")?;
+    Ok(switch.dump_flows(None).await?)
 }

@@ -29,6 +29,7 @@ pub mod multipart;
 pub mod oxm;
 pub mod packet_in2;
 pub mod prop;
+pub mod text;
 
 pub use action::{Action, Controller2, Ct, CtZoneSrc};
 pub use error::Error;

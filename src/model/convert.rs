@@ -1,0 +1,636 @@
+//! Kubernetes objects (k8s-openapi) to npagent's model, validated as the API server validates
+//! them, so that a manifest the API server would refuse is refused here too, with the object
+//! and the field path named.
+
+use super::{
+    Cidr, ContainerPort, IngressRule, LabelSelector, Labels, Namespace, Peer, Policy, PortRef,
+    PortSpec, Protocol, Requirement, SelectorOp,
+};
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::networking::v1 as net;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+/// Label every Namespace carries, set by the API server.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+/// Antrea's annotation that turns on audit logging for a Namespace.
+pub const LOGGING_ANNOTATION: &str = "networkpolicy.antrea.io/enable-logging";
+/// Alias of [`LOGGING_ANNOTATION`] (the name used in Antrea PR #4047's description).
+pub const LOGGING_ANNOTATION_ALIAS: &str = "policy.antrea.io/enable-np-logging";
+
+/// Why an object could not be converted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConvertError {
+    /// A field holds a value the API server would refuse.
+    #[error("{kind} {object}: {path}: {message}")]
+    Invalid { kind: &'static str, object: String, path: String, message: String },
+    /// The object has no `metadata.name`.
+    #[error("{kind} without metadata.name")]
+    MissingName { kind: &'static str },
+}
+
+/// Names the object being converted, for error messages.
+struct Ctx {
+    kind: &'static str,
+    object: String,
+}
+
+impl Ctx {
+    fn err(&self, path: impl Into<String>, message: impl Into<String>) -> ConvertError {
+        ConvertError::Invalid {
+            kind: self.kind,
+            object: self.object.clone(),
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+fn name_of(meta: &meta::ObjectMeta, kind: &'static str) -> Result<String, ConvertError> {
+    match meta.name.as_deref() {
+        Some(n) if !n.is_empty() => Ok(n.to_string()),
+        _ => Err(ConvertError::MissingName { kind }),
+    }
+}
+
+fn namespace_of(meta: &meta::ObjectMeta) -> String {
+    match meta.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => ns.to_string(),
+        _ => "default".to_string(),
+    }
+}
+
+/// Converts a Namespace; the `kubernetes.io/metadata.name` label is always set to its name.
+pub fn namespace(ns: &core::Namespace) -> Result<Namespace, ConvertError> {
+    let name = name_of(&ns.metadata, "Namespace")?;
+    let ctx = Ctx { kind: "Namespace", object: name.clone() };
+    let mut labels = ns.metadata.labels.clone().unwrap_or_default();
+    validate_labels(&ctx, "metadata.labels", &labels)?;
+    labels.insert(NAMESPACE_NAME_LABEL.to_string(), name.clone());
+    Ok(Namespace { name, labels, annotations: ns.metadata.annotations.clone().unwrap_or_default() })
+}
+
+/// Converts a Pod: labels, IPs (`status.podIPs`, else `status.podIP`), named container ports
+/// and the node.
+pub fn pod(p: &core::Pod) -> Result<super::Pod, ConvertError> {
+    let name = name_of(&p.metadata, "Pod")?;
+    let namespace = namespace_of(&p.metadata);
+    let ctx = Ctx { kind: "Pod", object: format!("{namespace}/{name}") };
+    let labels = p.metadata.labels.clone().unwrap_or_default();
+    validate_labels(&ctx, "metadata.labels", &labels)?;
+
+    let mut ips = Vec::new();
+    if let Some(status) = &p.status {
+        match status.pod_ips.as_deref() {
+            Some(list) if !list.is_empty() => {
+                for (i, entry) in list.iter().enumerate() {
+                    let ip: IpAddr = entry
+                        .ip
+                        .parse()
+                        .map_err(|_| ctx.err(format!("status.podIPs[{i}].ip"), format!("invalid IP {:?}", entry.ip)))?;
+                    if !ips.contains(&ip) {
+                        ips.push(ip);
+                    }
+                }
+            }
+            _ => {
+                if let Some(ip) = status.pod_ip.as_deref().filter(|s| !s.is_empty()) {
+                    ips.push(ip.parse().map_err(|_| ctx.err("status.podIP", format!("invalid IP {ip:?}")))?);
+                }
+            }
+        }
+    }
+
+    let mut ports = Vec::new();
+    let mut node = None;
+    if let Some(spec) = &p.spec {
+        node = spec.node_name.clone().filter(|n| !n.is_empty());
+        for (ci, c) in spec.containers.iter().enumerate() {
+            for (pi, cp) in c.ports.iter().flatten().enumerate() {
+                let path = format!("spec.containers[{ci}].ports[{pi}]");
+                let port = u16::try_from(cp.container_port)
+                    .ok()
+                    .filter(|p| *p != 0)
+                    .ok_or_else(|| ctx.err(format!("{path}.containerPort"), format!("invalid port {}", cp.container_port)))?;
+                let protocol = protocol(&ctx, &format!("{path}.protocol"), cp.protocol.as_deref())?;
+                ports.push(ContainerPort { name: cp.name.clone().filter(|n| !n.is_empty()), port, protocol });
+            }
+        }
+    }
+    Ok(super::Pod { namespace, name, labels, ips, ports, node })
+}
+
+/// Converts a NetworkPolicy (networking.k8s.io/v1), defaulting `policyTypes` as the API
+/// server does: Ingress always, Egress when egress rules are present.
+pub fn policy(np: &net::NetworkPolicy) -> Result<Policy, ConvertError> {
+    let name = name_of(&np.metadata, "NetworkPolicy")?;
+    let namespace = namespace_of(&np.metadata);
+    let ctx = Ctx { kind: "NetworkPolicy", object: format!("{namespace}/{name}") };
+    let spec = np.spec.clone().unwrap_or_default();
+
+    let pod_selector = match &spec.pod_selector {
+        Some(s) => selector(&ctx, "spec.podSelector", s)?,
+        None => LabelSelector::everything(),
+    };
+
+    let has_egress_rules = spec.egress.as_ref().is_some_and(|e| !e.is_empty());
+    let (affects_ingress, affects_egress) = match spec.policy_types.as_deref() {
+        Some(types) if !types.is_empty() => {
+            let mut ingress = false;
+            let mut egress = false;
+            for (i, t) in types.iter().enumerate() {
+                match t.as_str() {
+                    "Ingress" => ingress = true,
+                    "Egress" => egress = true,
+                    other => {
+                        return Err(ctx.err(
+                            format!("spec.policyTypes[{i}]"),
+                            format!("unsupported value {other:?}: supported values: \"Ingress\", \"Egress\""),
+                        ))
+                    }
+                }
+            }
+            (ingress, egress)
+        }
+        _ => (true, has_egress_rules),
+    };
+
+    let mut ingress = Vec::new();
+    for (ri, rule) in spec.ingress.iter().flatten().enumerate() {
+        let path = format!("spec.ingress[{ri}]");
+        let mut from = Vec::new();
+        for (pi, peer) in rule.from.iter().flatten().enumerate() {
+            from.push(convert_peer(&ctx, &format!("{path}.from[{pi}]"), peer)?);
+        }
+        let mut ports = Vec::new();
+        for (pi, port) in rule.ports.iter().flatten().enumerate() {
+            ports.push(convert_port(&ctx, &format!("{path}.ports[{pi}]"), port)?);
+        }
+        ingress.push(IngressRule { from, ports });
+    }
+    Ok(Policy { namespace, name, pod_selector, affects_ingress, affects_egress, ingress })
+}
+
+fn convert_peer(ctx: &Ctx, path: &str, peer: &net::NetworkPolicyPeer) -> Result<Peer, ConvertError> {
+    match (&peer.ip_block, &peer.pod_selector, &peer.namespace_selector) {
+        (Some(block), None, None) => {
+            let cidr = parse_cidr(&block.cidr)
+                .map_err(|m| ctx.err(format!("{path}.ipBlock.cidr"), format!("invalid CIDR {:?}: {m}", block.cidr)))?;
+            let mut except = Vec::new();
+            for (i, e) in block.except.iter().flatten().enumerate() {
+                let epath = format!("{path}.ipBlock.except[{i}]");
+                let ex = parse_cidr(e).map_err(|m| ctx.err(&epath, format!("invalid CIDR {e:?}: {m}")))?;
+                if !cidr_strictly_contains(&cidr, &ex) {
+                    return Err(ctx.err(epath, format!("{e:?} must be a strict subset of cidr {:?}", block.cidr)));
+                }
+                except.push(ex);
+            }
+            Ok(Peer::IpBlock { cidr, except })
+        }
+        (Some(_), _, _) => Err(ctx.err(path, "may not specify both ipBlock and another peer")),
+        (None, None, None) => Err(ctx.err(path, "must specify a peer")),
+        (None, pods, namespaces) => Ok(Peer::Pods {
+            pod_selector: pods.as_ref().map(|s| selector(ctx, &format!("{path}.podSelector"), s)).transpose()?,
+            namespace_selector: namespaces
+                .as_ref()
+                .map(|s| selector(ctx, &format!("{path}.namespaceSelector"), s))
+                .transpose()?,
+        }),
+    }
+}
+
+fn convert_port(ctx: &Ctx, path: &str, port: &net::NetworkPolicyPort) -> Result<PortSpec, ConvertError> {
+    let protocol = protocol(ctx, &format!("{path}.protocol"), port.protocol.as_deref())?;
+    let port_ref = match &port.port {
+        None => None,
+        Some(IntOrString::Int(n)) => Some(PortRef::Number(
+            u16::try_from(*n)
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| ctx.err(format!("{path}.port"), format!("must be between 1 and 65535, inclusive: {n}")))?,
+        )),
+        Some(IntOrString::String(name)) => {
+            validate_port_name(name).map_err(|m| ctx.err(format!("{path}.port"), format!("invalid port name {name:?}: {m}")))?;
+            Some(PortRef::Name(name.clone()))
+        }
+    };
+    let end_port = match (port.end_port, &port_ref) {
+        (None, _) => None,
+        (Some(end), Some(PortRef::Number(start))) => {
+            let end16 = u16::try_from(end)
+                .ok()
+                .filter(|e| *e != 0)
+                .ok_or_else(|| ctx.err(format!("{path}.endPort"), format!("must be between 1 and 65535, inclusive: {end}")))?;
+            if end16 < *start {
+                return Err(ctx.err(format!("{path}.endPort"), format!("must be greater than or equal to port {start}: {end}")));
+            }
+            Some(end16)
+        }
+        (Some(_), Some(PortRef::Name(_))) => {
+            return Err(ctx.err(format!("{path}.endPort"), "may not be specified when port is non-numeric"))
+        }
+        (Some(_), None) => return Err(ctx.err(format!("{path}.endPort"), "may not be specified when port is not specified")),
+    };
+    Ok(PortSpec { protocol, port: port_ref, end_port })
+}
+
+fn protocol(ctx: &Ctx, path: &str, p: Option<&str>) -> Result<Protocol, ConvertError> {
+    match p {
+        None | Some("TCP") => Ok(Protocol::Tcp),
+        Some("UDP") => Ok(Protocol::Udp),
+        Some("SCTP") => Ok(Protocol::Sctp),
+        Some(other) => Err(ctx.err(path, format!("unsupported protocol {other:?}: supported values: \"TCP\", \"UDP\", \"SCTP\""))),
+    }
+}
+
+fn selector(ctx: &Ctx, path: &str, s: &meta::LabelSelector) -> Result<LabelSelector, ConvertError> {
+    let match_labels: Labels = s.match_labels.clone().unwrap_or_default();
+    validate_labels(ctx, &format!("{path}.matchLabels"), &match_labels)?;
+    let mut match_expressions = Vec::new();
+    for (i, r) in s.match_expressions.iter().flatten().enumerate() {
+        let rpath = format!("{path}.matchExpressions[{i}]");
+        validate_label_key(&r.key).map_err(|m| ctx.err(format!("{rpath}.key"), format!("invalid label key {:?}: {m}", r.key)))?;
+        let values: BTreeSet<String> = r.values.iter().flatten().cloned().collect();
+        let op = match r.operator.as_str() {
+            "In" => SelectorOp::In,
+            "NotIn" => SelectorOp::NotIn,
+            "Exists" => SelectorOp::Exists,
+            "DoesNotExist" => SelectorOp::DoesNotExist,
+            other => {
+                return Err(ctx.err(
+                    format!("{rpath}.operator"),
+                    format!("not a valid selector operator {other:?}: supported values: \"In\", \"NotIn\", \"Exists\", \"DoesNotExist\""),
+                ))
+            }
+        };
+        match op {
+            SelectorOp::In | SelectorOp::NotIn if values.is_empty() => {
+                return Err(ctx.err(format!("{rpath}.values"), "must be specified when `operator` is 'In' or 'NotIn'"))
+            }
+            SelectorOp::Exists | SelectorOp::DoesNotExist if !values.is_empty() => {
+                return Err(ctx.err(format!("{rpath}.values"), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+            }
+            _ => {}
+        }
+        for (vi, v) in r.values.iter().flatten().enumerate() {
+            validate_label_value(v).map_err(|m| ctx.err(format!("{rpath}.values[{vi}]"), format!("invalid label value {v:?}: {m}")))?;
+        }
+        match_expressions.push(Requirement { key: r.key.clone(), op, values });
+    }
+    Ok(LabelSelector { match_labels, match_expressions })
+}
+
+fn validate_labels(ctx: &Ctx, path: &str, labels: &BTreeMap<String, String>) -> Result<(), ConvertError> {
+    for (k, v) in labels {
+        validate_label_key(k).map_err(|m| ctx.err(path, format!("invalid label key {k:?}: {m}")))?;
+        validate_label_value(v).map_err(|m| ctx.err(format!("{path}.{k}"), format!("invalid label value {v:?}: {m}")))?;
+    }
+    Ok(())
+}
+
+/// `[prefix/]name`: prefix a DNS-1123 subdomain (≤ 253), name a qualified name part (≤ 63).
+pub fn validate_label_key(key: &str) -> Result<(), String> {
+    let name = match key.split_once('/') {
+        Some((prefix, name)) => {
+            if prefix.is_empty() || prefix.len() > 253 || !is_dns1123_subdomain(prefix) {
+                return Err("prefix must be a DNS-1123 subdomain of at most 253 characters".into());
+            }
+            name
+        }
+        None => key,
+    };
+    if name.is_empty() || name.len() > 63 || !is_qualified_name_part(name) {
+        return Err("name part must be 1-63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric".into());
+    }
+    Ok(())
+}
+
+/// Empty, or ≤ 63 alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric.
+pub fn validate_label_value(v: &str) -> Result<(), String> {
+    if v.is_empty() {
+        return Ok(());
+    }
+    if v.len() > 63 || !is_qualified_name_part(v) {
+        return Err("must be at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric".into());
+    }
+    Ok(())
+}
+
+fn is_qualified_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    let (Some(first), Some(last)) = (b.first(), b.last()) else { return false };
+    first.is_ascii_alphanumeric()
+        && last.is_ascii_alphanumeric()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+fn is_dns1123_subdomain(s: &str) -> bool {
+    s.split('.').all(|label| {
+        let b = label.as_bytes();
+        let (Some(first), Some(last)) = (b.first(), b.last()) else { return false };
+        let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+        alnum(first) && alnum(last) && b.iter().all(|c| alnum(c) || *c == b'-')
+    })
+}
+
+/// IANA service name: 1-15 lowercase alphanumerics and '-', at least one letter, no leading,
+/// trailing or doubled '-'.
+fn validate_port_name(name: &str) -> Result<(), String> {
+    let b = name.as_bytes();
+    if b.is_empty() || b.len() > 15 {
+        return Err("must be 1-15 characters".into());
+    }
+    if !b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-') {
+        return Err("must contain only lowercase alphanumerics and '-'".into());
+    }
+    if !b.iter().any(|c| c.is_ascii_lowercase()) {
+        return Err("must contain at least one letter".into());
+    }
+    if b.first() == Some(&b'-') || b.last() == Some(&b'-') || name.contains("--") {
+        return Err("must not begin or end with '-' or contain '--'".into());
+    }
+    Ok(())
+}
+
+/// Parses `addr/prefix` (IPv4 or IPv6) and clears the host bits, as Go's `net.ParseCIDR` does
+/// for the network.
+pub fn parse_cidr(s: &str) -> Result<Cidr, String> {
+    let (addr, prefix) = s.split_once('/').ok_or("missing /prefix")?;
+    let addr: IpAddr = addr.parse().map_err(|_| "invalid address".to_string())?;
+    if prefix.is_empty() || prefix.len() > 3 || !prefix.bytes().all(|c| c.is_ascii_digit()) {
+        return Err("invalid prefix length".into());
+    }
+    let prefix: u8 = prefix.parse().map_err(|_| "invalid prefix length".to_string())?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    if prefix > max {
+        return Err(format!("prefix length {prefix} exceeds {max}"));
+    }
+    Ok(Cidr::new(addr, prefix))
+}
+
+impl Cidr {
+    /// A prefix with host bits cleared. `prefix` is clamped to the family's width.
+    pub fn new(addr: IpAddr, prefix: u8) -> Cidr {
+        let width = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = prefix.min(width);
+        let addr = match addr {
+            IpAddr::V4(a) => IpAddr::V4((u32::from(a) & mask_u32(prefix)).into()),
+            IpAddr::V6(a) => IpAddr::V6((u128::from(a) & mask_u128(prefix)).into()),
+        };
+        Cidr { addr, prefix }
+    }
+
+    /// A host route (/32 or /128).
+    pub fn host(addr: IpAddr) -> Cidr {
+        Cidr { addr, prefix: if addr.is_ipv4() { 32 } else { 128 } }
+    }
+
+    /// Whether `ip` lies inside this prefix.
+    pub fn contains(&self, ip: &IpAddr) -> bool {
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => u32::from(*a) & mask_u32(self.prefix) == u32::from(n),
+            (IpAddr::V6(n), IpAddr::V6(a)) => u128::from(*a) & mask_u128(self.prefix) == u128::from(n),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+fn mask_u32(prefix: u8) -> u32 {
+    if prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(prefix.min(32))) }
+}
+
+fn mask_u128(prefix: u8) -> u128 {
+    if prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(prefix.min(128))) }
+}
+
+fn cidr_strictly_contains(outer: &Cidr, inner: &Cidr) -> bool {
+    outer.prefix < inner.prefix && outer.contains(&inner.addr)
+}
+
+/// Go's `strconv.ParseBool`.
+pub fn parse_go_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+impl Namespace {
+    /// Whether audit logging is on for this Namespace. `Err` carries a warning (the value is
+    /// not a Go bool) and means off. When both annotations are set, logging is on if either
+    /// says so.
+    pub fn logging_enabled(&self) -> Result<bool, String> {
+        let mut enabled = false;
+        let mut warning = None;
+        for key in [LOGGING_ANNOTATION, LOGGING_ANNOTATION_ALIAS] {
+            if let Some(v) = self.annotations.get(key) {
+                match parse_go_bool(v) {
+                    Some(b) => enabled |= b,
+                    None => {
+                        warning.get_or_insert_with(|| {
+                            format!(
+                                "namespace {}: annotation {key}={v:?} is not a boolean (1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False); audit logging is off",
+                                self.name
+                            )
+                        });
+                    }
+                }
+            }
+        }
+        match warning {
+            Some(w) if !enabled => Err(w),
+            _ => Ok(enabled),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn np(spec: serde_json::Value) -> net::NetworkPolicy {
+        serde_json::from_value(json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "p", "namespace": "x"}, "spec": spec
+        }))
+        .expect("test policy json")
+    }
+
+    fn err_text(spec: serde_json::Value) -> String {
+        policy(&np(spec)).expect_err("policy should be refused").to_string()
+    }
+
+    #[test]
+    fn namespace_gets_name_label() {
+        let ns: core::Namespace =
+            serde_json::from_value(json!({"metadata": {"name": "x", "labels": {"a": "b"}}})).unwrap();
+        let n = namespace(&ns).unwrap();
+        assert_eq!(n.labels.get(NAMESPACE_NAME_LABEL).map(String::as_str), Some("x"));
+        assert_eq!(n.labels.get("a").map(String::as_str), Some("b"));
+    }
+
+    #[test]
+    fn pod_fields() {
+        let p: core::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "a", "namespace": "x", "labels": {"pod": "a"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "ports": [
+                {"containerPort": 80, "name": "http"}, {"containerPort": 53, "protocol": "UDP"}]}]},
+            "status": {"podIP": "10.0.0.9", "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}]}
+        }))
+        .unwrap();
+        let m = pod(&p).unwrap();
+        assert_eq!(m.ips, vec!["10.0.0.1".parse::<IpAddr>().unwrap(), "fd00::1".parse().unwrap()]);
+        assert_eq!(m.node.as_deref(), Some("n1"));
+        assert_eq!(m.ports[0], ContainerPort { name: Some("http".into()), port: 80, protocol: Protocol::Tcp });
+        assert_eq!(m.ports[1], ContainerPort { name: None, port: 53, protocol: Protocol::Udp });
+
+        let p: core::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "a"}, "status": {"podIP": "10.0.0.9"}})).unwrap();
+        let m = pod(&p).unwrap();
+        assert_eq!((m.namespace.as_str(), m.ips.len()), ("default", 1));
+
+        let p: core::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "a", "namespace": "x"}, "status": {"podIP": "10.0.0.300"}})).unwrap();
+        assert_eq!(pod(&p).unwrap_err().to_string(), "Pod x/a: status.podIP: invalid IP \"10.0.0.300\"");
+    }
+
+    #[test]
+    fn policy_types_defaulting() {
+        let cases = [
+            (json!({"podSelector": {}}), (true, false)),
+            (json!({"podSelector": {}, "egress": [{}]}), (true, true)),
+            (json!({"podSelector": {}, "egress": []}), (true, false)),
+            (json!({"podSelector": {}, "policyTypes": ["Egress"]}), (false, true)),
+            (json!({"podSelector": {}, "policyTypes": ["Ingress"], "egress": [{}]}), (true, false)),
+            (json!({"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}), (true, true)),
+        ];
+        for (spec, want) in cases {
+            let p = policy(&np(spec.clone())).unwrap();
+            assert_eq!((p.affects_ingress, p.affects_egress), want, "{spec}");
+        }
+    }
+
+    #[test]
+    fn missing_and_empty_ingress_have_no_rules() {
+        assert!(policy(&np(json!({"podSelector": {}}))).unwrap().ingress.is_empty());
+        assert!(policy(&np(json!({"podSelector": {}, "ingress": []}))).unwrap().ingress.is_empty());
+        let p = policy(&np(json!({"podSelector": {}, "ingress": [{}]}))).unwrap();
+        assert_eq!(p.ingress, vec![IngressRule { from: vec![], ports: vec![] }]);
+    }
+
+    #[test]
+    fn peers_and_ports() {
+        let p = policy(&np(json!({"podSelector": {"matchLabels": {"pod": "a"}}, "ingress": [{
+            "from": [
+                {"podSelector": {"matchExpressions": [{"key": "pod", "operator": "In", "values": ["b", "c"]}]},
+                 "namespaceSelector": {"matchLabels": {"ns": "y"}}},
+                {"ipBlock": {"cidr": "10.1.2.3/16", "except": ["10.1.3.0/24"]}}
+            ],
+            "ports": [{"port": 80}, {"protocol": "UDP", "port": "dns"}, {"port": 1000, "endPort": 2000}, {"protocol": "SCTP"}]
+        }]}))).unwrap();
+        let rule = &p.ingress[0];
+        match &rule.from[0] {
+            Peer::Pods { pod_selector: Some(ps), namespace_selector: Some(ns) } => {
+                assert_eq!(ps.match_expressions[0].op, SelectorOp::In);
+                assert_eq!(ns.match_labels.get("ns").map(String::as_str), Some("y"));
+            }
+            other => panic!("unexpected peer {other:?}"),
+        }
+        assert_eq!(
+            rule.from[1],
+            Peer::IpBlock { cidr: parse_cidr("10.1.0.0/16").unwrap(), except: vec![parse_cidr("10.1.3.0/24").unwrap()] }
+        );
+        assert_eq!(rule.ports[0], PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Number(80)), end_port: None });
+        assert_eq!(rule.ports[1], PortSpec { protocol: Protocol::Udp, port: Some(PortRef::Name("dns".into())), end_port: None });
+        assert_eq!(rule.ports[2].end_port, Some(2000));
+        assert_eq!(rule.ports[3], PortSpec { protocol: Protocol::Sctp, port: None, end_port: None });
+    }
+
+    #[test]
+    fn invalid_policies_name_the_field() {
+        let cases = [
+            (json!({"ingress": [{"from": [{}, {"ipBlock": {"cidr": "10.0.0.0/33"}}]}]}),
+             "NetworkPolicy x/p: spec.ingress[0].from[0]: must specify a peer"),
+            (json!({"ingress": [{"from": [{"podSelector": {}}, {"ipBlock": {"cidr": "10.0.0.0/33"}}]}]}),
+             "NetworkPolicy x/p: spec.ingress[0].from[1].ipBlock.cidr: invalid CIDR \"10.0.0.0/33\": prefix length 33 exceeds 32"),
+            (json!({"ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["11.0.0.0/16"]}}]}]}),
+             "NetworkPolicy x/p: spec.ingress[0].from[0].ipBlock.except[0]: \"11.0.0.0/16\" must be a strict subset of cidr \"10.0.0.0/8\""),
+            (json!({"ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["fd00::/64"]}}]}]}),
+             "NetworkPolicy x/p: spec.ingress[0].from[0].ipBlock.except[0]: \"fd00::/64\" must be a strict subset of cidr \"10.0.0.0/8\""),
+            (json!({"ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/8"}, "podSelector": {}}]}]}),
+             "NetworkPolicy x/p: spec.ingress[0].from[0]: may not specify both ipBlock and another peer"),
+            (json!({"podSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}),
+             "NetworkPolicy x/p: spec.podSelector.matchExpressions[0].values: must be specified when `operator` is 'In' or 'NotIn'"),
+            (json!({"podSelector": {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}}),
+             "NetworkPolicy x/p: spec.podSelector.matchExpressions[0].values: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"),
+            (json!({"podSelector": {"matchExpressions": [{"key": "a", "operator": "Like", "values": ["x"]}]}}),
+             "NetworkPolicy x/p: spec.podSelector.matchExpressions[0].operator: not a valid selector operator \"Like\": supported values: \"In\", \"NotIn\", \"Exists\", \"DoesNotExist\""),
+            (json!({"podSelector": {"matchLabels": {"-bad": "x"}}}),
+             "NetworkPolicy x/p: spec.podSelector.matchLabels: invalid label key \"-bad\": name part must be 1-63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"),
+            (json!({"podSelector": {"matchLabels": {"Example.com/a": "x"}}}),
+             "NetworkPolicy x/p: spec.podSelector.matchLabels: invalid label key \"Example.com/a\": prefix must be a DNS-1123 subdomain of at most 253 characters"),
+            (json!({"ingress": [{"ports": [{"port": "http", "endPort": 90}]}]}),
+             "NetworkPolicy x/p: spec.ingress[0].ports[0].endPort: may not be specified when port is non-numeric"),
+            (json!({"ingress": [{"ports": [{"port": 90, "endPort": 80}]}]}),
+             "NetworkPolicy x/p: spec.ingress[0].ports[0].endPort: must be greater than or equal to port 90: 80"),
+            (json!({"ingress": [{"ports": [{"endPort": 80}]}]}),
+             "NetworkPolicy x/p: spec.ingress[0].ports[0].endPort: may not be specified when port is not specified"),
+            (json!({"ingress": [{"ports": [{"port": 70000}]}]}),
+             "NetworkPolicy x/p: spec.ingress[0].ports[0].port: must be between 1 and 65535, inclusive: 70000"),
+            (json!({"ingress": [{"ports": [{"port": "HTTP"}]}]}),
+             "NetworkPolicy x/p: spec.ingress[0].ports[0].port: invalid port name \"HTTP\": must contain only lowercase alphanumerics and '-'"),
+            (json!({"ingress": [{"ports": [{"protocol": "ICMP"}]}]}),
+             "NetworkPolicy x/p: spec.ingress[0].ports[0].protocol: unsupported protocol \"ICMP\": supported values: \"TCP\", \"UDP\", \"SCTP\""),
+            (json!({"policyTypes": ["Both"]}),
+             "NetworkPolicy x/p: spec.policyTypes[0]: unsupported value \"Both\": supported values: \"Ingress\", \"Egress\""),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(err_text(spec), want);
+        }
+    }
+
+    #[test]
+    fn cidrs() {
+        assert_eq!(parse_cidr("10.1.2.3/8").unwrap().to_string(), "10.0.0.0/8");
+        assert_eq!(parse_cidr("fd00::1:2/64").unwrap().to_string(), "fd00::/64");
+        assert_eq!(parse_cidr("0.0.0.0/0").unwrap().to_string(), "0.0.0.0/0");
+        for bad in ["10.0.0.0", "10.0.0.0/", "10.0.0.0/-1", "10.0.0.0/+8", "fd00::/129", "x/8", "10.0.0.0/0008"] {
+            assert!(parse_cidr(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn go_bools_and_logging_flag() {
+        for t in ["1", "t", "T", "TRUE", "true", "True"] {
+            assert_eq!(parse_go_bool(t), Some(true));
+        }
+        for f in ["0", "f", "F", "FALSE", "false", "False"] {
+            assert_eq!(parse_go_bool(f), Some(false));
+        }
+        for x in ["yes", "tRUE", "", " true", "2"] {
+            assert_eq!(parse_go_bool(x), None);
+        }
+        let ns = |anns: &[(&str, &str)]| Namespace {
+            name: "x".into(),
+            labels: Labels::new(),
+            annotations: anns.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        };
+        assert_eq!(ns(&[]).logging_enabled(), Ok(false));
+        assert_eq!(ns(&[(LOGGING_ANNOTATION, "true")]).logging_enabled(), Ok(true));
+        assert_eq!(ns(&[(LOGGING_ANNOTATION_ALIAS, "T")]).logging_enabled(), Ok(true));
+        assert_eq!(ns(&[(LOGGING_ANNOTATION, "0")]).logging_enabled(), Ok(false));
+        let warn = ns(&[(LOGGING_ANNOTATION, "yes")]).logging_enabled().unwrap_err();
+        assert!(warn.contains("namespace x") && warn.contains("\"yes\""), "{warn}");
+    }
+}

@@ -4,8 +4,10 @@
 //!
 //! Include it from a test file with `mod support;`. Everything here needs root (network
 //! namespaces) and panics with the failing command's stderr: it is test code.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod sandbox;
+pub mod testbed;
 
 pub use sandbox::Sandbox;
+pub use testbed::{Pod, Port, Reachability, Testbed};

@@ -1,0 +1,172 @@
+//! The agent: sources feed a model, the compiler turns it into desired flows, the reconciler
+//! keeps the bridge at exactly those flows, and packet-ins become audit log lines.
+//!
+//! Level-triggered: every change recomputes from the latest model and the diff against what
+//! the switch holds decides what is sent, in one bundle. Nothing is sent before the sources
+//! and OVSDB have been read once and the switch's flows have been dumped, so a restart with
+//! unchanged inputs sends nothing, and a switch restart is repaired by the same diff.
+
+pub mod metrics;
+mod reconciler;
+mod resolver;
+mod store;
+
+pub use reconciler::Reconciler;
+pub use resolver::StateResolver;
+pub use store::Store;
+
+use crate::audit::{AuditConfig, AuditLogger};
+use crate::compiler::{tables, Compiler};
+use crate::model::LocalPort;
+use crate::source::SourceEvent;
+use crate::switch::{self, ConnectionConfig, Endpoint};
+use metrics::AgentMetrics;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
+
+/// Where Namespaces, Pods and NetworkPolicies come from.
+#[derive(Debug, Clone)]
+pub enum SourceConfig {
+    /// A directory of manifests, watched.
+    Manifests(PathBuf),
+    /// The Kubernetes API.
+    Kube { kubeconfig: Option<PathBuf> },
+}
+
+/// Everything `npagent run` needs.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub ofp: Endpoint,
+    pub ovsdb: String,
+    pub bridge: String,
+    pub source: SourceConfig,
+    pub node: String,
+    /// Packets per second the logging meter lets through to npagent (burst: twice that).
+    pub packet_in_rate: u32,
+    pub controller_id: u16,
+    pub meter_id: u32,
+    pub audit: AuditConfig,
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// State shared between the reconciler (writer) and the audit resolver (reader).
+#[derive(Debug, Default)]
+pub struct State {
+    pub store: Store,
+    /// `None` until the first compile (which needs the switch's flows for id recovery).
+    pub compiler: Option<Compiler>,
+}
+
+/// Runs the agent until `shutdown` resolves; then flushes the audit log. The flows stay on
+/// the bridge, so the datapath keeps enforcing while the agent is away.
+pub async fn run(cfg: AgentConfig, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+    let state = Arc::new(RwLock::new(State::default()));
+    let metrics = Arc::new(AgentMetrics::default());
+
+    let mut audit_cfg = cfg.audit.clone();
+    audit_cfg.table_names = tables::table_name;
+    let audit = AuditLogger::spawn(audit_cfg, Arc::new(StateResolver::new(Arc::clone(&state))));
+
+    let conn = ConnectionConfig {
+        endpoint: cfg.ofp.clone(),
+        session: switch::SessionConfig { controller_id: cfg.controller_id, ..Default::default() },
+        ..Default::default()
+    };
+    let (switch, mut packet_ins) = switch::spawn(conn);
+    let audit_tx = audit.sender();
+    let forward = tokio::spawn(async move {
+        while let Some(pi) = packet_ins.recv().await {
+            audit_tx.submit(pi);
+        }
+    });
+
+    let (source_tx, mut source_rx) = mpsc::channel::<SourceEvent>(1024);
+    let source_task = match &cfg.source {
+        SourceConfig::Manifests(dir) => tokio::spawn(crate::source::manifests::watch_manifests(dir.clone(), source_tx)),
+        SourceConfig::Kube { kubeconfig } => {
+            let client = crate::source::kube::client(kubeconfig.as_deref()).await?;
+            tokio::spawn(crate::source::kube::watch_kube(client, source_tx))
+        }
+    };
+    let (ports_tx, mut ports_rx) = watch::channel::<Vec<LocalPort>>(Vec::new());
+    let names = tables::TABLES.iter().map(|(id, name)| (*id, name.to_string())).collect();
+    let ovsdb_task = tokio::spawn(crate::source::ovsdb::run_ovsdb(cfg.ovsdb.clone(), cfg.bridge.clone(), names, ports_tx));
+    let metrics_task = cfg.metrics_addr.map(|addr| {
+        let (m, a) = (Arc::clone(&metrics), audit.stats());
+        tokio::spawn(async move {
+            if let Err(e) = metrics::serve(addr, m, a).await {
+                tracing::error!("metrics endpoint {addr}: {e}");
+            }
+        })
+    });
+
+    let mut reconciler = Reconciler::new(&cfg, switch.clone(), Arc::clone(&state), Arc::clone(&metrics));
+    let mut conn_state = switch.subscribe();
+    let mut ports_seen = false;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_meter_poll = Instant::now();
+    let mut shed_warned_at: Option<Instant> = None;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut shutdown => break,
+            ev = source_rx.recv() => match ev {
+                Some(ev) => {
+                    reconciler.apply_source(ev);
+                    // Coalesce a burst: take everything already queued before recomputing.
+                    while let Ok(ev) = source_rx.try_recv() {
+                        reconciler.apply_source(ev);
+                    }
+                }
+                None => {
+                    tracing::error!("the object source stopped");
+                    break;
+                }
+            },
+            changed = ports_rx.changed() => {
+                if changed.is_err() {
+                    tracing::error!("the OVSDB client stopped");
+                    break;
+                }
+                ports_seen = true;
+                let ports = ports_rx.borrow_and_update().clone();
+                reconciler.set_ports(&ports);
+            }
+            changed = conn_state.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                let st = conn_state.borrow_and_update().clone();
+                reconciler.connection_changed(&st);
+            }
+            _ = tick.tick() => {
+                reconciler.expire();
+                if last_meter_poll.elapsed() >= Duration::from_secs(10) {
+                    last_meter_poll = Instant::now();
+                    reconciler.poll_meter(&mut shed_warned_at).await;
+                }
+                metrics.packet_in_dropped_by_connection.store(switch.packet_in_dropped(), std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        if ports_seen {
+            reconciler.reconcile().await;
+        }
+    }
+
+    tracing::info!("shutting down: flushing the audit log; flows stay installed");
+    source_task.abort();
+    ovsdb_task.abort();
+    if let Some(t) = metrics_task {
+        t.abort();
+    }
+    forward.abort();
+    if let Err(e) = audit.shutdown().await {
+        tracing::error!("audit log: {e}");
+    }
+    Ok(())
+}

@@ -1,0 +1,42 @@
+//! The audit log's view of the compiler and the model: names for conjunction ids, ports and
+//! IPs. It reads the state the reconciler keeps; deleted rules stay resolvable for the
+//! compiler's id grace period.
+
+use super::State;
+use crate::audit::{RuleMeta, RuleResolver};
+use crate::model::ObjectRef;
+use std::net::IpAddr;
+use std::sync::{Arc, RwLock};
+
+/// Resolves packet-ins against the agent's shared state.
+#[derive(Debug, Clone)]
+pub struct StateResolver {
+    state: Arc<RwLock<State>>,
+}
+
+impl StateResolver {
+    /// A resolver reading `state`.
+    pub fn new(state: Arc<RwLock<State>>) -> Self {
+        StateResolver { state }
+    }
+}
+
+impl RuleResolver for StateResolver {
+    fn allow_rule(&self, conj_id: u32) -> Option<RuleMeta> {
+        let state = self.state.read().ok()?;
+        let rule = state.compiler.as_ref()?.rules().rule(conj_id)?;
+        Some(RuleMeta { policy: rule.policy.clone(), rule_name: rule.name.clone(), priority: rule.priority, log_label: None })
+    }
+
+    fn pod_by_ofport(&self, ofport: u32) -> Option<ObjectRef> {
+        let state = self.state.read().ok()?;
+        if let Some(pod) = state.compiler.as_ref().and_then(|c| c.rules().pod(ofport)) {
+            return Some(pod.clone());
+        }
+        state.store.model().ports.get(&ofport).map(|p| p.pod.clone())
+    }
+
+    fn pod_by_ip(&self, ip: IpAddr) -> Option<ObjectRef> {
+        self.state.read().ok()?.store.pod_by_ip(&ip).cloned()
+    }
+}

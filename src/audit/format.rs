@@ -1,0 +1,248 @@
+//! Log line formats.
+//!
+//! - [`Format::Antrea`]: Antrea's current 14 space-separated fields after the timestamp, `<nil>`
+//!   for a missing value, so Antrea's Fluentd parser reads the file unchanged.
+//! - [`Format::AntreaV1`]: the 10 fields of Antrea 1.8 (PR #4047): table, policy, disposition,
+//!   priority (`-1` for a default drop), source IP and port, destination IP and port, protocol,
+//!   length; missing ports are `<nil>`, as Antrea printed them then.
+//! - [`Format::Json`]: one JSON object per line, with both ends named.
+//!
+//! Antrea prints ports only for TCP and UDP; npagent also prints SCTP's. An aggregate of N > 1
+//! packets ends with ` [N packets in D]`, D in Go's `time.Duration` notation.
+
+use super::dedup::Record;
+use super::entry::disposition_str;
+use super::packet::protocol_name;
+use super::timefmt::{push_go_duration, push_go_log_timestamp, push_padded, rfc3339_nanos};
+use crate::model::ObjectRef;
+use serde::Serialize;
+use std::io::Write;
+
+const NIL: &[u8] = b"<nil>";
+/// What Antrea prints for a protocol it has no name for.
+const UNKNOWN_PROTOCOL: &str = "UnknownProtocol";
+
+/// Which line layout to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    #[default]
+    Antrea,
+    AntreaV1,
+    Json,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "antrea" => Ok(Format::Antrea),
+            "antrea-v1" => Ok(Format::AntreaV1),
+            "json" => Ok(Format::Json),
+            other => Err(format!("unknown audit format {other:?} (expected antrea, antrea-v1 or json)")),
+        }
+    }
+}
+
+/// Turns records into lines.
+#[derive(Debug, Clone)]
+pub struct Formatter {
+    pub format: Format,
+    /// Node name, written in JSON lines.
+    pub node: String,
+}
+
+impl Formatter {
+    /// A formatter for `format`; `node` appears in JSON lines.
+    pub fn new(format: Format, node: impl Into<String>) -> Formatter {
+        Formatter { format, node: node.into() }
+    }
+
+    /// Appends the line for `r`, newline included, to `out`.
+    pub fn write(&self, r: &Record, out: &mut Vec<u8>) {
+        match self.format {
+            Format::Antrea => antrea(r, out),
+            Format::AntreaV1 => antrea_v1(r, out),
+            Format::Json => json(r, &self.node, out),
+        }
+        out.push(b'\n');
+    }
+
+    /// The line for `r` without its newline (for tests and tools).
+    pub fn line(&self, r: &Record) -> String {
+        let mut out = Vec::new();
+        self.write(r, &mut out);
+        out.pop();
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+fn field(out: &mut Vec<u8>, v: &[u8]) {
+    out.push(b' ');
+    out.extend_from_slice(v);
+}
+
+fn opt_str(out: &mut Vec<u8>, v: Option<&str>) {
+    field(out, v.map_or(NIL, str::as_bytes));
+}
+
+fn opt_num(out: &mut Vec<u8>, v: Option<u16>, missing: &[u8]) {
+    out.push(b' ');
+    match v {
+        Some(n) => push_padded(out, n.into(), 1),
+        None => out.extend_from_slice(missing),
+    }
+}
+
+fn opt_ref(out: &mut Vec<u8>, v: Option<&ObjectRef>) {
+    match v {
+        Some(r) => {
+            field(out, r.namespace.as_bytes());
+            out.push(b'/');
+            out.extend_from_slice(r.name.as_bytes());
+        }
+        None => field(out, NIL),
+    }
+}
+
+fn ip(out: &mut Vec<u8>, a: std::net::IpAddr) {
+    out.push(b' ');
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, "{a}");
+}
+
+fn policy(out: &mut Vec<u8>, r: &Record) {
+    field(out, super::entry::PolicyRef::KIND.as_bytes());
+    if let Some(p) = &r.entry.policy.policy {
+        out.push(b':');
+        out.extend_from_slice(p.namespace.as_bytes());
+        out.push(b'/');
+        out.extend_from_slice(p.name.as_bytes());
+    }
+}
+
+fn suffix(out: &mut Vec<u8>, r: &Record) {
+    if r.count > 1 {
+        out.extend_from_slice(b" [");
+        push_padded(out, r.count, 1);
+        out.extend_from_slice(b" packets in ");
+        push_go_duration(out, r.span());
+        out.push(b']');
+    }
+}
+
+fn protocol(p: u8) -> &'static str {
+    protocol_name(p).unwrap_or(UNKNOWN_PROTOCOL)
+}
+
+fn antrea(r: &Record, out: &mut Vec<u8>) {
+    let e = &r.entry;
+    push_go_log_timestamp(out, r.written_at);
+    field(out, e.table.as_bytes());
+    policy(out, r);
+    opt_str(out, e.rule_name.as_deref());
+    field(out, e.direction.as_str().as_bytes());
+    field(out, disposition_str(e.disposition).as_bytes());
+    opt_num(out, e.priority, NIL);
+    opt_ref(out, e.applied_to.as_ref());
+    ip(out, e.src_ip);
+    opt_num(out, e.src_port, NIL);
+    ip(out, e.dst_ip);
+    opt_num(out, e.dst_port, NIL);
+    field(out, protocol(e.protocol).as_bytes());
+    out.push(b' ');
+    push_padded(out, e.ip_len.into(), 1);
+    opt_str(out, e.log_label.as_deref());
+    suffix(out, r);
+}
+
+fn antrea_v1(r: &Record, out: &mut Vec<u8>) {
+    let e = &r.entry;
+    push_go_log_timestamp(out, r.written_at);
+    field(out, e.table.as_bytes());
+    policy(out, r);
+    field(out, disposition_str(e.disposition).as_bytes());
+    opt_num(out, e.priority, b"-1");
+    ip(out, e.src_ip);
+    opt_num(out, e.src_port, NIL);
+    ip(out, e.dst_ip);
+    opt_num(out, e.dst_port, NIL);
+    field(out, protocol(e.protocol).as_bytes());
+    out.push(b' ');
+    push_padded(out, e.ip_len.into(), 1);
+    suffix(out, r);
+}
+
+#[derive(Serialize)]
+struct JsonLine<'a> {
+    time: String,
+    node: &'a str,
+    table: &'a str,
+    direction: &'static str,
+    disposition: &'static str,
+    policy: JsonPolicy<'a>,
+    rule: Option<&'a str>,
+    priority: Option<u16>,
+    applied_to: Option<JsonPod<'a>>,
+    source: JsonEnd<'a>,
+    destination: JsonEnd<'a>,
+    protocol: &'static str,
+    length: u32,
+    log_label: Option<&'a str>,
+    count: u64,
+    first_seen: String,
+    last_seen: String,
+}
+
+#[derive(Serialize)]
+struct JsonPolicy<'a> {
+    kind: &'static str,
+    namespace: Option<&'a str>,
+    name: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct JsonPod<'a> {
+    namespace: &'a str,
+    pod: &'a str,
+}
+
+#[derive(Serialize)]
+struct JsonEnd<'a> {
+    ip: std::net::IpAddr,
+    port: Option<u16>,
+    namespace: Option<&'a str>,
+    pod: Option<&'a str>,
+}
+
+fn end(ip: std::net::IpAddr, port: Option<u16>, pod: Option<&ObjectRef>) -> JsonEnd<'_> {
+    JsonEnd { ip, port, namespace: pod.map(|p| p.namespace.as_str()), pod: pod.map(|p| p.name.as_str()) }
+}
+
+fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
+    let e = &r.entry;
+    let line = JsonLine {
+        time: rfc3339_nanos(r.written_at),
+        node,
+        table: &e.table,
+        direction: e.direction.as_str(),
+        disposition: disposition_str(e.disposition),
+        policy: JsonPolicy {
+            kind: super::entry::PolicyRef::KIND,
+            namespace: e.policy.policy.as_ref().map(|p| p.namespace.as_str()),
+            name: e.policy.policy.as_ref().map(|p| p.name.as_str()),
+        },
+        rule: e.rule_name.as_deref(),
+        priority: e.priority,
+        applied_to: e.applied_to.as_ref().map(|p| JsonPod { namespace: &p.namespace, pod: &p.name }),
+        source: end(e.src_ip, e.src_port, e.src_pod.as_ref()),
+        destination: end(e.dst_ip, e.dst_port, e.dst_pod.as_ref()),
+        protocol: protocol(e.protocol),
+        length: e.ip_len,
+        log_label: e.log_label.as_deref(),
+        count: r.count,
+        first_seen: rfc3339_nanos(r.first_seen),
+        last_seen: rfc3339_nanos(r.last_seen),
+    };
+    // Serializing plain strings, numbers and addresses into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, &line);
+}

@@ -1,0 +1,666 @@
+//! The compiler: model in, complete desired flow set out, kept up to date incrementally.
+//!
+//! State: indexes of the model (pods by namespace, local pods by namespace, policies by
+//! namespace, policies with namespaceSelector peers), each policy's compiled contribution
+//! (clause flows it adds a `conjunction()` to, the `conj_id` flows it owns, the ports it
+//! isolates, the pods and namespaces it read), and reverse indexes from pods and namespaces to
+//! the policies that read them. A change names the objects that changed; the compiler
+//! recompiles only the policies that read them (or could now read them), applies the
+//! difference of their contributions, and reports the flow keys that changed.
+
+use super::cookie::{self, Kind};
+use super::flow::{self, ct, DesiredFlows, FlowKey, FlowValue, ETH_ARP, ETH_IP, ETH_IPV6};
+use super::ids::{IdAllocator, PortRange, RuleKey};
+use super::ranges::{port_range_masks, subtract};
+use super::rules::{Direction, RuleInfo, RuleTable};
+use super::tables::{self, priority};
+use super::userdata::{Disposition, LogUserdata};
+use crate::model::{Cidr, LocalPort, Model, ObjectRef, Peer, Pod, Policy, PortRef, PortSpec, Protocol};
+use ofp::{Action, Instruction, Masked, Oxm};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Settings of the compiled pipeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Meter of the logging copies (NXAC2PT_METER_ID).
+    pub meter_id: u32,
+    /// Controller id npagent sets on its connection (NXAC2PT_CONTROLLER_ID).
+    pub controller_id: u16,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { meter_id: 1, controller_id: 0x4e50 }
+    }
+}
+
+/// An object that changed in the model (added, modified or deleted).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Change {
+    Namespace(String),
+    Pod(ObjectRef),
+    Policy(ObjectRef),
+    /// A bridge port (by ofport).
+    Port(u32),
+}
+
+/// One `conjunction(id, clause+1/n)` action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Conj {
+    id: u32,
+    clause: u8,
+    n: u8,
+}
+
+/// What one policy contributes.
+#[derive(Debug, Default)]
+struct Compiled {
+    clauses: BTreeSet<(FlowKey, Conj)>,
+    owned: BTreeMap<FlowKey, FlowValue>,
+    isolates: BTreeSet<u32>,
+    src_pods: BTreeSet<ObjectRef>,
+    namespaces: BTreeSet<String>,
+    rules: BTreeMap<RuleKey, RuleInfo>,
+}
+
+/// Indexes of the model the compiler keeps in step with the changes it is told about.
+#[derive(Debug, Default)]
+struct Index {
+    ports: BTreeMap<u32, LocalPort>,
+    local_by_ns: BTreeMap<String, BTreeSet<u32>>,
+    local_by_pod: BTreeMap<ObjectRef, u32>,
+    pods_by_ns: BTreeMap<String, BTreeSet<ObjectRef>>,
+    policies_by_ns: BTreeMap<String, BTreeSet<ObjectRef>>,
+    ns_selecting: BTreeSet<ObjectRef>,
+}
+
+/// The incremental compiler. Pure: no I/O, clock or logging; `now` (monotonic seconds) is an
+/// input, used only for the id grace period.
+#[derive(Debug)]
+pub struct Compiler {
+    cfg: Config,
+    ids: IdAllocator,
+    idx: Index,
+    compiled: BTreeMap<ObjectRef, Compiled>,
+    src_index: BTreeMap<ObjectRef, BTreeSet<ObjectRef>>,
+    ns_index: BTreeMap<String, BTreeSet<ObjectRef>>,
+    isolated: BTreeMap<u32, BTreeSet<ObjectRef>>,
+    clause_acts: BTreeMap<FlowKey, BTreeSet<Conj>>,
+    flows: DesiredFlows,
+    rules: RuleTable,
+    touched: BTreeSet<FlowKey>,
+}
+
+impl Compiler {
+    /// A compiler with no flows yet; call [`Compiler::full`] first.
+    pub fn new(cfg: Config, ids: IdAllocator) -> Self {
+        Compiler {
+            cfg,
+            ids,
+            idx: Index::default(),
+            compiled: BTreeMap::new(),
+            src_index: BTreeMap::new(),
+            ns_index: BTreeMap::new(),
+            isolated: BTreeMap::new(),
+            clause_acts: BTreeMap::new(),
+            flows: DesiredFlows::new(),
+            rules: RuleTable::default(),
+            touched: BTreeSet::new(),
+        }
+    }
+
+    /// Recompiles everything from `model`; returns the flow keys whose flows changed.
+    /// Ends id recovery: recovered ids no rule claimed are released.
+    pub fn full(&mut self, model: &Model, now: u64) -> BTreeSet<FlowKey> {
+        self.idx.pods_by_ns.clear();
+        for r in model.pods.keys() {
+            self.idx.pods_by_ns.entry(r.namespace.clone()).or_default().insert(r.clone());
+        }
+        self.idx.policies_by_ns.clear();
+        self.idx.ns_selecting.clear();
+        for (r, p) in &model.policies {
+            self.index_policy(r, Some(p));
+        }
+        for (k, v) in pipeline_flows() {
+            self.set_flow(k, Some(v));
+        }
+        let ports: BTreeSet<u32> = self.idx.ports.keys().chain(model.ports.keys()).copied().collect();
+        for o in ports {
+            self.port_changed(model, o);
+        }
+        let policies: BTreeSet<ObjectRef> = self.compiled.keys().chain(model.policies.keys()).cloned().collect();
+        for p in &policies {
+            self.recompile(model, p, now);
+        }
+        let drops: Vec<u32> = self.idx.ports.keys().copied().collect();
+        for o in drops {
+            self.refresh_drop(model, o);
+        }
+        self.ids.finish_recovery(now);
+        std::mem::take(&mut self.touched)
+    }
+
+    /// Applies `changes` (objects that changed in `model`, which is already their new state);
+    /// returns the flow keys whose flows changed.
+    pub fn update(&mut self, model: &Model, changes: &[Change], now: u64) -> BTreeSet<FlowKey> {
+        let mut policies = BTreeSet::new();
+        let mut drops = BTreeSet::new();
+        for ch in changes {
+            match ch {
+                Change::Policy(r) => {
+                    self.index_policy(r, model.policies.get(r));
+                    policies.insert(r.clone());
+                }
+                Change::Pod(r) => self.pod_changed(model, r, &mut policies),
+                Change::Namespace(n) => {
+                    // Only policies with applied-to local pods have flows; namespace labels and
+                    // annotations never change which local pods a policy selects.
+                    let active = self.idx.policies_by_ns.get(n).into_iter().flatten().filter(|p| self.compiled.contains_key(*p));
+                    policies.extend(active.cloned());
+                    policies.extend(self.ns_index.get(n).into_iter().flatten().cloned());
+                    if let Some(ns) = model.namespaces.get(n) {
+                        for p in self.idx.ns_selecting.iter().filter(|p| self.compiled.contains_key(*p)) {
+                            let hit = model.policies.get(p).is_some_and(|pol| {
+                                pol.ingress.iter().flat_map(|r| &r.from).any(|peer| match peer {
+                                    Peer::Pods { namespace_selector: Some(s), .. } => s.matches(&ns.labels),
+                                    _ => false,
+                                })
+                            });
+                            if hit {
+                                policies.insert(p.clone());
+                            }
+                        }
+                    }
+                    drops.extend(self.idx.local_by_ns.get(n).into_iter().flatten().copied());
+                }
+                Change::Port(o) => {
+                    for ns in self.port_namespaces(model, *o) {
+                        policies.extend(self.idx.policies_by_ns.get(&ns).into_iter().flatten().cloned());
+                    }
+                    self.port_changed(model, *o);
+                    drops.insert(*o);
+                }
+            }
+        }
+        for p in &policies {
+            self.recompile(model, p, now);
+        }
+        for o in drops {
+            self.refresh_drop(model, o);
+        }
+        std::mem::take(&mut self.touched)
+    }
+
+    /// Forgets deleted rules and released ids whose grace period ended at `now`.
+    pub fn expire(&mut self, now: u64) {
+        for id in self.ids.expire(now) {
+            if self.rules.rules.get(&id).is_some_and(|r| r.deleted) {
+                self.rules.rules.remove(&id);
+            }
+        }
+    }
+
+    /// The desired flows.
+    pub fn flows(&self) -> &DesiredFlows {
+        &self.flows
+    }
+
+    /// Conjunction id -> rule, ofport -> pod.
+    pub fn rules(&self) -> &RuleTable {
+        &self.rules
+    }
+
+    /// The id allocator (its state survives only through the installed flows).
+    pub fn ids(&self) -> &IdAllocator {
+        &self.ids
+    }
+
+    /// Port names by ofport, for [`super::text::flows_text`].
+    pub fn port_names(&self) -> BTreeMap<u32, String> {
+        self.idx.ports.iter().map(|(o, p)| (*o, p.interface.clone())).collect()
+    }
+
+    fn index_policy(&mut self, r: &ObjectRef, p: Option<&Policy>) {
+        if let Some(set) = self.idx.policies_by_ns.get_mut(&r.namespace) {
+            set.remove(r);
+        }
+        self.idx.ns_selecting.remove(r);
+        if let Some(p) = p {
+            self.idx.policies_by_ns.entry(r.namespace.clone()).or_default().insert(r.clone());
+            let selects_ns = p.ingress.iter().flat_map(|rule| &rule.from).any(|peer| {
+                matches!(peer, Peer::Pods { namespace_selector: Some(_), .. })
+            });
+            if selects_ns {
+                self.idx.ns_selecting.insert(r.clone());
+            }
+        }
+    }
+
+    fn pod_changed(&mut self, model: &Model, r: &ObjectRef, policies: &mut BTreeSet<ObjectRef>) {
+        let pod = model.pods.get(r);
+        let set = self.idx.pods_by_ns.entry(r.namespace.clone()).or_default();
+        if pod.is_some() {
+            set.insert(r.clone());
+        } else {
+            set.remove(r);
+        }
+        policies.extend(self.src_index.get(r).into_iter().flatten().cloned());
+        if self.idx.local_by_pod.contains_key(r) {
+            policies.extend(self.idx.policies_by_ns.get(&r.namespace).into_iter().flatten().cloned());
+        }
+        let Some(pod) = pod.filter(|p| !p.ips.is_empty()) else { return };
+        let ns_labels = model.namespaces.get(&r.namespace).map(|n| &n.labels);
+        let candidates = self.idx.policies_by_ns.get(&r.namespace).into_iter().flatten().chain(&self.idx.ns_selecting);
+        for p in candidates {
+            // A policy without applied-to local pods has no flows, whatever its peers select.
+            if policies.contains(p) || !self.compiled.contains_key(p) {
+                continue;
+            }
+            let Some(pol) = model.policies.get(p) else { continue };
+            let hit = pol.ingress.iter().flat_map(|rule| &rule.from).any(|peer| match peer {
+                Peer::Pods { pod_selector, namespace_selector } => {
+                    let ns_ok = match namespace_selector {
+                        Some(s) => ns_labels.is_some_and(|l| s.matches(l)),
+                        None => pol.namespace == r.namespace,
+                    };
+                    ns_ok && pod_selector.as_ref().is_none_or(|s| s.matches(&pod.labels))
+                }
+                Peer::IpBlock { .. } => false,
+            });
+            if hit {
+                policies.insert(p.clone());
+            }
+        }
+    }
+
+    fn port_namespaces(&self, model: &Model, o: u32) -> BTreeSet<String> {
+        self.idx.ports.get(&o).into_iter().chain(model.ports.get(&o)).map(|p| p.pod.namespace.clone()).collect()
+    }
+
+    /// Re-indexes port `o` and refreshes its forwarding flows.
+    fn port_changed(&mut self, model: &Model, o: u32) {
+        if let Some(old) = self.idx.ports.remove(&o) {
+            if let Some(set) = self.idx.local_by_ns.get_mut(&old.pod.namespace) {
+                set.remove(&o);
+            }
+            if self.idx.local_by_pod.get(&old.pod) == Some(&o) {
+                self.idx.local_by_pod.remove(&old.pod);
+            }
+            self.rules.ports.remove(&o);
+            for (k, _) in port_flows(&old) {
+                self.set_flow(k, None);
+            }
+        }
+        if let Some(new) = model.ports.get(&o) {
+            self.idx.local_by_ns.entry(new.pod.namespace.clone()).or_default().insert(o);
+            self.idx.local_by_pod.insert(new.pod.clone(), o);
+            self.idx.ports.insert(o, new.clone());
+            self.rules.ports.insert(o, new.pod.clone());
+            for (k, v) in port_flows(new) {
+                self.set_flow(k, Some(v));
+            }
+        }
+    }
+
+    fn recompile(&mut self, model: &Model, r: &ObjectRef, now: u64) {
+        let new = match model.policies.get(r) {
+            Some(p) => compile_policy(model, &self.idx, &mut self.ids, &self.cfg, r, p),
+            None => Compiled::default(),
+        };
+        let old = self.compiled.remove(r).unwrap_or_default();
+
+        // Clause contributions.
+        for (k, c) in old.clauses.difference(&new.clauses) {
+            if let Some(set) = self.clause_acts.get_mut(k) {
+                set.remove(c);
+            }
+            self.refresh_clause(k);
+        }
+        for (k, c) in new.clauses.difference(&old.clauses) {
+            self.clause_acts.entry(k.clone()).or_default().insert(*c);
+            self.refresh_clause(k);
+        }
+        // Owned flows.
+        for k in old.owned.keys() {
+            if !new.owned.contains_key(k) {
+                self.set_flow(k.clone(), None);
+            }
+        }
+        for (k, v) in &new.owned {
+            self.set_flow(k.clone(), Some(v.clone()));
+        }
+        // Isolation.
+        let mut drops = BTreeSet::new();
+        for o in old.isolates.difference(&new.isolates) {
+            if let Some(set) = self.isolated.get_mut(o) {
+                set.remove(r);
+                if set.is_empty() {
+                    self.isolated.remove(o);
+                }
+            }
+            drops.insert(*o);
+        }
+        for o in new.isolates.difference(&old.isolates) {
+            self.isolated.entry(*o).or_default().insert(r.clone());
+            drops.insert(*o);
+        }
+        for o in drops {
+            self.refresh_drop(model, o);
+        }
+        // Reverse indexes.
+        for p in old.src_pods.difference(&new.src_pods) {
+            if let Some(set) = self.src_index.get_mut(p) {
+                set.remove(r);
+                if set.is_empty() {
+                    self.src_index.remove(p);
+                }
+            }
+        }
+        for p in new.src_pods.difference(&old.src_pods) {
+            self.src_index.entry(p.clone()).or_default().insert(r.clone());
+        }
+        for n in old.namespaces.difference(&new.namespaces) {
+            if let Some(set) = self.ns_index.get_mut(n) {
+                set.remove(r);
+                if set.is_empty() {
+                    self.ns_index.remove(n);
+                }
+            }
+        }
+        for n in new.namespaces.difference(&old.namespaces) {
+            self.ns_index.entry(n.clone()).or_default().insert(r.clone());
+        }
+        // Rule ids and the rule table.
+        for (key, info) in &old.rules {
+            if !new.rules.contains_key(key) {
+                self.ids.release(key, now);
+                if let Some(entry) = self.rules.rules.get_mut(&info.id) {
+                    entry.deleted = true;
+                }
+            }
+        }
+        for info in new.rules.values() {
+            self.rules.rules.insert(info.id, info.clone());
+        }
+        if !(new.clauses.is_empty() && new.owned.is_empty() && new.isolates.is_empty() && new.rules.is_empty()
+            && new.src_pods.is_empty() && new.namespaces.is_empty())
+        {
+            self.compiled.insert(r.clone(), new);
+        }
+    }
+
+    fn refresh_clause(&mut self, k: &FlowKey) {
+        let value = match self.clause_acts.get(k) {
+            Some(set) if !set.is_empty() => Some(FlowValue {
+                cookie: cookie::cookie(Kind::Clause, 0),
+                instructions: vec![Instruction::ApplyActions(
+                    set.iter().map(|c| Action::Conjunction { id: c.id, clause: c.clause, n_clauses: c.n }).collect(),
+                )],
+            }),
+            _ => {
+                self.clause_acts.remove(k);
+                None
+            }
+        };
+        self.set_flow(k.clone(), value);
+    }
+
+    fn refresh_drop(&mut self, model: &Model, o: u32) {
+        let key = FlowKey::new(tables::INGRESS_DEFAULT_RULE, priority::NORMAL, vec![flow::reg1(o)]);
+        let port = self.idx.ports.get(&o);
+        let value = match (port, self.isolated.get(&o)) {
+            (Some(port), Some(set)) if !set.is_empty() => {
+                let logging = namespace_logging(model, &port.pod.namespace);
+                let instructions = if logging {
+                    let ud = LogUserdata { disposition: Disposition::Drop, table_id: tables::INGRESS_DEFAULT_RULE, rule_id: o };
+                    vec![Instruction::ApplyActions(vec![flow::controller(&ud.encode(), self.cfg.meter_id, self.cfg.controller_id)])]
+                } else {
+                    vec![]
+                };
+                Some(FlowValue { cookie: cookie::cookie(Kind::DefaultDrop, u64::from(o)), instructions })
+            }
+            _ => None,
+        };
+        self.set_flow(key, value);
+    }
+
+    fn set_flow(&mut self, k: FlowKey, v: Option<FlowValue>) {
+        match v {
+            Some(v) => {
+                if self.flows.get(&k) != Some(&v) {
+                    self.touched.insert(k.clone());
+                    self.flows.insert(k, v);
+                }
+            }
+            None => {
+                if self.flows.remove(&k).is_some() {
+                    self.touched.insert(k);
+                }
+            }
+        }
+    }
+}
+
+fn namespace_logging(model: &Model, ns: &str) -> bool {
+    model.namespaces.get(ns).is_some_and(|n| n.logging_enabled().unwrap_or(false))
+}
+
+/// Policies whose Egress part npagent does not enforce yet (the caller warns once each).
+pub fn policies_with_egress(model: &Model) -> Vec<ObjectRef> {
+    model.policies.iter().filter(|(_, p)| p.affects_egress).map(|(r, _)| r.clone()).collect()
+}
+
+/// Compiles one policy against the current model.
+fn compile_policy(model: &Model, idx: &Index, ids: &mut IdAllocator, cfg: &Config, r: &ObjectRef, policy: &Policy) -> Compiled {
+    let mut c = Compiled::default();
+    if !policy.affects_ingress {
+        return c;
+    }
+    let applied: Vec<(u32, &ObjectRef, &Pod)> = idx
+        .local_by_ns
+        .get(&policy.namespace)
+        .into_iter()
+        .flatten()
+        .filter_map(|o| {
+            let port = idx.ports.get(o)?;
+            let pod = model.pods.get(&port.pod)?;
+            policy.pod_selector.matches(&pod.labels).then_some((*o, &port.pod, pod))
+        })
+        .collect();
+    if applied.is_empty() {
+        return c;
+    }
+    c.isolates = applied.iter().map(|(o, _, _)| *o).collect();
+    let logging = namespace_logging(model, &policy.namespace);
+
+    for (ri, rule) in policy.ingress.iter().enumerate() {
+        let Ok(ri) = u32::try_from(ri) else { break };
+        let sources = if rule.from.is_empty() { None } else { Some(rule_sources(model, idx, policy, &rule.from, &mut c)) };
+        if sources.as_ref().is_some_and(|s| s.is_empty()) {
+            continue;
+        }
+        let mut groups: BTreeMap<Vec<PortRange>, Vec<(u32, &ObjectRef)>> = BTreeMap::new();
+        for (o, pref, pod) in &applied {
+            if let Some(ports) = resolve_ports(&rule.ports, pod) {
+                groups.entry(ports).or_default().push((*o, pref));
+            }
+        }
+        for (ports, pods) in groups {
+            let key = RuleKey { policy: r.clone(), rule: ri, ports };
+            let id = ids.claim(&key);
+            let n: u8 = if key.ports.is_empty() { 2 } else { 3 };
+            let mut add = |fields: Vec<Oxm>, clause: u8| {
+                c.clauses.insert((FlowKey::new(tables::INGRESS_RULE, priority::NORMAL, fields), Conj { id, clause, n }));
+            };
+            match &sources {
+                None => {
+                    add(vec![Oxm::EthType(ETH_IP)], 0);
+                    add(vec![Oxm::EthType(ETH_IPV6)], 0);
+                }
+                Some(set) => {
+                    for cidr in set {
+                        add(flow::src_prefix(cidr), 0);
+                    }
+                }
+            }
+            for (o, _) in &pods {
+                add(vec![flow::reg1(*o)], 1);
+            }
+            for pr in &key.ports {
+                for (value, mask) in port_range_masks(pr.first, pr.last) {
+                    for eth in [ETH_IP, ETH_IPV6] {
+                        add(port_match(eth, pr.protocol, value, mask), 2);
+                    }
+                }
+            }
+            let rule_cookie = cookie::rule_cookie(&key);
+            let mut instructions = Vec::with_capacity(2);
+            if logging {
+                let ud = LogUserdata { disposition: Disposition::Allow, table_id: tables::INGRESS_RULE, rule_id: id };
+                instructions.push(Instruction::ApplyActions(vec![flow::controller(&ud.encode(), cfg.meter_id, cfg.controller_id)]));
+            }
+            instructions.push(flow::goto(tables::CONNTRACK_COMMIT));
+            c.owned.insert(
+                FlowKey::new(tables::INGRESS_RULE, priority::CONJ, vec![Oxm::ConjId(id)]),
+                FlowValue { cookie: rule_cookie, instructions },
+            );
+            let info = RuleInfo {
+                id,
+                policy: r.clone(),
+                name: None,
+                index: ri,
+                direction: Direction::Ingress,
+                priority: priority::CONJ,
+                applied_to: pods.iter().map(|(_, p)| (*p).clone()).collect(),
+                ports: key.ports.clone(),
+                cookie: rule_cookie,
+                deleted: false,
+            };
+            c.rules.insert(key, info);
+        }
+    }
+    c
+}
+
+/// Source prefixes of a rule's `from` peers; records the pods and namespaces it read.
+fn rule_sources(model: &Model, idx: &Index, policy: &Policy, from: &[Peer], c: &mut Compiled) -> BTreeSet<Cidr> {
+    let mut set = BTreeSet::new();
+    for peer in from {
+        match peer {
+            Peer::IpBlock { cidr, except } => set.extend(subtract(*cidr, except)),
+            Peer::Pods { pod_selector, namespace_selector } => {
+                let namespaces: Vec<&String> = match namespace_selector {
+                    Some(sel) => model.namespaces.values().filter(|n| sel.matches(&n.labels)).map(|n| &n.name).collect(),
+                    None => vec![&policy.namespace],
+                };
+                for ns in namespaces {
+                    if namespace_selector.is_some() {
+                        c.namespaces.insert(ns.clone());
+                    }
+                    for pref in idx.pods_by_ns.get(ns).into_iter().flatten() {
+                        let Some(pod) = model.pods.get(pref) else { continue };
+                        if pod.ips.is_empty() || !pod_selector.as_ref().is_none_or(|s| s.matches(&pod.labels)) {
+                            continue;
+                        }
+                        c.src_pods.insert(pref.clone());
+                        set.extend(pod.ips.iter().map(|ip| Cidr::host(*ip)));
+                    }
+                }
+            }
+        }
+    }
+    set
+}
+
+/// The ports of a rule for one destination pod; `None` when the rule has ports and none of
+/// them exists on this pod (a named port it does not have).
+fn resolve_ports(specs: &[PortSpec], pod: &Pod) -> Option<Vec<PortRange>> {
+    if specs.is_empty() {
+        return Some(Vec::new());
+    }
+    let mut out = BTreeSet::new();
+    for s in specs {
+        let range = match &s.port {
+            None => Some((0, u16::MAX)),
+            Some(PortRef::Number(p)) => Some((*p, s.end_port.unwrap_or(*p).max(*p))),
+            Some(PortRef::Name(name)) => pod
+                .ports
+                .iter()
+                .find(|cp| cp.name.as_deref() == Some(name.as_str()) && cp.protocol == s.protocol)
+                .map(|cp| (cp.port, cp.port)),
+        };
+        if let Some((first, last)) = range {
+            out.insert(PortRange { protocol: s.protocol, first, last });
+        }
+    }
+    if out.is_empty() { None } else { Some(out.into_iter().collect()) }
+}
+
+fn port_match(eth: u16, proto: Protocol, value: u16, mask: u16) -> Vec<Oxm> {
+    let m = Masked::masked(value, mask);
+    let (ip_proto, field) = match proto {
+        Protocol::Tcp => (6, Oxm::TcpDst(m)),
+        Protocol::Udp => (17, Oxm::UdpDst(m)),
+        Protocol::Sctp => (132, Oxm::SctpDst(m)),
+    };
+    vec![Oxm::EthType(eth), Oxm::IpProto(ip_proto), field]
+}
+
+/// The fixed flows of the pipeline.
+fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
+    use tables::*;
+    let v = |instructions: Vec<Instruction>| FlowValue { cookie: cookie::cookie(Kind::Pipeline, 0), instructions };
+    let apply = |a: Vec<Action>| Instruction::ApplyActions(a);
+    let normal = || apply(vec![flow::output(ofp::port::NORMAL)]);
+    let k = FlowKey::new;
+    let mut out = vec![
+        (k(CLASSIFIER, priority::SKIP, vec![Oxm::EthType(ETH_IPV6), Oxm::IpProto(58), Oxm::Icmpv6Type(135)]), v(vec![normal()])),
+        (k(CLASSIFIER, priority::SKIP, vec![Oxm::EthType(ETH_IPV6), Oxm::IpProto(58), Oxm::Icmpv6Type(136)]), v(vec![normal()])),
+        (k(CLASSIFIER, priority::NORMAL, vec![Oxm::EthType(ETH_ARP)]), v(vec![normal()])),
+        (k(CLASSIFIER, priority::MISS, vec![]), v(vec![normal()])),
+        (k(CONNTRACK_STATE, priority::NORMAL, vec![flow::ct_state(ct::INV | ct::TRK, 0)]), v(vec![])),
+        (k(CONNTRACK_STATE, priority::MISS, vec![]), v(vec![flow::goto(L2_FORWARDING_CALC)])),
+        (k(L2_FORWARDING_CALC, priority::MISS, vec![]), v(vec![flow::goto(INGRESS_RULE)])),
+        (k(INGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::EST | ct::TRK, ct::NEW)]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
+        (k(INGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::REL | ct::TRK, ct::NEW)]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
+        (k(INGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(INGRESS_DEFAULT_RULE)])),
+        (k(INGRESS_DEFAULT_RULE, priority::MISS, vec![]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
+        (k(CONNTRACK_COMMIT, priority::MISS, vec![]), v(vec![flow::goto(OUTPUT)])),
+        (k(OUTPUT, priority::MISS, vec![]), v(vec![normal()])),
+    ];
+    for eth in [ETH_IP, ETH_IPV6] {
+        out.push((k(CLASSIFIER, priority::IP, vec![Oxm::EthType(eth)]), v(vec![apply(vec![flow::ct_action(false, Some(CONNTRACK_STATE))])])));
+        out.push((
+            k(CONNTRACK_COMMIT, priority::NORMAL, vec![Oxm::EthType(eth), flow::ct_state(ct::NEW | ct::TRK, 0)]),
+            v(vec![apply(vec![flow::ct_action(true, None)]), flow::goto(OUTPUT)]),
+        ));
+    }
+    out
+}
+
+/// The forwarding flows of one local pod's port.
+fn port_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
+    let v = |instructions: Vec<Instruction>| FlowValue { cookie: cookie::cookie(Kind::Port, u64::from(p.ofport)), instructions };
+    let mut out = vec![(
+        FlowKey::new(tables::OUTPUT, priority::NORMAL, vec![flow::reg1(p.ofport)]),
+        v(vec![Instruction::ApplyActions(vec![flow::output(p.ofport)])]),
+    )];
+    if let Some(mac) = p.mac {
+        out.push((
+            FlowKey::new(tables::L2_FORWARDING_CALC, priority::NORMAL, vec![Oxm::EthDst(Masked::exact(mac))]),
+            v(vec![
+                Instruction::ApplyActions(vec![Action::SetField(Oxm::Reg { index: 1, value: Masked::exact(p.ofport) })]),
+                flow::goto(tables::INGRESS_RULE),
+            ]),
+        ));
+    }
+    out
+}
+
+/// Compiles `model` from scratch with a fresh compiler: the flows, the rule table and the
+/// allocator state.
+pub fn compile(model: &Model, cfg: Config, ids: IdAllocator, now: u64) -> Compiler {
+    let mut c = Compiler::new(cfg, ids);
+    c.full(model, now);
+    c
+}

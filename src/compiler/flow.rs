@@ -1,0 +1,109 @@
+//! Flows as npagent holds them: a key (table, priority, normalised match) and a value
+//! (cookie, instructions), and the builders for the matches and actions the pipeline uses.
+
+use super::normalize::normalize_match;
+use super::tables;
+use ofp::{Action, Controller2, Ct, CtZoneSrc, Instruction, Masked, Match, Oxm};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+/// What identifies a flow in OpenFlow: table, priority and match. The match is always in
+/// normalised form ([`normalize_match`]), so keys compare equal to the switch's own.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowKey {
+    pub table: u8,
+    pub priority: u16,
+    pub match_: Match,
+}
+
+impl FlowKey {
+    /// A key with its match normalised.
+    pub fn new(table: u8, priority: u16, fields: Vec<Oxm>) -> Self {
+        FlowKey { table, priority, match_: normalize_match(&Match { fields }) }
+    }
+}
+
+/// What a flow does.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FlowValue {
+    pub cookie: u64,
+    pub instructions: Vec<Instruction>,
+}
+
+/// A complete flow set, in a deterministic order.
+pub type FlowTable = BTreeMap<FlowKey, FlowValue>;
+
+/// The flows the compiler wants on the bridge.
+pub type DesiredFlows = FlowTable;
+
+pub(crate) const ETH_IP: u16 = 0x0800;
+pub(crate) const ETH_IPV6: u16 = 0x86dd;
+pub(crate) const ETH_ARP: u16 = 0x0806;
+
+/// `reg1=<ofport>`, in the form OVS reports it (low half of xreg0).
+pub fn reg1(ofport: u32) -> Oxm {
+    Oxm::XReg { index: 0, value: Masked::masked(u64::from(ofport), 0x0000_0000_ffff_ffff) }
+}
+
+/// `ip,nw_src=<prefix>` or `ipv6,ipv6_src=<prefix>`.
+pub fn src_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
+    match cidr.addr {
+        IpAddr::V4(a) => {
+            let mask = if cidr.prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(cidr.prefix.min(32))) };
+            let mut v = vec![Oxm::EthType(ETH_IP)];
+            if mask != 0 {
+                v.push(Oxm::Ipv4Src(Masked::masked(a, mask.into())));
+            }
+            v
+        }
+        IpAddr::V6(a) => {
+            let mask = if cidr.prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(cidr.prefix.min(128))) };
+            let mut v = vec![Oxm::EthType(ETH_IPV6)];
+            if mask != 0 {
+                v.push(Oxm::Ipv6Src(Masked::masked(a, mask.into())));
+            }
+            v
+        }
+    }
+}
+
+/// `ct_state` bits.
+pub mod ct {
+    pub const NEW: u32 = 0x01;
+    pub const EST: u32 = 0x02;
+    pub const REL: u32 = 0x04;
+    pub const INV: u32 = 0x10;
+    pub const TRK: u32 = 0x20;
+}
+
+/// `ct_state=` with the given set and cleared bits.
+pub fn ct_state(set: u32, clear: u32) -> Oxm {
+    Oxm::CtState(Masked::masked(set, set | clear))
+}
+
+/// `goto_table:<t>`.
+pub fn goto(table: u8) -> Instruction {
+    Instruction::GotoTable(table)
+}
+
+/// `output:<port>`.
+pub fn output(port: u32) -> Action {
+    Action::Output { port, max_len: 0 }
+}
+
+/// `ct(table=<t>,zone=65520)` or `ct(commit,zone=65520)`.
+pub fn ct_action(commit: bool, table: Option<u8>) -> Action {
+    Action::Ct(Ct { flags: u16::from(commit), zone: CtZoneSrc::Imm(tables::CT_ZONE), table, alg: 0, actions: vec![] })
+}
+
+/// `controller(id=<id>,userdata=<ud>,meter_id=<m>)` (NXAST_CONTROLLER2).
+pub fn controller(userdata: &[u8], meter_id: u32, controller_id: u16) -> Action {
+    Action::Controller2(Controller2 {
+        max_len: None,
+        controller_id: (controller_id != 0).then_some(controller_id),
+        reason: None,
+        userdata: Some(bytes::Bytes::copy_from_slice(userdata)),
+        pause: false,
+        meter_id: (meter_id != 0).then_some(meter_id),
+    })
+}

@@ -1,0 +1,59 @@
+//! The rule table the audit log reads: what a conjunction id or an ofport stands for.
+
+use super::ids::PortRange;
+use crate::model::ObjectRef;
+use std::collections::BTreeMap;
+
+/// Direction of a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Direction {
+    Ingress,
+}
+
+/// One compiled rule, as the audit log names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleInfo {
+    /// Its conjunction id.
+    pub id: u32,
+    pub policy: ObjectRef,
+    /// Kubernetes NetworkPolicy rules have no names: `None` (Antrea prints `<nil>`); formats
+    /// that want a name can use [`RuleInfo::index`] (e.g. `ingress-0`).
+    pub name: Option<String>,
+    /// Index of the rule in the policy's `spec.ingress`.
+    pub index: u32,
+    pub direction: Direction,
+    /// OpenFlow priority of the flow that logs it.
+    pub priority: u16,
+    /// Local pods the rule applies to (this port group).
+    pub applied_to: Vec<ObjectRef>,
+    /// Resolved ports of this group (empty = all).
+    pub ports: Vec<PortRange>,
+    /// Cookie of its `conj_id` flow.
+    pub cookie: u64,
+    /// The rule was deleted; it stays resolvable for the id grace period.
+    pub deleted: bool,
+}
+
+/// Conjunction id -> rule, and ofport -> local pod.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleTable {
+    pub(crate) rules: BTreeMap<u32, RuleInfo>,
+    pub(crate) ports: BTreeMap<u32, ObjectRef>,
+}
+
+impl RuleTable {
+    /// The rule with conjunction id `id` (live, or deleted within the grace period).
+    pub fn rule(&self, id: u32) -> Option<&RuleInfo> {
+        self.rules.get(&id)
+    }
+
+    /// The local pod on `ofport`.
+    pub fn pod(&self, ofport: u32) -> Option<&ObjectRef> {
+        self.ports.get(&ofport)
+    }
+
+    /// All rules by id.
+    pub fn rules(&self) -> &BTreeMap<u32, RuleInfo> {
+        &self.rules
+    }
+}

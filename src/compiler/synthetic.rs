@@ -1,0 +1,195 @@
+//! Model builders for tests and a synthetic cluster generator for benchmarks.
+//!
+//! The generated cluster follows the shape of the scale target: `namespaces` namespaces with
+//! `pods_per_ns` pods and `policies_per_ns` policies each; one pod in every
+//! `namespaces / local_pods`-th namespace sits on the bridge. Policies mix same-namespace
+//! podSelector peers, namespaceSelector+podSelector peers, ipBlocks with except, numeric,
+//! ranged and named ports, and select-all policies, deterministically.
+
+use crate::model::{
+    Cidr, ContainerPort, IngressRule, LabelSelector, Labels, LocalPort, Model, Namespace, ObjectRef, Peer, Pod,
+    Policy, PortRef, PortSpec, Protocol, Requirement, SelectorOp,
+};
+use std::net::{IpAddr, Ipv4Addr};
+
+/// Labels from pairs.
+pub fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// `matchLabels` selector.
+pub fn sel(pairs: &[(&str, &str)]) -> LabelSelector {
+    LabelSelector { match_labels: labels(pairs), match_expressions: vec![] }
+}
+
+/// `namespace/name`.
+pub fn oref(ns: &str, name: &str) -> ObjectRef {
+    ObjectRef { namespace: ns.into(), name: name.into() }
+}
+
+/// A namespace with its name label set.
+pub fn namespace(name: &str, extra: &[(&str, &str)], annotations: &[(&str, &str)]) -> Namespace {
+    let mut l = labels(extra);
+    l.insert(crate::model::convert::NAMESPACE_NAME_LABEL.into(), name.into());
+    Namespace { name: name.into(), labels: l, annotations: labels(annotations) }
+}
+
+/// A pod with labels and IPs (no container ports).
+pub fn pod(ns: &str, name: &str, l: &[(&str, &str)], ips: &[&str]) -> Pod {
+    Pod {
+        namespace: ns.into(),
+        name: name.into(),
+        labels: labels(l),
+        ips: ips.iter().filter_map(|s| s.parse().ok()).collect(),
+        ports: vec![],
+        node: None,
+    }
+}
+
+/// A bridge port for pod `ns/name`.
+pub fn port(ofport: u32, ns: &str, name: &str, mac_last: u8) -> LocalPort {
+    LocalPort {
+        ofport,
+        interface: format!("{name}-{ns}"),
+        pod: oref(ns, name),
+        ips: vec![],
+        mac: Some([0x0a, 0x58, 0, 0, (ofport >> 8) as u8, mac_last]),
+    }
+}
+
+/// An ingress policy.
+pub fn policy(ns: &str, name: &str, pod_selector: LabelSelector, ingress: Vec<IngressRule>) -> Policy {
+    Policy { namespace: ns.into(), name: name.into(), pod_selector, affects_ingress: true, affects_egress: false, ingress }
+}
+
+/// A numeric TCP port.
+pub fn tcp(p: u16) -> PortSpec {
+    PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Number(p)), end_port: None }
+}
+
+/// Adds objects to a model.
+pub trait ModelExt {
+    fn with_ns(self, n: Namespace) -> Self;
+    fn with_pod(self, p: Pod) -> Self;
+    fn with_port(self, p: LocalPort) -> Self;
+    fn with_policy(self, p: Policy) -> Self;
+}
+
+impl ModelExt for Model {
+    fn with_ns(mut self, n: Namespace) -> Self {
+        self.namespaces.insert(n.name.clone(), n);
+        self
+    }
+    fn with_pod(mut self, p: Pod) -> Self {
+        self.pods.insert(oref(&p.namespace, &p.name), p);
+        self
+    }
+    fn with_port(mut self, p: LocalPort) -> Self {
+        self.ports.insert(p.ofport, p);
+        self
+    }
+    fn with_policy(mut self, p: Policy) -> Self {
+        self.policies.insert(oref(&p.namespace, &p.name), p);
+        self
+    }
+}
+
+/// Size of a synthetic cluster.
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterSpec {
+    pub namespaces: usize,
+    pub pods_per_ns: usize,
+    pub policies_per_ns: usize,
+    pub local_pods: usize,
+}
+
+impl ClusterSpec {
+    /// The scale target: 1,000 namespaces, 100,000 pods, 10,000 policies, 100 local pods.
+    pub const TARGET: ClusterSpec = ClusterSpec { namespaces: 1000, pods_per_ns: 100, policies_per_ns: 10, local_pods: 100 };
+}
+
+fn pod_ip(ns: usize, i: usize) -> IpAddr {
+    let n = ns * 256 + i;
+    IpAddr::V4(Ipv4Addr::new(10, (n >> 16) as u8 & 0x7f, (n >> 8) as u8, n as u8))
+}
+
+/// Name of namespace `i`.
+pub fn ns_name(i: usize) -> String {
+    format!("ns{i}")
+}
+
+/// Name of pod `j`.
+pub fn pod_name(j: usize) -> String {
+    format!("pod{j}")
+}
+
+/// Generates the cluster.
+pub fn cluster(spec: ClusterSpec) -> Model {
+    let mut m = Model::default();
+    let stride = (spec.namespaces / spec.local_pods.max(1)).max(1);
+    let mut ofport = 0u32;
+    for i in 0..spec.namespaces {
+        let name = ns_name(i);
+        let team = format!("team{}", i % 50);
+        let env = if i % 2 == 0 { "prod" } else { "dev" };
+        let mut ns = namespace(&name, &[("team", &team), ("env", env)], &[]);
+        if i % 10 == 0 {
+            ns.annotations.insert(crate::model::convert::LOGGING_ANNOTATION.into(), "true".into());
+        }
+        m.namespaces.insert(name.clone(), ns);
+        for j in 0..spec.pods_per_ns {
+            let app = format!("app{}", j % 10);
+            let tier = if j % 3 == 0 { "front" } else { "back" };
+            let pname = pod_name(j);
+            let mut p = pod(&name, &pname, &[("app", &app), ("tier", tier), ("pod", &pname)], &[]);
+            p.ips = vec![pod_ip(i, j)];
+            p.ports = vec![ContainerPort { name: Some("http".into()), port: 8000 + (j % 4) as u16, protocol: Protocol::Tcp }];
+            p.node = Some(if i % stride == 0 && j == 0 { "local".into() } else { format!("node{}", (i + j) % 50) });
+            if i % stride == 0 && j == 0 && (ofport as usize) < spec.local_pods {
+                ofport += 1;
+                let mut lp = port(ofport, &name, &pname, (ofport & 0xff) as u8);
+                lp.ips = p.ips.clone();
+                m.ports.insert(ofport, lp);
+            }
+            m.pods.insert(oref(&name, &pname), p);
+        }
+        for k in 0..spec.policies_per_ns {
+            m.policies.insert(oref(&name, &format!("np{k}")), synthetic_policy(&name, i, k, spec.namespaces));
+        }
+    }
+    m
+}
+
+fn synthetic_policy(ns: &str, i: usize, k: usize, namespaces: usize) -> Policy {
+    let app = |n: usize| format!("app{}", n % 10);
+    let pod_selector = if k == 9 { LabelSelector::everything() } else { sel(&[("app", &app(k))]) };
+    let same_ns = Peer::Pods { pod_selector: Some(sel(&[("app", &app(k + 1))])), namespace_selector: None };
+    let other_ns = Peer::Pods {
+        pod_selector: Some(sel(&[("tier", "front")])),
+        namespace_selector: Some(LabelSelector {
+            match_labels: Default::default(),
+            match_expressions: vec![Requirement {
+                key: "kubernetes.io/metadata.name".into(),
+                op: SelectorOp::In,
+                values: [ns_name((i + k + 1) % namespaces), ns_name((i + 7 * k + 3) % namespaces)].into_iter().collect(),
+            }],
+        }),
+    };
+    let block = Peer::IpBlock {
+        cidr: Cidr::new(IpAddr::V4(Ipv4Addr::new(172, 16 + (k as u8), 0, 0)), 16),
+        except: vec![Cidr::new(IpAddr::V4(Ipv4Addr::new(172, 16 + (k as u8), (i % 256) as u8, 0)), 24)],
+    };
+    let rules = match k % 4 {
+        0 => vec![IngressRule { from: vec![same_ns], ports: vec![tcp(80)] }],
+        1 => vec![
+            IngressRule { from: vec![other_ns], ports: vec![PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Name("http".into())), end_port: None }] },
+            IngressRule { from: vec![block], ports: vec![] },
+        ],
+        2 => vec![IngressRule {
+            from: vec![same_ns, other_ns],
+            ports: vec![PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Number(1000)), end_port: Some(2000) }, PortSpec { protocol: Protocol::Udp, port: Some(PortRef::Number(53)), end_port: None }],
+        }],
+        _ => vec![IngressRule { from: vec![], ports: vec![tcp(443)] }],
+    };
+    policy(ns, &format!("np{k}"), pod_selector, rules)
+}

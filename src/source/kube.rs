@@ -1,0 +1,256 @@
+//! The Kubernetes API as a source: kube-rs watchers of Namespaces, Pods (of all nodes: remote
+//! pods are policy peers) and NetworkPolicies.
+//!
+//! Each watcher's (re)list (`Init`, `InitApply`..., `InitDone`) is buffered and delivered as one
+//! [`SourceEvent::Reset`] of its kind at `InitDone`, so consumers replace the store atomically,
+//! also after a 410 Gone resync. Watch errors are logged and retried with kube's default
+//! backoff; they never end the stream.
+
+use std::path::Path;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::runtime::watcher::{self, watcher, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client};
+use tokio::sync::mpsc;
+
+use super::{Error, Kind, KubeObject, SourceEvent, Sourced};
+
+/// Origin of every object this source delivers.
+pub const ORIGIN: &str = "kube";
+
+/// A client from the kubeconfig at `kubeconfig`, or else the default chain (`$KUBECONFIG`,
+/// `~/.kube/config`, then the in-cluster service account).
+pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, Error> {
+    let err = |e: &dyn std::fmt::Display| Error::Kube(e.to_string());
+    match kubeconfig {
+        None => Client::try_default().await.map_err(|e| err(&e)),
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| Error::Kube(format!("{}: {e}", path.display())))?;
+            let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .map_err(|e| Error::Kube(format!("{}: {e}", path.display())))?;
+            Client::try_from(config).map_err(|e| err(&e))
+        }
+    }
+}
+
+/// A Kubernetes resource type this source watches.
+pub trait Watched:
+    kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+    const KIND: Kind;
+    fn wrap(self) -> KubeObject;
+}
+
+impl Watched for Namespace {
+    const KIND: Kind = Kind::Namespace;
+    fn wrap(self) -> KubeObject {
+        KubeObject::Namespace(self)
+    }
+}
+
+impl Watched for Pod {
+    const KIND: Kind = Kind::Pod;
+    fn wrap(self) -> KubeObject {
+        KubeObject::Pod(self)
+    }
+}
+
+impl Watched for NetworkPolicy {
+    const KIND: Kind = Kind::NetworkPolicy;
+    fn wrap(self) -> KubeObject {
+        KubeObject::NetworkPolicy(self)
+    }
+}
+
+/// Turns one kind's watcher events into [`SourceEvent`]s.
+#[derive(Debug)]
+pub struct EventMapper<K> {
+    /// Objects of a (re)list in progress.
+    listing: Option<Vec<Sourced<KubeObject>>>,
+    _kind: std::marker::PhantomData<K>,
+}
+
+impl<K: Watched> Default for EventMapper<K> {
+    fn default() -> Self {
+        Self { listing: None, _kind: std::marker::PhantomData }
+    }
+}
+
+impl<K: Watched> EventMapper<K> {
+    /// The event to deliver for `ev`, if any.
+    pub fn map(&mut self, ev: Event<K>) -> Option<SourceEvent> {
+        let sourced = |o: K| {
+            let mut object = o.wrap();
+            object.prune();
+            Sourced { origin: ORIGIN.to_string(), object }
+        };
+        match ev {
+            Event::Init => {
+                self.listing = Some(Vec::new());
+                None
+            }
+            Event::InitApply(o) => {
+                self.listing.get_or_insert_with(Vec::new).push(sourced(o));
+                None
+            }
+            Event::InitDone => Some(SourceEvent::Reset {
+                kinds: vec![K::KIND],
+                objects: self.listing.take().unwrap_or_default(),
+            }),
+            Event::Apply(o) => Some(SourceEvent::Applied(sourced(o))),
+            Event::Delete(o) => {
+                let object = o.wrap().object_ref();
+                Some(SourceEvent::Deleted { kind: K::KIND, object })
+            }
+        }
+    }
+}
+
+/// Maps a watcher stream (errors included) to source events, logging the errors.
+pub fn source_events<K, S>(stream: S) -> impl Stream<Item = SourceEvent> + Send
+where
+    K: Watched,
+    S: Stream<Item = Result<Event<K>, watcher::Error>> + Send,
+{
+    let mut mapper = EventMapper::<K>::default();
+    stream.filter_map(move |item| {
+        let out = match item {
+            Ok(ev) => mapper.map(ev),
+            Err(e) => {
+                tracing::warn!(kind = %K::KIND, "Kubernetes watch failed, retrying with backoff: {e}");
+                None
+            }
+        };
+        std::future::ready(out)
+    })
+}
+
+fn watch<K: Watched>(client: Client) -> impl Stream<Item = SourceEvent> + Send {
+    let stream = watcher(Api::<K>::all(client), watcher::Config::default()).default_backoff();
+    source_events::<K, _>(stream)
+}
+
+
+/// Watches Namespaces, Pods and NetworkPolicies cluster-wide and sends their events to `tx`
+/// until the receiver is gone. Never fails: API errors are retried with backoff.
+pub async fn watch_kube(client: Client, tx: mpsc::Sender<SourceEvent>) {
+    let mut all = futures::stream::select_all([
+        watch::<Namespace>(client.clone()).boxed(),
+        watch::<Pod>(client.clone()).boxed(),
+        watch::<NetworkPolicy>(client).boxed(),
+    ]);
+    loop {
+        tokio::select! {
+            ev = all.next() => match ev {
+                Some(ev) => if tx.send(ev).await.is_err() { return },
+                None => return, // watchers never end; kept for completeness
+            },
+            _ = tx.closed() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pod(name: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("x".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn names(ev: &SourceEvent) -> Vec<String> {
+        match ev {
+            SourceEvent::Reset { objects, .. } => {
+                objects.iter().map(|o| o.object.object_ref().to_string()).collect()
+            }
+            other => panic!("not a Reset: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn init_is_buffered_into_one_reset() {
+        let mut m = EventMapper::<Pod>::default();
+        assert_eq!(m.map(Event::Init), None);
+        assert_eq!(m.map(Event::InitApply(pod("a"))), None);
+        assert_eq!(m.map(Event::InitApply(pod("b"))), None);
+        let reset = m.map(Event::InitDone).expect("a Reset at InitDone");
+        assert!(matches!(&reset, SourceEvent::Reset { kinds, .. } if kinds == &vec![Kind::Pod]));
+        assert_eq!(names(&reset), vec!["x/a", "x/b"]);
+
+        // A relist starts from scratch: nothing of the first list leaks into the second.
+        assert_eq!(m.map(Event::Init), None);
+        assert_eq!(m.map(Event::InitApply(pod("c"))), None);
+        assert_eq!(names(&m.map(Event::InitDone).expect("Reset")), vec!["x/c"]);
+        // An empty relist is an empty Reset (everything of the kind is gone).
+        assert_eq!(m.map(Event::Init), None);
+        assert_eq!(names(&m.map(Event::InitDone).expect("Reset")), Vec::<String>::new());
+    }
+
+    #[test]
+    fn apply_and_delete() {
+        let mut m = EventMapper::<Pod>::default();
+        let applied = m.map(Event::Apply(pod("a")));
+        assert_eq!(
+            applied,
+            Some(SourceEvent::Applied(Sourced { origin: "kube".into(), object: KubeObject::Pod(pod("a")) }))
+        );
+        let deleted = m.map(Event::Delete(pod("a")));
+        assert_eq!(
+            deleted,
+            Some(SourceEvent::Deleted {
+                kind: Kind::Pod,
+                object: crate::model::ObjectRef { namespace: "x".into(), name: "a".into() }
+            })
+        );
+        let mut n = EventMapper::<Namespace>::default();
+        let ns = Namespace {
+            metadata: ObjectMeta { name: Some("x".into()), ..Default::default() },
+            ..Default::default()
+        };
+        assert_eq!(
+            n.map(Event::Delete(ns)),
+            Some(SourceEvent::Deleted {
+                kind: Kind::Namespace,
+                object: crate::model::ObjectRef { namespace: String::new(), name: "x".into() }
+            })
+        );
+    }
+
+    #[test]
+    fn managed_fields_are_dropped() {
+        let mut p = pod("a");
+        p.metadata.managed_fields = Some(vec![Default::default()]);
+        let mut m = EventMapper::<Pod>::default();
+        let Some(SourceEvent::Applied(s)) = m.map(Event::Apply(p)) else { panic!("not Applied") };
+        assert_eq!(s.object, KubeObject::Pod(pod("a")));
+    }
+
+    #[tokio::test]
+    async fn errors_are_skipped_not_fatal() {
+        let items: Vec<Result<Event<Pod>, watcher::Error>> = vec![
+            Ok(Event::Init),
+            Err(watcher::Error::NoResourceVersion),
+            Ok(Event::InitApply(pod("a"))),
+            Ok(Event::InitDone),
+            Err(watcher::Error::NoResourceVersion),
+            Ok(Event::Apply(pod("b"))),
+        ];
+        let out: Vec<SourceEvent> = source_events(futures::stream::iter(items)).collect().await;
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(names(&out[0]), vec!["x/a"]);
+        assert!(matches!(&out[1], SourceEvent::Applied(s) if s.object.object_ref().name == "b"));
+    }
+}

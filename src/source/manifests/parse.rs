@@ -1,0 +1,284 @@
+//! One manifest file's text to Kubernetes objects.
+//!
+//! `.json` files are parsed with serde_json (one object, or several concatenated), everything
+//! else as (multi-document) YAML. Each document, and each item of a `kind: List` (or any
+//! `*List` with `items`), becomes one object. Problems come in two sizes:
+//! - the file as a whole does not parse (YAML/JSON syntax, not UTF-8): [`FileParse::objects`]
+//!   is `None` and one [`Invalid`] names the file and the location serde reports;
+//! - one document is unusable (unknown kind, wrong apiVersion, a field of the wrong type, no
+//!   name): that document gets an [`Invalid`] and is skipped, the others are delivered. When its
+//!   kind and name can still be read, its identity goes to [`FileParse::broken`], so the caller
+//!   can keep the object's last good version.
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::Invalid;
+use crate::model::ObjectRef;
+use crate::source::{Kind, KubeObject, Sourced};
+
+/// The label the API server puts on every Namespace; manifests get it too.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Result of parsing one file.
+#[derive(Debug, Default)]
+pub struct FileParse {
+    /// The usable objects, in file order; `None` when the whole file is malformed.
+    pub objects: Option<Vec<Sourced<KubeObject>>>,
+    /// Objects of a known kind and name that were invalid in this version of the file.
+    pub broken: Vec<(Kind, ObjectRef)>,
+    pub invalid: Vec<Invalid>,
+}
+
+/// Parses `text`, the content of the file shown as `file` in origins and errors.
+pub fn parse_file(file: &str, text: &str, json: bool) -> FileParse {
+    let docs = if json { json_documents(text) } else { yaml_documents(text) };
+    let docs = match docs {
+        Ok(docs) => docs,
+        Err(error) => {
+            return FileParse {
+                objects: None,
+                broken: Vec::new(),
+                invalid: vec![Invalid { origin: file.to_string(), error }],
+            }
+        }
+    };
+    let mut out = FileParse { objects: Some(Vec::new()), ..FileParse::default() };
+    for (i, doc) in docs.into_iter().enumerate() {
+        let origin = format!("{file}#{}", i.saturating_add(1));
+        document(&origin, doc, true, &mut out);
+    }
+    out
+}
+
+fn json_documents(text: &str) -> Result<Vec<Value>, String> {
+    serde_json::Deserializer::from_str(text)
+        .into_iter::<Value>()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("malformed JSON: {e}"))
+}
+
+fn yaml_documents(text: &str) -> Result<Vec<Value>, String> {
+    let mut docs = Vec::new();
+    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        match Value::deserialize(doc) {
+            Ok(v) => docs.push(v),
+            Err(e) => {
+                let msg = e.to_string();
+                // serde_yaml's message usually names the location itself.
+                let at = match e.location() {
+                    Some(l) if !msg.contains("line ") => {
+                        format!(" at line {} column {}", l.line(), l.column())
+                    }
+                    _ => String::new(),
+                };
+                return Err(format!("malformed YAML in document {}{at}: {msg}", i.saturating_add(1)));
+            }
+        }
+    }
+    Ok(docs)
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
+    let mut invalid = |origin: String, error: String| out.invalid.push(Invalid { origin, error });
+    if doc.is_null() {
+        return; // empty document (`---` at the end, comments only)
+    }
+    if !doc.is_object() {
+        invalid(origin.to_string(), "document is not an object".into());
+        return;
+    }
+    let Some(kind_str) = str_field(&doc, "kind") else {
+        invalid(origin.to_string(), "document has no `kind`".into());
+        return;
+    };
+    let api_version = str_field(&doc, "apiVersion").unwrap_or("");
+    let Some(kind) = Kind::from_kind_str(kind_str) else {
+        if kind_str.ends_with("List") {
+            if let Some(items) = doc.get("items").and_then(Value::as_array) {
+                if !allow_list {
+                    invalid(origin.to_string(), format!("nested {kind_str} is not supported"));
+                    return;
+                }
+                let items = items.clone();
+                for (j, item) in items.into_iter().enumerate() {
+                    document(&format!("{origin}.{}", j.saturating_add(1)), item, false, out);
+                }
+                return;
+            }
+        }
+        invalid(
+            format!("{origin} {kind_str}"),
+            format!(
+                "kind {kind_str} (apiVersion {api_version:?}) is not used by npagent \
+                 (Namespace, Pod, NetworkPolicy); skipped"
+            ),
+        );
+        return;
+    };
+    let meta = doc.get("metadata");
+    let name = meta.and_then(|m| str_field(m, "name")).unwrap_or("").to_string();
+    let namespace = match kind.is_namespaced() {
+        true => default_namespace(meta.and_then(|m| str_field(m, "namespace"))),
+        false => String::new(),
+    };
+    let id = ObjectRef { namespace, name };
+    let culprit = format!("{origin} {kind} {}", display_ref(&id));
+    if id.name.is_empty() {
+        invalid(culprit, "metadata.name is missing".into());
+        return;
+    }
+    if api_version != kind.api_version() {
+        invalid(
+            culprit,
+            format!("{kind} needs apiVersion {}, not {api_version:?}", kind.api_version()),
+        );
+        out.broken.push((kind, id));
+        return;
+    }
+    match typed(kind, doc, &id) {
+        Ok(object) => {
+            if let Some(objects) = out.objects.as_mut() {
+                let mut object = object;
+                object.prune();
+                objects.push(Sourced { origin: culprit, object });
+            }
+        }
+        Err(e) => {
+            invalid(culprit, format!("invalid {kind}: {e}"));
+            out.broken.push((kind, id));
+        }
+    }
+}
+
+fn default_namespace(ns: Option<&str>) -> String {
+    match ns {
+        Some(ns) if !ns.is_empty() => ns.to_string(),
+        _ => "default".to_string(),
+    }
+}
+
+fn display_ref(id: &ObjectRef) -> String {
+    if id.namespace.is_empty() {
+        id.name.clone()
+    } else {
+        id.to_string()
+    }
+}
+
+/// Deserializes into the k8s-openapi type and fills in what the API server would: the
+/// namespace of namespaced objects (`default` when absent) and the Namespace name label.
+fn typed(kind: Kind, doc: Value, id: &ObjectRef) -> Result<KubeObject, serde_json::Error> {
+    Ok(match kind {
+        Kind::Namespace => {
+            let mut ns: Namespace = serde_json::from_value(doc)?;
+            ns.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(NAMESPACE_NAME_LABEL.to_string(), id.name.clone());
+            KubeObject::Namespace(ns)
+        }
+        Kind::Pod => {
+            let mut pod: Pod = serde_json::from_value(doc)?;
+            pod.metadata.namespace = Some(id.namespace.clone());
+            KubeObject::Pod(pod)
+        }
+        Kind::NetworkPolicy => {
+            let mut np: NetworkPolicy = serde_json::from_value(doc)?;
+            np.metadata.namespace = Some(id.namespace.clone());
+            KubeObject::NetworkPolicy(np)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(p: &FileParse) -> Vec<String> {
+        p.objects
+            .as_ref()
+            .map(|o| o.iter().map(|s| format!("{} {}", s.object.kind(), s.object.object_ref())).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn multi_document_yaml_with_defaults() {
+        let text = "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n---\n\
+                    apiVersion: v1\nkind: Pod\nmetadata: {name: a, labels: {pod: a}}\n---\n";
+        let p = parse_file("f.yaml", text, false);
+        assert!(p.invalid.is_empty(), "{:?}", p.invalid);
+        assert_eq!(names(&p), vec!["Namespace /x", "Pod default/a"]);
+        let objects = p.objects.unwrap_or_default();
+        let Some(KubeObject::Namespace(ns)) = objects.first().map(|s| &s.object) else {
+            panic!("first object is not a Namespace");
+        };
+        let labels = ns.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get(NAMESPACE_NAME_LABEL).map(String::as_str), Some("x"));
+        assert_eq!(objects.get(1).map(|s| s.origin.as_str()), Some("f.yaml#2 Pod default/a"));
+    }
+
+    #[test]
+    fn list_items_and_json() {
+        let text = r#"{"apiVersion":"v1","kind":"List","items":[
+            {"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","namespace":"x"}},
+            {"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":"p","namespace":"x"},"spec":{}}]}"#;
+        let p = parse_file("f.json", text, true);
+        assert!(p.invalid.is_empty(), "{:?}", p.invalid);
+        assert_eq!(names(&p), vec!["Pod x/a", "NetworkPolicy x/p"]);
+        assert_eq!(p.objects.unwrap_or_default().get(1).map(|s| s.origin.clone()),
+            Some("f.json#1.2 NetworkPolicy x/p".to_string()));
+    }
+
+    #[test]
+    fn bad_documents_are_skipped_and_named() {
+        let text = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n---\n\
+                    apiVersion: extensions/v1beta1\nkind: NetworkPolicy\nmetadata: {name: old, namespace: x}\n---\n\
+                    apiVersion: v1\nkind: Pod\nmetadata: {name: typo, namespace: x}\nspec: {containers: 5}\n---\n\
+                    apiVersion: v1\nkind: Pod\nmetadata: {namespace: x}\n---\n\
+                    - just a list\n---\n\
+                    apiVersion: v1\nkind: Pod\nmetadata: {name: good, namespace: x}\n";
+        let p = parse_file("f.yaml", text, false);
+        assert_eq!(names(&p), vec!["Pod x/good"]);
+        let origins: Vec<&str> = p.invalid.iter().map(|i| i.origin.as_str()).collect();
+        assert_eq!(
+            origins,
+            vec!["f.yaml#1 Deployment", "f.yaml#2 NetworkPolicy x/old", "f.yaml#3 Pod x/typo", "f.yaml#4 Pod x/", "f.yaml#5"]
+        );
+        assert!(p.invalid.iter().any(|i| i.error.contains("networking.k8s.io/v1")));
+        let broken: Vec<String> = p.broken.iter().map(|(k, r)| format!("{k} {r}")).collect();
+        assert_eq!(broken, vec!["NetworkPolicy x/old", "Pod x/typo"]);
+    }
+
+    #[test]
+    fn malformed_yaml_names_the_location() {
+        let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\nkind: [unclosed\n";
+        let p = parse_file("f.yaml", text, false);
+        assert!(p.objects.is_none());
+        assert_eq!(p.invalid.len(), 1);
+        let e = &p.invalid[0];
+        assert_eq!(e.origin, "f.yaml");
+        assert!(e.error.contains("document 2") && e.error.contains("line"), "{}", e.error);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(text in "(\\PC|[-:{}\\[\\],\n ]){0,200}", json: bool) {
+            let p = parse_file("f", &text, json);
+            proptest::prop_assert!(p.objects.is_some() || !p.invalid.is_empty());
+        }
+    }
+
+    #[test]
+    fn malformed_json_names_the_location() {
+        let p = parse_file("f.json", "{\"kind\": \"Pod\",\n ", true);
+        assert!(p.objects.is_none());
+        assert!(p.invalid[0].error.contains("line 2"), "{}", p.invalid[0].error);
+    }
+}

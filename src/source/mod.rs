@@ -1,0 +1,170 @@
+//! Where the model comes from: Kubernetes objects from a manifests directory ([`manifests`]) or
+//! the API server ([`kube`]), and the bridge's pod ports from OVSDB ([`ovsdb`]).
+//!
+//! The object sources deliver k8s-openapi types wrapped in [`SourceEvent`]s; turning them into
+//! model types is [`crate::model::convert`]'s job. The OVSDB source delivers
+//! [`crate::model::LocalPort`]s directly.
+//!
+//! Contract for consumers of a [`SourceEvent`] stream: start empty; a [`SourceEvent::Reset`]
+//! replaces every object of the listed kinds; [`SourceEvent::Applied`] inserts or replaces one
+//! object (keyed by kind, namespace and name); [`SourceEvent::Deleted`] removes one;
+//! [`SourceEvent::Invalid`] only reports input that was skipped (nothing to apply). Following
+//! that contract, a consumer holds exactly the objects the source currently has.
+
+pub mod kube;
+pub mod manifests;
+pub mod ovsdb;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+
+use crate::model::ObjectRef;
+
+/// One Kubernetes object of a kind npagent uses.
+// Unboxed on purpose: a Pod is ~2 KiB inline and nearly every object is a Pod, so boxing would
+// add an allocation per object and save nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum KubeObject {
+    Namespace(Namespace),
+    Pod(Pod),
+    NetworkPolicy(NetworkPolicy),
+}
+
+/// The kinds of [`KubeObject`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Namespace,
+    Pod,
+    NetworkPolicy,
+}
+
+impl Kind {
+    /// Every kind, in the order sources list them.
+    pub const ALL: [Kind; 3] = [Kind::Namespace, Kind::Pod, Kind::NetworkPolicy];
+
+    /// The Kubernetes `kind` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Namespace => "Namespace",
+            Kind::Pod => "Pod",
+            Kind::NetworkPolicy => "NetworkPolicy",
+        }
+    }
+
+    /// The `apiVersion` npagent accepts for this kind.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Kind::Namespace | Kind::Pod => "v1",
+            Kind::NetworkPolicy => "networking.k8s.io/v1",
+        }
+    }
+
+    /// The kind named by a Kubernetes `kind` string, if npagent uses it.
+    pub fn from_kind_str(kind: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == kind)
+    }
+
+    /// Cluster-scoped kinds have no namespace (their [`ObjectRef::namespace`] is "").
+    pub fn is_namespaced(self) -> bool {
+        !matches!(self, Kind::Namespace)
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl KubeObject {
+    /// The object's kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            KubeObject::Namespace(_) => Kind::Namespace,
+            KubeObject::Pod(_) => Kind::Pod,
+            KubeObject::NetworkPolicy(_) => Kind::NetworkPolicy,
+        }
+    }
+
+    /// Drops `metadata.managedFields`: large (often most of an object) and never used.
+    pub fn prune(&mut self) {
+        let meta = match self {
+            KubeObject::Namespace(o) => &mut o.metadata,
+            KubeObject::Pod(o) => &mut o.metadata,
+            KubeObject::NetworkPolicy(o) => &mut o.metadata,
+        };
+        meta.managed_fields = None;
+    }
+
+    fn metadata(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
+            KubeObject::Namespace(o) => &o.metadata,
+            KubeObject::Pod(o) => &o.metadata,
+            KubeObject::NetworkPolicy(o) => &o.metadata,
+        }
+    }
+
+    /// `namespace/name` (namespace "" for Namespaces); empty strings where metadata lacks them.
+    pub fn object_ref(&self) -> ObjectRef {
+        let meta = self.metadata();
+        ObjectRef {
+            namespace: if self.kind().is_namespaced() {
+                meta.namespace.clone().unwrap_or_default()
+            } else {
+                String::new()
+            },
+            name: meta.name.clone().unwrap_or_default(),
+        }
+    }
+
+    /// Kind and reference together: the identity of an object within a source.
+    pub fn key(&self) -> (Kind, ObjectRef) {
+        (self.kind(), self.object_ref())
+    }
+}
+
+/// Something together with where it came from, for error messages and logs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sourced<T> {
+    /// E.g. `manifests/x.yaml#2 NetworkPolicy x/allow` or `kube`.
+    pub origin: String,
+    pub object: T,
+}
+
+/// A change reported by an object source. See the module documentation for the contract.
+#[allow(clippy::large_enum_variant)] // see KubeObject
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceEvent {
+    /// Replace everything of these kinds (initial list, watcher InitDone/relist, manifest load).
+    Reset { kinds: Vec<Kind>, objects: Vec<Sourced<KubeObject>> },
+    /// Insert or replace one object.
+    Applied(Sourced<KubeObject>),
+    /// Remove one object (`object.namespace` is "" for cluster-scoped kinds).
+    Deleted { kind: Kind, object: ObjectRef },
+    /// Input that could not be used: `origin` names the culprit (file, document, kind, ns/name),
+    /// `error` says why. Nothing changes for consumers.
+    Invalid { origin: String, error: String },
+}
+
+/// Errors of the source layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("Kubernetes client: {0}")]
+    Kube(String),
+    #[error("bad OVSDB endpoint {0:?}: expected unix:PATH or tcp:HOST:PORT")]
+    Endpoint(String),
+    #[error("OVSDB connection: {0}")]
+    OvsdbIo(#[from] std::io::Error),
+    #[error("OVSDB sent malformed JSON: {0}")]
+    OvsdbJson(serde_json::Error),
+    #[error("OVSDB message too large ({0} bytes buffered)")]
+    OvsdbTooLarge(usize),
+    #[error("OVSDB protocol: {0}")]
+    OvsdbProtocol(String),
+    #[error("OVSDB closed the connection")]
+    OvsdbClosed,
+}

@@ -1,0 +1,354 @@
+//! The monitored part of the Open_vSwitch database, kept up to date from `update`
+//! notifications, and the pod ports it describes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+
+use serde_json::{json, Value};
+
+use crate::model::{LocalPort, ObjectRef};
+
+/// Columns npagent monitors, per table (the `monitor` request's third parameter).
+pub fn monitor_requests() -> Value {
+    json!({
+        "Bridge": {"columns": ["name", "ports", "flow_tables"]},
+        "Port": {"columns": ["name", "interfaces", "external_ids"]},
+        "Interface": {"columns": ["name", "ofport", "external_ids"]},
+        "Flow_Table": {"columns": ["name"]},
+    })
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Bridge {
+    pub name: String,
+    pub ports: Vec<String>,
+    /// OpenFlow table id -> Flow_Table row uuid.
+    pub flow_tables: BTreeMap<i64, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Port {
+    pub name: String,
+    pub interfaces: Vec<String>,
+    pub external_ids: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Interface {
+    pub name: String,
+    /// `None` while unassigned (empty set) or failed (-1 is kept as is).
+    pub ofport: Option<i64>,
+    pub external_ids: BTreeMap<String, String>,
+}
+
+/// Rows by uuid.
+#[derive(Debug, Default)]
+pub struct Db {
+    pub bridges: HashMap<String, Bridge>,
+    pub ports: HashMap<String, Port>,
+    pub interfaces: HashMap<String, Interface>,
+    /// Flow_Table uuid -> name.
+    pub flow_tables: HashMap<String, Option<String>>,
+}
+
+impl Db {
+    /// Applies a `<table-updates>` object (a monitor reply or an `update` notification).
+    /// Rows that do not parse are dropped; the returned strings say which and why.
+    pub fn apply(&mut self, updates: &Value) -> Vec<String> {
+        let mut problems = Vec::new();
+        let Some(tables) = updates.as_object() else {
+            problems.push("table-updates is not an object".to_string());
+            return problems;
+        };
+        for (table, rows) in tables {
+            let Some(rows) = rows.as_object() else { continue };
+            for (uuid, update) in rows {
+                let new = update.get("new").filter(|v| v.is_object());
+                let uuid = uuid.clone();
+                match table.as_str() {
+                    "Bridge" => upsert(&mut self.bridges, uuid, new.map(bridge), &mut problems),
+                    "Port" => upsert(&mut self.ports, uuid, new.map(port), &mut problems),
+                    "Interface" => upsert(&mut self.interfaces, uuid, new.map(interface), &mut problems),
+                    "Flow_Table" => {
+                        let name = new.map(|n| Ok(n.get("name").and_then(optional_string)));
+                        upsert(&mut self.flow_tables, uuid, name, &mut problems)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        problems
+    }
+
+    /// The bridge row named `name` and its uuid.
+    pub fn bridge(&self, name: &str) -> Option<(&String, &Bridge)> {
+        // Bridge names are unique (schema index), so the first match is the one.
+        self.bridges.iter().find(|(_, b)| b.name == name)
+    }
+
+    /// The pod ports of bridge `bridge`, sorted, plus problems with their external_ids.
+    pub fn local_ports(&self, bridge: &str) -> (Vec<LocalPort>, Vec<String>) {
+        let mut out = Vec::new();
+        let mut problems = Vec::new();
+        let Some((_, br)) = self.bridge(bridge) else { return (out, problems) };
+        for port in br.ports.iter().filter_map(|u| self.ports.get(u)) {
+            for iface in port.interfaces.iter().filter_map(|u| self.interfaces.get(u)) {
+                if let Some(lp) = local_port(port, iface, &mut problems) {
+                    out.push(lp);
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        (out, problems)
+    }
+}
+
+fn upsert<T>(
+    map: &mut HashMap<String, T>,
+    uuid: String,
+    new: Option<Result<T, String>>,
+    problems: &mut Vec<String>,
+) {
+    match new {
+        None => {
+            map.remove(&uuid);
+        }
+        Some(Ok(row)) => {
+            map.insert(uuid, row);
+        }
+        Some(Err(e)) => {
+            problems.push(format!("row {uuid}: {e}"));
+            map.remove(&uuid);
+        }
+    }
+}
+
+/// Antrea's CNI keys.
+const POD_NAME: &str = "pod-name";
+const POD_NAMESPACE: &str = "pod-namespace";
+const IP_ADDRESS: &str = "ip-address";
+const ATTACHED_MAC: &str = "attached-mac";
+/// Highest ofport of a physical/virtual port (OFPP_MAX - 1): above it are reserved ports.
+const MAX_OFPORT: i64 = 0xfeff;
+
+fn local_port(port: &Port, iface: &Interface, problems: &mut Vec<String>) -> Option<LocalPort> {
+    // Interface keys take precedence; Port keys are the fallback.
+    let get = |k: &str| {
+        iface.external_ids.get(k).or_else(|| port.external_ids.get(k)).map(String::as_str)
+    };
+    let name = get(POD_NAME).filter(|s| !s.is_empty())?;
+    let namespace = get(POD_NAMESPACE).filter(|s| !s.is_empty())?;
+    let ofport = iface.ofport.filter(|p| (1..=MAX_OFPORT).contains(p))?;
+    let ofport = u32::try_from(ofport).ok()?;
+    let who = format!("interface {} (pod {namespace}/{name})", iface.name);
+    let mut ips = Vec::new();
+    for token in get(IP_ADDRESS).unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        match parse_ip(token) {
+            Some(ip) => ips.push(ip),
+            None => problems.push(format!("{who}: ip-address {token:?} is not an IP address")),
+        }
+    }
+    ips.sort();
+    ips.dedup();
+    let mac = match get(ATTACHED_MAC).filter(|s| !s.is_empty()) {
+        None => None,
+        Some(s) => {
+            let mac = parse_mac(s);
+            if mac.is_none() {
+                problems.push(format!("{who}: attached-mac {s:?} is not a MAC address"));
+            }
+            mac
+        }
+    };
+    Some(LocalPort {
+        ofport,
+        interface: iface.name.clone(),
+        pod: ObjectRef { namespace: namespace.to_string(), name: name.to_string() },
+        ips,
+        mac,
+    })
+}
+
+/// `10.10.0.1`, `10.10.0.1/16`, `fe80::1/64`: the address (Antrea writes CIDR-style values).
+pub fn parse_ip(s: &str) -> Option<IpAddr> {
+    let (addr, prefix) = match s.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (s, None),
+    };
+    let ip: IpAddr = addr.parse().ok()?;
+    if let Some(p) = prefix {
+        let max = if ip.is_ipv4() { 32 } else { 128 };
+        p.parse::<u8>().ok().filter(|p| *p <= max)?;
+    }
+    Some(ip)
+}
+
+/// `aa:bb:cc:dd:ee:ff` (either case).
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = s.split(':');
+    for byte in mac.iter_mut() {
+        let p = parts.next()?;
+        if p.len() != 2 || !p.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        *byte = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
+}
+
+// ---- OVSDB value encodings (RFC 7047 section 5.1) ----
+
+/// Members of a set: `["set", [..]]`, or a single atom standing for a one-element set.
+fn set_items(v: &Value) -> Vec<&Value> {
+    match v.as_array().map(Vec::as_slice) {
+        Some([tag, Value::Array(items)]) if tag == "set" => items.iter().collect(),
+        _ => vec![v],
+    }
+}
+
+/// `["uuid", "..."]`.
+fn uuid(v: &Value) -> Option<String> {
+    match v.as_array().map(Vec::as_slice) {
+        Some([tag, Value::String(u)]) if tag == "uuid" => Some(u.clone()),
+        _ => None,
+    }
+}
+
+/// Pairs of `["map", [[k, v], ..]]`.
+fn map_pairs(v: &Value) -> Result<Vec<(&Value, &Value)>, String> {
+    match v.as_array().map(Vec::as_slice) {
+        Some([tag, Value::Array(pairs)]) if tag == "map" => pairs
+            .iter()
+            .map(|p| match p.as_array().map(Vec::as_slice) {
+                Some([k, v]) => Ok((k, v)),
+                _ => Err(format!("bad map pair {p}")),
+            })
+            .collect(),
+        _ => Err(format!("not a map: {v}")),
+    }
+}
+
+fn string_map(v: Option<&Value>) -> Result<BTreeMap<String, String>, String> {
+    let Some(v) = v else { return Ok(BTreeMap::new()) };
+    map_pairs(v)?
+        .into_iter()
+        .map(|(k, v)| match (k.as_str(), v.as_str()) {
+            (Some(k), Some(v)) => Ok((k.to_string(), v.to_string())),
+            _ => Err(format!("non-string map entry {k}: {v}")),
+        })
+        .collect()
+}
+
+fn uuid_set(v: Option<&Value>) -> Result<Vec<String>, String> {
+    let Some(v) = v else { return Ok(Vec::new()) };
+    set_items(v).into_iter().map(|i| uuid(i).ok_or_else(|| format!("not a uuid: {i}"))).collect()
+}
+
+fn optional_string(v: &Value) -> Option<String> {
+    set_items(v).first().and_then(|s| s.as_str()).map(str::to_string)
+}
+
+fn name(row: &Value) -> String {
+    row.get("name").and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+fn bridge(row: &Value) -> Result<Bridge, String> {
+    let mut flow_tables = BTreeMap::new();
+    if let Some(ft) = row.get("flow_tables") {
+        for (k, v) in map_pairs(ft)? {
+            let id = k.as_i64().ok_or_else(|| format!("flow_tables key {k}"))?;
+            flow_tables.insert(id, uuid(v).ok_or_else(|| format!("flow_tables value {v}"))?);
+        }
+    }
+    Ok(Bridge { name: name(row), ports: uuid_set(row.get("ports"))?, flow_tables })
+}
+
+fn port(row: &Value) -> Result<Port, String> {
+    Ok(Port {
+        name: name(row),
+        interfaces: uuid_set(row.get("interfaces"))?,
+        external_ids: string_map(row.get("external_ids"))?,
+    })
+}
+
+fn interface(row: &Value) -> Result<Interface, String> {
+    let ofport = row.get("ofport").and_then(|v| set_items(v).first().and_then(|p| p.as_i64()));
+    Ok(Interface { name: name(row), ofport, external_ids: string_map(row.get("external_ids"))? })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(pairs: &[(&str, &str)]) -> Value {
+        json!(["map", pairs.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>()])
+    }
+
+    #[test]
+    fn pod_ports_from_updates() {
+        let mut db = Db::default();
+        let initial = json!({
+            "Bridge": {
+                "b1": {"new": {"name": "br-int", "ports": ["set", [["uuid", "p1"], ["uuid", "p2"], ["uuid", "p3"]]], "flow_tables": ["map", []]}},
+                "b2": {"new": {"name": "br-ex", "ports": ["uuid", "p4"], "flow_tables": ["map", []]}}
+            },
+            "Port": {
+                "p1": {"new": {"name": "a", "interfaces": ["uuid", "i1"], "external_ids": ["map", []]}},
+                "p2": {"new": {"name": "b", "interfaces": ["uuid", "i2"], "external_ids": ids(&[("pod-name", "b"), ("pod-namespace", "x")])}},
+                "p3": {"new": {"name": "c", "interfaces": ["uuid", "i3"], "external_ids": ["map", []]}},
+                "p4": {"new": {"name": "d", "interfaces": ["uuid", "i4"], "external_ids": ["map", []]}}
+            },
+            "Interface": {
+                "i1": {"new": {"name": "a", "ofport": 5, "external_ids": ids(&[
+                    ("pod-name", "a"), ("pod-namespace", "x"),
+                    ("ip-address", "10.10.0.7/24, fd00::7/64,bogus"), ("attached-mac", "0A:00:00:00:00:07")])}},
+                "i2": {"new": {"name": "b", "ofport": ["set", []], "external_ids": ["map", []]}},
+                "i3": {"new": {"name": "c", "ofport": 3, "external_ids": ["map", []]}},
+                "i4": {"new": {"name": "d", "ofport": 9, "external_ids": ids(&[("pod-name", "d"), ("pod-namespace", "x")])}}
+            }
+        });
+        assert!(db.apply(&initial).is_empty());
+        let (ports, problems) = db.local_ports("br-int");
+        assert_eq!(ports.len(), 1, "{ports:?}"); // b has no ofport yet, c is no pod, d is elsewhere
+        let a = &ports[0];
+        assert_eq!((a.ofport, a.interface.as_str(), a.pod.to_string()), (5, "a", "x/a".to_string()));
+        assert_eq!(a.ips, vec!["10.10.0.7".parse::<IpAddr>().unwrap(), "fd00::7".parse().unwrap()]);
+        assert_eq!(a.mac, Some([0x0a, 0, 0, 0, 0, 7]));
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].contains("bogus"), "{problems:?}");
+
+        // b gets its ofport (keys on the Port row), a goes away, then -1 (failed) is skipped.
+        db.apply(&json!({"Interface": {
+            "i2": {"new": {"name": "b", "ofport": 6, "external_ids": ["map", []]}, "old": {"ofport": ["set", []]}},
+            "i1": {"old": {"name": "a"}}
+        }}));
+        let (ports, _) = db.local_ports("br-int");
+        let got: Vec<(u32, String)> = ports.iter().map(|p| (p.ofport, p.pod.to_string())).collect();
+        assert_eq!(got, vec![(6, "x/b".to_string())]);
+        db.apply(&json!({"Interface": {"i2": {"new": {"name": "b", "ofport": -1, "external_ids": ["map", []]}}}}));
+        assert!(db.local_ports("br-int").0.is_empty());
+    }
+
+    #[test]
+    fn malformed_rows_are_reported_and_dropped() {
+        let mut db = Db::default();
+        let problems = db.apply(&json!({"Port": {"p": {"new": {"name": "p", "interfaces": ["uuid", 7]}}}}));
+        assert_eq!(problems.len(), 1);
+        assert!(db.ports.is_empty());
+        assert!(!db.apply(&json!([1, 2])).is_empty());
+    }
+
+    #[test]
+    fn ip_and_mac_parsing() {
+        assert_eq!(parse_ip("10.0.0.1/16"), "10.0.0.1".parse().ok());
+        assert_eq!(parse_ip("10.0.0.1/33"), None);
+        assert_eq!(parse_ip("::1/128"), "::1".parse().ok());
+        assert_eq!(parse_ip("10.0.0.1/"), None);
+        assert_eq!(parse_mac("aa:bb:cc:dd:ee:ff"), Some([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]));
+        for bad in ["aa:bb:cc:dd:ee", "aa:bb:cc:dd:ee:ff:00", "a:bb:cc:dd:ee:ff0", "gg:bb:cc:dd:ee:ff", "+a:bb:cc:dd:ee:ff", ""] {
+            assert_eq!(parse_mac(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! RFC 7047 JSON-RPC transport: endpoints, connecting, and message framing.
+//!
+//! OVSDB sends JSON objects back to back with no delimiter, so messages are cut out of a
+//! byte buffer with serde_json's streaming deserializer; an incomplete message stays buffered
+//! until more bytes arrive.
+
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+use crate::source::Error;
+
+/// Bytes buffered for one incomplete message before the connection is given up.
+const MAX_MESSAGE: usize = 64 << 20;
+
+/// Where the OVSDB server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `unix:PATH`
+    Unix(std::path::PathBuf),
+    /// `tcp:HOST:PORT` (`tcp:[v6addr]:PORT` for IPv6 literals)
+    Tcp(String),
+}
+
+impl Endpoint {
+    /// Parses `unix:PATH` or `tcp:HOST:PORT`.
+    pub fn parse(s: &str) -> Result<Endpoint, Error> {
+        let bad = || Error::Endpoint(s.to_string());
+        if let Some(path) = s.strip_prefix("unix:") {
+            if path.is_empty() {
+                return Err(bad());
+            }
+            return Ok(Endpoint::Unix(path.into()));
+        }
+        let addr = s.strip_prefix("tcp:").ok_or_else(bad)?;
+        let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
+        if host.is_empty() || port.parse::<u16>().is_err() {
+            return Err(bad());
+        }
+        Ok(Endpoint::Tcp(addr.to_string()))
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
+            Endpoint::Tcp(a) => write!(f, "tcp:{a}"),
+        }
+    }
+}
+
+/// A byte stream to an OVSDB server.
+pub trait Conn: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Conn for T {}
+
+/// Opens a connection to `ep`.
+pub async fn connect(ep: &Endpoint) -> Result<Box<dyn Conn>, Error> {
+    Ok(match ep {
+        Endpoint::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
+        Endpoint::Tcp(addr) => {
+            let s = tokio::net::TcpStream::connect(addr.as_str()).await?;
+            s.set_nodelay(true)?;
+            Box::new(s)
+        }
+    })
+}
+
+/// Writes one JSON-RPC message.
+pub async fn send<W: AsyncWrite + Unpin + ?Sized>(w: &mut W, msg: &Value) -> Result<(), Error> {
+    let bytes = serde_json::to_vec(msg).map_err(Error::OvsdbJson)?;
+    w.write_all(&bytes).await?;
+    Ok(())
+}
+
+/// Cuts complete JSON values out of a byte stream.
+#[derive(Debug, Default)]
+pub struct Framer {
+    buf: Vec<u8>,
+}
+
+impl Framer {
+    /// Appends received bytes.
+    pub fn push(&mut self, data: &[u8]) -> Result<(), Error> {
+        if self.buf.len().saturating_add(data.len()) > MAX_MESSAGE {
+            return Err(Error::OvsdbTooLarge(self.buf.len().saturating_add(data.len())));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// The next complete message, `None` if more bytes are needed. A syntax error is final:
+    /// the stream cannot be resynchronised.
+    pub fn next_message(&mut self) -> Result<Option<Value>, Error> {
+        let start = self.buf.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(self.buf.len());
+        self.buf.drain(..start);
+        if self.buf.is_empty() {
+            return Ok(None);
+        }
+        let mut it = serde_json::Deserializer::from_slice(&self.buf).into_iter::<Value>();
+        match it.next() {
+            Some(Ok(v)) => {
+                let used = it.byte_offset();
+                self.buf.drain(..used.min(self.buf.len()));
+                Ok(Some(v))
+            }
+            Some(Err(e)) if e.is_eof() => Ok(None),
+            Some(Err(e)) => Err(Error::OvsdbJson(e)),
+            None => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn endpoints() {
+        assert_eq!(Endpoint::parse("unix:/run/db.sock").ok(), Some(Endpoint::Unix("/run/db.sock".into())));
+        assert_eq!(Endpoint::parse("tcp:127.0.0.1:6640").ok(), Some(Endpoint::Tcp("127.0.0.1:6640".into())));
+        assert_eq!(Endpoint::parse("tcp:[::1]:6640").ok(), Some(Endpoint::Tcp("[::1]:6640".into())));
+        for bad in ["", "unix:", "tcp:host", "tcp::1", "tcp:h:99999", "ssl:h:1", "/run/db.sock"] {
+            assert!(Endpoint::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn messages_split_anywhere_are_reassembled() {
+        let msgs = [
+            json!({"id": 1, "result": {"Bridge": {}}, "error": null}),
+            json!({"method": "echo", "params": [], "id": "echo"}),
+            json!({"method": "update", "params": [null, {"Port": {"u": {"new": {"name": "p{}\"1"}}}}], "id": null}),
+        ];
+        let wire: Vec<u8> = msgs.iter().flat_map(|m| serde_json::to_vec(m).unwrap_or_default()).collect();
+        for cut in 0..=wire.len() {
+            let mut f = Framer::default();
+            let mut got = Vec::new();
+            for part in [&wire[..cut], &wire[cut..]] {
+                f.push(part).expect("push");
+                while let Some(m) = f.next_message().expect("valid") {
+                    got.push(m);
+                }
+            }
+            assert_eq!(got, msgs, "cut at {cut}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(chunks in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..64), 0..8)) {
+            let mut f = Framer::default();
+            'outer: for c in chunks {
+                f.push(&c).expect("small");
+                loop {
+                    match f.next_message() {
+                        Ok(Some(_)) => {}
+                        Ok(None) => break,
+                        Err(_) => break 'outer,
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let mut f = Framer::default();
+        f.push(b"{\"id\": 1} }{").expect("push");
+        assert!(f.next_message().expect("first is fine").is_some());
+        assert!(f.next_message().is_err());
+    }
+}

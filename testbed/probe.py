@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Listeners and prober of the testbed pods (Python 3 standard library only).
+
+  probe.py serve --pidfile FILE [--tcp 80,81] [--udp 80]
+      Run inside a pod's network namespace: accept TCP connections (and close them) and echo
+      UDP datagrams. Writes FILE (its pid) once every socket is bound.
+
+  probe.py probe-from FROM [--timeout S] TARGET...
+      Run inside the network namespace of pod FROM (ns/name). TARGET is ns/name=IP. Probes
+      every target on every port at once and prints one line per probe:
+          FROM TO PROTO/PORT 1|0
+      TCP counts as reachable when the handshake completes, UDP when the echo comes back.
+
+  probe.py matrix STATE_DIR [--timeout S] [--from ns/name,...] [--to ns/name,...] [--table]
+      Probe all pairs of the testbed in STATE_DIR (its pods.tsv) in parallel, one probe-from
+      per source pod through `ip netns exec`. Prints the probe lines sorted, or with --table
+      one truth table per port in the style of upstream Kubernetes' netpol e2e tests
+      ('.' reachable, 'X' not).
+"""
+
+import argparse
+import errno
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+PORTS = ("tcp/80", "tcp/81", "udp/80")
+
+
+def serve(args):
+    sel = selectors.DefaultSelector()
+    for port in (int(p) for p in args.tcp.split(",") if p):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", port))
+        s.listen(256)
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ, "tcp")
+    for port in (int(p) for p in args.udp.split(",") if p):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("0.0.0.0", port))
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ, "udp")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    tmp = args.pidfile + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("%d\n" % os.getpid())
+    os.rename(tmp, args.pidfile)
+    while True:
+        for key, _ in sel.select():
+            sock = key.fileobj
+            try:
+                if key.data == "tcp":
+                    conn, _ = sock.accept()
+                    conn.close()
+                else:
+                    data, peer = sock.recvfrom(2048)
+                    sock.sendto(data, peer)
+            except (BlockingIOError, ConnectionError, OSError):
+                pass
+
+
+def probe_from(src, targets, timeout):
+    """Probe every (target, port) concurrently; returns {(to, port): bool}."""
+    sel = selectors.DefaultSelector()
+    result = {}
+    pending = {}
+    for target in targets:
+        name, ip = target.split("=", 1)
+        for port in PORTS:
+            proto, num = port.split("/")
+            result[(name, port)] = False
+            if proto == "tcp":
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.setblocking(False)
+                err = s.connect_ex((ip, int(num)))
+                if err == 0:
+                    result[(name, port)] = True
+                    s.close()
+                    continue
+                if err != errno.EINPROGRESS:
+                    s.close()
+                    continue
+                sel.register(s, selectors.EVENT_WRITE, (name, port))
+            else:
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                s.setblocking(False)
+                s.connect((ip, int(num)))
+                payload = ("%s>%s" % (src, name)).encode()
+                try:
+                    s.send(payload)
+                except OSError:
+                    s.close()
+                    continue
+                sel.register(s, selectors.EVENT_READ, (name, port))
+            pending[s] = (name, port)
+    deadline = time.monotonic() + timeout
+    while pending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        for key, _ in sel.select(left):
+            s = key.fileobj
+            name, port = key.data
+            ok = False
+            try:
+                if port.startswith("tcp"):
+                    ok = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+                else:
+                    ok = len(s.recv(2048)) > 0
+            except OSError:
+                ok = False  # refused (RST or ICMP port unreachable)
+            result[(name, port)] = ok
+            sel.unregister(s)
+            s.close()
+            del pending[s]
+    for s in pending:
+        s.close()
+    return result
+
+
+def cmd_probe_from(args):
+    res = probe_from(args.src, args.targets, args.timeout)
+    for (to, port), ok in sorted(res.items()):
+        print("%s %s %s %d" % (args.src, to, port, 1 if ok else 0))
+
+
+def read_pods(state):
+    """pods.tsv: ns name ip mac ofport netns iface, one pod a line."""
+    pods = []
+    with open(os.path.join(state, "pods.tsv")) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 6 and not line.startswith("#"):
+                pods.append({"id": fields[0] + "/" + fields[1], "ip": fields[2], "netns": fields[5]})
+    return pods
+
+
+def cmd_matrix(args):
+    pods = read_pods(args.state)
+    srcs = [p for p in pods if not args.src or p["id"] in args.src.split(",")]
+    dsts = [p for p in pods if not args.to or p["id"] in args.to.split(",")]
+    targets = ["%s=%s" % (p["id"], p["ip"]) for p in dsts]
+    me = os.path.abspath(__file__)
+    procs = []
+    for p in srcs:
+        cmd = ["ip", "netns", "exec", p["netns"], sys.executable, me, "probe-from",
+               "--timeout", str(args.timeout), p["id"]] + targets
+        procs.append((p, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    lines = []
+    failed = False
+    for p, proc in procs:
+        out, err = proc.communicate()
+        if proc.returncode != 0:
+            sys.stderr.write("probe from %s failed (%d): %s" % (p["id"], proc.returncode, err))
+            failed = True
+            continue
+        lines.extend(l for l in out.splitlines() if l.strip())
+    if failed:
+        return 1
+    lines.sort()
+    if args.table:
+        print_tables(lines, [p["id"] for p in srcs], [p["id"] for p in dsts])
+    else:
+        for l in lines:
+            print(l)
+    return 0
+
+
+def print_tables(lines, srcs, dsts):
+    got = {}
+    for l in lines:
+        f, t, port, ok = l.split()
+        got[(f, t, port)] = ok == "1"
+    width = max(len(p) for p in PORTS + tuple(srcs) + tuple(dsts)) + 1
+    cell = lambda s: s.ljust(width)
+    for port in PORTS:
+        print((cell(port) + "".join(cell(t) for t in dsts)).rstrip())
+        for f in srcs:
+            row = "".join(cell("." if got.get((f, t, port)) else "X") for t in dsts)
+            print((cell(f) + row).rstrip())
+        print()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve")
+    s.add_argument("--pidfile", required=True)
+    s.add_argument("--tcp", default="80,81")
+    s.add_argument("--udp", default="80")
+    s.add_argument("--tag", default="", help="ignored; marks the process for its owner")
+    p = sub.add_parser("probe-from")
+    p.add_argument("src")
+    p.add_argument("targets", nargs="*")
+    p.add_argument("--timeout", type=float, default=0.5)
+    m = sub.add_parser("matrix")
+    m.add_argument("state")
+    m.add_argument("--timeout", type=float, default=float(os.environ.get("NPA_PROBE_TIMEOUT", "0.5")))
+    m.add_argument("--from", dest="src", default="")
+    m.add_argument("--to", default="")
+    m.add_argument("--table", action="store_true")
+    args = ap.parse_args()
+    if args.cmd == "serve":
+        serve(args)
+    elif args.cmd == "probe-from":
+        cmd_probe_from(args)
+    else:
+        sys.exit(cmd_matrix(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+//! Frame builders and a fake resolver shared by the audit tests.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use npagent::audit::{RuleMeta, RuleResolver};
+use npagent::compiler::userdata::{Disposition, LogUserdata};
+use npagent::model::ObjectRef;
+use ofp::packet_in2::PacketIn2;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub fn obj(ns: &str, name: &str) -> ObjectRef {
+    ObjectRef { namespace: ns.into(), name: name.into() }
+}
+
+pub fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+/// `secs.micros` after the epoch.
+pub fn at(secs: u64, micros: u32) -> SystemTime {
+    UNIX_EPOCH + Duration::new(secs, micros * 1_000)
+}
+
+/// 2023/07/04 12:31:02.801442 UTC, the time of DESIGN.md's Allow example.
+pub fn t_allow() -> SystemTime {
+    at(1_688_473_862, 801_442)
+}
+
+/// 2023/07/04 12:33:26.221413 UTC, the time of DESIGN.md's Drop example.
+pub fn t_drop() -> SystemTime {
+    at(1_688_474_006, 221_413)
+}
+
+#[derive(Default)]
+pub struct FakeResolver {
+    pub rules: HashMap<u32, RuleMeta>,
+    pub ports: HashMap<u32, ObjectRef>,
+    pub ips: HashMap<IpAddr, ObjectRef>,
+}
+
+impl RuleResolver for FakeResolver {
+    fn allow_rule(&self, conj_id: u32) -> Option<RuleMeta> {
+        self.rules.get(&conj_id).cloned()
+    }
+    fn pod_by_ofport(&self, ofport: u32) -> Option<ObjectRef> {
+        self.ports.get(&ofport).cloned()
+    }
+    fn pod_by_ip(&self, ip: IpAddr) -> Option<ObjectRef> {
+        self.ips.get(&ip).cloned()
+    }
+}
+
+/// The cluster of DESIGN.md's examples: default/nettool at 10.10.1.7 on ofport 5, a client
+/// pod default/client at 10.10.1.13, and policy default/allow-tcp-80 behind conjunction 17.
+pub fn resolver() -> FakeResolver {
+    let mut r = FakeResolver::default();
+    r.rules.insert(
+        17,
+        RuleMeta { policy: obj("default", "allow-tcp-80"), rule_name: None, priority: 190, log_label: None },
+    );
+    r.rules.insert(
+        18,
+        RuleMeta {
+            policy: obj("x", "named"),
+            rule_name: Some("ingress-0".into()),
+            priority: 190,
+            log_label: Some("audit-me".into()),
+        },
+    );
+    r.ports.insert(5, obj("default", "nettool"));
+    r.ips.insert(ip("10.10.1.7"), obj("default", "nettool"));
+    r.ips.insert(ip("10.10.1.13"), obj("default", "client"));
+    r.ips.insert(ip("fd00::7"), obj("default", "nettool"));
+    r.ips.insert(ip("fd00::13"), obj("default", "client"));
+    r
+}
+
+pub const TCP: u8 = 6;
+pub const UDP: u8 = 17;
+pub const ICMP: u8 = 1;
+pub const IGMP: u8 = 2;
+pub const ICMPV6: u8 = 58;
+pub const SCTP: u8 = 132;
+
+fn eth(ethertype: u16) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 0x07, 0x02, 0, 0, 0, 0, 0x13];
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f
+}
+
+/// A TCP SYN header (20 bytes, or 40 with options like Linux sends).
+pub fn tcp(sport: u16, dport: u16, with_options: bool) -> Vec<u8> {
+    let mut h = Vec::new();
+    h.extend_from_slice(&sport.to_be_bytes());
+    h.extend_from_slice(&dport.to_be_bytes());
+    h.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0]);
+    h.push(if with_options { 0xa0 } else { 0x50 });
+    h.extend_from_slice(&[0x02, 0xfa, 0xf0, 0, 0, 0, 0]);
+    if with_options {
+        h.extend_from_slice(&[2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7]);
+    }
+    h
+}
+
+pub fn udp(sport: u16, dport: u16, payload: usize) -> Vec<u8> {
+    let mut h = Vec::new();
+    h.extend_from_slice(&sport.to_be_bytes());
+    h.extend_from_slice(&dport.to_be_bytes());
+    h.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
+    h.extend_from_slice(&[0, 0]);
+    h.extend(std::iter::repeat_n(0xab, payload));
+    h
+}
+
+pub fn sctp(sport: u16, dport: u16) -> Vec<u8> {
+    let mut h = Vec::new();
+    h.extend_from_slice(&sport.to_be_bytes());
+    h.extend_from_slice(&dport.to_be_bytes());
+    h.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]);
+    // INIT chunk header.
+    h.extend_from_slice(&[1, 0, 0, 20, 0, 0, 0, 1, 0, 0, 0x10, 0, 0, 10, 0, 10, 0, 0, 0, 1]);
+    h
+}
+
+/// ICMP echo request with `payload` bytes (ping's default is 56: IP length 84).
+pub fn icmp_echo(payload: usize) -> Vec<u8> {
+    let mut h = vec![8, 0, 0, 0, 0, 1, 0, 1];
+    h.extend(std::iter::repeat_n(0x5a, payload));
+    h
+}
+
+/// IGMPv2 membership report.
+pub fn igmp() -> Vec<u8> {
+    vec![0x16, 0, 0, 0, 239, 1, 1, 1]
+}
+
+pub fn ipv4(src: &str, dst: &str, proto: u8, l4: &[u8]) -> Vec<u8> {
+    let src: Ipv4Addr = src.parse().unwrap();
+    let dst: Ipv4Addr = dst.parse().unwrap();
+    let mut f = eth(0x0800);
+    let total = (20 + l4.len()) as u16;
+    f.extend_from_slice(&[0x45, 0]);
+    f.extend_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&[0x12, 0x34, 0x40, 0, 64, proto, 0, 0]);
+    f.extend_from_slice(&src.octets());
+    f.extend_from_slice(&dst.octets());
+    f.extend_from_slice(l4);
+    f
+}
+
+/// IPv6 with the given extension headers (each: next header byte is filled in) before `l4`.
+pub fn ipv6(src: &str, dst: &str, proto: u8, ext: &[(u8, Vec<u8>)], l4: &[u8]) -> Vec<u8> {
+    let src: Ipv6Addr = src.parse().unwrap();
+    let dst: Ipv6Addr = dst.parse().unwrap();
+    let mut f = eth(0x86dd);
+    let payload: usize = ext.iter().map(|(_, e)| e.len()).sum::<usize>() + l4.len();
+    f.extend_from_slice(&[0x60, 0, 0, 0]);
+    f.extend_from_slice(&(payload as u16).to_be_bytes());
+    f.push(ext.first().map_or(proto, |(t, _)| *t));
+    f.push(64);
+    f.extend_from_slice(&src.octets());
+    f.extend_from_slice(&dst.octets());
+    for (i, (_, e)) in ext.iter().enumerate() {
+        let mut e = e.clone();
+        e[0] = ext.get(i + 1).map_or(proto, |(t, _)| *t);
+        f.extend_from_slice(&e);
+    }
+    f.extend_from_slice(l4);
+    f
+}
+
+/// Adds one 802.1Q tag after the MAC addresses.
+pub fn vlan(frame: &[u8], tpid: u16, vid: u16) -> Vec<u8> {
+    let mut f = frame[..12].to_vec();
+    f.extend_from_slice(&tpid.to_be_bytes());
+    f.extend_from_slice(&vid.to_be_bytes());
+    f.extend_from_slice(&frame[12..]);
+    f
+}
+
+pub fn packet_in(frame: Vec<u8>, disposition: Disposition, table_id: u8, rule_id: u32) -> PacketIn2 {
+    let ud = LogUserdata { disposition, table_id, rule_id };
+    PacketIn2 {
+        packet: Bytes::from(frame),
+        table_id: Some(table_id),
+        reason: Some(1),
+        userdata: Some(Bytes::copy_from_slice(&ud.encode())),
+        ..Default::default()
+    }
+}
+
+/// A SYN from default/client (10.10.1.13:57050) to default/nettool port 80, allowed by conj 17.
+pub fn allow_tcp_80() -> PacketIn2 {
+    packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(57050, 80, true)), Disposition::Allow, 3, 17)
+}
+
+/// A ping from default/client to the isolated default/nettool (ofport 5), default drop.
+pub fn drop_icmp() -> PacketIn2 {
+    packet_in(ipv4("10.10.1.13", "10.10.1.7", ICMP, &icmp_echo(56)), Disposition::Drop, 4, 5)
+}

@@ -1,0 +1,240 @@
+//! The manifests directory source: reading, bad input, and live watching.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use npagent::model::ObjectRef;
+use npagent::source::manifests::{load_dir, watch_manifests, Invalid};
+use npagent::source::{Kind, KubeObject, SourceEvent, Sourced};
+use tokio::sync::mpsc;
+
+const NS_X: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n  labels: {ns: x}\n";
+
+fn pod(name: &str, label: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: x\n  labels: {{pod: {label}}}\n\
+         spec:\n  containers:\n  - name: c\n    image: i\n    ports: [{{name: http, containerPort: 80}}]\n\
+         status:\n  podIP: 10.0.0.1\n"
+    )
+}
+
+fn policy(name: &str) -> String {
+    format!(
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: {name}\n  namespace: x\n\
+         spec:\n  podSelector: {{}}\n  ingress:\n  - ports: [{{port: http}}]\n"
+    )
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    let path = dir.join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    // Atomic replace, as operators are told to do: never a half-written file.
+    let tmp = dir.join(format!(".{}.tmp", name.replace('/', "_")));
+    std::fs::write(&tmp, text).expect("write");
+    std::fs::rename(&tmp, &path).expect("rename");
+}
+
+fn keys(objects: &[Sourced<KubeObject>]) -> Vec<String> {
+    objects.iter().map(|o| format!("{} {}", o.object.kind(), o.object.object_ref())).collect()
+}
+
+fn find<'a>(invalid: &'a [Invalid], origin_part: &str) -> &'a Invalid {
+    invalid
+        .iter()
+        .find(|i| i.origin.contains(origin_part))
+        .unwrap_or_else(|| panic!("no problem reported for {origin_part}: {invalid:#?}"))
+}
+
+#[test]
+fn reads_yaml_json_lists_and_subdirectories() {
+    let d = tempfile::tempdir().expect("tempdir");
+    write(d.path(), "a.yaml", &format!("{NS_X}---\n{}", pod("a", "a")));
+    let json = r#"{"apiVersion":"v1","kind":"List","items":[
+        {"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy",
+         "metadata":{"name":"j","namespace":"x"},"spec":{"podSelector":{}}}]}"#;
+    write(d.path(), "b.json", json);
+    write(d.path(), "sub/deeper/c.yml", &pod("c", "c"));
+    write(d.path(), ".hidden/d.yaml", &pod("hidden", "h"));
+    write(d.path(), "notes.txt", "not a manifest");
+
+    let (objects, invalid) = load_dir(d.path());
+    assert!(invalid.is_empty(), "{invalid:#?}");
+    assert_eq!(keys(&objects), vec!["Namespace /x", "Pod x/a", "Pod x/c", "NetworkPolicy x/j"]);
+    let c = objects.iter().find(|o| o.object.object_ref().name == "c").expect("pod c");
+    assert!(c.origin.ends_with("sub/deeper/c.yml#1 Pod x/c"), "{}", c.origin);
+}
+
+#[test]
+fn bad_input_is_reported_and_the_valid_rest_is_kept() {
+    let d = tempfile::tempdir().expect("tempdir");
+    // Unknown kind and wrong apiVersion beside a valid object in one file.
+    let mixed = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: x}}\n---\n\
+         apiVersion: extensions/v1beta1\nkind: NetworkPolicy\nmetadata: {{name: old, namespace: x}}\n---\n{}",
+        policy("valid")
+    );
+    write(d.path(), "mixed.yaml", &mixed);
+    write(d.path(), "broken.yaml", &format!("{}---\nspec: [unclosed\n", pod("lost", "l")));
+    write(d.path(), "broken.json", "{\"apiVersion\": \"v1\", \"kind\": \"Pod\",,}");
+    write(d.path(), "ok.yaml", &pod("a", "a"));
+
+    let (objects, invalid) = load_dir(d.path());
+    assert_eq!(keys(&objects), vec!["Pod x/a", "NetworkPolicy x/valid"]);
+
+    let deployment = find(&invalid, "mixed.yaml#1 Deployment");
+    assert!(deployment.error.contains("Deployment"), "{deployment:?}");
+    let old = find(&invalid, "mixed.yaml#2 NetworkPolicy x/old");
+    assert!(old.error.contains("networking.k8s.io/v1"), "{old:?}");
+    let yaml = find(&invalid, "broken.yaml");
+    assert!(yaml.error.contains("malformed YAML") && yaml.error.contains("line 15"), "{yaml:?}");
+    let json = find(&invalid, "broken.json");
+    assert!(json.error.contains("malformed JSON") && json.error.contains("line 1"), "{json:?}");
+    assert_eq!(invalid.len(), 4, "{invalid:#?}");
+}
+
+#[test]
+fn duplicates_last_in_path_order_wins_and_are_reported() {
+    let d = tempfile::tempdir().expect("tempdir");
+    write(d.path(), "1.yaml", &pod("a", "first"));
+    write(d.path(), "2.yaml", &pod("a", "second"));
+    let (objects, invalid) = load_dir(d.path());
+    assert_eq!(objects.len(), 1);
+    let Some(KubeObject::Pod(p)) = objects.first().map(|o| &o.object) else { panic!("no pod") };
+    let label = p.metadata.labels.as_ref().and_then(|l| l.get("pod")).cloned();
+    assert_eq!(label.as_deref(), Some("second"));
+    let dup = find(&invalid, "1.yaml#1 Pod x/a");
+    assert!(dup.error.contains("2.yaml"), "{dup:?}");
+}
+
+/// A consumer following the SourceEvent contract.
+#[derive(Default)]
+struct Store(BTreeMap<(Kind, ObjectRef), KubeObject>);
+
+impl Store {
+    fn apply(&mut self, ev: &SourceEvent) {
+        match ev {
+            SourceEvent::Reset { kinds, objects } => {
+                self.0.retain(|(k, _), _| !kinds.contains(k));
+                for o in objects {
+                    self.0.insert(o.object.key(), o.object.clone());
+                }
+            }
+            SourceEvent::Applied(o) => {
+                self.0.insert(o.object.key(), o.object.clone());
+            }
+            SourceEvent::Deleted { kind, object } => {
+                self.0.remove(&(*kind, object.clone()));
+            }
+            SourceEvent::Invalid { .. } => {}
+        }
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.0.keys().map(|(k, r)| format!("{k} {r}")).collect()
+    }
+}
+
+struct Watch {
+    rx: mpsc::Receiver<SourceEvent>,
+    store: Store,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Watch {
+    fn start(dir: &Path) -> Watch {
+        let (tx, rx) = mpsc::channel(64);
+        let task = tokio::spawn(watch_manifests(dir.to_path_buf(), tx));
+        Watch { rx, store: Store::default(), task }
+    }
+
+    /// Receives events until `done` holds for one (applying them all); fails after 2 s.
+    async fn until(&mut self, what: &str, done: impl Fn(&SourceEvent, &Store) -> bool) -> Vec<SourceEvent> {
+        let mut seen = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let ev = tokio::time::timeout_at(deadline, self.rx.recv())
+                .await
+                .unwrap_or_else(|_| panic!("{what}: not within 2 s; got {seen:#?}"))
+                .expect("watcher ended");
+            self.store.apply(&ev);
+            let stop = done(&ev, &self.store);
+            seen.push(ev);
+            if stop {
+                return seen;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn watching_follows_every_change() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let dir = d.path();
+    write(dir, "ns.yaml", NS_X);
+    write(dir, "pods.yaml", &format!("{}---\n{}", pod("a", "a"), pod("b", "b")));
+    let mut w = Watch::start(dir);
+
+    let first = w.until("initial Reset", |ev, _| matches!(ev, SourceEvent::Reset { .. })).await;
+    assert_eq!(first.len(), 1, "Reset comes first: {first:#?}");
+    assert_eq!(w.store.keys(), vec!["Namespace /x", "Pod x/a", "Pod x/b"]);
+
+    // A new file.
+    write(dir, "np.json", &serde_json::to_string(&serde_yaml::from_str::<serde_json::Value>(&policy("p")).expect("yaml")).expect("json"));
+    w.until("new policy", |ev, _| matches!(ev, SourceEvent::Applied(o) if o.object.kind() == Kind::NetworkPolicy)).await;
+
+    // A modified object: only that one is re-applied.
+    write(dir, "pods.yaml", &format!("{}---\n{}", pod("a", "relabelled"), pod("b", "b")));
+    let evs = w.until("relabel", |ev, _| matches!(ev, SourceEvent::Applied(_))).await;
+    let SourceEvent::Applied(o) = evs.last().expect("event") else { unreachable!() };
+    assert_eq!(o.object.object_ref().name, "a");
+
+    // A malformed edit: reported, the file's objects stay.
+    write(dir, "pods.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n");
+    let evs = w.until("malformed", |ev, _| matches!(ev, SourceEvent::Invalid { .. })).await;
+    assert!(evs.iter().all(|e| matches!(e, SourceEvent::Invalid { .. })), "{evs:#?}");
+    let SourceEvent::Invalid { origin, error } = evs.last().expect("event") else { unreachable!() };
+    assert!(origin.ends_with("pods.yaml") && error.contains("keeping its last good 2"), "{origin}: {error}");
+
+    // One object becomes invalid (a typo), one is removed from the file: the typo'd one keeps
+    // its last good version, the removed one is deleted.
+    write(dir, "pods.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: x}\nspec: {containers: 7}\n");
+    w.until("pod b deleted", |ev, _| matches!(ev, SourceEvent::Deleted { object, .. } if object.name == "b")).await;
+    assert_eq!(w.store.keys(), vec!["Namespace /x", "Pod x/a", "NetworkPolicy x/p"]);
+
+    // An unknown kind in a new file: reported, nothing else changes.
+    write(dir, "svc.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: x}\n");
+    w.until("unknown kind", |ev, _| matches!(ev, SourceEvent::Invalid { origin, .. } if origin.contains("svc.yaml#1 Service"))).await;
+
+    // Deleting files removes their objects.
+    std::fs::remove_file(dir.join("pods.yaml")).expect("rm");
+    std::fs::remove_file(dir.join("np.json")).expect("rm");
+    w.until("files deleted", |_, s| s.keys() == vec!["Namespace /x"]).await;
+
+    // A new subdirectory.
+    write(dir, "more/p.yaml", &pod("c", "c"));
+    w.until("subdirectory", |_, s| s.keys().contains(&"Pod x/c".to_string())).await;
+
+    // In the end the consumer holds exactly what a fresh read of the directory gives.
+    let (objects, _) = load_dir(dir);
+    let want: Vec<String> = keys(&objects);
+    assert_eq!(w.store.keys().len(), want.len());
+    for o in &objects {
+        assert_eq!(w.store.0.get(&o.object.key()), Some(&o.object));
+    }
+    drop(w.rx);
+    tokio::time::timeout(Duration::from_secs(2), w.task).await.expect("watcher stops when the receiver is gone").expect("join");
+}
+
+#[tokio::test]
+async fn a_directory_created_later_is_picked_up() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let dir = d.path().join("later");
+    let mut w = Watch::start(&dir);
+    let first = w.until("report", |ev, _| matches!(ev, SourceEvent::Invalid { .. })).await;
+    assert!(matches!(first.first(), Some(SourceEvent::Reset { objects, .. }) if objects.is_empty()), "{first:#?}");
+    write(&dir, "ns.yaml", NS_X);
+    w.until("namespace", |_, s| s.keys() == vec!["Namespace /x"]).await;
+}

@@ -1,0 +1,431 @@
+//! The nine pods of the upstream netpol e2e model (namespaces x, y, z; pods a, b, c) on a
+//! [`Sandbox`], and reachability matrices probed with real packets (`testbed/probe.py`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::sandbox::{repo_path, run, Sandbox};
+
+/// A probed service: every testbed pod listens on all three.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Port {
+    /// TCP 80 (container port `serve-80-tcp`).
+    Tcp80,
+    /// TCP 81 (container port `serve-81-tcp`).
+    Tcp81,
+    /// UDP 80 (container port `serve-80-udp`).
+    Udp80,
+}
+
+impl Port {
+    /// The three ports, in the prober's order.
+    pub const ALL: [Port; 3] = [Port::Tcp80, Port::Tcp81, Port::Udp80];
+
+    /// `tcp/80`, `tcp/81`, `udp/80`: the prober's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Port::Tcp80 => "tcp/80",
+            Port::Tcp81 => "tcp/81",
+            Port::Udp80 => "udp/80",
+        }
+    }
+
+    /// Parses the prober's spelling.
+    pub fn parse(s: &str) -> Option<Port> {
+        Port::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+impl fmt::Display for Port {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One testbed pod, as `testbed/testbed` created it (a line of its pods.tsv).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pod {
+    /// Kubernetes namespace (`x`).
+    pub namespace: String,
+    /// Pod name (`a`).
+    pub name: String,
+    /// IPv4 address without prefix length (`10.10.1.11`).
+    pub ip: String,
+    /// MAC of the pod's eth0.
+    pub mac: String,
+    /// OpenFlow port of its veth on br-int.
+    pub ofport: u32,
+    /// The pod's network namespace.
+    pub netns: String,
+    /// The bridge-side interface name (in the sandbox's netns).
+    pub iface: String,
+}
+
+impl Pod {
+    /// `ns/name`.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Pods on an OVS sandbox with listeners on TCP 80, TCP 81 and UDP 80. Dropping it stops the
+/// sandbox, which removes the pods too.
+pub struct Testbed {
+    /// The OVS underneath.
+    pub sandbox: Sandbox,
+    /// `<sandbox dir>/testbed`: pods.tsv, listener pidfiles and logs, manifests/.
+    pub state: PathBuf,
+}
+
+impl Testbed {
+    /// A fresh sandbox with the nine standard pods (x/a = 10.10.1.11 ... z/c = 10.10.3.13,
+    /// ofports 1..=9 in that order).
+    pub fn start() -> Testbed {
+        Testbed::on(Sandbox::start())
+    }
+
+    /// The nine standard pods on an existing sandbox.
+    pub fn on(sandbox: Sandbox) -> Testbed {
+        run(Command::new("bash")
+            .arg(repo_path("testbed/testbed"))
+            .arg("up")
+            .arg(&sandbox.dir));
+        let state = sandbox.dir.join("testbed");
+        Testbed { sandbox, state }
+    }
+
+    /// Namespace and Pod manifests of the live pods (one file per object), for
+    /// `npagent run --manifests`. Policies may be written next to them.
+    pub fn manifests_dir(&self) -> PathBuf {
+        self.state.join("manifests")
+    }
+
+    /// The pods, in creation order.
+    pub fn pods(&self) -> Vec<Pod> {
+        let text = std::fs::read_to_string(self.state.join("pods.tsv")).expect("read pods.tsv");
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                assert_eq!(f.len(), 7, "bad pods.tsv line: {l}");
+                Pod {
+                    namespace: f[0].to_owned(),
+                    name: f[1].to_owned(),
+                    ip: f[2].to_owned(),
+                    mac: f[3].to_owned(),
+                    ofport: f[4].parse().expect("ofport in pods.tsv"),
+                    netns: f[5].to_owned(),
+                    iface: f[6].to_owned(),
+                }
+            })
+            .collect()
+    }
+
+    /// The pod `ns/name`; panics if there is none.
+    pub fn pod(&self, id: &str) -> Pod {
+        self.pods()
+            .into_iter()
+            .find(|p| p.id() == id)
+            .unwrap_or_else(|| panic!("no pod {id} in the testbed"))
+    }
+
+    /// `ns/name` of every pod, in creation order.
+    pub fn pod_ids(&self) -> Vec<String> {
+        self.pods().iter().map(Pod::id).collect()
+    }
+
+    /// Adds a pod (listeners started, port on br-int with the next free ofport, manifest
+    /// written). The namespace's manifest is the caller's business if it is a new one.
+    pub fn add_pod(&self, namespace: &str, name: &str, ip: &str) -> Pod {
+        run(Command::new("bash")
+            .arg(repo_path("testbed/testbed"))
+            .args(["add-pod"])
+            .arg(&self.sandbox.dir)
+            .args([namespace, name, ip]));
+        self.pod(&format!("{namespace}/{name}"))
+    }
+
+    /// Removes a pod: listener, port, netns and manifest.
+    pub fn del_pod(&self, namespace: &str, name: &str) {
+        run(Command::new("bash")
+            .arg(repo_path("testbed/testbed"))
+            .args(["del-pod"])
+            .arg(&self.sandbox.dir)
+            .args([namespace, name]));
+    }
+
+    /// Runs a command inside pod `id`'s network namespace (`ping`, `nc`, ...) and returns
+    /// its output whatever the exit status.
+    pub fn pod_exec(&self, id: &str, args: &[&str]) -> std::process::Output {
+        let pod = self.pod(id);
+        super::sandbox::output(Command::new("ip").args(["netns", "exec", &pod.netns]).args(args))
+    }
+
+    /// One probe: does `from` reach `to` on `port` (both `ns/name`)?
+    pub fn reaches(&self, from: &str, to: &str, port: Port) -> bool {
+        self.probe(&[from], &[to]).get(from, to, port)
+    }
+
+    /// Probes every pod pair (self included: loopback, which never crosses the bridge) on
+    /// every port, all at once, with real packets.
+    pub fn probe_all(&self) -> Reachability {
+        self.probe(&[], &[])
+    }
+
+    /// Probes from the pods `from` to the pods `to` (`ns/name`; empty means all), with the
+    /// default timeout (0.5 s, or `NPA_PROBE_TIMEOUT` seconds).
+    pub fn probe(&self, from: &[&str], to: &[&str]) -> Reachability {
+        self.probe_with_timeout(from, to, None)
+    }
+
+    /// Like [`Testbed::probe`] with a per-probe timeout in seconds.
+    pub fn probe_with_timeout(&self, from: &[&str], to: &[&str], timeout: Option<f64>) -> Reachability {
+        let python = if std::path::Path::new("/usr/bin/python3").exists() {
+            "/usr/bin/python3"
+        } else {
+            "python3"
+        };
+        let mut cmd = Command::new(python);
+        cmd.arg(repo_path("testbed/probe.py"))
+            .arg("matrix")
+            .arg(&self.state)
+            .arg(format!("--from={}", from.join(",")))
+            .arg(format!("--to={}", to.join(",")));
+        if let Some(t) = timeout {
+            cmd.arg(format!("--timeout={t}"));
+        }
+        let out = run(&mut cmd);
+        let ids = self.pod_ids();
+        let pick = |sel: &[&str]| -> Vec<String> {
+            ids.iter()
+                .filter(|id| sel.is_empty() || sel.contains(&id.as_str()))
+                .cloned()
+                .collect()
+        };
+        let mut r = Reachability::between(&pick(from), &pick(to), false);
+        let mut seen = 0;
+        for line in out.lines().filter(|l| !l.trim().is_empty()) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (from, to, port, ok) = match f.as_slice() {
+                [a, b, p, o] => (*a, *b, Port::parse(p), *o),
+                _ => panic!("bad prober line: {line}"),
+            };
+            let port = port.unwrap_or_else(|| panic!("bad port in prober line: {line}"));
+            r.set(from, to, port, ok == "1");
+            seen += 1;
+        }
+        assert_eq!(seen, r.cells.len(), "prober answered {seen} of {} probes:\n{out}", r.cells.len());
+        r
+    }
+
+    /// Probes the pairs of `expected` and asserts the result, re-probing up to twice when it
+    /// differs (as upstream's e2e suite does: a lost SYN or datagram is not a verdict).
+    pub fn assert_reachability(&self, expected: &Reachability) {
+        let (from, to) = expected.pods();
+        let (from, to): (Vec<&str>, Vec<&str>) = (
+            from.iter().map(String::as_str).collect(),
+            to.iter().map(String::as_str).collect(),
+        );
+        let mut observed = self.probe(&from, &to);
+        for _ in 0..2 {
+            if expected.diff(&observed).is_empty() {
+                return;
+            }
+            observed = self.probe(&from, &to);
+        }
+        expected.assert_matches(&observed);
+    }
+
+    /// Probes until the pairs of `expected` behave as expected, for at most `within`;
+    /// returns how long that took (from the call), or panics with the last observation.
+    pub fn wait_reachability(&self, expected: &Reachability, within: Duration) -> Duration {
+        let started = Instant::now();
+        let (from, to) = expected.pods();
+        let (from, to): (Vec<&str>, Vec<&str>) = (
+            from.iter().map(String::as_str).collect(),
+            to.iter().map(String::as_str).collect(),
+        );
+        loop {
+            let observed = self.probe(&from, &to);
+            if expected.diff(&observed).is_empty() {
+                return started.elapsed();
+            }
+            if started.elapsed() >= within {
+                eprintln!("no convergence within {within:?}");
+                expected.assert_matches(&observed);
+            }
+        }
+    }
+}
+
+/// Which (from, to, port) is reachable: observed by the prober or expected by a test.
+/// Rows are sources, columns destinations, both `ns/name`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reachability {
+    from: Vec<String>,
+    to: Vec<String>,
+    cells: BTreeMap<(String, String, Port), bool>,
+}
+
+/// Does the pattern (`x/a`, `x/*`, `*/a`, `*`) match pod `ns/name`?
+fn matches(pattern: &str, id: &str) -> bool {
+    if pattern == "*" {
+        return true;
+    }
+    let (pn, pp) = pattern.split_once('/').unwrap_or((pattern, "*"));
+    let (n, p) = id.split_once('/').unwrap_or((id, ""));
+    (pn == "*" || pn == n) && (pp == "*" || pp == p)
+}
+
+impl Reachability {
+    /// Every pair among `pods` on every port set to `value`.
+    pub fn new<S: AsRef<str>>(pods: &[S], value: bool) -> Reachability {
+        Reachability::between(pods, pods, value)
+    }
+
+    /// Every pair from `from` to `to` on every port set to `value`.
+    pub fn between<S: AsRef<str>>(from: &[S], to: &[S], value: bool) -> Reachability {
+        let from: Vec<String> = from.iter().map(|s| s.as_ref().to_owned()).collect();
+        let to: Vec<String> = to.iter().map(|s| s.as_ref().to_owned()).collect();
+        let mut cells = BTreeMap::new();
+        for f in &from {
+            for t in &to {
+                for p in Port::ALL {
+                    cells.insert((f.clone(), t.clone(), p), value);
+                }
+            }
+        }
+        Reachability { from, to, cells }
+    }
+
+    /// The nine standard pods, x/a ... z/c.
+    pub fn standard_pods() -> Vec<String> {
+        ["x", "y", "z"]
+            .iter()
+            .flat_map(|n| ["a", "b", "c"].iter().map(move |p| format!("{n}/{p}")))
+            .collect()
+    }
+
+    /// Source and destination pods (`ns/name`), in order.
+    pub fn pods(&self) -> (&[String], &[String]) {
+        (&self.from, &self.to)
+    }
+
+    /// Reachability of one probe; panics for a pair outside the matrix.
+    pub fn get(&self, from: &str, to: &str, port: Port) -> bool {
+        *self
+            .cells
+            .get(&(from.to_owned(), to.to_owned(), port))
+            .unwrap_or_else(|| panic!("{from} -> {to} {port} is not in the matrix"))
+    }
+
+    /// Sets one cell; panics for a pair outside the matrix.
+    pub fn set(&mut self, from: &str, to: &str, port: Port, value: bool) {
+        let cell = self
+            .cells
+            .get_mut(&(from.to_owned(), to.to_owned(), port))
+            .unwrap_or_else(|| panic!("{from} -> {to} {port} is not in the matrix"));
+        *cell = value;
+    }
+
+    /// Sets every cell whose source matches `from` and destination matches `to`
+    /// (patterns `x/a`, `x/*`, `*/a`, `*`) on `port`, or on all ports for `None`.
+    pub fn expect(&mut self, from: &str, to: &str, port: Option<Port>, value: bool) -> &mut Self {
+        for ((f, t, p), v) in self.cells.iter_mut() {
+            if matches(from, f) && matches(to, t) && port.is_none_or(|q| q == *p) {
+                *v = value;
+            }
+        }
+        self
+    }
+
+    /// Everything into pods matching `to`, on all ports (upstream's ExpectAllIngress).
+    pub fn expect_all_ingress(&mut self, to: &str, value: bool) -> &mut Self {
+        self.expect("*", to, None, value)
+    }
+
+    /// Everything out of pods matching `from`, on all ports (upstream's ExpectAllEgress).
+    pub fn expect_all_egress(&mut self, from: &str, value: bool) -> &mut Self {
+        self.expect(from, "*", None, value)
+    }
+
+    /// A pod reaches itself (its own IP is local: the packets never cross the bridge).
+    pub fn allow_loopback(&mut self) -> &mut Self {
+        for ((f, t, _), v) in self.cells.iter_mut() {
+            if f == t {
+                *v = true;
+            }
+        }
+        self
+    }
+
+    /// How many probes have `value`.
+    pub fn count(&self, value: bool) -> usize {
+        self.cells.values().filter(|v| **v == value).count()
+    }
+
+    /// Number of probes in the matrix.
+    pub fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// The truth table of one port, as upstream prints it: `.` reachable, `X` not.
+    pub fn table(&self, port: Port) -> String {
+        let width = self.from.iter().chain(&self.to).map(String::len).max().unwrap_or(1) + 1;
+        let mut s = format!("{:<width$}", port.as_str());
+        for t in &self.to {
+            s.push_str(&format!("{t:<width$}"));
+        }
+        s.push('\n');
+        for f in &self.from {
+            s.push_str(&format!("{f:<width$}"));
+            for t in &self.to {
+                let ok = self.cells.get(&(f.clone(), t.clone(), port)).copied().unwrap_or(false);
+                s.push_str(&format!("{:<width$}", if ok { "." } else { "X" }));
+            }
+            s.truncate(s.trim_end().len());
+            s.push('\n');
+        }
+        s
+    }
+
+    /// The cells where `observed` differs from `self` (the expectation), one line each.
+    pub fn diff(&self, observed: &Reachability) -> Vec<String> {
+        let mut out = Vec::new();
+        for (key, want) in &self.cells {
+            let got = observed.cells.get(key);
+            if got != Some(want) {
+                let (f, t, p) = key;
+                let got = got.map_or("missing".to_owned(), |g| g.to_string());
+                out.push(format!("{f} -> {t} {p}: expected {want}, observed {got}"));
+            }
+        }
+        out
+    }
+
+    /// Panics, printing both truth tables and the wrong cells, unless `observed` equals the
+    /// expectation `self`.
+    pub fn assert_matches(&self, observed: &Reachability) {
+        let wrong = self.diff(observed);
+        if !wrong.is_empty() {
+            panic!(
+                "reachability differs in {} of {} probes:\n{}\n\nexpected:\n{self}\nobserved:\n{observed}",
+                wrong.len(),
+                self.len(),
+                wrong.join("\n")
+            );
+        }
+    }
+}
+
+impl fmt::Display for Reachability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for p in Port::ALL {
+            writeln!(f, "{}", self.table(p))?;
+        }
+        Ok(())
+    }
+}
