@@ -308,7 +308,7 @@ async fn invalid_flow_in_a_bundle_changes_nothing_and_is_named() {
     match switch.install(batch).await {
         Err(SwitchError::BundleFailed { index, flow, error, .. }) => {
             assert_eq!(index, 500);
-            assert!(flow.contains("Conjunction"), "{flow}");
+            assert!(flow.contains("actions=conjunction(9,1/1)"), "{flow}");
             assert_eq!(error.name, Some("NXBAC_BAD_CONJUNCTION"), "{error}");
         }
         other => panic!("expected BundleFailed, got {other:?}"),
