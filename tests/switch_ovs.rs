@@ -508,3 +508,50 @@ async fn meters_and_groups_are_installed_and_errors_tied_to_them() {
     switch.install(vec![f]).await.expect("flow with meter and group");
     assert_eq!(sb.dump_flows(), vec!["priority=10 actions=meter:1,group:7".to_string()]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_switch_is_declared_dead_by_echo_and_reconnected() {
+    let sb = Sandbox::start();
+    let mut cfg = config(&sb);
+    cfg.session = SessionConfig {
+        echo_interval: Duration::from_millis(100),
+        echo_max_missed: 3,
+        handshake_timeout: Duration::from_secs(1),
+        ..SessionConfig::default()
+    };
+    let (switch, _pi) = connect_with(cfg).await;
+    let mut states = switch.subscribe();
+    states.borrow_and_update();
+    let pid = sb.vswitchd_pid().to_string();
+    let signal = |sig: &str| {
+        support::sandbox::run(std::process::Command::new("kill").args([sig, &pid]));
+    };
+    // Frozen, the switch keeps the socket open but answers nothing.
+    signal("-STOP");
+    let frozen_at = Instant::now();
+    let reason = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            states.changed().await.unwrap();
+            if let ConnState::Disconnected { reason } = &*states.borrow_and_update() {
+                return reason.clone().unwrap_or_default();
+            }
+        }
+    })
+    .await;
+    signal("-CONT");
+    let reason = reason.expect("declared dead within 5 s");
+    assert!(reason.contains("echo"), "{reason}");
+    assert!(frozen_at.elapsed() >= Duration::from_millis(300), "not before the misses add up");
+    let generation = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            if let ConnState::Connected { generation, .. } = *states.borrow_and_update() {
+                return generation;
+            }
+            states.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("reconnected after the switch woke up");
+    assert!(generation >= 2);
+    switch.barrier().await.expect("usable again");
+}
