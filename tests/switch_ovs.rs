@@ -308,7 +308,7 @@ async fn invalid_flow_in_a_bundle_changes_nothing_and_is_named() {
     match switch.install(batch).await {
         Err(SwitchError::BundleFailed { index, flow, error, .. }) => {
             assert_eq!(index, 500);
-            assert!(flow.contains("Conjunction"), "{flow}");
+            assert!(flow.contains("actions=conjunction(9,1/1)"), "{flow}");
             assert_eq!(error.name, Some("NXBAC_BAD_CONJUNCTION"), "{error}");
         }
         other => panic!("expected BundleFailed, got {other:?}"),
@@ -468,4 +468,90 @@ async fn packet_in_overflow_is_counted() {
     }
     assert_eq!(received, 2, "the stream holds what fits");
     assert_eq!(switch.packet_in_dropped(), 8, "the rest is counted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meters_and_groups_are_installed_and_errors_tied_to_them() {
+    use ofp::{Bucket, GroupMod, MeterBand, MeterMod};
+    let sb = Sandbox::start();
+    let (switch, _pi) = connect(&sb).await;
+    // OFPMF_PKTPS | OFPMF_BURST | OFPMF_STATS, 5000 pps, burst 10000.
+    let meter = MeterMod { command: 0, flags: 2 | 4 | 8, meter_id: 1, bands: vec![MeterBand::Drop { rate: 5000, burst_size: 10_000 }] };
+    switch.meter_mod(meter.clone()).await.expect("meter added");
+    let stats = switch.meter_stats(1).await.expect("meter stats");
+    assert_eq!(stats.len(), 1);
+    assert_eq!(stats[0].meter_id, 1);
+    assert_eq!(stats[0].bands.len(), 1);
+    match switch.meter_mod(meter).await {
+        Err(SwitchError::Rejected { request, error }) => {
+            assert_eq!(request, "meter_mod of meter 1");
+            assert_eq!(error.name, Some("OFPMMFC_METER_EXISTS"), "{error}");
+        }
+        other => panic!("expected METER_EXISTS, got {other:?}"),
+    }
+    let meters = sb.ofctl(&["dump-meters"]);
+    assert!(meters.contains("meter=1 pktps burst stats bands=") && meters.contains("rate=5000"), "{meters}");
+
+    let group = GroupMod {
+        command: 0,
+        group_type: 0,
+        group_id: 7,
+        command_bucket_id: 0xffff_ffff,
+        buckets: vec![Bucket { bucket_id: 0, actions: vec![Action::Output { port: ofp::port::LOCAL, max_len: 0 }], properties: Bytes::new() }],
+        properties: Bytes::new(),
+    };
+    switch.group_mod(group).await.expect("group added");
+    let groups = sb.ofctl(&["dump-groups"]);
+    assert!(groups.contains("group_id=7,type=all,bucket=bucket_id:0,actions=LOCAL"), "{groups}");
+    // A flow using both is accepted.
+    let f = flow(0, 10, vec![], vec![apply(vec![Action::Meter(1), Action::Group(7)])]);
+    switch.install(vec![f]).await.expect("flow with meter and group");
+    assert_eq!(sb.dump_flows(), vec!["priority=10 actions=meter:1,group:7".to_string()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_switch_is_declared_dead_by_echo_and_reconnected() {
+    let sb = Sandbox::start();
+    let mut cfg = config(&sb);
+    cfg.session = SessionConfig {
+        echo_interval: Duration::from_millis(100),
+        echo_max_missed: 3,
+        handshake_timeout: Duration::from_secs(1),
+        ..SessionConfig::default()
+    };
+    let (switch, _pi) = connect_with(cfg).await;
+    let mut states = switch.subscribe();
+    states.borrow_and_update();
+    let pid = sb.vswitchd_pid().to_string();
+    let signal = |sig: &str| {
+        support::sandbox::run(std::process::Command::new("kill").args([sig, &pid]));
+    };
+    // Frozen, the switch keeps the socket open but answers nothing.
+    signal("-STOP");
+    let frozen_at = Instant::now();
+    let reason = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            states.changed().await.unwrap();
+            if let ConnState::Disconnected { reason } = &*states.borrow_and_update() {
+                return reason.clone().unwrap_or_default();
+            }
+        }
+    })
+    .await;
+    signal("-CONT");
+    let reason = reason.expect("declared dead within 5 s");
+    assert!(reason.contains("echo"), "{reason}");
+    assert!(frozen_at.elapsed() >= Duration::from_millis(300), "not before the misses add up");
+    let generation = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            if let ConnState::Connected { generation, .. } = *states.borrow_and_update() {
+                return generation;
+            }
+            states.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("reconnected after the switch woke up");
+    assert!(generation >= 2);
+    switch.barrier().await.expect("usable again");
 }

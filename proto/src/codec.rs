@@ -182,6 +182,21 @@ mod tests {
     }
 
     #[test]
+    fn framed_read_yields_one_error_then_ends_instead_of_looping() {
+        use futures::StreamExt;
+        use tokio_util::codec::FramedRead;
+        // A barrier, then a header with length 0 followed by more bytes.
+        let mut input = vec![6u8, 20, 0, 8, 0, 0, 0, 1, 6, 0, 0, 0, 0, 0, 0, 2];
+        input.extend(std::iter::repeat_n(0u8, 1000));
+        let mut framed = FramedRead::new(&input[..], OfpCodec::new());
+        futures::executor::block_on(async {
+            assert_eq!(framed.next().await.unwrap().unwrap().header().msg_type, 20);
+            assert!(matches!(framed.next().await, Some(Err(FrameError::BadLength { len: 0, xid: 2 }))));
+            assert!(framed.next().await.is_none(), "the stream ends after a framing error");
+        });
+    }
+
+    #[test]
     fn bad_body_is_still_a_frame() {
         let mut c = OfpCodec::new();
         // A FEATURES_REPLY with a 1-byte body: framing is fine, parsing fails.

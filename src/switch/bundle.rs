@@ -111,10 +111,8 @@ fn bundle_add_len(body_len: usize) -> Option<(u16, u16)> {
     Some((u16::try_from(outer).ok()?, u16::try_from(inner).ok()?))
 }
 
-/// A one-line description of a flow_mod for error messages.
+/// A flow_mod as `ovs-ofctl ofp-print` prints it, for error messages, e.g.
+/// `ADD table:1 priority=200,ip,nw_src=10.0.0.1 actions=conjunction(1,1/3)`.
 pub fn describe_flow(fm: &FlowMod) -> String {
-    format!(
-        "{:?} table={} priority={} cookie={:#x} match={:?} instructions={:?}",
-        fm.command, fm.table_id, fm.priority, fm.cookie, fm.match_.fields, fm.instructions
-    )
+    ofp::text::format_flow_mod(fm, &|_| None)
 }

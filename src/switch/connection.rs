@@ -137,7 +137,7 @@ impl Task {
 
     async fn run_connection(&mut self, stream: Box<dyn Stream>) -> End {
         let (rd, mut wr) = tokio::io::split(stream);
-        let mut frames = FramedRead::new(rd, OfpCodec::default());
+        let mut frames = FramedRead::new(rd, OfpCodec);
         let mut session = Session::new(self.config.session.clone(), Instant::now());
         let mut waiters: HashMap<RequestId, oneshot::Sender<Result<Reply, SwitchError>>> = HashMap::new();
         let mut wbuf = BytesMut::new();

@@ -464,6 +464,8 @@ impl Session {
                 }
                 match self.features.clone() {
                     Some(f) => {
+                        // The configuration messages get no reply on success.
+                        self.pending.retain(|_, p| !matches!(p, Pending::Handshake(_)));
                         self.phase = Phase::Ready;
                         self.events.push_back(Event::Ready(f));
                     }

@@ -144,6 +144,7 @@ fn handshake_sends_hello_then_configures_and_becomes_ready_after_barrier() {
     let ev = events(&mut s);
     assert_eq!(features_of(&ev), Some(0x0000_5054_0000_0001));
     assert_eq!(s.features().map(|f| f.n_tables), Some(255));
+    assert!(s.pending.is_empty(), "no handshake xid lingers: {:?}", s.pending);
 }
 
 #[test]
