@@ -10,3 +10,4 @@ pub mod compiler;
 pub mod switch;
 pub mod audit;
 pub mod agent;
+pub mod ofp_tool;

@@ -33,6 +33,46 @@ enum Command {
     /// Print the flows `run` would install, in `ovs-ofctl -O OpenFlow15 dump-flows
     /// --no-stats --names` text, sorted, to diff against the bridge.
     Flows(CommonArgs),
+    /// Decode or encode one OpenFlow message (a debugging aid like `ovs-ofctl ofp-print`).
+    #[command(subcommand)]
+    Ofp(OfpCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum OfpCommand {
+    /// Print the message given as hex (whitespace ignored) as JSON; on a malformed message,
+    /// print one line naming what is wrong and exit with status 2.
+    Decode {
+        /// The whole message in hex, e.g. 0614000800000001.
+        #[arg(num_args = 1.., required = true)]
+        hex: Vec<String>,
+    },
+    /// Read a message's JSON (as `decode` prints it) on stdin and print its hex.
+    Encode,
+}
+
+/// `npagent ofp ...`: no runtime, no logging; exit status 2 on bad input.
+fn ofp_command(cmd: OfpCommand) -> std::process::ExitCode {
+    let result = match cmd {
+        OfpCommand::Decode { hex } => npagent::ofp_tool::decode_hex(&hex.join("")),
+        OfpCommand::Encode => {
+            let mut json = String::new();
+            match std::io::Read::read_to_string(&mut std::io::stdin(), &mut json) {
+                Ok(_) => npagent::ofp_tool::encode_json(&json),
+                Err(e) => Err(format!("cannot read stdin: {e}")),
+            }
+        }
+    };
+    match result {
+        Ok(out) => {
+            println!("{out}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::ExitCode::from(2)
+        }
+    }
 }
 
 /// Where the agent finds the switch, OVSDB and the cluster objects.
@@ -83,6 +123,10 @@ const LOG_METER_ID: u32 = 1;
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    let command = match cli.command {
+        Command::Ofp(cmd) => return ofp_command(cmd),
+        other => other,
+    };
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
@@ -94,9 +138,10 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match cli.command {
+        match command {
             Command::Run(args) => run(args).await,
             Command::Flows(args) => flows(args).await,
+            Command::Ofp(_) => unreachable!("handled before the runtime starts"),
         }
     });
     match result {
