@@ -28,7 +28,10 @@ pub struct Names<'a> {
 impl<'a> Names<'a> {
     /// Table names only; ports print as numbers.
     pub fn tables(tables: TableNames<'a>) -> Self {
-        Names { tables, ports: &no_ports }
+        Names {
+            tables,
+            ports: &no_ports,
+        }
     }
 }
 
@@ -41,7 +44,10 @@ fn no_ports(_: u32) -> Option<String> {
 }
 
 /// No names: numbers everywhere (`--no-names`).
-pub const NO_NAMES: Names<'static> = Names { tables: &no_names, ports: &no_ports };
+pub const NO_NAMES: Names<'static> = Names {
+    tables: &no_names,
+    ports: &no_ports,
+};
 
 /// OVS's default flow priority, omitted when printing.
 pub const DEFAULT_PRIORITY: u16 = 0x8000;
@@ -1322,9 +1328,7 @@ fn write_action(s: &mut String, a: &Action, n: &Names<'_>) {
             let _ = write!(s, "meter:{m}");
         }
         Action::Resubmit { in_port } => write_resubmit(s, *in_port, 0xff, false, n),
-        Action::ResubmitTable { in_port, table, ct } => {
-            write_resubmit(s, *in_port, *table, *ct, n)
-        }
+        Action::ResubmitTable { in_port, table, ct } => write_resubmit(s, *in_port, *table, *ct, n),
         Action::Note(n) => {
             s.push_str("note:");
             hex_arg(s, n);

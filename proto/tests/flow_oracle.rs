@@ -685,3 +685,121 @@ fn ovs_prints_our_flow_mods_as_we_do() {
         failures.join("\n")
     );
 }
+
+fn multipart(msg_type: u8, xid: u32, emit: impl Fn(&mut BytesMut), len: usize) -> String {
+    let mut out = BytesMut::new();
+    out.put_u8(6);
+    out.put_u8(msg_type);
+    out.put_u16((8 + len) as u16);
+    out.put_u32(xid);
+    emit(&mut out);
+    assert_eq!(out.len(), 8 + len);
+    ofp_print(&hex::encode(&out))
+}
+
+#[test]
+fn ovs_prints_our_multipart_messages() {
+    use ofp::multipart::*;
+    // Flow stats request with filters.
+    let req = MultipartRequest {
+        flags: 0,
+        body: MultipartRequestBody::Flow(FlowStatsRequest {
+            table_id: 3,
+            out_port: 3,
+            out_group: ofp::GROUP_ANY,
+            cookie: 5,
+            cookie_mask: 0xff,
+            match_: Match::new(vec![IP, Oxm::Ipv4Src(Masked::exact(v4("10.0.0.1")))]),
+        }),
+    };
+    let printed = multipart(18, 2, |o| req.emit(o), req.buffer_len());
+    // OVS 3.1 prints neither the cookie filter nor out_group here.
+    let MultipartRequestBody::Flow(f) = &req.body else {
+        unreachable!()
+    };
+    assert_eq!(
+        printed,
+        format!(
+            "OFPST_FLOW request (OF1.5) (xid=0x2): table=3 out_port=3 {}\n",
+            text::format_match(&f.match_)
+        )
+    );
+
+    // Flow stats reply: OVS's lines are exactly ours, stats included.
+    let stats = OxsStats {
+        duration: Some((196, 185_000_000)),
+        idle_time: Some(7 << 32),
+        flow_count: None,
+        packet_count: Some(2),
+        byte_count: Some(128),
+        unknown: vec![],
+    };
+    let flows: Vec<FlowStats> = cases()
+        .into_iter()
+        .filter(|f| f.command == FlowModCommand::Add)
+        .take(20)
+        .enumerate()
+        .map(|(i, f)| FlowStats {
+            table_id: f.table_id,
+            priority: f.priority,
+            idle_timeout: f.idle_timeout,
+            hard_timeout: f.hard_timeout,
+            flags: f.flags,
+            importance: f.importance,
+            cookie: f.cookie,
+            match_: f.match_,
+            stats: OxsStats {
+                duration: Some((i as u32, 1000 * i as u32)),
+                ..stats.clone()
+            },
+            instructions: f.instructions,
+        })
+        .collect();
+    let reply = MultipartReply {
+        flags: 0,
+        body: MultipartReplyBody::Flow(flows.clone()),
+    };
+    let printed = multipart(19, 3, |o| reply.emit(o), reply.buffer_len());
+    let mut ours = String::from("OFPST_FLOW reply (OF1.5) (xid=0x3):\n");
+    for f in &flows {
+        ours += &text::format_flow_stats(&|_| None, f, true);
+        ours.push('\n');
+    }
+    assert_eq!(printed, ours);
+
+    // Meter stats request and reply.
+    let req = MultipartRequest {
+        flags: 0,
+        body: MultipartRequestBody::MeterStats { meter_id: 7 },
+    };
+    assert_eq!(
+        multipart(18, 4, |o| req.emit(o), req.buffer_len()),
+        "OFPST_METER request (OF1.5) (xid=0x4): meter=7\n"
+    );
+    let reply = MultipartReply {
+        flags: 0,
+        body: MultipartReplyBody::MeterStats(vec![MeterStats {
+            meter_id: 1,
+            flow_count: 2,
+            packet_in_count: 3,
+            byte_in_count: 4,
+            duration_sec: 5,
+            duration_nsec: 6_000_000,
+            bands: vec![(7, 8), (9, 10)],
+        }]),
+    };
+    let printed = multipart(19, 5, |o| reply.emit(o), reply.buffer_len());
+    println!("{printed}");
+    assert!(!printed.contains("***"), "{printed}");
+    for part in [
+        "meter:1",
+        "flow_count:2",
+        "packet_in_count:3",
+        "byte_in_count:4",
+        "duration:5.006s",
+        "packet_count:7 byte_count:8",
+        "packet_count:9 byte_count:10",
+    ] {
+        assert!(printed.contains(part), "{part} in {printed}");
+    }
+}

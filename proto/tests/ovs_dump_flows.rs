@@ -92,8 +92,26 @@ impl Sandbox {
             "br-int",
             "datapath-type=dummy",
             "fail-mode=secure",
-            "protocols=OpenFlow15", "--", "add-port", "br-int", "p1", "--", "set", "interface", "p1", "type=dummy",
-            "ofport_request=1", "--", "add-port", "br-int", "gw0", "--", "set", "interface", "gw0", "type=dummy",
+            "protocols=OpenFlow15",
+            "--",
+            "add-port",
+            "br-int",
+            "p1",
+            "--",
+            "set",
+            "interface",
+            "p1",
+            "type=dummy",
+            "ofport_request=1",
+            "--",
+            "add-port",
+            "br-int",
+            "gw0",
+            "--",
+            "set",
+            "interface",
+            "gw0",
+            "type=dummy",
             "ofport_request=2",
         ]);
         for (i, name) in TABLES.iter().enumerate() {
@@ -391,10 +409,22 @@ fn pipeline() -> Vec<FlowMod> {
         // Ports by name, every flow flag.
         FlowMod {
             flags: 0x1f,
-            ..flow(6, 50, vec![InPort(1), ip()], vec![apply(vec![
-                Action::Output { port: 2, max_len: 0 },
-                Action::ResubmitTable { in_port: 1, table: 6, ct: false },
-            ])])
+            ..flow(
+                6,
+                50,
+                vec![InPort(1), ip()],
+                vec![apply(vec![
+                    Action::Output {
+                        port: 2,
+                        max_len: 0,
+                    },
+                    Action::ResubmitTable {
+                        in_port: 1,
+                        table: 6,
+                        ct: false,
+                    },
+                ])],
+            )
         },
     ]
 }
@@ -465,16 +495,29 @@ fn dump_flows_text_matches_ovs_ofctl() {
     assert_eq!(dumped.len(), flows.len());
 
     // Same flows, same text, per line: from the dump, and from the flow_mods we sent.
-    let names = ofp::text::Names { tables: &table_name, ports: &port_name };
-    let ours: Vec<String> = dumped.iter().map(|f| ofp::text::format_flow_with(&names, f, false)).collect();
+    let names = ofp::text::Names {
+        tables: &table_name,
+        ports: &port_name,
+    };
+    let ours: Vec<String> = dumped
+        .iter()
+        .map(|f| ofp::text::format_flow_with(&names, f, false))
+        .collect();
     let theirs = ovs_ofctl_dump(&sb.mgmt());
-    let mut desired: Vec<String> = flows.iter().map(|f| ofp::text::format_desired_flow(&names, f)).collect();
+    let mut desired: Vec<String> = flows
+        .iter()
+        .map(|f| ofp::text::format_desired_flow(&names, f))
+        .collect();
     let mut sorted = theirs.clone();
     desired.sort();
     sorted.sort();
-    assert_eq!(desired, sorted, "format_desired_flow of what we sent vs ovs-ofctl");
+    assert_eq!(
+        desired, sorted,
+        "format_desired_flow of what we sent vs ovs-ofctl"
+    );
     // Without a port map, format_flow prints port numbers; table names still apply.
-    assert!(dumped.iter().any(|f| ofp::text::format_flow(&table_name, f).contains(",in_port=1 actions=output:2,resubmit(1,Output)")));
+    assert!(dumped.iter().any(|f| ofp::text::format_flow(&table_name, f)
+        .contains(",in_port=1 actions=output:2,resubmit(1,Output)")));
     let mut count: BTreeMap<&str, i32> = BTreeMap::new();
     for l in &ours {
         *count.entry(l).or_default() += 1;
