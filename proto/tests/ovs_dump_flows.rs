@@ -347,6 +347,7 @@ fn pipeline() -> Vec<FlowMod> {
                 vec![
                     apply(vec![Action::Controller2(Controller2 {
                         userdata: Some(vec![1, 1, 0, 3, 0, 0, 0, 7].into()),
+                        meter_id: Some(1),
                         ..Default::default()
                     })]),
                     Instruction::GotoTable(5),
@@ -444,6 +445,14 @@ fn dump_flows_text_matches_ovs_ofctl() {
     send(&mut s, 0, 1, &[0, 1, 0, 8, 0, 0, 0, 0x40]);
     let (t, _, _) = recv(&mut s);
     assert_eq!(t, 0, "hello");
+    // METER_MOD add meter 1, pktps, one drop band of 100 pps (bytes of the wire inventory's
+    // vector live_tx_meter_mod_pktps_drop; METER_MOD itself is encoded elsewhere).
+    send(
+        &mut s,
+        29,
+        2,
+        &hex::decode("0000000a000000010001001000000064000000000000000000000000").unwrap()[..24],
+    );
 
     let flows = pipeline();
     for (i, fm) in flows.iter().enumerate() {
@@ -515,6 +524,28 @@ fn dump_flows_text_matches_ovs_ofctl() {
         desired, sorted,
         "format_desired_flow of what we sent vs ovs-ofctl"
     );
+    // The meter the controller2 action uses: meter stats through our request and parser.
+    let req = MultipartRequest {
+        flags: 0,
+        body: MultipartRequestBody::MeterStats {
+            meter_id: 0xffff_ffff,
+        },
+    };
+    let mut body = BytesMut::new();
+    req.emit(&mut body);
+    send(&mut s, 18, 2000, &body);
+    let (t, xid, body) = recv(&mut s);
+    assert_eq!((t, xid), (19, 2000), "{}", hex::encode(&body));
+    let reply = MultipartReply::parse(&body).unwrap();
+    let mut again = BytesMut::new();
+    reply.emit(&mut again);
+    assert_eq!(&again[..], &body[..]);
+    let MultipartReplyBody::MeterStats(m) = &reply.body else {
+        panic!("{reply:?}")
+    };
+    assert_eq!(m.len(), 1);
+    // flow_count stays 0: a controller2 meter_id is not a meter action.
+    assert_eq!((m[0].meter_id, m[0].bands.len()), (1, 1), "{m:?}");
     // Without a port map, format_flow prints port numbers; table names still apply.
     assert!(dumped.iter().any(|f| ofp::text::format_flow(&table_name, f)
         .contains(",in_port=1 actions=output:2,resubmit(1,Output)")));
