@@ -222,6 +222,10 @@ impl Controller2 {
 impl Action {
     /// Parses one action from the start of `buf`; returns it and the bytes consumed.
     pub fn parse(buf: &[u8]) -> Result<(Action, usize)> {
+        Self::parse_nested(buf, 0)
+    }
+
+    fn parse_nested(buf: &[u8], depth: usize) -> Result<(Action, usize)> {
         let mut rd = Rd::new(buf, "action");
         let action_type = rd.u16()?;
         let len = usize::from(rd.u16()?);
@@ -264,7 +268,7 @@ impl Action {
                     dst,
                 }
             }
-            ofpat::EXPERIMENTER => parse_experimenter(whole)?,
+            ofpat::EXPERIMENTER => parse_experimenter(whole, depth)?,
             other => Action::Unknown {
                 action_type: other,
                 payload: Bytes::copy_from_slice(&whole[4..]),
@@ -488,7 +492,7 @@ fn copy_field_header(r: &mut Rd<'_>) -> Result<Bytes> {
     Ok(Bytes::copy_from_slice(head))
 }
 
-fn parse_experimenter(whole: &[u8]) -> Result<Action> {
+fn parse_experimenter(whole: &[u8], depth: usize) -> Result<Action> {
     let mut r = Rd::new(whole, "experimenter action");
     r.take(4)?;
     let experimenter = r.u32()?;
@@ -560,7 +564,7 @@ fn parse_experimenter(whole: &[u8]) -> Result<Action> {
             let table = r.u8()?;
             r.zeros(3)?;
             let alg = r.u16()?;
-            let actions = parse_actions(r.rest())?;
+            let actions = parse_list(r.rest(), depth + 1)?;
             let zone = if zone_src == 0 {
                 CtZoneSrc::Imm(zone_v)
             } else {
@@ -584,7 +588,7 @@ fn parse_experimenter(whole: &[u8]) -> Result<Action> {
         nxast::CLONE => {
             let mut r = Rd::new(&whole[NX_PREFIX..], "NXAST_CLONE");
             r.zeros(6)?;
-            Action::Clone(parse_actions(r.rest())?)
+            Action::Clone(parse_list(r.rest(), depth + 1)?)
         }
         nxast::OUTPUT_REG => {
             let mut r = nx_fixed(whole, 24, "NXAST_OUTPUT_REG")?;
@@ -614,10 +618,24 @@ fn nx_fixed<'a>(whole: &'a [u8], len: usize, what: &'static str) -> Result<Rd<'a
 }
 
 /// Parses a list of actions filling `buf` exactly.
-pub fn parse_actions(mut buf: &[u8]) -> Result<Vec<Action>> {
+pub fn parse_actions(buf: &[u8]) -> Result<Vec<Action>> {
+    parse_list(buf, 0)
+}
+
+/// Deepest nesting of ct/clone action lists accepted: a 64 KiB message could nest thousands
+/// of levels, and the bound keeps hostile input from exhausting the stack.
+pub const MAX_NESTING: usize = 32;
+
+fn parse_list(mut buf: &[u8], depth: usize) -> Result<Vec<Action>> {
+    if depth > MAX_NESTING {
+        return Err(Error::BadValue {
+            what: "nested actions too deep",
+            value: depth as u64,
+        });
+    }
     let mut v = Vec::new();
     while !buf.is_empty() {
-        let (a, used) = Action::parse(buf)?;
+        let (a, used) = Action::parse_nested(buf, depth)?;
         v.push(a);
         buf = buf.get(used..).unwrap_or(&[]);
     }
@@ -684,6 +702,23 @@ mod tests {
         assert_eq!(bad[3], 40);
         bad[3] = 32;
         assert!(parse_actions(&bad).is_err());
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        // clone(clone(...)) as deep as a 64 KiB message allows.
+        let depth = 4000;
+        let mut b = Vec::with_capacity(16 * depth);
+        for i in 0..depth {
+            let len = (16 * (depth - i)) as u16;
+            b.extend_from_slice(&[0xff, 0xff]);
+            b.extend_from_slice(&len.to_be_bytes());
+            b.extend_from_slice(&[0, 0, 0x23, 0x20, 0, 42, 0, 0, 0, 0, 0, 0]);
+        }
+        assert!(matches!(parse_actions(&b), Err(Error::BadValue { .. })));
+        // MAX_NESTING nested clones parse, one more does not.
+        assert!(parse_actions(&b[16 * (depth - MAX_NESTING)..]).is_ok());
+        assert!(parse_actions(&b[16 * (depth - MAX_NESTING - 1)..]).is_err());
     }
 
     #[test]
