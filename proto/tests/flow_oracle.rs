@@ -580,6 +580,50 @@ fn cases() -> Vec<FlowMod> {
                 Action::SetField(UdpDst(Masked::exact(53))),
             ]),
         ),
+        fm(
+            0,
+            1,
+            vec![IP6, IpProto(58)],
+            apply(vec![
+                Action::SetField(Icmpv6Type(3)),
+                Action::SetField(Icmpv6Code(4)),
+                Action::SetField(Ipv6Dst(Masked::masked(
+                    v6("fd00::"),
+                    v6("ffff:ffff:ffff:ffff::"),
+                ))),
+            ]),
+        ),
+        fm(
+            0,
+            1,
+            vec![IP, IpProto(1)],
+            apply(vec![
+                Action::SetField(Icmpv4Type(3)),
+                Action::SetField(Icmpv4Code(4)),
+            ]),
+        ),
+        fm(
+            0,
+            1,
+            vec![IP, IpProto(132)],
+            apply(vec![
+                Action::SetField(SctpSrc(Masked::exact(3))),
+                Action::SetField(SctpDst(Masked::exact(4))),
+            ]),
+        ),
+        fm(
+            0,
+            1,
+            vec![],
+            apply(vec![
+                // (OVS refuses set_field on OXM_OF_IN_PORT with OFPBAC_BAD_SET_ARGUMENT.)
+                Action::SetField(Reg {
+                    index: 15,
+                    value: Masked::masked(0, 1),
+                }),
+                Action::SetField(PktMark(Masked::masked(1, 3))),
+            ]),
+        ),
         // Instructions, in OVS's canonical printing order whatever the wire order.
         fm(
             1,
