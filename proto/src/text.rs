@@ -18,58 +18,103 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 /// A table-name lookup: `Some(name)` prints the name instead of the number.
 pub type TableNames<'a> = &'a dyn Fn(u8) -> Option<String>;
 
+/// The lookups `--names` uses: table names, and port names by OF1.1+ (32-bit) port number.
+#[derive(Clone, Copy)]
+pub struct Names<'a> {
+    pub tables: &'a dyn Fn(u8) -> Option<String>,
+    pub ports: &'a dyn Fn(u32) -> Option<String>,
+}
+
+impl<'a> Names<'a> {
+    /// Table names only; ports print as numbers.
+    pub fn tables(tables: TableNames<'a>) -> Self {
+        Names {
+            tables,
+            ports: &no_ports,
+        }
+    }
+}
+
 fn no_names(_: u8) -> Option<String> {
     None
 }
 
+fn no_ports(_: u32) -> Option<String> {
+    None
+}
+
+/// No names: numbers everywhere (`--no-names`).
+pub const NO_NAMES: Names<'static> = Names {
+    tables: &no_names,
+    ports: &no_ports,
+};
+
 /// OVS's default flow priority, omitted when printing.
 pub const DEFAULT_PRIORITY: u16 = 0x8000;
 
+/// Flow flags OVS 3.1 keeps and reports in flow dumps (all five OFPFF_* flags, check_overlap
+/// included: verified on a live switch).
+pub const DUMPED_FLAGS: u16 = 0x1f;
+
 /// Formats a match as OVS does (without `priority=`), e.g. `ip,reg1=0x3,nw_src=10.0.0.0/24`.
 pub fn format_match(m: &Match) -> String {
-    let mut s = String::new();
-    write_match(&mut s, m, None);
-    s
+    format_match_with(m, None, &NO_NAMES)
 }
 
 /// Formats a match preceded by `priority=N` when it is not the default 32768.
 pub fn format_match_priority(m: &Match, priority: u16) -> String {
+    format_match_with(m, Some(priority), &NO_NAMES)
+}
+
+/// Formats a match, with `priority=` first when given and not the default, ports named.
+pub fn format_match_with(m: &Match, priority: Option<u16>, names: &Names<'_>) -> String {
     let mut s = String::new();
-    write_match(&mut s, m, Some(priority));
+    write_match(&mut s, m, priority, names);
     s
 }
 
 /// Formats an action list (`drop` when empty) with table numbers.
 pub fn format_actions(a: &[Action]) -> String {
-    format_actions_with(a, &no_names)
+    format_actions_names(a, &NO_NAMES)
 }
 
 /// Formats an action list, naming tables through `tables`.
 pub fn format_actions_with(a: &[Action], tables: TableNames<'_>) -> String {
+    format_actions_names(a, &Names::tables(tables))
+}
+
+/// Formats an action list with table and port names.
+pub fn format_actions_names(a: &[Action], names: &Names<'_>) -> String {
     let mut s = String::new();
-    write_action_list(&mut s, a, tables);
+    write_action_list(&mut s, a, names);
     s
 }
 
 /// Formats instructions as OVS's `actions=` value (without the `actions=` prefix).
 pub fn format_instructions(i: &[Instruction], tables: TableNames<'_>) -> String {
     let mut s = String::new();
-    write_instructions(&mut s, i, tables);
+    write_instructions(&mut s, i, &Names::tables(tables));
     s
 }
 
 /// One `ovs-ofctl -O OpenFlow15 dump-flows --no-stats --names` line, with its leading space,
 /// without a newline: ` cookie=0x5, table=IngressRule, priority=200,ip,nw_src=10.0.0.1
-/// actions=conjunction(1,1/3)`. Ports print as numbers (npagent's flows name no ports).
+/// actions=conjunction(1,1/3)`. Ports print as numbers (see [`format_flow_with`]).
 pub fn format_flow(table_names: TableNames<'_>, f: &FlowStats) -> String {
-    format_flow_stats(table_names, f, false)
+    format_flow_with(&Names::tables(table_names), f, false)
 }
 
 /// One flow as `ovs-ofctl dump-flows` (with `show_stats`) or `dump-flows --no-stats` prints
 /// it, leading space included, e.g. ` cookie=0x0, duration=196.185s, table=0, n_packets=2,
 /// n_bytes=128, send_flow_rem idle_age=196, in_port=2 actions=NORMAL`.
 pub fn format_flow_stats(table_names: TableNames<'_>, f: &FlowStats, show_stats: bool) -> String {
+    format_flow_with(&Names::tables(table_names), f, show_stats)
+}
+
+/// The dump-flows line of a flow the switch holds, with table and port names.
+pub fn format_flow_with(names: &Names<'_>, f: &FlowStats, show_stats: bool) -> String {
     let mut s = String::from(" ");
+    let table_names = names.tables;
     if show_stats || f.cookie != 0 {
         let _ = write!(s, "cookie={:#x}, ", f.cookie);
     }
@@ -106,13 +151,31 @@ pub fn format_flow_stats(table_names: TableNames<'_>, f: &FlowStats, show_stats:
         let _ = write!(s, "idle_age={}, ", idle >> 32);
     }
     let before = s.len();
-    write_match(&mut s, &f.match_, Some(f.priority));
+    write_match(&mut s, &f.match_, Some(f.priority), names);
     if s.len() != before {
         s.push(' ');
     }
     s.push_str("actions=");
-    write_instructions(&mut s, &f.instructions, table_names);
+    write_instructions(&mut s, &f.instructions, names);
     s
+}
+
+/// The `dump-flows --no-stats` line the switch will show once `fm` (an ADD) is installed:
+/// what `npagent flows` prints for its desired flows.
+pub fn format_desired_flow(names: &Names<'_>, fm: &FlowMod) -> String {
+    let f = FlowStats {
+        table_id: fm.table_id,
+        priority: fm.priority,
+        idle_timeout: fm.idle_timeout,
+        hard_timeout: fm.hard_timeout,
+        flags: fm.flags & DUMPED_FLAGS,
+        importance: fm.importance,
+        cookie: fm.cookie,
+        match_: fm.match_.clone(),
+        stats: Default::default(),
+        instructions: fm.instructions.clone(),
+    };
+    format_flow_with(names, &f, false)
 }
 
 /// OVS's `ofp_print_duration`: seconds, then milliseconds or as many decimals as needed.
@@ -134,6 +197,7 @@ fn push_duration(s: &mut String, sec: u32, nsec: u32) {
 /// The text `ovs-ofctl ofp-print` prints for a flow_mod after `OFPT_FLOW_MOD (OF1.5) (xid=..): `,
 /// e.g. `ADD table:1 priority=200,ip,nw_src=10.0.0.1 actions=conjunction(1,1/3)`.
 pub fn format_flow_mod(fm: &FlowMod, table_names: TableNames<'_>) -> String {
+    let names = Names::tables(table_names);
     let mut s = String::new();
     match fm.command {
         FlowModCommand::Add => s.push_str("ADD"),
@@ -150,7 +214,7 @@ pub fn format_flow_mod(fm: &FlowMod, table_names: TableNames<'_>) -> String {
         push_table(&mut s, fm.table_id, table_names);
     }
     s.push(' ');
-    write_match(&mut s, &fm.match_, Some(fm.priority));
+    write_match(&mut s, &fm.match_, Some(fm.priority), &names);
     if !s.ends_with(' ') {
         s.push(' ');
     }
@@ -175,12 +239,12 @@ pub fn format_flow_mod(fm: &FlowMod, table_names: TableNames<'_>) -> String {
     }
     if fm.out_port != crate::port::ANY {
         s.push_str("out_port:");
-        push_port32(&mut s, fm.out_port);
+        push_port32(&mut s, fm.out_port, &names);
         s.push(' ');
     }
     write_flow_mod_flags(&mut s, fm.flags);
     s.push_str("actions=");
-    write_instructions(&mut s, &fm.instructions, table_names);
+    write_instructions(&mut s, &fm.instructions, &names);
     s
 }
 
@@ -214,7 +278,11 @@ fn push_table(s: &mut String, table: u8, names: TableNames<'_>) {
 }
 
 /// An OF1.0-style 16-bit port: number below 0xff00, else its reserved name.
-fn push_port16(s: &mut String, port: u16) {
+fn push_port16(s: &mut String, port: u16, n: &Names<'_>) {
+    if let Some(name) = (n.ports)(port32(port)) {
+        s.push_str(&name);
+        return;
+    }
     let name = match port {
         0xfff8 => "IN_PORT",
         0xfff9 => "TABLE",
@@ -233,12 +301,21 @@ fn push_port16(s: &mut String, port: u16) {
 }
 
 /// An OF1.1+ 32-bit port, mapped to OVS's 16-bit port space as OVS does.
-fn push_port32(s: &mut String, port: u32) {
+fn push_port32(s: &mut String, port: u32, n: &Names<'_>) {
     match port16(port) {
-        Some(p) => push_port16(s, p),
+        Some(p) => push_port16(s, p, n),
         None => {
             let _ = write!(s, "{port}");
         }
+    }
+}
+
+/// OVS's 16-bit port number as an OF1.1+ 32-bit one.
+fn port32(p: u16) -> u32 {
+    if p < 0xff00 {
+        u32::from(p)
+    } else {
+        0xffff_0000 | u32::from(p)
     }
 }
 
@@ -369,10 +446,11 @@ impl View {
 }
 
 fn hex_plain(b: &[u8]) -> String {
-    b.iter().fold(String::with_capacity(b.len() * 2), |mut s, x| {
-        let _ = write!(s, "{x:02x}");
-        s
-    })
+    b.iter()
+        .fold(String::with_capacity(b.len() * 2), |mut s, x| {
+            let _ = write!(s, "{x:02x}");
+            s
+        })
 }
 
 /// C's `%#x`: `0` for zero, `0x..` otherwise.
@@ -421,7 +499,11 @@ fn eth_masked(s: &mut String, name: &str, (v, m): ([u8; 6], [u8; 6])) {
 }
 
 fn push_mac(s: &mut String, m: [u8; 6]) {
-    let _ = write!(s, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
+    let _ = write!(
+        s,
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    );
 }
 
 fn push_ipv4_masked(s: &mut String, v: u32, m: u32) {
@@ -542,7 +624,13 @@ fn flags(s: &mut String, name: fn(u32) -> Option<&'static str>, mut v: u32, del:
 }
 
 /// OVS's `format_flags_masked`.
-fn flags_masked(s: &mut String, name: fn(u32) -> Option<&'static str>, v: u32, mut m: u32, max: u32) {
+fn flags_masked(
+    s: &mut String,
+    name: fn(u32) -> Option<&'static str>,
+    v: u32,
+    mut m: u32,
+    max: u32,
+) {
     if m == max {
         flags(s, name, v, '|');
         return;
@@ -559,7 +647,7 @@ fn flags_masked(s: &mut String, name: fn(u32) -> Option<&'static str>, v: u32, m
     }
 }
 
-fn write_match(s: &mut String, m: &Match, priority: Option<u16>) {
+fn write_match(s: &mut String, m: &Match, priority: Option<u16>, n: &Names<'_>) {
     let start = s.len();
     if let Some(p) = priority.filter(|&p| p != DEFAULT_PRIORITY) {
         let _ = write!(s, "priority={p},");
@@ -637,7 +725,9 @@ fn write_match(s: &mut String, m: &Match, priority: Option<u16>) {
         }
     }
     for (i, r) in v.regs.iter().enumerate() {
-        u32_masked(s, &format!("reg{i}"), *r);
+        if r.1 != 0 {
+            u32_masked(s, &format!("reg{i}"), *r);
+        }
     }
     let (md, mdm) = v.metadata;
     if mdm != 0 {
@@ -651,7 +741,7 @@ fn write_match(s: &mut String, m: &Match, priority: Option<u16>) {
     }
     if let Some(p) = v.in_port {
         s.push_str("in_port=");
-        push_port32(s, p);
+        push_port32(s, p, n);
         s.push(',');
     }
     eth_masked(s, "dl_src", v.dl_src);
@@ -691,7 +781,13 @@ fn write_match(s: &mut String, m: &Match, priority: Option<u16>) {
     }
     if is_ip && proto == 6 && v.tcp_flags.1 & 0x0fff != 0 {
         s.push_str("tcp_flags=");
-        flags_masked(s, tcp_flag_name, u32::from(v.tcp_flags.0), u32::from(v.tcp_flags.1 & 0x0fff), 0x0fff);
+        flags_masked(
+            s,
+            tcp_flag_name,
+            u32::from(v.tcp_flags.0),
+            u32::from(v.tcp_flags.1 & 0x0fff),
+            0x0fff,
+        );
         s.push(',');
     }
     for r in &v.raw {
@@ -715,13 +811,32 @@ fn ds_put_hex(s: &mut String, v: u128) {
 fn nxm_name(header: u32) -> Option<(&'static str, u16)> {
     let (cls, field, ..) = split_header(header);
     const REGS: [&str; 16] = [
-        "NXM_NX_REG0", "NXM_NX_REG1", "NXM_NX_REG2", "NXM_NX_REG3", "NXM_NX_REG4", "NXM_NX_REG5", "NXM_NX_REG6",
-        "NXM_NX_REG7", "NXM_NX_REG8", "NXM_NX_REG9", "NXM_NX_REG10", "NXM_NX_REG11", "NXM_NX_REG12", "NXM_NX_REG13",
-        "NXM_NX_REG14", "NXM_NX_REG15",
+        "NXM_NX_REG0",
+        "NXM_NX_REG1",
+        "NXM_NX_REG2",
+        "NXM_NX_REG3",
+        "NXM_NX_REG4",
+        "NXM_NX_REG5",
+        "NXM_NX_REG6",
+        "NXM_NX_REG7",
+        "NXM_NX_REG8",
+        "NXM_NX_REG9",
+        "NXM_NX_REG10",
+        "NXM_NX_REG11",
+        "NXM_NX_REG12",
+        "NXM_NX_REG13",
+        "NXM_NX_REG14",
+        "NXM_NX_REG15",
     ];
     const XREGS: [&str; 8] = [
-        "OXM_OF_PKT_REG0", "OXM_OF_PKT_REG1", "OXM_OF_PKT_REG2", "OXM_OF_PKT_REG3", "OXM_OF_PKT_REG4",
-        "OXM_OF_PKT_REG5", "OXM_OF_PKT_REG6", "OXM_OF_PKT_REG7",
+        "OXM_OF_PKT_REG0",
+        "OXM_OF_PKT_REG1",
+        "OXM_OF_PKT_REG2",
+        "OXM_OF_PKT_REG3",
+        "OXM_OF_PKT_REG4",
+        "OXM_OF_PKT_REG5",
+        "OXM_OF_PKT_REG6",
+        "OXM_OF_PKT_REG7",
     ];
     Some(match (cls, field) {
         (class::NXM_0, 0) => ("NXM_OF_IN_PORT", 16),
@@ -799,11 +914,11 @@ fn dec_value(s: &mut String, v: &crate::oxm::Masked<u16>) {
 }
 
 /// `set_field:VALUE->FIELD` as OVS's `format_SET_FIELD` writes it.
-fn write_set_field(s: &mut String, o: &Oxm) {
+fn write_set_field(s: &mut String, o: &Oxm, n: &Names<'_>) {
     s.push_str("set_field:");
     let name: std::borrow::Cow<'static, str> = match o {
         Oxm::InPort(p) => {
-            push_port32(s, *p);
+            push_port32(s, *p, n);
             "in_port_oxm".into()
         }
         Oxm::Metadata(v) => {
@@ -816,7 +931,12 @@ fn write_set_field(s: &mut String, o: &Oxm) {
                 s.push('/');
                 push_mac(s, m);
             }
-            if matches!(o, Oxm::EthDst(_)) { "eth_dst" } else { "eth_src" }.into()
+            if matches!(o, Oxm::EthDst(_)) {
+                "eth_dst"
+            } else {
+                "eth_src"
+            }
+            .into()
         }
         Oxm::EthType(t) => {
             ds_put_hex(s, (*t).into());
@@ -828,11 +948,21 @@ fn write_set_field(s: &mut String, o: &Oxm) {
         }
         Oxm::Ipv4Src(v) | Oxm::Ipv4Dst(v) => {
             push_ipv4_masked(s, v.value.into(), v.mask.map_or(u32::MAX, u32::from));
-            if matches!(o, Oxm::Ipv4Src(_)) { "ip_src" } else { "ip_dst" }.into()
+            if matches!(o, Oxm::Ipv4Src(_)) {
+                "ip_src"
+            } else {
+                "ip_dst"
+            }
+            .into()
         }
         Oxm::Ipv6Src(v) | Oxm::Ipv6Dst(v) => {
             push_ipv6_masked(s, v.value.into(), v.mask.map_or(u128::MAX, u128::from));
-            if matches!(o, Oxm::Ipv6Src(_)) { "ipv6_src" } else { "ipv6_dst" }.into()
+            if matches!(o, Oxm::Ipv6Src(_)) {
+                "ipv6_src"
+            } else {
+                "ipv6_dst"
+            }
+            .into()
         }
         Oxm::TcpSrc(v) => {
             dec_value(s, v);
@@ -869,11 +999,23 @@ fn write_set_field(s: &mut String, o: &Oxm) {
             .into()
         }
         Oxm::TcpFlags(v) => {
-            flags_masked(s, tcp_flag_name, v.value.into(), u32::from(v.mask.unwrap_or(u16::MAX) & 0xfff), 0xfff);
+            flags_masked(
+                s,
+                tcp_flag_name,
+                v.value.into(),
+                u32::from(v.mask.unwrap_or(u16::MAX) & 0xfff),
+                0xfff,
+            );
             "tcp_flags".into()
         }
         Oxm::CtState(v) => {
-            flags_masked(s, ct_state_name, v.value, v.mask.unwrap_or(u32::MAX), u32::MAX);
+            flags_masked(
+                s,
+                ct_state_name,
+                v.value,
+                v.mask.unwrap_or(u32::MAX),
+                u32::MAX,
+            );
             "ct_state".into()
         }
         Oxm::CtZone(z) => {
@@ -918,7 +1060,7 @@ fn write_set_field(s: &mut String, o: &Oxm) {
 // ---------------------------------------------------------------------------------------------
 // Actions
 
-fn write_action_list(s: &mut String, a: &[Action], tables: TableNames<'_>) {
+fn write_action_list(s: &mut String, a: &[Action], n: &Names<'_>) {
     if a.is_empty() {
         s.push_str("drop");
         return;
@@ -927,7 +1069,7 @@ fn write_action_list(s: &mut String, a: &[Action], tables: TableNames<'_>) {
         if i > 0 {
             s.push(',');
         }
-        write_action(s, x, tables);
+        write_action(s, x, n);
     }
 }
 
@@ -991,7 +1133,7 @@ fn write_controller(s: &mut String, c: &Controller2) {
     s.push(')');
 }
 
-fn write_ct(s: &mut String, ct: &Ct, tables: TableNames<'_>) {
+fn write_ct(s: &mut String, ct: &Ct, n: &Names<'_>) {
     s.push_str("ct(");
     let start = s.len();
     if ct.flags & 1 != 0 {
@@ -1002,7 +1144,7 @@ fn write_ct(s: &mut String, ct: &Ct, tables: TableNames<'_>) {
     }
     if let Some(t) = ct.table {
         s.push_str("table=");
-        push_table(s, t, tables);
+        push_table(s, t, n.tables);
         s.push(',');
     }
     match ct.zone {
@@ -1026,7 +1168,7 @@ fn write_ct(s: &mut String, ct: &Ct, tables: TableNames<'_>) {
     }
     if !rest.is_empty() {
         s.push_str("exec(");
-        write_action_list(s, rest, tables);
+        write_action_list(s, rest, n);
         s.push_str("),");
     }
     match ct.alg {
@@ -1045,7 +1187,13 @@ fn write_ct(s: &mut String, ct: &Ct, tables: TableNames<'_>) {
 
 /// NXAST_NAT (kept raw by the codec) in OVS's `format_NAT` form, or `None` if `a` is not one.
 fn nat_text(a: &Action) -> Option<String> {
-    let Action::Experimenter { experimenter: crate::NX_VENDOR_ID, payload } = a else { return None };
+    let Action::Experimenter {
+        experimenter: crate::NX_VENDOR_ID,
+        payload,
+    } = a
+    else {
+        return None;
+    };
     let mut r = crate::oxm::Rd::new(payload, "NXAST_NAT");
     if r.u16().ok()? != 36 {
         return None;
@@ -1053,19 +1201,34 @@ fn nat_text(a: &Action) -> Option<String> {
     r.take(2).ok()?;
     let flags = r.u16().ok()?;
     let present = r.u16().ok()?;
-    let get32 = |bit: u16, r: &mut crate::oxm::Rd<'_>| if present & bit != 0 { r.u32().ok() } else { Some(0) };
+    let get32 = |bit: u16, r: &mut crate::oxm::Rd<'_>| {
+        if present & bit != 0 {
+            r.u32().ok()
+        } else {
+            Some(0)
+        }
+    };
     let v4min = get32(1, &mut r)?;
     let v4max = get32(2, &mut r)?;
     let get128 = |bit: u16, r: &mut crate::oxm::Rd<'_>| {
         if present & bit != 0 {
-            r.take(16).ok().and_then(|b| <[u8; 16]>::try_from(b).ok()).map(u128::from_be_bytes)
+            r.take(16)
+                .ok()
+                .and_then(|b| <[u8; 16]>::try_from(b).ok())
+                .map(u128::from_be_bytes)
         } else {
             Some(0)
         }
     };
     let v6min = get128(4, &mut r)?;
     let v6max = get128(8, &mut r)?;
-    let get16 = |bit: u16, r: &mut crate::oxm::Rd<'_>| if present & bit != 0 { r.u16().ok() } else { Some(0) };
+    let get16 = |bit: u16, r: &mut crate::oxm::Rd<'_>| {
+        if present & bit != 0 {
+            r.u16().ok()
+        } else {
+            Some(0)
+        }
+    };
     let pmin = get16(16, &mut r)?;
     let pmax = get16(32, &mut r)?;
     let mut s = String::from("nat");
@@ -1108,19 +1271,19 @@ fn nat_text(a: &Action) -> Option<String> {
     Some(s)
 }
 
-fn write_resubmit(s: &mut String, in_port: u16, table: u8, ct: bool, tables: TableNames<'_>) {
+fn write_resubmit(s: &mut String, in_port: u16, table: u8, ct: bool, n: &Names<'_>) {
     if in_port != 0xfff8 && table == 0xff && !ct {
         s.push_str("resubmit:");
-        push_port16(s, in_port);
+        push_port16(s, in_port, n);
         return;
     }
     s.push_str("resubmit(");
     if in_port != 0xfff8 {
-        push_port16(s, in_port);
+        push_port16(s, in_port, n);
     }
     s.push(',');
     if table != 0xff {
-        push_table(s, table, tables);
+        push_table(s, table, n.tables);
     }
     if ct {
         s.push_str(",ct");
@@ -1128,14 +1291,14 @@ fn write_resubmit(s: &mut String, in_port: u16, table: u8, ct: bool, tables: Tab
     s.push(')');
 }
 
-fn write_action(s: &mut String, a: &Action, tables: TableNames<'_>) {
+fn write_action(s: &mut String, a: &Action, n: &Names<'_>) {
     match a {
         Action::Output { port, max_len } => {
             let p16 = port16(*port);
             if p16.is_some_and(|p| p < 0xff00) || p16.is_none() {
                 s.push_str("output:");
             }
-            push_port32(s, *port);
+            push_port32(s, *port, n);
             if *port == crate::port::CONTROLLER {
                 let _ = write!(s, ":{max_len}");
             }
@@ -1143,9 +1306,19 @@ fn write_action(s: &mut String, a: &Action, tables: TableNames<'_>) {
         Action::Group(g) => {
             let _ = write!(s, "group:{g}");
         }
-        Action::SetField(o) => write_set_field(s, o),
-        Action::CopyField { n_bits, src_offset, dst_offset, src, dst } => {
-            let h = |b: &[u8]| b.get(..4).and_then(|x| <[u8; 4]>::try_from(x).ok()).map_or(0, u32::from_be_bytes);
+        Action::SetField(o) => write_set_field(s, o, n),
+        Action::CopyField {
+            n_bits,
+            src_offset,
+            dst_offset,
+            src,
+            dst,
+        } => {
+            let h = |b: &[u8]| {
+                b.get(..4)
+                    .and_then(|x| <[u8; 4]>::try_from(x).ok())
+                    .map_or(0, u32::from_be_bytes)
+            };
             s.push_str("move:");
             push_subfield(s, h(src), *src_offset, *n_bits);
             s.push_str("->");
@@ -1154,13 +1327,17 @@ fn write_action(s: &mut String, a: &Action, tables: TableNames<'_>) {
         Action::Meter(m) => {
             let _ = write!(s, "meter:{m}");
         }
-        Action::Resubmit { in_port } => write_resubmit(s, *in_port, 0xff, false, tables),
-        Action::ResubmitTable { in_port, table, ct } => write_resubmit(s, *in_port, *table, *ct, tables),
+        Action::Resubmit { in_port } => write_resubmit(s, *in_port, 0xff, false, n),
+        Action::ResubmitTable { in_port, table, ct } => write_resubmit(s, *in_port, *table, *ct, n),
         Action::Note(n) => {
             s.push_str("note:");
             hex_arg(s, n);
         }
-        Action::Controller { max_len, controller_id, reason } => write_controller(
+        Action::Controller {
+            max_len,
+            controller_id,
+            reason,
+        } => write_controller(
             s,
             &Controller2 {
                 max_len: Some(*max_len),
@@ -1170,34 +1347,58 @@ fn write_action(s: &mut String, a: &Action, tables: TableNames<'_>) {
             },
         ),
         Action::Controller2(c) => write_controller(s, c),
-        Action::Conjunction { id, clause, n_clauses } => {
-            let _ = write!(s, "conjunction({},{}/{})", id, u16::from(*clause) + 1, n_clauses);
+        Action::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        } => {
+            let _ = write!(
+                s,
+                "conjunction({},{}/{})",
+                id,
+                u16::from(*clause) + 1,
+                n_clauses
+            );
         }
-        Action::Ct(ct) => write_ct(s, ct, tables),
+        Action::Ct(ct) => write_ct(s, ct, n),
         Action::CtClear => s.push_str("ct_clear"),
         Action::Clone(a) => {
             s.push_str("clone(");
-            write_action_list(s, a, tables);
+            write_action_list(s, a, n);
             s.push(')');
         }
         Action::OutputReg { src, ofs_nbits, .. } => {
             s.push_str("output:");
             push_ofs_nbits(s, *src, *ofs_nbits);
         }
-        Action::Experimenter { experimenter, payload } => match nat_text(a) {
+        Action::Experimenter {
+            experimenter,
+            payload,
+        } => match nat_text(a) {
             Some(n) => s.push_str(&n),
             None => {
                 let _ = write!(s, "experimenter({experimenter:#x},{})", hex_plain(payload));
             }
         },
-        Action::Unknown { action_type, payload } => {
+        Action::Unknown {
+            action_type,
+            payload,
+        } => {
             let _ = write!(s, "action({action_type},{})", hex_plain(payload));
         }
     }
 }
 
-fn write_instructions(s: &mut String, ins: &[Instruction], tables: TableNames<'_>) {
-    let ins: Vec<Instruction> = ins.iter().map(Instruction::lenient).collect();
+fn write_instructions(s: &mut String, ins: &[Instruction], n: &Names<'_>) {
+    // Raw instructions of modelled types (non-zero padding) read as OVS reads them.
+    let lenient: Vec<std::borrow::Cow<'_, Instruction>> = ins
+        .iter()
+        .map(|i| match i {
+            Instruction::Unknown { .. } => std::borrow::Cow::Owned(i.lenient()),
+            _ => std::borrow::Cow::Borrowed(i),
+        })
+        .collect();
+    let ins: Vec<&Instruction> = lenient.iter().map(|c| c.as_ref()).collect();
     let start = s.len();
     let mut parts = 0;
     let mut sep = |s: &mut String| {
@@ -1210,7 +1411,7 @@ fn write_instructions(s: &mut String, ins: &[Instruction], tables: TableNames<'_
         if let Instruction::ApplyActions(a) = i {
             for x in a {
                 sep(s);
-                write_action(s, x, tables);
+                write_action(s, x, n);
             }
         }
     }
@@ -1222,7 +1423,7 @@ fn write_instructions(s: &mut String, ins: &[Instruction], tables: TableNames<'_
         if let Instruction::WriteActions(a) = i {
             sep(s);
             s.push_str("write_actions(");
-            write_action_list(s, a, tables);
+            write_action_list(s, a, n);
             s.push(')');
         }
     }
@@ -1241,11 +1442,15 @@ fn write_instructions(s: &mut String, ins: &[Instruction], tables: TableNames<'_
         if let Instruction::GotoTable(t) = i {
             sep(s);
             s.push_str("goto_table:");
-            push_table(s, *t, tables);
+            push_table(s, *t, n.tables);
         }
     }
     for i in &ins {
-        if let Instruction::Unknown { instruction_type, payload } = i {
+        if let Instruction::Unknown {
+            instruction_type,
+            payload,
+        } = i
+        {
             sep(s);
             let _ = write!(s, "instruction({instruction_type},{})", hex_plain(payload));
         }
@@ -1262,29 +1467,47 @@ mod tests {
 
     #[test]
     fn xreg_prints_as_the_two_registers_it_holds() {
-        let m = Match::new(vec![Oxm::XReg { index: 0, value: Masked::masked(0x0000_002a_0000_0000, 0xffff_ffff_0000_0000) }]);
+        let m = Match::new(vec![Oxm::XReg {
+            index: 0,
+            value: Masked::masked(0x0000_002a_0000_0000, 0xffff_ffff_0000_0000),
+        }]);
         assert_eq!(format_match(&m), "reg0=0x2a");
-        let m = Match::new(vec![Oxm::XReg { index: 0, value: Masked::exact(0x0000_002a_0000_1234) }]);
+        let m = Match::new(vec![Oxm::XReg {
+            index: 0,
+            value: Masked::exact(0x0000_002a_0000_1234),
+        }]);
         assert_eq!(format_match(&m), "reg0=0x2a,reg1=0x1234");
     }
 
     #[test]
     fn shorthands_and_field_order() {
         let m = Match::new(vec![
-            Oxm::Ipv4Src(Masked::masked(Ipv4Addr::new(10, 0, 0, 7), Ipv4Addr::new(255, 255, 255, 0))),
-            Oxm::Reg { index: 1, value: Masked::exact(3) },
+            Oxm::Ipv4Src(Masked::masked(
+                Ipv4Addr::new(10, 0, 0, 7),
+                Ipv4Addr::new(255, 255, 255, 0),
+            )),
+            Oxm::Reg {
+                index: 1,
+                value: Masked::exact(3),
+            },
             Oxm::EthType(0x0800),
             Oxm::IpProto(6),
             Oxm::TcpDst(Masked::masked(0x50, 0xfff0)),
             Oxm::CtState(Masked::masked(0x21, 0x21)),
         ]);
-        assert_eq!(format_match_priority(&m, 200), "priority=200,ct_state=+new+trk,tcp,reg1=0x3,nw_src=10.0.0.0/24,tp_dst=0x50/0xfff0");
+        assert_eq!(
+            format_match_priority(&m, 200),
+            "priority=200,ct_state=+new+trk,tcp,reg1=0x3,nw_src=10.0.0.0/24,tp_dst=0x50/0xfff0"
+        );
     }
 
     #[test]
     fn ipv6_like_inet_ntop() {
         let mut s = String::new();
-        push_ipv6(&mut s, u128::from(Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0x0102, 0x0304)));
+        push_ipv6(
+            &mut s,
+            u128::from(Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0x0102, 0x0304)),
+        );
         assert_eq!(s, "::1.2.3.4");
         s.clear();
         push_ipv6(&mut s, 1);
