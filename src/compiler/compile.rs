@@ -279,6 +279,9 @@ impl Compiler {
 
     /// Re-indexes port `o` and refreshes its forwarding flows.
     fn port_changed(&mut self, model: &Model, o: u32) {
+        if self.idx.ports.get(&o) == model.ports.get(&o) {
+            return;
+        }
         if let Some(old) = self.idx.ports.remove(&o) {
             if let Some(set) = self.idx.local_by_ns.get_mut(&old.pod.namespace) {
                 set.remove(&o);
