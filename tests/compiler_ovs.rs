@@ -233,6 +233,22 @@ fn compiled_pipeline_on_real_ovs() {
     dumped.sort();
     assert_eq!(dumped, text);
 
+    // OVS's own verdicts (ofproto/trace of a new connection): b -> a on TCP 80 (IPv4) and on
+    // the named port 8080 (IPv6) is allowed, logged and committed; c -> a is dropped and logged.
+    let trace = |flow: &str| {
+        let out = run(Command::new("ovs-appctl").args(["-t", sb.dir().join("vs.ctl").to_str().unwrap(), "ofproto/trace", "br-int", flow, "--ct-next", "trk,new"]));
+        out.lines().filter(|l| l.starts_with("Datapath actions:")).last().unwrap_or_default().to_string()
+    };
+    let allowed = trace("in_port=2,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80");
+    assert!(allowed.contains("userdata") || allowed.contains("controller("), "{allowed}");
+    assert!(allowed.ends_with("ct(commit,zone=65520),1"), "{allowed}");
+    let allowed6 = trace("in_port=2,tcp6,ipv6_src=fd00::2,dl_dst=0a:58:00:00:00:01,tp_dst=8080");
+    assert!(allowed6.ends_with("ct(commit,zone=65520),1"), "{allowed6}");
+    let dropped = trace("in_port=2,tcp,nw_src=10.0.0.3,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80");
+    assert!(dropped.contains("controller(") && !dropped.contains("ct(commit"), "{dropped}");
+    let wrong_port = trace("in_port=2,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=81");
+    assert!(!wrong_port.contains("ct(commit"), "{wrong_port}");
+
     // Dump, parse, normalise: equal to desired.
     let mut conn = Conn::open(&sb.mgmt());
     let inst = installed(&mut conn);
