@@ -72,6 +72,9 @@ struct Index {
     pods_by_ns: BTreeMap<String, BTreeSet<ObjectRef>>,
     policies_by_ns: BTreeMap<String, BTreeSet<ObjectRef>>,
     ns_selecting: BTreeSet<ObjectRef>,
+    /// `ns_selecting` policies that currently have flows (the only ones a peer change can
+    /// affect).
+    active_ns_selecting: BTreeSet<ObjectRef>,
 }
 
 /// The incremental compiler. Pure: no I/O, clock or logging; `now` (monotonic seconds) is an
@@ -118,6 +121,7 @@ impl Compiler {
         }
         self.idx.policies_by_ns.clear();
         self.idx.ns_selecting.clear();
+        self.idx.active_ns_selecting.clear();
         for (r, p) in &model.policies {
             self.index_policy(r, Some(p));
         }
@@ -159,7 +163,7 @@ impl Compiler {
                     policies.extend(active.cloned());
                     policies.extend(self.ns_index.get(n).into_iter().flatten().cloned());
                     if let Some(ns) = model.namespaces.get(n) {
-                        for p in self.idx.ns_selecting.iter().filter(|p| self.compiled.contains_key(*p)) {
+                        for p in &self.idx.active_ns_selecting {
                             let hit = model.policies.get(p).is_some_and(|pol| {
                                 pol.ingress.iter().flat_map(|r| &r.from).any(|peer| match peer {
                                     Peer::Pods { namespace_selector: Some(s), .. } => s.matches(&ns.labels),
@@ -225,6 +229,7 @@ impl Compiler {
             set.remove(r);
         }
         self.idx.ns_selecting.remove(r);
+        self.idx.active_ns_selecting.remove(r);
         if let Some(p) = p {
             self.idx.policies_by_ns.entry(r.namespace.clone()).or_default().insert(r.clone());
             let selects_ns = p.ingress.iter().flat_map(|rule| &rule.from).any(|peer| {
@@ -232,6 +237,9 @@ impl Compiler {
             });
             if selects_ns {
                 self.idx.ns_selecting.insert(r.clone());
+                if self.compiled.contains_key(r) {
+                    self.idx.active_ns_selecting.insert(r.clone());
+                }
             }
         }
     }
@@ -250,7 +258,7 @@ impl Compiler {
         }
         let Some(pod) = pod.filter(|p| !p.ips.is_empty()) else { return };
         let ns_labels = model.namespaces.get(&r.namespace).map(|n| &n.labels);
-        let candidates = self.idx.policies_by_ns.get(&r.namespace).into_iter().flatten().chain(&self.idx.ns_selecting);
+        let candidates = self.idx.policies_by_ns.get(&r.namespace).into_iter().flatten().chain(&self.idx.active_ns_selecting);
         for p in candidates {
             // A policy without applied-to local pods has no flows, whatever its peers select.
             if policies.contains(p) || !self.compiled.contains_key(p) {
@@ -389,6 +397,11 @@ impl Compiler {
             && new.src_pods.is_empty() && new.namespaces.is_empty())
         {
             self.compiled.insert(r.clone(), new);
+            if self.idx.ns_selecting.contains(r) {
+                self.idx.active_ns_selecting.insert(r.clone());
+            }
+        } else {
+            self.idx.active_ns_selecting.remove(r);
         }
     }
 
