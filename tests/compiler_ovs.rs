@@ -237,7 +237,7 @@ fn compiled_pipeline_on_real_ovs() {
     // the named port 8080 (IPv6) is allowed, logged and committed; c -> a is dropped and logged.
     let trace = |flow: &str| {
         let out = run(Command::new("ovs-appctl").args(["-t", sb.dir().join("vs.ctl").to_str().unwrap(), "ofproto/trace", "br-int", flow, "--ct-next", "trk,new"]));
-        out.lines().filter(|l| l.starts_with("Datapath actions:")).last().unwrap_or_default().to_string()
+        out.lines().rfind(|l| l.starts_with("Datapath actions:")).unwrap_or_default().to_string()
     };
     let allowed = trace("in_port=2,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80");
     assert!(allowed.contains("userdata") || allowed.contains("controller("), "{allowed}");
