@@ -9,7 +9,8 @@
 //! the process's peak RSS (VmHWM), which criterion does not report.
 //! `BENCH_SCALE=small` runs a 10x smaller cluster.
 
-use criterion::{black_box, BenchmarkId, Criterion};
+use criterion::{BenchmarkId, Criterion};
+use std::hint::black_box;
 use npagent::compiler::synthetic::{cluster, ns_name, oref, pod_name, tcp, ClusterSpec};
 use npagent::compiler::{compile, diff_keys, Change, Compiler, Config, FlowTable, IdAllocator};
 use npagent::model::Model;

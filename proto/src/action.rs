@@ -23,7 +23,13 @@ pub enum Action {
     /// OFPAT_SET_FIELD; the field may be masked in OF1.5.
     SetField(Oxm),
     /// OFPAT_COPY_FIELD; `src`/`dst` are OXM headers (4 bytes, or 8 with an experimenter id).
-    CopyField { n_bits: u16, src_offset: u16, dst_offset: u16, src: Bytes, dst: Bytes },
+    CopyField {
+        n_bits: u16,
+        src_offset: u16,
+        dst_offset: u16,
+        src: Bytes,
+        dst: Bytes,
+    },
     /// OFPAT_METER (OF1.5).
     Meter(u32),
     /// NXAST_RESUBMIT (in_port).
@@ -34,7 +40,11 @@ pub enum Action {
     /// `10 + len` is a multiple of 8.
     Note(Bytes),
     /// NXAST_CONTROLLER.
-    Controller { max_len: u16, controller_id: u16, reason: u8 },
+    Controller {
+        max_len: u16,
+        controller_id: u16,
+        reason: u8,
+    },
     /// NXAST_CONTROLLER2.
     Controller2(Controller2),
     /// NXAST_CONJUNCTION; `clause` is 0-based on the wire (printed 1-based by OVS).
@@ -48,7 +58,11 @@ pub enum Action {
     /// NXAST_OUTPUT_REG (subtype 15): output to the port held in a field, e.g.
     /// `output:NXM_NX_REG1[]`. `src` is the field's NXM header, `ofs_nbits` = ofs << 6 |
     /// (n_bits - 1). This is what OVS 3.1 sends for it in OF1.5.
-    OutputReg { src: u32, ofs_nbits: u16, max_len: u16 },
+    OutputReg {
+        src: u32,
+        ofs_nbits: u16,
+        max_len: u16,
+    },
     /// An experimenter action not modelled: vendor, then everything after the 8-byte header
     /// raw (for NX actions that starts with the subtype). `8 + payload.len()` should be a
     /// multiple of 8 (emit pads otherwise).
@@ -187,7 +201,9 @@ impl Controller2 {
                 nxac2pt::REASON if p.payload.len() == 1 => c.reason = Some(p.payload[0]),
                 nxac2pt::USERDATA => c.userdata = Some(Bytes::copy_from_slice(p.payload)),
                 nxac2pt::PAUSE if p.payload.is_empty() => c.pause = true,
-                nxac2pt::METER_ID if p.payload.len() == 4 => c.meter_id = Some(prop::prop_u32(&p, W)?),
+                nxac2pt::METER_ID if p.payload.len() == 4 => {
+                    c.meter_id = Some(prop::prop_u32(&p, W)?)
+                }
                 _ => return Ok(None),
             }
             let present = match p.prop_type {
@@ -209,12 +225,19 @@ impl Action {
         let mut rd = Rd::new(buf, "action");
         let action_type = rd.u16()?;
         let len = usize::from(rd.u16()?);
-        let min = if action_type == ofpat::EXPERIMENTER { 16 } else { 8 };
+        let min = if action_type == ofpat::EXPERIMENTER {
+            16
+        } else {
+            8
+        };
         let whole = tlv(buf, len, min, true, "action")?;
         let action = match action_type {
             ofpat::OUTPUT => {
                 let mut r = fixed(whole, 16, "OFPAT_OUTPUT")?;
-                let a = Action::Output { port: r.u32()?, max_len: r.u16()? };
+                let a = Action::Output {
+                    port: r.u32()?,
+                    max_len: r.u16()?,
+                };
                 r.zeros(6)?;
                 a
             }
@@ -233,10 +256,19 @@ impl Action {
                 let src = copy_field_header(&mut r)?;
                 let dst = copy_field_header(&mut r)?;
                 check_padded(whole, 4 + r.pos(), "OFPAT_COPY_FIELD")?;
-                Action::CopyField { n_bits, src_offset, dst_offset, src, dst }
+                Action::CopyField {
+                    n_bits,
+                    src_offset,
+                    dst_offset,
+                    src,
+                    dst,
+                }
             }
             ofpat::EXPERIMENTER => parse_experimenter(whole)?,
-            other => Action::Unknown { action_type: other, payload: Bytes::copy_from_slice(&whole[4..]) },
+            other => Action::Unknown {
+                action_type: other,
+                payload: Bytes::copy_from_slice(&whole[4..]),
+            },
         };
         Ok((action, len))
     }
@@ -285,7 +317,13 @@ impl Action {
                 std_header(out, ofpat::SET_FIELD, len);
                 o.emit(out);
             }
-            Action::CopyField { n_bits, src_offset, dst_offset, src, dst } => {
+            Action::CopyField {
+                n_bits,
+                src_offset,
+                dst_offset,
+                src,
+                dst,
+            } => {
                 std_header(out, ofpat::COPY_FIELD, len);
                 out.put_u16(*n_bits);
                 out.put_u16(*src_offset);
@@ -299,7 +337,15 @@ impl Action {
                 out.put_u16(*in_port);
             }
             Action::ResubmitTable { in_port, table, ct } => {
-                nx_header(out, if *ct { nxast::RESUBMIT_TABLE_CT } else { nxast::RESUBMIT_TABLE }, len);
+                nx_header(
+                    out,
+                    if *ct {
+                        nxast::RESUBMIT_TABLE_CT
+                    } else {
+                        nxast::RESUBMIT_TABLE
+                    },
+                    len,
+                );
                 out.put_u16(*in_port);
                 out.put_u8(*table);
             }
@@ -307,7 +353,11 @@ impl Action {
                 nx_header(out, nxast::NOTE, len);
                 out.put_slice(n);
             }
-            Action::Controller { max_len, controller_id, reason } => {
+            Action::Controller {
+                max_len,
+                controller_id,
+                reason,
+            } => {
                 nx_header(out, nxast::CONTROLLER, len);
                 out.put_u16(*max_len);
                 out.put_u16(*controller_id);
@@ -318,7 +368,11 @@ impl Action {
                 out.put_bytes(0, 6);
                 c.emit_props(out);
             }
-            Action::Conjunction { id, clause, n_clauses } => {
+            Action::Conjunction {
+                id,
+                clause,
+                n_clauses,
+            } => {
                 nx_header(out, nxast::CONJUNCTION, len);
                 out.put_u8(*clause);
                 out.put_u8(*n_clauses);
@@ -348,18 +402,28 @@ impl Action {
                 out.put_bytes(0, 6);
                 emit_actions(a, out);
             }
-            Action::OutputReg { src, ofs_nbits, max_len } => {
+            Action::OutputReg {
+                src,
+                ofs_nbits,
+                max_len,
+            } => {
                 nx_header(out, nxast::OUTPUT_REG, len);
                 out.put_u16(*ofs_nbits);
                 out.put_u32(*src);
                 out.put_u16(*max_len);
             }
-            Action::Experimenter { experimenter, payload } => {
+            Action::Experimenter {
+                experimenter,
+                payload,
+            } => {
                 std_header(out, ofpat::EXPERIMENTER, len);
                 out.put_u32(*experimenter);
                 out.put_slice(payload);
             }
-            Action::Unknown { action_type, payload } => {
+            Action::Unknown {
+                action_type,
+                payload,
+            } => {
                 std_header(out, *action_type, len);
                 out.put_slice(payload);
             }
@@ -384,7 +448,10 @@ fn nx_header(out: &mut BytesMut, subtype: u16, len: usize) {
 /// the 4-byte header.
 fn fixed<'a>(whole: &'a [u8], len: usize, what: &'static str) -> Result<Rd<'a>> {
     if whole.len() != len {
-        return Err(Error::BadLength { what, len: whole.len() });
+        return Err(Error::BadLength {
+            what,
+            len: whole.len(),
+        });
     }
     let mut r = Rd::new(whole, what);
     r.take(4)?;
@@ -394,10 +461,16 @@ fn fixed<'a>(whole: &'a [u8], len: usize, what: &'static str) -> Result<Rd<'a>> 
 /// Checks that `used` bytes padded to 8 is exactly the action and the padding is zero.
 fn check_padded(whole: &[u8], used: usize, what: &'static str) -> Result<()> {
     if pad8(used) != whole.len() {
-        return Err(Error::BadLength { what, len: whole.len() });
+        return Err(Error::BadLength {
+            what,
+            len: whole.len(),
+        });
     }
     if whole.get(used..).unwrap_or(&[]).iter().any(|&b| b != 0) {
-        return Err(Error::BadValue { what, value: used as u64 });
+        return Err(Error::BadValue {
+            what,
+            value: used as u64,
+        });
     }
     Ok(())
 }
@@ -419,7 +492,10 @@ fn parse_experimenter(whole: &[u8]) -> Result<Action> {
     let mut r = Rd::new(whole, "experimenter action");
     r.take(4)?;
     let experimenter = r.u32()?;
-    let raw = || Action::Experimenter { experimenter, payload: Bytes::copy_from_slice(&whole[8..]) };
+    let raw = || Action::Experimenter {
+        experimenter,
+        payload: Bytes::copy_from_slice(&whole[8..]),
+    };
     if experimenter != NX_VENDOR_ID {
         return Ok(raw());
     }
@@ -434,14 +510,22 @@ fn parse_experimenter(whole: &[u8]) -> Result<Action> {
         }
         nxast::RESUBMIT_TABLE | nxast::RESUBMIT_TABLE_CT => {
             let mut r = nx_fixed(whole, 16, "NXAST_RESUBMIT_TABLE")?;
-            let a = Action::ResubmitTable { in_port: r.u16()?, table: r.u8()?, ct: subtype == nxast::RESUBMIT_TABLE_CT };
+            let a = Action::ResubmitTable {
+                in_port: r.u16()?,
+                table: r.u8()?,
+                ct: subtype == nxast::RESUBMIT_TABLE_CT,
+            };
             r.zeros(3)?;
             a
         }
         nxast::NOTE => Action::Note(Bytes::copy_from_slice(&whole[NX_PREFIX..])),
         nxast::CONTROLLER => {
             let mut r = nx_fixed(whole, 16, "NXAST_CONTROLLER")?;
-            let a = Action::Controller { max_len: r.u16()?, controller_id: r.u16()?, reason: r.u8()? };
+            let a = Action::Controller {
+                max_len: r.u16()?,
+                controller_id: r.u16()?,
+                reason: r.u8()?,
+            };
             r.zeros(1)?;
             a
         }
@@ -456,11 +540,18 @@ fn parse_experimenter(whole: &[u8]) -> Result<Action> {
         nxast::CONJUNCTION => {
             let mut r = nx_fixed(whole, 16, "NXAST_CONJUNCTION")?;
             let (clause, n_clauses) = (r.u8()?, r.u8()?);
-            Action::Conjunction { id: r.u32()?, clause, n_clauses }
+            Action::Conjunction {
+                id: r.u32()?,
+                clause,
+                n_clauses,
+            }
         }
         nxast::CT => {
             if len < 24 {
-                return Err(Error::BadLength { what: "NXAST_CT", len });
+                return Err(Error::BadLength {
+                    what: "NXAST_CT",
+                    len,
+                });
             }
             let mut r = Rd::new(&whole[NX_PREFIX..], "NXAST_CT");
             let flags = r.u16()?;
@@ -473,9 +564,18 @@ fn parse_experimenter(whole: &[u8]) -> Result<Action> {
             let zone = if zone_src == 0 {
                 CtZoneSrc::Imm(zone_v)
             } else {
-                CtZoneSrc::Field { header: zone_src, ofs_nbits: zone_v }
+                CtZoneSrc::Field {
+                    header: zone_src,
+                    ofs_nbits: zone_v,
+                }
             };
-            Action::Ct(Ct { flags, zone, table: (table != 0xff).then_some(table), alg, actions })
+            Action::Ct(Ct {
+                flags,
+                zone,
+                table: (table != 0xff).then_some(table),
+                alg,
+                actions,
+            })
         }
         nxast::CT_CLEAR => {
             nx_fixed(whole, 16, "NXAST_CT_CLEAR")?.zeros(6)?;
@@ -488,7 +588,11 @@ fn parse_experimenter(whole: &[u8]) -> Result<Action> {
         }
         nxast::OUTPUT_REG => {
             let mut r = nx_fixed(whole, 24, "NXAST_OUTPUT_REG")?;
-            let a = Action::OutputReg { ofs_nbits: r.u16()?, src: r.u32()?, max_len: r.u16()? };
+            let a = Action::OutputReg {
+                ofs_nbits: r.u16()?,
+                src: r.u32()?,
+                max_len: r.u16()?,
+            };
             r.zeros(6)?;
             a
         }
@@ -499,7 +603,10 @@ fn parse_experimenter(whole: &[u8]) -> Result<Action> {
 /// Like [`fixed`] for NX actions: positioned after the 10-byte prefix.
 fn nx_fixed<'a>(whole: &'a [u8], len: usize, what: &'static str) -> Result<Rd<'a>> {
     if whole.len() != len {
-        return Err(Error::BadLength { what, len: whole.len() });
+        return Err(Error::BadLength {
+            what,
+            len: whole.len(),
+        });
     }
     let mut r = Rd::new(whole, what);
     r.take(NX_PREFIX)?;
@@ -547,7 +654,14 @@ mod tests {
     fn output_reg_as_ovs_sends_it() {
         // `ovs-ofctl -O OpenFlow15 parse-flow 'ip,actions=output:NXM_NX_REG1[]'`.
         let a = rt("ffff001800002320000f001f00010204ffff000000000000");
-        assert_eq!(a, vec![Action::OutputReg { src: 0x0001_0204, ofs_nbits: 0x1f, max_len: 0xffff }]);
+        assert_eq!(
+            a,
+            vec![Action::OutputReg {
+                src: 0x0001_0204,
+                ofs_nbits: 0x1f,
+                max_len: 0xffff
+            }]
+        );
     }
 
     #[test]
@@ -585,6 +699,12 @@ mod tests {
         // reason property before max_len: valid for OVS, not in emit order.
         let h = "ffff002000002320002500000000000000020005020000000000000804d20000";
         let a = rt(h);
-        assert!(matches!(a[0], Action::Experimenter { experimenter: 0x2320, .. }));
+        assert!(matches!(
+            a[0],
+            Action::Experimenter {
+                experimenter: 0x2320,
+                ..
+            }
+        ));
     }
 }

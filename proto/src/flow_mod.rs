@@ -166,10 +166,22 @@ mod tests {
         // Body of `ovs-ofctl -O OpenFlow15 parse-flow
         // 'cookie=0x23,table=1,priority=50,conj_id=100,ip,actions=controller(userdata=01.02)'`.
         let body = hex::decode(concat!(
-            "0000000000000023", "0000000000000000", "01", "00", "0000", "0000", "0032",
-            "ffffffff", "ffffffff", "ffffffff", "0000", "0000",
+            "0000000000000023",
+            "0000000000000000",
+            "01",
+            "00",
+            "0000",
+            "0000",
+            "0032",
+            "ffffffff",
+            "ffffffff",
+            "ffffffff",
+            "0000",
+            "0000",
             "0001001200014a040000006480000a020800000000000000",
-            "0004002000000000", "ffff0018000023200025000000000000", "0003000601020000",
+            "0004002000000000",
+            "ffff0018000023200025000000000000",
+            "0003000601020000",
         ))
         .unwrap();
         let fm = FlowMod::parse(&body).unwrap();
@@ -177,8 +189,13 @@ mod tests {
         assert_eq!(fm.table_id, 1);
         assert_eq!(fm.priority, 50);
         assert_eq!(fm.command, FlowModCommand::Add);
-        assert_eq!(fm.match_.fields, vec![Oxm::ConjId(100), Oxm::EthType(0x0800)]);
-        assert!(matches!(&fm.instructions[0], Instruction::ApplyActions(a) if matches!(&a[0], Action::Controller2(c) if c.userdata.as_deref() == Some(&[1u8, 2][..]))));
+        assert_eq!(
+            fm.match_.fields,
+            vec![Oxm::ConjId(100), Oxm::EthType(0x0800)]
+        );
+        assert!(
+            matches!(&fm.instructions[0], Instruction::ApplyActions(a) if matches!(&a[0], Action::Controller2(c) if c.userdata.as_deref() == Some(&[1u8, 2][..])))
+        );
         let mut out = BytesMut::new();
         fm.emit(&mut out);
         assert_eq!(out.len(), fm.buffer_len());

@@ -14,12 +14,18 @@ use bytes::{BufMut, Bytes, BytesMut};
 #[non_exhaustive]
 pub enum Instruction {
     GotoTable(u8),
-    WriteMetadata { metadata: u64, mask: u64 },
+    WriteMetadata {
+        metadata: u64,
+        mask: u64,
+    },
     WriteActions(Vec<Action>),
     ApplyActions(Vec<Action>),
     ClearActions,
     /// Any other instruction, kept as type and body (after the 4-byte header).
-    Unknown { instruction_type: u16, payload: Bytes },
+    Unknown {
+        instruction_type: u16,
+        payload: Bytes,
+    },
 }
 
 /// Instruction types.
@@ -39,10 +45,19 @@ impl Instruction {
     /// [`Instruction::parse_lenient`] for OVS's reading of it).
     pub fn parse(buf: &[u8]) -> Result<(Instruction, usize)> {
         match Self::parse_inner(buf, false) {
-            Err(Error::BadValue { what: "instruction padding", .. }) => {
+            Err(Error::BadValue {
+                what: "instruction padding",
+                ..
+            }) => {
                 let (t, len) = header(buf)?;
                 let payload = Bytes::copy_from_slice(buf.get(4..len).unwrap_or(&[]));
-                Ok((Instruction::Unknown { instruction_type: t, payload }, len))
+                Ok((
+                    Instruction::Unknown {
+                        instruction_type: t,
+                        payload,
+                    },
+                    len,
+                ))
             }
             other => other,
         }
@@ -72,7 +87,13 @@ impl Instruction {
         let whole = tlv(buf, len, 8, true, "instruction")?;
         let mut r = Rd::new(whole, "instruction padding");
         r.take(4)?;
-        let pad = |r: &mut Rd<'_>, n: usize| if lenient { r.take(n).map(|_| ()) } else { r.zeros(n) };
+        let pad = |r: &mut Rd<'_>, n: usize| {
+            if lenient {
+                r.take(n).map(|_| ())
+            } else {
+                r.zeros(n)
+            }
+        };
         let exact = |n: usize, what: &'static str| {
             if len == n {
                 Ok(())
@@ -90,7 +111,10 @@ impl Instruction {
             ofpit::WRITE_METADATA => {
                 exact(24, "OFPIT_WRITE_METADATA")?;
                 pad(&mut r, 4)?;
-                Instruction::WriteMetadata { metadata: r.u64()?, mask: r.u64()? }
+                Instruction::WriteMetadata {
+                    metadata: r.u64()?,
+                    mask: r.u64()?,
+                }
             }
             ofpit::WRITE_ACTIONS | ofpit::APPLY_ACTIONS => {
                 pad(&mut r, 4)?;
@@ -106,7 +130,10 @@ impl Instruction {
                 pad(&mut r, 4)?;
                 Instruction::ClearActions
             }
-            other => Instruction::Unknown { instruction_type: other, payload: Bytes::copy_from_slice(r.rest()) },
+            other => Instruction::Unknown {
+                instruction_type: other,
+                payload: Bytes::copy_from_slice(r.rest()),
+            },
         };
         Ok((ins, len))
     }
@@ -131,7 +158,9 @@ impl Instruction {
             Instruction::WriteActions(_) => ofpit::WRITE_ACTIONS,
             Instruction::ApplyActions(_) => ofpit::APPLY_ACTIONS,
             Instruction::ClearActions => ofpit::CLEAR_ACTIONS,
-            Instruction::Unknown { instruction_type, .. } => *instruction_type,
+            Instruction::Unknown {
+                instruction_type, ..
+            } => *instruction_type,
         };
         out.put_u16(t);
         out.put_u16(len as u16);
@@ -196,7 +225,10 @@ mod tests {
             i,
             vec![
                 Instruction::GotoTable(1),
-                Instruction::WriteMetadata { metadata: 0xfedc_ba98_7654_3210, mask: u64::MAX }
+                Instruction::WriteMetadata {
+                    metadata: 0xfedc_ba98_7654_3210,
+                    mask: u64::MAX
+                }
             ]
         );
         let mut out = BytesMut::new();
@@ -206,7 +238,10 @@ mod tests {
 
     #[test]
     fn wrong_fixed_lengths_are_errors() {
-        assert!(parse_instructions(&hex::decode("0001001001000000 0000000000000000".replace(' ', "")).unwrap()).is_err());
+        assert!(parse_instructions(
+            &hex::decode("0001001001000000 0000000000000000".replace(' ', "")).unwrap()
+        )
+        .is_err());
         assert!(parse_instructions(&hex::decode("0005000400000000").unwrap()).is_err());
     }
 
@@ -215,7 +250,13 @@ mod tests {
         // Vector instruction_goto_table: OVS's test sends pad bytes 00 00 01.
         let b = hex::decode("0001000801000001").unwrap();
         let i = parse_instructions(&b).unwrap();
-        assert_eq!(i, vec![Instruction::Unknown { instruction_type: 1, payload: Bytes::from_static(&[1, 0, 0, 1]) }]);
+        assert_eq!(
+            i,
+            vec![Instruction::Unknown {
+                instruction_type: 1,
+                payload: Bytes::from_static(&[1, 0, 0, 1])
+            }]
+        );
         let mut out = BytesMut::new();
         emit_instructions(&i, &mut out);
         assert_eq!(&out[..], &b[..]);

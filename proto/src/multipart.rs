@@ -141,11 +141,17 @@ impl MultipartRequest {
                 let meter_id = r.u32()?;
                 r.zeros(4)?;
                 if !r.rest().is_empty() {
-                    return Err(Error::BadLength { what: "meter stats request", len: rest.len() });
+                    return Err(Error::BadLength {
+                        what: "meter stats request",
+                        len: rest.len(),
+                    });
                 }
                 MultipartRequestBody::MeterStats { meter_id }
             }
-            other => MultipartRequestBody::Other { mp_type: other, body: Bytes::copy_from_slice(rest) },
+            other => MultipartRequestBody::Other {
+                mp_type: other,
+                body: Bytes::copy_from_slice(rest),
+            },
         };
         Ok(MultipartRequest { flags, body })
     }
@@ -200,9 +206,19 @@ impl FlowStatsRequest {
         let rest = r.rest();
         let (match_, used) = Match::parse(rest)?;
         if used != rest.len() {
-            return Err(Error::BadLength { what: "flow stats request", len: buf.len() });
+            return Err(Error::BadLength {
+                what: "flow stats request",
+                len: buf.len(),
+            });
         }
-        Ok(FlowStatsRequest { table_id, out_port, out_group, cookie, cookie_mask, match_ })
+        Ok(FlowStatsRequest {
+            table_id,
+            out_port,
+            out_group,
+            cookie,
+            cookie_mask,
+            match_,
+        })
     }
 }
 
@@ -243,7 +259,10 @@ impl MultipartReply {
                 }
                 MultipartReplyBody::MeterStats(v)
             }
-            other => MultipartReplyBody::Other { mp_type: other, body: Bytes::copy_from_slice(rest) },
+            other => MultipartReplyBody::Other {
+                mp_type: other,
+                body: Bytes::copy_from_slice(rest),
+            },
         };
         Ok(MultipartReply { flags, body })
     }
@@ -319,7 +338,10 @@ impl FlowStats {
 
     /// Length of the entry on the wire.
     pub fn buffer_len(&self) -> usize {
-        FLOW_DESC_LEN + self.match_.buffer_len() + self.stats.buffer_len() + instructions_len(&self.instructions)
+        FLOW_DESC_LEN
+            + self.match_.buffer_len()
+            + self.stats.buffer_len()
+            + instructions_len(&self.instructions)
     }
 
     /// Writes the entry.
@@ -379,7 +401,10 @@ impl OxsStats {
             tlvs = tlvs.get(used..).unwrap_or(&[]);
         }
         if whole.get(len..).unwrap_or(&[]).iter().any(|&b| b != 0) {
-            return Err(Error::BadValue { what: "ofp_oxs_stat padding", value: len as u64 });
+            return Err(Error::BadValue {
+                what: "ofp_oxs_stat padding",
+                value: len as u64,
+            });
         }
         Ok((s, padded))
     }
@@ -388,24 +413,35 @@ impl OxsStats {
     fn set(&mut self, field: u8, payload: &[u8]) -> bool {
         let u64_of = |p: &[u8]| <[u8; 8]>::try_from(p).ok().map(u64::from_be_bytes);
         match field {
-            oxs::DURATION => u64_of(payload).map(|v| self.duration = Some(((v >> 32) as u32, v as u32))).is_some(),
+            oxs::DURATION => u64_of(payload)
+                .map(|v| self.duration = Some(((v >> 32) as u32, v as u32)))
+                .is_some(),
             oxs::IDLE_TIME => u64_of(payload).map(|v| self.idle_time = Some(v)).is_some(),
             oxs::FLOW_COUNT => <[u8; 4]>::try_from(payload)
                 .ok()
                 .map(|a| self.flow_count = Some(u32::from_be_bytes(a)))
                 .is_some(),
-            oxs::PACKET_COUNT => u64_of(payload).map(|v| self.packet_count = Some(v)).is_some(),
+            oxs::PACKET_COUNT => u64_of(payload)
+                .map(|v| self.packet_count = Some(v))
+                .is_some(),
             oxs::BYTE_COUNT => u64_of(payload).map(|v| self.byte_count = Some(v)).is_some(),
             _ => false,
         }
     }
 
     fn tlvs_len(&self) -> usize {
-        let n8 = [self.duration.is_some(), self.idle_time.is_some(), self.packet_count.is_some(), self.byte_count.is_some()]
-            .iter()
-            .filter(|&&b| b)
-            .count();
-        n8 * 12 + usize::from(self.flow_count.is_some()) * 8 + self.unknown.iter().map(Bytes::len).sum::<usize>()
+        let n8 = [
+            self.duration.is_some(),
+            self.idle_time.is_some(),
+            self.packet_count.is_some(),
+            self.byte_count.is_some(),
+        ]
+        .iter()
+        .filter(|&&b| b)
+        .count();
+        n8 * 12
+            + usize::from(self.flow_count.is_some()) * 8
+            + self.unknown.iter().map(Bytes::len).sum::<usize>()
     }
 
     /// Length on the wire, padding included.
@@ -457,7 +493,10 @@ impl MeterStats {
         let meter_id = r.u32()?;
         let len = usize::from(r.u16()?);
         if len < METER_STATS_LEN || (len - METER_STATS_LEN) % 16 != 0 {
-            return Err(Error::BadLength { what: "ofp13_meter_stats", len });
+            return Err(Error::BadLength {
+                what: "ofp13_meter_stats",
+                len,
+            });
         }
         let whole = tlv(buf, len, METER_STATS_LEN, true, "ofp13_meter_stats")?;
         let mut r = Rd::new(whole, "ofp13_meter_stats");
@@ -472,7 +511,15 @@ impl MeterStats {
         for _ in 0..(len - METER_STATS_LEN) / 16 {
             bands.push((r.u64()?, r.u64()?));
         }
-        let m = MeterStats { meter_id, flow_count, packet_in_count, byte_in_count, duration_sec, duration_nsec, bands };
+        let m = MeterStats {
+            meter_id,
+            flow_count,
+            packet_in_count,
+            byte_in_count,
+            duration_sec,
+            duration_nsec,
+            bands,
+        };
         Ok((m, len))
     }
 
@@ -513,7 +560,10 @@ mod tests {
             duration_nsec: 6,
             bands: vec![(7, 8)],
         };
-        let reply = MultipartReply { flags: 0, body: MultipartReplyBody::MeterStats(vec![m]) };
+        let reply = MultipartReply {
+            flags: 0,
+            body: MultipartReplyBody::MeterStats(vec![m]),
+        };
         let mut out = BytesMut::new();
         reply.emit(&mut out);
         assert_eq!(out.len(), reply.buffer_len());
@@ -528,7 +578,12 @@ mod tests {
 
     #[test]
     fn meter_stats_request_layout() {
-        let req = MultipartRequest { flags: 0, body: MultipartRequestBody::MeterStats { meter_id: 0xffff_ffff } };
+        let req = MultipartRequest {
+            flags: 0,
+            body: MultipartRequestBody::MeterStats {
+                meter_id: 0xffff_ffff,
+            },
+        };
         let mut out = BytesMut::new();
         req.emit(&mut out);
         assert_eq!(hex::encode(&out), "0009000000000000ffffffff00000000");

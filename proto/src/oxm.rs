@@ -25,8 +25,12 @@ impl<T> Masked<T> {
         Masked { value, mask: None }
     }
     /// A value under a mask.
+    #[allow(clippy::self_named_constructors)]
     pub fn masked(value: T, mask: T) -> Self {
-        Masked { value, mask: Some(mask) }
+        Masked {
+            value,
+            mask: Some(mask),
+        }
     }
 }
 
@@ -71,15 +75,29 @@ pub enum Oxm {
     /// NXM_NX_PKT_MARK.
     PktMark(Masked<u32>),
     /// NXM_NX_REGn (class 0x0001, field n, 32 bits), n in 0..=15.
-    Reg { index: u8, value: Masked<u32> },
+    Reg {
+        index: u8,
+        value: Masked<u32>,
+    },
     /// OXM_OF_PKT_REGn (class 0x8001, field n, 64 bits): reg(2n) in the high half,
     /// reg(2n+1) in the low half. OVS reports registers this way in OF1.5.
-    XReg { index: u8, value: Masked<u64> },
+    XReg {
+        index: u8,
+        value: Masked<u64>,
+    },
     /// An experimenter OXM (class 0xffff) not modelled above: header + experimenter id + payload
     /// (value and mask as sent).
-    Experimenter { field: u8, has_mask: bool, experimenter: u32, payload: Bytes },
+    Experimenter {
+        field: u8,
+        has_mask: bool,
+        experimenter: u32,
+        payload: Bytes,
+    },
     /// Any other TLV, kept as its 32-bit header and payload.
-    Unknown { header: u32, payload: Bytes },
+    Unknown {
+        header: u32,
+        payload: Bytes,
+    },
 }
 
 /// An `ofp_match` of type OXM: the ordered list of fields.
@@ -110,7 +128,12 @@ pub const fn oxm_header(class: u16, field: u8, has_mask: bool, len: u8) -> u32 {
 
 /// Splits an OXM header into (class, field, has_mask, length).
 pub const fn split_header(h: u32) -> (u16, u8, bool, u8) {
-    ((h >> 16) as u16, ((h >> 9) & 0x7f) as u8, (h >> 8) & 1 == 1, h as u8)
+    (
+        (h >> 16) as u16,
+        ((h >> 9) & 0x7f) as u8,
+        (h >> 8) & 1 == 1,
+        h as u8,
+    )
 }
 
 /// Bounds-checked big-endian reader shared by the codec modules of this crate.
@@ -126,11 +149,15 @@ impl<'a> Rd<'a> {
     }
 
     pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or(Error::Truncated {
-            what: self.what,
-            need: self.pos.saturating_add(n),
-            have: self.buf.len(),
-        })?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or(Error::Truncated {
+                what: self.what,
+                need: self.pos.saturating_add(n),
+                have: self.buf.len(),
+            })?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -160,7 +187,10 @@ impl<'a> Rd<'a> {
     pub(crate) fn zeros(&mut self, n: usize) -> Result<()> {
         let s = self.take(n)?;
         if s.iter().any(|&b| b != 0) {
-            return Err(Error::BadValue { what: self.what, value: self.pos as u64 });
+            return Err(Error::BadValue {
+                what: self.what,
+                value: self.pos as u64,
+            });
         }
         Ok(())
     }
@@ -178,19 +208,36 @@ impl<'a> Rd<'a> {
 
 /// Checks that `buf` holds `len` bytes of a TLV whose minimum is `min` and, when `align8`, that
 /// `len` is a multiple of 8. Returns the TLV's bytes.
-pub(crate) fn tlv<'a>(buf: &'a [u8], len: usize, min: usize, align8: bool, what: &'static str) -> Result<&'a [u8]> {
+pub(crate) fn tlv<'a>(
+    buf: &'a [u8],
+    len: usize,
+    min: usize,
+    align8: bool,
+    what: &'static str,
+) -> Result<&'a [u8]> {
     if len < min || (align8 && len % 8 != 0) {
         return Err(Error::BadLength { what, len });
     }
-    buf.get(..len).ok_or(Error::Truncated { what, need: len, have: buf.len() })
+    buf.get(..len).ok_or(Error::Truncated {
+        what,
+        need: len,
+        have: buf.len(),
+    })
 }
 
 /// Reads a possibly-masked fixed-size value: `N` bytes exact or `2N` bytes with a mask.
-fn masked<const N: usize, T>(has_mask: bool, body: &[u8], conv: fn([u8; N]) -> T) -> Option<Masked<T>> {
+fn masked<const N: usize, T>(
+    has_mask: bool,
+    body: &[u8],
+    conv: fn([u8; N]) -> T,
+) -> Option<Masked<T>> {
     let arr = |s: &[u8]| -> Option<[u8; N]> { s.try_into().ok() };
     match (has_mask, body.len()) {
         (false, l) if l == N => Some(Masked::exact(conv(arr(body)?))),
-        (true, l) if l == 2 * N => Some(Masked::masked(conv(arr(&body[..N])?), conv(arr(&body[N..])?))),
+        (true, l) if l == 2 * N => Some(Masked::masked(
+            conv(arr(&body[..N])?),
+            conv(arr(&body[N..])?),
+        )),
         _ => None,
     }
 }
@@ -234,14 +281,20 @@ fn decode_typed(class: u16, field: u8, hm: bool, body: &[u8]) -> Option<Oxm> {
         (class::OPENFLOW_BASIC, 29) => Icmpv6Type(exact(hm, body, be_u8)?),
         (class::OPENFLOW_BASIC, 30) => Icmpv6Code(exact(hm, body, be_u8)?),
         (class::OPENFLOW_BASIC, 42) => TcpFlags(masked(hm, body, u16::from_be_bytes)?),
-        (class::NXM_1, 0..=15) => Reg { index: field, value: masked(hm, body, u32::from_be_bytes)? },
+        (class::NXM_1, 0..=15) => Reg {
+            index: field,
+            value: masked(hm, body, u32::from_be_bytes)?,
+        },
         (class::NXM_1, 33) => PktMark(masked(hm, body, u32::from_be_bytes)?),
         (class::NXM_1, 37) => ConjId(exact(hm, body, u32::from_be_bytes)?),
         (class::NXM_1, 105) => CtState(masked(hm, body, u32::from_be_bytes)?),
         (class::NXM_1, 106) => CtZone(exact(hm, body, u16::from_be_bytes)?),
         (class::NXM_1, 107) => CtMark(masked(hm, body, u32::from_be_bytes)?),
         (class::NXM_1, 108) => CtLabel(masked(hm, body, u128::from_be_bytes)?),
-        (class::PACKET_REGS, 0..=15) => XReg { index: field, value: masked(hm, body, u64::from_be_bytes)? },
+        (class::PACKET_REGS, 0..=15) => XReg {
+            index: field,
+            value: masked(hm, body, u64::from_be_bytes)?,
+        },
         _ => return None,
     })
 }
@@ -294,24 +347,47 @@ impl Oxm {
         let consumed = rd.pos();
         if cls == class::EXPERIMENTER {
             let mut b = Rd::new(body, "experimenter oxm");
-            let experimenter = b.u32().map_err(|_| Error::BadLength { what: "experimenter oxm", len: body.len() })?;
+            let experimenter = b.u32().map_err(|_| Error::BadLength {
+                what: "experimenter oxm",
+                len: body.len(),
+            })?;
             let payload = Bytes::copy_from_slice(b.rest());
-            return Ok((Oxm::Experimenter { field, has_mask, experimenter, payload }, consumed));
+            return Ok((
+                Oxm::Experimenter {
+                    field,
+                    has_mask,
+                    experimenter,
+                    payload,
+                },
+                consumed,
+            ));
         }
-        let oxm = decode_typed(cls, field, has_mask, body)
-            .unwrap_or_else(|| Oxm::Unknown { header, payload: Bytes::copy_from_slice(body) });
+        let oxm = decode_typed(cls, field, has_mask, body).unwrap_or_else(|| Oxm::Unknown {
+            header,
+            payload: Bytes::copy_from_slice(body),
+        });
         Ok((oxm, consumed))
     }
 
     /// The TLV's 32-bit header (class, field, hasmask, payload length).
     pub fn header(&self) -> u32 {
         match self {
-            Oxm::Experimenter { field, has_mask, payload, .. } => {
-                oxm_header(class::EXPERIMENTER, *field, *has_mask, (4 + payload.len()) as u8)
-            }
+            Oxm::Experimenter {
+                field,
+                has_mask,
+                payload,
+                ..
+            } => oxm_header(
+                class::EXPERIMENTER,
+                *field,
+                *has_mask,
+                (4 + payload.len()) as u8,
+            ),
             Oxm::Unknown { header, payload } => (header & !0xff) | (payload.len() as u32 & 0xff),
             typed => match typed_shape(typed) {
-                Some((cls, field, size, hm)) => oxm_header(cls, field, hm, if hm { size * 2 } else { size }),
+                Some((cls, field, size, hm)) => {
+                    oxm_header(cls, field, hm, if hm { size * 2 } else { size })
+                }
                 None => 0,
             },
         }
@@ -346,15 +422,22 @@ impl Oxm {
         match self {
             InPort(v) | ConjId(v) => out.put_u32(*v),
             EthType(v) | CtZone(v) => out.put_u16(*v),
-            IpProto(v) | Icmpv4Type(v) | Icmpv4Code(v) | Icmpv6Type(v) | Icmpv6Code(v) => out.put_u8(*v),
+            IpProto(v) | Icmpv4Type(v) | Icmpv4Code(v) | Icmpv6Type(v) | Icmpv6Code(v) => {
+                out.put_u8(*v)
+            }
             Metadata(v) | XReg { value: v, .. } => m(out, v, p64),
             EthDst(v) | EthSrc(v) => m(out, v, mac),
             Ipv4Src(v) | Ipv4Dst(v) => m(out, v, v4),
             Ipv6Src(v) | Ipv6Dst(v) => m(out, v, v6),
-            TcpSrc(v) | TcpDst(v) | UdpSrc(v) | UdpDst(v) | SctpSrc(v) | SctpDst(v) | TcpFlags(v) => m(out, v, p16),
+            TcpSrc(v) | TcpDst(v) | UdpSrc(v) | UdpDst(v) | SctpSrc(v) | SctpDst(v)
+            | TcpFlags(v) => m(out, v, p16),
             CtState(v) | CtMark(v) | PktMark(v) | Reg { value: v, .. } => m(out, v, p32),
             CtLabel(v) => m(out, v, p128),
-            Experimenter { experimenter, payload, .. } => {
+            Experimenter {
+                experimenter,
+                payload,
+                ..
+            } => {
                 out.put_u32(*experimenter);
                 out.put_slice(payload);
             }
@@ -401,14 +484,20 @@ impl Match {
         let mut rd = Rd::new(buf, "ofp_match");
         let mt = rd.u16()?;
         if mt != OFPMT_OXM {
-            return Err(Error::BadValue { what: "ofp_match type", value: u64::from(mt) });
+            return Err(Error::BadValue {
+                what: "ofp_match type",
+                value: u64::from(mt),
+            });
         }
         let len = usize::from(rd.u16()?);
         let padded = pad8(len);
         let whole = tlv(buf, padded, 4, false, "ofp_match")?;
         let fields = parse_oxms(whole.get(4..len).unwrap_or(&[]))?;
         if whole.get(len..).unwrap_or(&[]).iter().any(|&b| b != 0) {
-            return Err(Error::BadValue { what: "ofp_match padding", value: len as u64 });
+            return Err(Error::BadValue {
+                what: "ofp_match padding",
+                value: len as u64,
+            });
         }
         Ok((Match { fields }, padded))
     }
@@ -447,7 +536,10 @@ mod tests {
             vec![
                 Oxm::InPort(1),
                 Oxm::EthType(0x0800),
-                Oxm::Ipv4Src(Masked::masked(Ipv4Addr::new(10, 0, 0, 0), Ipv4Addr::new(255, 0, 0, 0))),
+                Oxm::Ipv4Src(Masked::masked(
+                    Ipv4Addr::new(10, 0, 0, 0),
+                    Ipv4Addr::new(255, 0, 0, 0)
+                )),
                 Oxm::IpProto(6),
                 Oxm::TcpDst(Masked::exact(80)),
             ]
@@ -471,7 +563,13 @@ mod tests {
     fn masked_non_maskable_field_is_kept_raw() {
         let b = hex("80000b0408000800");
         let (o, _) = Oxm::parse(&b).unwrap();
-        assert_eq!(o, Oxm::Unknown { header: 0x80000b04, payload: Bytes::from_static(&[8, 0, 8, 0]) });
+        assert_eq!(
+            o,
+            Oxm::Unknown {
+                header: 0x80000b04,
+                payload: Bytes::from_static(&[8, 0, 8, 0])
+            }
+        );
     }
 
     #[test]
@@ -481,7 +579,12 @@ mod tests {
         assert_eq!(used, 12);
         assert_eq!(
             o,
-            Oxm::Experimenter { field: 11, has_mask: false, experimenter: 0x2320, payload: Bytes::from_static(&[1, 2, 3, 4]) }
+            Oxm::Experimenter {
+                field: 11,
+                has_mask: false,
+                experimenter: 0x2320,
+                payload: Bytes::from_static(&[1, 2, 3, 4])
+            }
         );
         assert_eq!(o.header(), 0xffff1608);
         assert!(Oxm::parse(&hex("ffff160200002320")).is_err());
@@ -492,6 +595,9 @@ mod tests {
         assert!(Match::parse(&hex("0000000400000000")).is_err());
         assert!(Match::parse(&hex("0001000400000001")).is_err());
         assert!(Match::parse(&hex("00010003")).is_err());
-        assert_eq!(Match::parse(&hex("0001000400000000")).unwrap(), (Match::default(), 8));
+        assert_eq!(
+            Match::parse(&hex("0001000400000000")).unwrap(),
+            (Match::default(), 8)
+        );
     }
 }

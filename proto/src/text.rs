@@ -369,10 +369,11 @@ impl View {
 }
 
 fn hex_plain(b: &[u8]) -> String {
-    b.iter().fold(String::with_capacity(b.len() * 2), |mut s, x| {
-        let _ = write!(s, "{x:02x}");
-        s
-    })
+    b.iter()
+        .fold(String::with_capacity(b.len() * 2), |mut s, x| {
+            let _ = write!(s, "{x:02x}");
+            s
+        })
 }
 
 /// C's `%#x`: `0` for zero, `0x..` otherwise.
@@ -421,7 +422,11 @@ fn eth_masked(s: &mut String, name: &str, (v, m): ([u8; 6], [u8; 6])) {
 }
 
 fn push_mac(s: &mut String, m: [u8; 6]) {
-    let _ = write!(s, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
+    let _ = write!(
+        s,
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    );
 }
 
 fn push_ipv4_masked(s: &mut String, v: u32, m: u32) {
@@ -542,7 +547,13 @@ fn flags(s: &mut String, name: fn(u32) -> Option<&'static str>, mut v: u32, del:
 }
 
 /// OVS's `format_flags_masked`.
-fn flags_masked(s: &mut String, name: fn(u32) -> Option<&'static str>, v: u32, mut m: u32, max: u32) {
+fn flags_masked(
+    s: &mut String,
+    name: fn(u32) -> Option<&'static str>,
+    v: u32,
+    mut m: u32,
+    max: u32,
+) {
     if m == max {
         flags(s, name, v, '|');
         return;
@@ -691,7 +702,13 @@ fn write_match(s: &mut String, m: &Match, priority: Option<u16>) {
     }
     if is_ip && proto == 6 && v.tcp_flags.1 & 0x0fff != 0 {
         s.push_str("tcp_flags=");
-        flags_masked(s, tcp_flag_name, u32::from(v.tcp_flags.0), u32::from(v.tcp_flags.1 & 0x0fff), 0x0fff);
+        flags_masked(
+            s,
+            tcp_flag_name,
+            u32::from(v.tcp_flags.0),
+            u32::from(v.tcp_flags.1 & 0x0fff),
+            0x0fff,
+        );
         s.push(',');
     }
     for r in &v.raw {
@@ -715,13 +732,32 @@ fn ds_put_hex(s: &mut String, v: u128) {
 fn nxm_name(header: u32) -> Option<(&'static str, u16)> {
     let (cls, field, ..) = split_header(header);
     const REGS: [&str; 16] = [
-        "NXM_NX_REG0", "NXM_NX_REG1", "NXM_NX_REG2", "NXM_NX_REG3", "NXM_NX_REG4", "NXM_NX_REG5", "NXM_NX_REG6",
-        "NXM_NX_REG7", "NXM_NX_REG8", "NXM_NX_REG9", "NXM_NX_REG10", "NXM_NX_REG11", "NXM_NX_REG12", "NXM_NX_REG13",
-        "NXM_NX_REG14", "NXM_NX_REG15",
+        "NXM_NX_REG0",
+        "NXM_NX_REG1",
+        "NXM_NX_REG2",
+        "NXM_NX_REG3",
+        "NXM_NX_REG4",
+        "NXM_NX_REG5",
+        "NXM_NX_REG6",
+        "NXM_NX_REG7",
+        "NXM_NX_REG8",
+        "NXM_NX_REG9",
+        "NXM_NX_REG10",
+        "NXM_NX_REG11",
+        "NXM_NX_REG12",
+        "NXM_NX_REG13",
+        "NXM_NX_REG14",
+        "NXM_NX_REG15",
     ];
     const XREGS: [&str; 8] = [
-        "OXM_OF_PKT_REG0", "OXM_OF_PKT_REG1", "OXM_OF_PKT_REG2", "OXM_OF_PKT_REG3", "OXM_OF_PKT_REG4",
-        "OXM_OF_PKT_REG5", "OXM_OF_PKT_REG6", "OXM_OF_PKT_REG7",
+        "OXM_OF_PKT_REG0",
+        "OXM_OF_PKT_REG1",
+        "OXM_OF_PKT_REG2",
+        "OXM_OF_PKT_REG3",
+        "OXM_OF_PKT_REG4",
+        "OXM_OF_PKT_REG5",
+        "OXM_OF_PKT_REG6",
+        "OXM_OF_PKT_REG7",
     ];
     Some(match (cls, field) {
         (class::NXM_0, 0) => ("NXM_OF_IN_PORT", 16),
@@ -816,7 +852,12 @@ fn write_set_field(s: &mut String, o: &Oxm) {
                 s.push('/');
                 push_mac(s, m);
             }
-            if matches!(o, Oxm::EthDst(_)) { "eth_dst" } else { "eth_src" }.into()
+            if matches!(o, Oxm::EthDst(_)) {
+                "eth_dst"
+            } else {
+                "eth_src"
+            }
+            .into()
         }
         Oxm::EthType(t) => {
             ds_put_hex(s, (*t).into());
@@ -828,11 +869,21 @@ fn write_set_field(s: &mut String, o: &Oxm) {
         }
         Oxm::Ipv4Src(v) | Oxm::Ipv4Dst(v) => {
             push_ipv4_masked(s, v.value.into(), v.mask.map_or(u32::MAX, u32::from));
-            if matches!(o, Oxm::Ipv4Src(_)) { "ip_src" } else { "ip_dst" }.into()
+            if matches!(o, Oxm::Ipv4Src(_)) {
+                "ip_src"
+            } else {
+                "ip_dst"
+            }
+            .into()
         }
         Oxm::Ipv6Src(v) | Oxm::Ipv6Dst(v) => {
             push_ipv6_masked(s, v.value.into(), v.mask.map_or(u128::MAX, u128::from));
-            if matches!(o, Oxm::Ipv6Src(_)) { "ipv6_src" } else { "ipv6_dst" }.into()
+            if matches!(o, Oxm::Ipv6Src(_)) {
+                "ipv6_src"
+            } else {
+                "ipv6_dst"
+            }
+            .into()
         }
         Oxm::TcpSrc(v) => {
             dec_value(s, v);
@@ -869,11 +920,23 @@ fn write_set_field(s: &mut String, o: &Oxm) {
             .into()
         }
         Oxm::TcpFlags(v) => {
-            flags_masked(s, tcp_flag_name, v.value.into(), u32::from(v.mask.unwrap_or(u16::MAX) & 0xfff), 0xfff);
+            flags_masked(
+                s,
+                tcp_flag_name,
+                v.value.into(),
+                u32::from(v.mask.unwrap_or(u16::MAX) & 0xfff),
+                0xfff,
+            );
             "tcp_flags".into()
         }
         Oxm::CtState(v) => {
-            flags_masked(s, ct_state_name, v.value, v.mask.unwrap_or(u32::MAX), u32::MAX);
+            flags_masked(
+                s,
+                ct_state_name,
+                v.value,
+                v.mask.unwrap_or(u32::MAX),
+                u32::MAX,
+            );
             "ct_state".into()
         }
         Oxm::CtZone(z) => {
@@ -1045,7 +1108,13 @@ fn write_ct(s: &mut String, ct: &Ct, tables: TableNames<'_>) {
 
 /// NXAST_NAT (kept raw by the codec) in OVS's `format_NAT` form, or `None` if `a` is not one.
 fn nat_text(a: &Action) -> Option<String> {
-    let Action::Experimenter { experimenter: crate::NX_VENDOR_ID, payload } = a else { return None };
+    let Action::Experimenter {
+        experimenter: crate::NX_VENDOR_ID,
+        payload,
+    } = a
+    else {
+        return None;
+    };
     let mut r = crate::oxm::Rd::new(payload, "NXAST_NAT");
     if r.u16().ok()? != 36 {
         return None;
@@ -1053,19 +1122,34 @@ fn nat_text(a: &Action) -> Option<String> {
     r.take(2).ok()?;
     let flags = r.u16().ok()?;
     let present = r.u16().ok()?;
-    let get32 = |bit: u16, r: &mut crate::oxm::Rd<'_>| if present & bit != 0 { r.u32().ok() } else { Some(0) };
+    let get32 = |bit: u16, r: &mut crate::oxm::Rd<'_>| {
+        if present & bit != 0 {
+            r.u32().ok()
+        } else {
+            Some(0)
+        }
+    };
     let v4min = get32(1, &mut r)?;
     let v4max = get32(2, &mut r)?;
     let get128 = |bit: u16, r: &mut crate::oxm::Rd<'_>| {
         if present & bit != 0 {
-            r.take(16).ok().and_then(|b| <[u8; 16]>::try_from(b).ok()).map(u128::from_be_bytes)
+            r.take(16)
+                .ok()
+                .and_then(|b| <[u8; 16]>::try_from(b).ok())
+                .map(u128::from_be_bytes)
         } else {
             Some(0)
         }
     };
     let v6min = get128(4, &mut r)?;
     let v6max = get128(8, &mut r)?;
-    let get16 = |bit: u16, r: &mut crate::oxm::Rd<'_>| if present & bit != 0 { r.u16().ok() } else { Some(0) };
+    let get16 = |bit: u16, r: &mut crate::oxm::Rd<'_>| {
+        if present & bit != 0 {
+            r.u16().ok()
+        } else {
+            Some(0)
+        }
+    };
     let pmin = get16(16, &mut r)?;
     let pmax = get16(32, &mut r)?;
     let mut s = String::from("nat");
@@ -1144,8 +1228,18 @@ fn write_action(s: &mut String, a: &Action, tables: TableNames<'_>) {
             let _ = write!(s, "group:{g}");
         }
         Action::SetField(o) => write_set_field(s, o),
-        Action::CopyField { n_bits, src_offset, dst_offset, src, dst } => {
-            let h = |b: &[u8]| b.get(..4).and_then(|x| <[u8; 4]>::try_from(x).ok()).map_or(0, u32::from_be_bytes);
+        Action::CopyField {
+            n_bits,
+            src_offset,
+            dst_offset,
+            src,
+            dst,
+        } => {
+            let h = |b: &[u8]| {
+                b.get(..4)
+                    .and_then(|x| <[u8; 4]>::try_from(x).ok())
+                    .map_or(0, u32::from_be_bytes)
+            };
             s.push_str("move:");
             push_subfield(s, h(src), *src_offset, *n_bits);
             s.push_str("->");
@@ -1155,12 +1249,18 @@ fn write_action(s: &mut String, a: &Action, tables: TableNames<'_>) {
             let _ = write!(s, "meter:{m}");
         }
         Action::Resubmit { in_port } => write_resubmit(s, *in_port, 0xff, false, tables),
-        Action::ResubmitTable { in_port, table, ct } => write_resubmit(s, *in_port, *table, *ct, tables),
+        Action::ResubmitTable { in_port, table, ct } => {
+            write_resubmit(s, *in_port, *table, *ct, tables)
+        }
         Action::Note(n) => {
             s.push_str("note:");
             hex_arg(s, n);
         }
-        Action::Controller { max_len, controller_id, reason } => write_controller(
+        Action::Controller {
+            max_len,
+            controller_id,
+            reason,
+        } => write_controller(
             s,
             &Controller2 {
                 max_len: Some(*max_len),
@@ -1170,8 +1270,18 @@ fn write_action(s: &mut String, a: &Action, tables: TableNames<'_>) {
             },
         ),
         Action::Controller2(c) => write_controller(s, c),
-        Action::Conjunction { id, clause, n_clauses } => {
-            let _ = write!(s, "conjunction({},{}/{})", id, u16::from(*clause) + 1, n_clauses);
+        Action::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        } => {
+            let _ = write!(
+                s,
+                "conjunction({},{}/{})",
+                id,
+                u16::from(*clause) + 1,
+                n_clauses
+            );
         }
         Action::Ct(ct) => write_ct(s, ct, tables),
         Action::CtClear => s.push_str("ct_clear"),
@@ -1184,13 +1294,19 @@ fn write_action(s: &mut String, a: &Action, tables: TableNames<'_>) {
             s.push_str("output:");
             push_ofs_nbits(s, *src, *ofs_nbits);
         }
-        Action::Experimenter { experimenter, payload } => match nat_text(a) {
+        Action::Experimenter {
+            experimenter,
+            payload,
+        } => match nat_text(a) {
             Some(n) => s.push_str(&n),
             None => {
                 let _ = write!(s, "experimenter({experimenter:#x},{})", hex_plain(payload));
             }
         },
-        Action::Unknown { action_type, payload } => {
+        Action::Unknown {
+            action_type,
+            payload,
+        } => {
             let _ = write!(s, "action({action_type},{})", hex_plain(payload));
         }
     }
@@ -1245,7 +1361,11 @@ fn write_instructions(s: &mut String, ins: &[Instruction], tables: TableNames<'_
         }
     }
     for i in &ins {
-        if let Instruction::Unknown { instruction_type, payload } = i {
+        if let Instruction::Unknown {
+            instruction_type,
+            payload,
+        } = i
+        {
             sep(s);
             let _ = write!(s, "instruction({instruction_type},{})", hex_plain(payload));
         }
@@ -1262,29 +1382,47 @@ mod tests {
 
     #[test]
     fn xreg_prints_as_the_two_registers_it_holds() {
-        let m = Match::new(vec![Oxm::XReg { index: 0, value: Masked::masked(0x0000_002a_0000_0000, 0xffff_ffff_0000_0000) }]);
+        let m = Match::new(vec![Oxm::XReg {
+            index: 0,
+            value: Masked::masked(0x0000_002a_0000_0000, 0xffff_ffff_0000_0000),
+        }]);
         assert_eq!(format_match(&m), "reg0=0x2a");
-        let m = Match::new(vec![Oxm::XReg { index: 0, value: Masked::exact(0x0000_002a_0000_1234) }]);
+        let m = Match::new(vec![Oxm::XReg {
+            index: 0,
+            value: Masked::exact(0x0000_002a_0000_1234),
+        }]);
         assert_eq!(format_match(&m), "reg0=0x2a,reg1=0x1234");
     }
 
     #[test]
     fn shorthands_and_field_order() {
         let m = Match::new(vec![
-            Oxm::Ipv4Src(Masked::masked(Ipv4Addr::new(10, 0, 0, 7), Ipv4Addr::new(255, 255, 255, 0))),
-            Oxm::Reg { index: 1, value: Masked::exact(3) },
+            Oxm::Ipv4Src(Masked::masked(
+                Ipv4Addr::new(10, 0, 0, 7),
+                Ipv4Addr::new(255, 255, 255, 0),
+            )),
+            Oxm::Reg {
+                index: 1,
+                value: Masked::exact(3),
+            },
             Oxm::EthType(0x0800),
             Oxm::IpProto(6),
             Oxm::TcpDst(Masked::masked(0x50, 0xfff0)),
             Oxm::CtState(Masked::masked(0x21, 0x21)),
         ]);
-        assert_eq!(format_match_priority(&m, 200), "priority=200,ct_state=+new+trk,tcp,reg1=0x3,nw_src=10.0.0.0/24,tp_dst=0x50/0xfff0");
+        assert_eq!(
+            format_match_priority(&m, 200),
+            "priority=200,ct_state=+new+trk,tcp,reg1=0x3,nw_src=10.0.0.0/24,tp_dst=0x50/0xfff0"
+        );
     }
 
     #[test]
     fn ipv6_like_inet_ntop() {
         let mut s = String::new();
-        push_ipv6(&mut s, u128::from(Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0x0102, 0x0304)));
+        push_ipv6(
+            &mut s,
+            u128::from(Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0x0102, 0x0304)),
+        );
         assert_eq!(s, "::1.2.3.4");
         s.clear();
         push_ipv6(&mut s, 1);
