@@ -329,3 +329,43 @@ fn flow_table() -> impl Strategy<Value = FlowTable> {
     });
     proptest::collection::btree_map(key, value, 0..12)
 }
+
+#[test]
+fn logging_toggle_modifies_exactly_the_logging_flows() {
+    let mut m = small_cluster();
+    let mut c = compile(&m, Config::default(), IdAllocator::new(60), 0);
+    // ns4 has logging off (every tenth namespace has it on) and a local pod.
+    let ns = ns_name(4);
+    assert!(m.ports.values().any(|p| p.pod.namespace == ns));
+    let installed = c.flows().clone();
+
+    // An unrelated annotation: nothing at all.
+    m.namespaces.get_mut(&ns).unwrap().annotations.insert("owner".into(), "me".into());
+    assert!(c.update(&m, &[Change::Namespace(ns.clone())], 1).is_empty());
+
+    // On: only MODIFY_STRICT, of the namespace's default drops and its rules' conj_id flows.
+    m.namespaces.get_mut(&ns).unwrap().annotations.insert(LOGGING_ANNOTATION.into(), "true".into());
+    let touched = c.update(&m, &[Change::Namespace(ns.clone())], 2);
+    let mods = diff_keys(c.flows(), &installed, &touched);
+    assert!(!mods.is_empty());
+    let local: BTreeSet<u32> = m.ports.values().filter(|p| p.pod.namespace == ns).map(|p| p.ofport).collect();
+    let ns_rules: BTreeSet<u32> = c.rules().rules().values().filter(|r| r.policy.namespace == ns).map(|r| r.id).collect();
+    for fm in &mods {
+        assert_eq!(fm.command, ofp::FlowModCommand::ModifyStrict, "{fm:?}");
+        match fm.match_.fields.as_slice() {
+            [Oxm::ConjId(id)] => assert!(ns_rules.contains(id)),
+            [Oxm::XReg { value, .. }] => {
+                assert_eq!(fm.table_id, npagent::compiler::tables::INGRESS_DEFAULT_RULE);
+                assert!(local.contains(&(value.value as u32)));
+            }
+            other => panic!("unexpected flow_mod match {other:?}"),
+        }
+    }
+    let drops = mods.iter().filter(|fm| fm.table_id == npagent::compiler::tables::INGRESS_DEFAULT_RULE).count();
+    assert_eq!(drops, local.len(), "every isolated local pod of the namespace");
+    assert!(mods.len() > drops, "and its rules' conj_id flows");
+    // Off again: back to exactly the installed flows.
+    m.namespaces.get_mut(&ns).unwrap().annotations.remove(LOGGING_ANNOTATION);
+    c.update(&m, &[Change::Namespace(ns.clone())], 3);
+    assert_eq!(c.flows(), &installed);
+}
