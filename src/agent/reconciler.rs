@@ -123,6 +123,7 @@ impl Reconciler {
         if self.retry_at.is_some_and(|t| Instant::now() < t) {
             return;
         }
+        write(&self.state).store.check_policy_namespaces(&self.pending);
         let result = if self.synced_generation != Some(generation) {
             self.resync(generation).await
         } else if self.pending.is_empty() {

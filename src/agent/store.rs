@@ -22,6 +22,8 @@ pub struct Store {
     egress_warned: BTreeSet<ObjectRef>,
     /// Namespace -> the logging annotation value already warned about.
     logging_warned: BTreeMap<String, String>,
+    /// Policies already warned about for living in a namespace that does not exist.
+    orphans_warned: BTreeSet<ObjectRef>,
 }
 
 impl Store {
@@ -73,6 +75,34 @@ impl Store {
         }
         self.model.ports = new;
         changes
+    }
+
+    /// Warns once about each changed policy whose namespace does not exist (it is compiled
+    /// all the same: its pods may exist, and the namespace may come later).
+    pub fn check_policy_namespaces(&mut self, changes: &[Change]) {
+        if !self.is_synced() {
+            return;
+        }
+        for change in changes {
+            let policies: Vec<ObjectRef> = match change {
+                Change::Policy(r) => vec![r.clone()],
+                Change::Namespace(ns) => self.policies_in(ns),
+                _ => continue,
+            };
+            for r in policies {
+                let missing = self.model.policies.contains_key(&r) && !self.model.namespaces.contains_key(&r.namespace);
+                if !missing {
+                    self.orphans_warned.remove(&r);
+                } else if self.orphans_warned.insert(r.clone()) {
+                    tracing::warn!(policy = %r, "NetworkPolicy {r} names namespace {:?}, which does not exist", r.namespace);
+                }
+            }
+        }
+    }
+
+    fn policies_in(&self, namespace: &str) -> Vec<ObjectRef> {
+        let from = ObjectRef { namespace: namespace.to_string(), name: String::new() };
+        self.model.policies.range(from..).map(|(r, _)| r).take_while(|r| r.namespace == namespace).cloned().collect()
     }
 
     fn reset(&mut self, kinds: &[Kind], objects: Vec<Sourced<KubeObject>>) -> Vec<Change> {
@@ -282,5 +312,18 @@ mod tests {
         assert_eq!(store.set_ports(&[port(1, "a"), port(2, "b")]), vec![Change::Port(1), Change::Port(2)]);
         assert!(store.set_ports(&[port(1, "a"), port(2, "b")]).is_empty());
         assert_eq!(store.set_ports(&[port(1, "a"), port(3, "c")]), vec![Change::Port(3), Change::Port(2)]);
+    }
+
+    #[test]
+    fn a_policy_in_a_missing_namespace_is_kept_and_warned_about_once() {
+        let mut store = Store::default();
+        let changes = store.apply(reset(vec![namespace("x"), policy("ghost", "p", "10.0.0.0/8")]));
+        store.check_policy_namespaces(&changes);
+        assert!(store.orphans_warned.contains(&oref("ghost", "p")));
+        assert!(store.model().policies.contains_key(&oref("ghost", "p")), "still compiled");
+        // The namespace appears: the warning is cleared.
+        let changes = store.apply(SourceEvent::Applied(sourced(namespace("ghost"))));
+        store.check_policy_namespaces(&changes);
+        assert!(store.orphans_warned.is_empty());
     }
 }

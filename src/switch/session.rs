@@ -329,9 +329,23 @@ impl Session {
             }
             None => match self.bundle_for_add_xid(xid) {
                 Some(id) => self.complete(id, Err(SwitchError::Protocol(format!("undecodable reply: {reason}")))),
-                None => self.events.push_back(Event::Malformed { xid, reason }),
+                None => {
+                    self.reply_bad_request(xid, frame);
+                    self.events.push_back(Event::Malformed { xid, reason });
+                }
             },
         }
+    }
+
+    /// Answers an undecodable message the switch sent on its own with OFPT_ERROR
+    /// (OFPBRC_BAD_LEN, the first 64 bytes as data), as OpenFlow asks of either side; the
+    /// connection stays up (only broken framing closes it).
+    fn reply_bad_request(&mut self, xid: u32, frame: &[u8]) {
+        const OFPET_BAD_REQUEST: u16 = 1;
+        const OFPBRC_BAD_LEN: u16 = 6;
+        let data = Bytes::copy_from_slice(&frame[..frame.len().min(64)]);
+        let error = ErrorMsg::Standard { error_type: OFPET_BAD_REQUEST, code: OFPBRC_BAD_LEN, data };
+        self.urgent_msg(Message::new(xid, Payload::Error(error)));
     }
 
     fn handle_message(&mut self, msg: Message) {

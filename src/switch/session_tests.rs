@@ -379,6 +379,13 @@ fn undecodable_reply_fails_its_request_and_unknown_garbage_is_reported() {
     bad[4..8].copy_from_slice(&0x777u32.to_be_bytes());
     s.handle_frame(&bad, t0());
     assert!(matches!(&events(&mut s)[..], [Event::Malformed { xid: 0x777, .. }]));
+    // The switch is told, with its own xid and the start of the message.
+    match &drain_msgs(&mut s)[..] {
+        [Message { xid: 0x777, payload: Payload::Error(ErrorMsg::Standard { error_type: 1, code: 6, data }), .. }] => {
+            assert_eq!(&data[..], &bad[..]);
+        }
+        other => panic!("expected an OFPBRC_BAD_LEN error, got {other:?}"),
+    }
 }
 
 #[test]
