@@ -457,3 +457,84 @@ fn flows_command_matches_bridge() {
         "npagent flows and the bridge differ\nonly in `npagent flows`: {only_printed:#?}\nonly on the bridge: {only_bridge:#?}"
     );
 }
+
+/// Bad input never stops enforcement: each broken object or file is reported by name, and
+/// every valid policy (also in the same file as a broken one) stays enforced.
+#[test]
+fn bad_input_is_reported_and_the_valid_rest_stays_enforced() {
+    let _serial = agent::timing_lock();
+    let mut live = Live::start();
+    live.put("good", ALLOW_FROM_B);
+    live.wait_verdicts("valid policy", &[("x/b", "x/a", Proto::Tcp, 80, true), ("x/c", "x/a", Proto::Tcp, 80, false)], BOUND * 5);
+
+    // A malformed file, an unknown kind, an invalid CIDR beside a valid policy (isolating
+    // y/a) in one file, an invalid selector, and a policy in a namespace that does not exist.
+    std::fs::write(live.dir().join("live-broken.yaml"), "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n").expect("write");
+    live.put("svc", "apiVersion: v1\nkind: Service\nmetadata: {namespace: x, name: web}\nspec: {ports: [{port: 80}]}\n");
+    live.put(
+        "mixed",
+        r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: y, name: bad-cidr}
+spec:
+  podSelector: {}
+  ingress:
+  - from: [{ipBlock: {cidr: 10.10.0.0/33}}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: y, name: deny-a}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  policyTypes: [Ingress]
+"#,
+    );
+    live.put(
+        "selector",
+        r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: z, name: bad-selector}
+spec:
+  podSelector: {matchExpressions: [{key: pod, operator: In}]}
+"#,
+    );
+    live.put(
+        "orphan",
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {namespace: nowhere, name: orphan}\nspec: {podSelector: {}}\n",
+    );
+
+    live.wait_verdicts(
+        "valid policies enforced beside broken input",
+        &[
+            ("x/b", "x/a", Proto::Tcp, 80, true),
+            ("x/c", "x/a", Proto::Tcp, 80, false),
+            ("x/b", "y/a", Proto::Tcp, 80, false),
+            // bad-cidr and bad-selector are not enforced: y/b and z/* stay open.
+            ("x/b", "y/b", Proto::Tcp, 80, true),
+            ("x/b", "z/a", Proto::Tcp, 80, true),
+        ],
+        BOUND * 5,
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let wanted = [
+        "live-broken.yaml",
+        "live-svc.yaml#1 Service x/web",
+        "NetworkPolicy y/bad-cidr",
+        "10.10.0.0/33",
+        "NetworkPolicy z/bad-selector",
+        "nowhere/orphan",
+    ];
+    loop {
+        let log = std::fs::read_to_string(&live.agent.log).unwrap_or_default();
+        let missing: Vec<&&str> = wanted.iter().filter(|w| !log.contains(**w)).collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the agent log does not name {missing:?}:\n{}", live.agent.log_tail(40));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(live.agent.alive(), "the agent must keep running");
+    live.confirm("real packets", &[("x/b", "x/a", Proto::Tcp, 80, true), ("x/b", "y/a", Proto::Tcp, 80, false), ("x/b", "y/b", Proto::Tcp, 80, true)]);
+}

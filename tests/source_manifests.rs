@@ -206,7 +206,7 @@ async fn watching_follows_every_change() {
 
     // An unknown kind in a new file: reported, nothing else changes.
     write(dir, "svc.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: x}\n");
-    w.until("unknown kind", |ev, _| matches!(ev, SourceEvent::Invalid { origin, .. } if origin.contains("svc.yaml#1 Service"))).await;
+    w.until("unknown kind", |ev, _| matches!(ev, SourceEvent::Invalid { origin, .. } if origin.contains("svc.yaml#1 Service x/s"))).await;
 
     // Deleting files removes their objects.
     std::fs::remove_file(dir.join("pods.yaml")).expect("rm");

@@ -31,7 +31,7 @@ impl Agent {
         let child = Command::new(npagent_bin())
             .args(["run", "--ofp", &tb.sandbox.ofp, "--ovsdb", &tb.sandbox.ovsdb, "--manifests"])
             .arg(manifests)
-            .env("RUST_LOG", std::env::var("NPA_AGENT_LOG").unwrap_or_else(|_| "info".into()))
+            .env("NPAGENT_LOG", std::env::var("NPA_AGENT_LOG").unwrap_or_else(|_| "info".into()))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

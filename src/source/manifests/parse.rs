@@ -113,8 +113,14 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
                 return;
             }
         }
+        let meta = doc.get("metadata");
+        let named = match (meta.and_then(|m| str_field(m, "namespace")), meta.and_then(|m| str_field(m, "name"))) {
+            (Some(ns), Some(name)) => format!(" {ns}/{name}"),
+            (None, Some(name)) => format!(" {name}"),
+            _ => String::new(),
+        };
         invalid(
-            format!("{origin} {kind_str}"),
+            format!("{origin} {kind_str}{named}"),
             format!(
                 "kind {kind_str} (apiVersion {api_version:?}) is not used by npagent \
                  (Namespace, Pod, NetworkPolicy); skipped"
@@ -249,7 +255,7 @@ mod tests {
         let origins: Vec<&str> = p.invalid.iter().map(|i| i.origin.as_str()).collect();
         assert_eq!(
             origins,
-            vec!["f.yaml#1 Deployment", "f.yaml#2 NetworkPolicy x/old", "f.yaml#3 Pod x/typo", "f.yaml#4 Pod x/", "f.yaml#5"]
+            vec!["f.yaml#1 Deployment d", "f.yaml#2 NetworkPolicy x/old", "f.yaml#3 Pod x/typo", "f.yaml#4 Pod x/", "f.yaml#5"]
         );
         assert!(p.invalid.iter().any(|i| i.error.contains("networking.k8s.io/v1")));
         let broken: Vec<String> = p.broken.iter().map(|(k, r)| format!("{k} {r}")).collect();
