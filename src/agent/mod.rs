@@ -109,7 +109,8 @@ pub async fn run(cfg: AgentConfig, shutdown: impl std::future::Future<Output = (
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_meter_poll = Instant::now();
-    let mut shed_warned_at: Option<Instant> = None;
+    let mut meter_shed_warning = RateLimitedWarning::default();
+    let mut queue_shed_warning = RateLimitedWarning::default();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -148,9 +149,13 @@ pub async fn run(cfg: AgentConfig, shutdown: impl std::future::Future<Output = (
                 reconciler.expire();
                 if last_meter_poll.elapsed() >= Duration::from_secs(10) {
                     last_meter_poll = Instant::now();
-                    reconciler.poll_meter(&mut shed_warned_at).await;
+                    reconciler.poll_meter(&mut meter_shed_warning).await;
                 }
-                metrics.packet_in_dropped_by_connection.store(switch.packet_in_dropped(), std::sync::atomic::Ordering::Relaxed);
+                let dropped = switch.packet_in_dropped();
+                metrics.packet_in_dropped_by_connection.store(dropped, std::sync::atomic::Ordering::Relaxed);
+                queue_shed_warning.total(dropped, |n| {
+                    tracing::warn!("{n} packet-ins shed so far: npagent's packet-in queue was full (see npagent_audit_shed_by_queue_total)")
+                });
             }
         }
         if ports_seen {
@@ -169,4 +174,39 @@ pub async fn run(cfg: AgentConfig, shutdown: impl std::future::Future<Output = (
         tracing::error!("audit log: {e}");
     }
     Ok(())
+}
+
+/// A warning about a growing counter, given at most once a minute.
+#[derive(Debug, Default)]
+pub struct RateLimitedWarning {
+    last_total: u64,
+    warned_at: Option<Instant>,
+}
+
+impl RateLimitedWarning {
+    /// Reports the counter's `total`; calls `warn` with it if it grew and no warning was given
+    /// in the last minute.
+    pub fn total(&mut self, total: u64, warn: impl FnOnce(u64)) {
+        let grew = total > self.last_total;
+        self.last_total = total;
+        if grew && self.warned_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+            self.warned_at = Some(Instant::now());
+            warn(total);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RateLimitedWarning;
+
+    #[test]
+    fn warns_when_the_counter_grows_at_most_once_a_minute() {
+        let mut w = RateLimitedWarning::default();
+        let mut warned = Vec::new();
+        w.total(0, |n| warned.push(n));
+        w.total(5, |n| warned.push(n));
+        w.total(9, |n| warned.push(n));
+        assert_eq!(warned, vec![5], "no warning for zero, then one within the minute");
+    }
 }

@@ -242,24 +242,22 @@ impl Reconciler {
     }
 
     /// Reads how many logging packets the meter dropped; warns at most once a minute.
-    pub async fn poll_meter(&self, warned_at: &mut Option<Instant>) {
+    pub async fn poll_meter(&self, warning: &mut super::RateLimitedWarning) {
         if self.connected.is_none() {
             return;
         }
         let Ok(stats) = self.switch.meter_stats(self.meter.meter_id).await else { return };
         let dropped: u64 = stats.iter().flat_map(|s| s.bands.iter()).map(|(packets, _)| packets).sum();
-        let before = self.metrics.shed_by_meter.swap(dropped, Ordering::Relaxed);
-        if dropped > before && warned_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
-            *warned_at = Some(Instant::now());
+        self.metrics.shed_by_meter.store(dropped, Ordering::Relaxed);
+        let rate = match self.meter.bands.first() {
+            Some(MeterBand::Drop { rate, .. }) => *rate,
+            _ => 0,
+        };
+        warning.total(dropped, |n| {
             tracing::warn!(
-                "the logging meter ({} packets/s) dropped {} packet-ins so far: audit entries were shed (see npagent_audit_shed_by_meter_total)",
-                match self.meter.bands.first() {
-                    Some(MeterBand::Drop { rate, .. }) => *rate,
-                    _ => 0,
-                },
-                dropped
-            );
-        }
+                "the logging meter ({rate} packets/s) dropped {n} packet-ins so far: audit entries were shed (see npagent_audit_shed_by_meter_total)"
+            )
+        });
     }
 }
 
