@@ -6,6 +6,7 @@
 //! namespaces) and panics with the failing command's stderr: it is test code.
 #![allow(dead_code, unused_imports)]
 
+pub mod agent;
 pub mod sandbox;
 pub mod testbed;
 

@@ -1,0 +1,878 @@
+//! Audit logging end to end: `npagent run` on the testbed (nine pods on a real userspace
+//! OVS), real packets, and the np.log lines, flows, meter and metrics they lead to.
+//!
+//! Each test has a testbed of its own (tests run in parallel) and starts the agent as a
+//! child process with its own audit log; it stops it with SIGTERM, which flushes the log.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use support::agent::Agent;
+use support::{Port, Reachability, Sandbox, Testbed};
+
+// ---------------------------------------------------------------------------------------
+// Manifests
+
+const ANTREA_KEY: &str = "networkpolicy.antrea.io/enable-logging";
+const ALIAS_KEY: &str = "policy.antrea.io/enable-np-logging";
+const ALLOW_XB_XA: &str = "allow-xb-to-xa-tcp80";
+
+/// Writes `text` to `path` atomically (temporary dot-file, then rename), as the manifests
+/// watcher asks.
+fn write_atomic(path: &Path, text: &str) {
+    let dir = path.parent().expect("manifest dir");
+    let tmp = dir.join(format!(".{}.tmp", path.file_name().expect("name").to_string_lossy()));
+    std::fs::write(&tmp, text).expect("write manifest");
+    std::fs::rename(&tmp, path).expect("rename manifest");
+}
+
+/// Rewrites namespaces.yaml: Namespaces x, y, z (label `ns: <name>`) with the annotations
+/// given for each (`(namespace, [(key, value)])`; others get none).
+fn set_namespaces(tb: &Testbed, annotations: &[(&str, &[(&str, &str)])]) {
+    let mut text = String::new();
+    for ns in ["x", "y", "z"] {
+        if !text.is_empty() {
+            text.push_str("---\n");
+        }
+        text.push_str(&format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels:\n    ns: {ns}\n"));
+        let ann: Vec<&(&str, &str)> = annotations.iter().filter(|(n, _)| *n == ns).flat_map(|(_, a)| a.iter()).collect();
+        if !ann.is_empty() {
+            text.push_str("  annotations:\n");
+            for (k, v) in ann {
+                text.push_str(&format!("    {k}: \"{v}\"\n"));
+            }
+        }
+    }
+    write_atomic(&tb.manifests_dir().join("namespaces.yaml"), &text);
+}
+
+/// Copies an example policy of testbed/examples into the manifests dir.
+fn add_example(tb: &Testbed, name: &str) {
+    let text = std::fs::read_to_string(support::sandbox::repo_path(&format!("testbed/examples/{name}.yaml")))
+        .expect("read example policy");
+    write_atomic(&tb.manifests_dir().join(format!("{name}.yaml")), &text);
+}
+
+/// A policy isolating every pod of `ns` for ingress with nothing allowed in.
+fn add_deny_ingress(tb: &Testbed, ns: &str, name: &str) {
+    let text = format!(
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  podSelector: {{}}\n  policyTypes:\n  - Ingress\n"
+    );
+    write_atomic(&tb.manifests_dir().join(format!("{name}-{ns}.yaml")), &text);
+}
+
+/// A fresh temporary directory for audit logs.
+fn log_dir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("npa-e2e-audit-").tempdir().expect("temp dir")
+}
+
+// ---------------------------------------------------------------------------------------
+// Traffic
+
+/// Sends traffic from inside a pod: `udp-same` (one socket: one 5-tuple), `udp-distinct`
+/// (a new socket, hence a new source port, per datagram) or `tcp` (connections, counted when
+/// the handshake completes). Paced at `pps` (0: as fast as possible). Prints
+/// `<succeeded> <seconds>`.
+const TRAFFIC_PY: &str = r#"
+import socket, sys, time
+mode, dst, port, count, pps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+start = time.monotonic()
+ok = 0
+same = socket.socket(socket.AF_INET, socket.SOCK_DGRAM) if mode == "udp-same" else None
+for i in range(count):
+    if pps > 0:
+        d = start + i / pps - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+    if mode == "udp-same":
+        same.sendto(b"npagent-e2e", (dst, port))
+        ok += 1
+    elif mode == "udp-distinct":
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.sendto(b"npagent-e2e", (dst, port))
+        s.close()
+        ok += 1
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(3)
+        try:
+            s.connect((dst, port))
+            ok += 1
+        except OSError:
+            pass
+        finally:
+            s.close()
+print(ok, time.monotonic() - start)
+"#;
+
+/// Length of the datagrams [`TRAFFIC_PY`] sends, as the IP total length.
+const UDP_TRAFFIC_IP_LEN: u32 = 20 + 8 + 11;
+
+/// A traffic generator running in a pod.
+struct Traffic(std::process::Child);
+
+impl Traffic {
+    /// Starts [`TRAFFIC_PY`] in pod `from` towards `to_ip:port`.
+    fn start(tb: &Testbed, from: &str, mode: &str, to_ip: &str, port: u16, count: u32, pps: u32) -> Traffic {
+        let pod = tb.pod(from);
+        let child = std::process::Command::new("ip")
+            .args(["netns", "exec", &pod.netns, "/usr/bin/python3", "-c", TRAFFIC_PY, mode, to_ip])
+            .args([port.to_string(), count.to_string(), pps.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start traffic generator");
+        Traffic(child)
+    }
+
+    /// Waits for it; returns how many sends (or connections) succeeded.
+    fn wait(self) -> u32 {
+        let out = self.0.wait_with_output().expect("wait for traffic generator");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "traffic generator failed: {}{}", text, String::from_utf8_lossy(&out.stderr));
+        text.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("bad output {text:?}"))
+    }
+}
+
+/// Runs traffic to completion; returns the successes.
+fn traffic(tb: &Testbed, from: &str, mode: &str, to_ip: &str, port: u16, count: u32, pps: u32) -> u32 {
+    Traffic::start(tb, from, mode, to_ip, port, count, pps).wait()
+}
+
+// ---------------------------------------------------------------------------------------
+// Flows
+
+/// One flow of `dump-flows`, with its statistics.
+#[derive(Debug, Clone)]
+struct FlowStat {
+    table: String,
+    /// Priority and match, as OVS prints them (`priority=200,reg1=0x1`).
+    matches: String,
+    actions: String,
+    n_packets: u64,
+    duration: f64,
+}
+
+/// Every flow of the bridge, keyed by `table match`.
+fn dump_flows(sb: &Sandbox) -> BTreeMap<String, FlowStat> {
+    let text = sb.ofctl(&["--names", "dump-flows"]);
+    let mut out = BTreeMap::new();
+    for line in text.lines().map(str::trim).filter(|l| l.starts_with("cookie=")) {
+        let (head, actions) = line.split_once(" actions=").unwrap_or_else(|| panic!("no actions in {line}"));
+        let parts: Vec<&str> = head.split(", ").collect();
+        let (matches, stats) = parts.split_last().expect("fields");
+        let stat = |key: &str| -> &str {
+            stats
+                .iter()
+                .find_map(|s| s.strip_prefix(key)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("no {key} in {line}"))
+        };
+        let f = FlowStat {
+            table: stat("table").to_owned(),
+            matches: (*matches).to_owned(),
+            actions: actions.to_owned(),
+            n_packets: stat("n_packets").parse().expect("n_packets"),
+            duration: stat("duration").trim_end_matches('s').parse().expect("duration"),
+        };
+        out.insert(format!("{} {}", f.table, f.matches), f);
+    }
+    out
+}
+
+/// The default drop flow of the pod on `ofport`.
+fn drop_flow(flows: &BTreeMap<String, FlowStat>, ofport: u32) -> FlowStat {
+    flows
+        .get(&format!("IngressDefaultRule priority=200,reg1={ofport:#x}"))
+        .unwrap_or_else(|| panic!("no default drop flow for ofport {ofport}: {flows:#?}"))
+        .clone()
+}
+
+/// Packets that entered the logging meter, and those its band dropped.
+fn meter_stats(sb: &Sandbox) -> (u64, u64) {
+    let text = sb.ofctl(&["meter-stats", "meter=1"]);
+    let num = |key: &str| -> u64 {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {text}"))
+    };
+    (num("packet_in_count:"), num("packet_count:"))
+}
+
+/// The flow_mods OVS logged receiving (vconn debug log) after byte `from` of its log.
+fn received_flow_mods(sb: &Sandbox, from: usize) -> Vec<String> {
+    let log = std::fs::read(sb.dir.join("vswitchd.log")).expect("vswitchd.log");
+    let tail = String::from_utf8_lossy(log.get(from..).unwrap_or_default()).into_owned();
+    tail.lines().filter(|l| l.contains("OFPT_FLOW_MOD")).map(str::to_owned).collect()
+}
+
+fn vswitchd_log_len(sb: &Sandbox) -> usize {
+    std::fs::metadata(sb.dir.join("vswitchd.log")).map(|m| m.len() as usize).unwrap_or(0)
+}
+
+// ---------------------------------------------------------------------------------------
+// The audit log
+
+/// One line of the `antrea` format: the 14 fields after the timestamp, and the aggregate.
+#[derive(Debug, Clone, PartialEq)]
+struct Line {
+    time: SystemTime,
+    table: String,
+    policy: String,
+    rule: String,
+    direction: String,
+    disposition: String,
+    priority: String,
+    applied_to: String,
+    src_ip: String,
+    src_port: String,
+    dst_ip: String,
+    dst_port: String,
+    protocol: String,
+    length: u32,
+    label: String,
+    /// Packets the line stands for (` [N packets in D]`, else 1).
+    packets: u64,
+    /// D of the aggregate suffix.
+    span: Option<Duration>,
+}
+
+/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Parses `YYYY/MM/DD HH:MM:SS.uuuuuu` (UTC), strictly.
+fn parse_timestamp(date: &str, clock: &str) -> SystemTime {
+    let bad = || panic!("bad timestamp {date} {clock}");
+    let d: Vec<&str> = date.split('/').collect();
+    let (hms, micros) = clock.split_once('.').unwrap_or_else(bad);
+    let c: Vec<&str> = hms.split(':').collect();
+    let widths_ok = d.len() == 3
+        && d[0].len() == 4
+        && d[1].len() == 2
+        && d[2].len() == 2
+        && c.len() == 3
+        && c.iter().all(|p| p.len() == 2)
+        && micros.len() == 6
+        && d.iter().chain(&c).chain([&micros]).all(|p| p.bytes().all(|b| b.is_ascii_digit()));
+    if !widths_ok {
+        bad();
+    }
+    let n = |s: &str| -> i64 { s.parse().expect("digits") };
+    let days = days_from_civil(n(d[0]), n(d[1]), n(d[2]));
+    let secs = days * 86_400 + n(c[0]) * 3_600 + n(c[1]) * 60 + n(c[2]);
+    UNIX_EPOCH + Duration::from_secs(secs as u64) + Duration::from_micros(n(micros) as u64)
+}
+
+/// Parses a Go duration as Antrea prints it in aggregates (`1.5s`, `250ms`, `20.1µs`).
+fn parse_go_duration(s: &str) -> Duration {
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or_else(|| panic!("bad duration {s}"));
+        let (num, tail) = rest.split_at(n);
+        let u = tail.find(|c: char| c.is_ascii_digit()).unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(u);
+        let scale = match unit {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "µs" | "us" => 1e-6,
+            "ns" => 1e-9,
+            _ => panic!("bad unit in duration {s}"),
+        };
+        total += num.parse::<f64>().unwrap_or_else(|_| panic!("bad duration {s}")) * scale;
+        rest = tail;
+    }
+    Duration::from_secs_f64(total)
+}
+
+/// Splits ` [N packets in D]` off a line.
+fn split_aggregate(line: &str) -> (&str, u64, Option<Duration>) {
+    match line.strip_suffix(']').and_then(|l| l.rsplit_once(" [")) {
+        Some((body, agg)) => {
+            let (n, d) = agg.split_once(" packets in ").unwrap_or_else(|| panic!("bad aggregate in {line}"));
+            let n: u64 = n.parse().unwrap_or_else(|_| panic!("bad count in {line}"));
+            assert!(n > 1, "an aggregate of {n} packet in {line}");
+            (body, n, Some(parse_go_duration(d)))
+        }
+        None => (line, 1, None),
+    }
+}
+
+/// Parses an `antrea` line, asserting its shape: timestamp and exactly 14 fields.
+fn parse_antrea(line: &str) -> Line {
+    let (body, packets, span) = split_aggregate(line);
+    let f: Vec<&str> = body.split(' ').collect();
+    assert_eq!(f.len(), 16, "expected a timestamp and 14 fields: {line:?}");
+    Line {
+        time: parse_timestamp(f[0], f[1]),
+        table: f[2].into(),
+        policy: f[3].into(),
+        rule: f[4].into(),
+        direction: f[5].into(),
+        disposition: f[6].into(),
+        priority: f[7].into(),
+        applied_to: f[8].into(),
+        src_ip: f[9].into(),
+        src_port: f[10].into(),
+        dst_ip: f[11].into(),
+        dst_port: f[12].into(),
+        protocol: f[13].into(),
+        length: f[14].parse().unwrap_or_else(|_| panic!("bad length in {line}")),
+        label: f[15].into(),
+        packets,
+        span,
+    }
+}
+
+/// Lines of a log file (empty if it does not exist).
+fn read_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_owned).collect()
+}
+
+fn is_port(s: &str) -> bool {
+    s.parse::<u16>().is_ok_and(|p| p > 0)
+}
+
+/// Asserts the time of `l` is within [from - 1 s, to + 1 s].
+fn assert_time_within(l: &Line, from: SystemTime, to: SystemTime) {
+    let slack = Duration::from_secs(1);
+    assert!(l.time + slack >= from && l.time <= to + slack, "line time {:?} outside [{from:?}, {to:?}]", l.time);
+}
+
+/// The total packets the lines stand for.
+fn packets(lines: &[Line]) -> u64 {
+    lines.iter().map(|l| l.packets).sum()
+}
+
+/// Waits until `cond` holds, at most `within`; panics with `what` otherwise.
+fn wait_until(within: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !cond() {
+        assert!(started.elapsed() < within, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 1 + 6: Antrea's acceptance cases, every field of the line, and the metrics endpoint
+
+#[test]
+fn antrea_acceptance_cases_and_metrics() {
+    let tb = Testbed::start();
+    // x: Antrea's key; y: the alias with a ParseBool spelling; z: no annotation.
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "true")]), ("y", &[(ALIAS_KEY, "True")])]);
+    add_example(&tb, ALLOW_XB_XA);
+    add_deny_ingress(&tb, "y", "default-deny-all");
+    add_deny_ingress(&tb, "z", "default-deny-all");
+    let logs = log_dir();
+    let np_log = logs.path().join("np.log");
+    let started = SystemTime::now();
+    let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &[]);
+
+    let (xa, xb, xc) = (tb.pod("x/a"), tb.pod("x/b"), tb.pod("x/c"));
+    let (ya, yb) = (tb.pod("y/a"), tb.pod("y/b"));
+    let zb = tb.pod("z/b");
+    // x/b -> x/a: TCP 80 allowed, TCP 81 and UDP 80 dropped; x/c -> x/a: all dropped;
+    // y/a -> y/b: dropped (y is deny-all); x/a -> z/b: dropped but z logs nothing.
+    let mut expected = Reachability::between(&["x/b", "x/c", "y/a", "x/a"], &["x/a", "y/b", "z/b"], true);
+    expected
+        .expect("*", "x/a", None, false)
+        .expect("x/b", "x/a", Some(Port::Tcp80), true)
+        .expect("x/a", "x/a", None, true)
+        .expect("*", "y/b", None, false)
+        .expect("*", "z/b", None, false);
+    let observed = tb.probe(&["x/b", "x/c", "y/a", "x/a"], &["x/a", "y/b", "z/b"]);
+    expected.assert_matches(&observed);
+    // Aggregation windows (1 s) end, then the logger writes.
+    std::thread::sleep(Duration::from_millis(2_500));
+    let metrics = agent.metrics();
+    let flows = dump_flows(&tb.sandbox);
+    let (meter_in, meter_dropped) = meter_stats(&tb.sandbox);
+    let status = agent.stop();
+    assert!(status.success(), "npagent exited with {status}");
+    let ended = SystemTime::now();
+
+    let raw = read_lines(&np_log);
+    let lines: Vec<Line> = raw.iter().map(|l| parse_antrea(l)).collect();
+    for l in &lines {
+        assert_time_within(l, started, ended);
+        assert_eq!(l.direction, "Ingress");
+        assert_eq!(l.rule, "<nil>", "K8s NetworkPolicy rules have no names");
+        assert_eq!(l.label, "<nil>");
+        assert!(["TCP", "UDP"].contains(&l.protocol.as_str()), "{l:?}");
+        // every probe is a SYN (60 bytes on Linux) or a datagram with `from>to` as payload
+        match l.protocol.as_str() {
+            "TCP" => assert_eq!(l.length, 60, "{l:?}"),
+            _ => assert_eq!(l.length, 20 + 8 + 7, "{l:?}"),
+        }
+        assert!(is_port(&l.src_port), "{l:?}");
+        assert!(["80", "81"].contains(&l.dst_port.as_str()), "{l:?}");
+    }
+
+    // The Allow line: exactly one (one connection), every field.
+    let allows: Vec<&Line> = lines.iter().filter(|l| l.disposition == "Allow").collect();
+    assert_eq!(allows.len(), 1, "one allowed connection, one Allow line:\n{}", raw.join("\n"));
+    let a = allows[0];
+    assert_eq!(a.table, "IngressRule");
+    assert_eq!(a.policy, format!("K8sNetworkPolicy:x/{ALLOW_XB_XA}"));
+    assert_eq!(a.priority, "190");
+    assert_eq!(a.applied_to, "x/a");
+    assert_eq!((a.src_ip.as_str(), a.dst_ip.as_str()), (xb.ip.as_str(), xa.ip.as_str()));
+    assert_eq!((a.dst_port.as_str(), a.protocol.as_str(), a.packets), ("80", "TCP", 1));
+
+    // Drop lines: the default drop of x/a and of y/b, every probe accounted for.
+    let drops: Vec<&Line> = lines.iter().filter(|l| l.disposition == "Drop").collect();
+    assert_eq!(drops.len() + allows.len(), lines.len(), "only Allow and Drop lines");
+    for d in &drops {
+        assert_eq!(d.table, "IngressDefaultRule", "{d:?}");
+        assert_eq!(d.policy, "K8sNetworkPolicy", "{d:?}");
+        assert_eq!(d.priority, "<nil>", "{d:?}");
+        let (ns, pod) = d.applied_to.split_once('/').expect("ns/pod");
+        assert_eq!(tb.pod(&d.applied_to).ip, d.dst_ip, "applied-to is the destination pod: {d:?}");
+        assert!(ns == "x" || ns == "y", "no lines for the unannotated z: {d:?} ({pod})");
+    }
+    let dropped = |src: &str, dst: &str, proto: &str, port: &str| -> u64 {
+        drops
+            .iter()
+            .filter(|d| d.src_ip == src && d.dst_ip == dst && d.protocol == proto && d.dst_port == port)
+            .map(|d| d.packets)
+            .sum()
+    };
+    for (src, dst) in [(&xb, &xa), (&xc, &xa), (&ya, &yb)] {
+        for (proto, port) in [("TCP", "81"), ("UDP", "80")] {
+            assert!(dropped(&src.ip, &dst.ip, proto, port) >= 1, "no Drop line {} -> {} {proto}/{port}", src.id(), dst.id());
+        }
+        if src.id() != "x/b" {
+            assert!(dropped(&src.ip, &dst.ip, "TCP", "80") >= 1, "no Drop line {} -> {} TCP/80", src.id(), dst.id());
+        }
+    }
+    assert_eq!(dropped(&xb.ip, &xa.ip, "TCP", "80"), 0, "the allowed connection was also logged as dropped");
+    assert!(!lines.iter().any(|l| l.dst_ip == zb.ip || l.applied_to.starts_with("z/")), "z is not annotated");
+    // z's default drop flows carry no logging action, x's and y's do.
+    for pod in ["x/a", "y/a", "y/b", "y/c", "z/a", "z/b", "z/c"].map(|p| tb.pod(p)) {
+        let f = drop_flow(&flows, pod.ofport);
+        assert_eq!(f.actions.contains("controller("), pod.namespace != "z", "{}: {f:?}", pod.id());
+    }
+    // Nothing lost between OVS and the file: every packet the meter let through is a packet
+    // of some line.
+    assert_eq!(meter_dropped, 0);
+    assert_eq!(packets(&lines), meter_in, "packets in the log vs packet-ins OVS sent");
+
+    // 6: the metrics endpoint.
+    let mut per_table: BTreeMap<&str, u64> = BTreeMap::new();
+    for f in flows.values() {
+        *per_table.entry(f.table.as_str()).or_default() += 1;
+    }
+    for (table, n) in &per_table {
+        assert_eq!(metrics.count(&format!("npagent_flows{{table=\"{table}\"}}")), *n, "flows of {table}");
+    }
+    assert_eq!(metrics.count("npagent_flow_mods_total{kind=\"add\"}"), flows.len() as u64);
+    assert_eq!(metrics.count("npagent_flow_mods_total{kind=\"modify\"}"), 0);
+    assert_eq!(metrics.count("npagent_flow_mods_total{kind=\"delete\"}"), 0);
+    assert!(metrics.count("npagent_bundles_committed_total") >= 1);
+    assert_eq!(metrics.count("npagent_bundles_failed_total"), 0);
+    assert_eq!(metrics.count("npagent_bundle_commit_seconds_count"), metrics.count("npagent_bundles_committed_total"));
+    let latency = metrics.get("npagent_bundle_commit_seconds_sum");
+    assert!(latency > 0.0 && latency < 5.0, "bundle commit latency sum {latency}");
+    assert_eq!(metrics.count("npagent_switch_reconnects_total"), 0);
+    assert_eq!(metrics.count("npagent_packet_ins_received_total"), meter_in);
+    assert_eq!(metrics.count("npagent_packet_ins_decoded_total"), meter_in);
+    assert_eq!(metrics.count("npagent_packet_ins_undecodable_total"), 0);
+    assert_eq!(metrics.count("npagent_audit_entries_written_total"), lines.len() as u64);
+    assert_eq!(metrics.count("npagent_audit_shed_by_meter_total"), 0);
+    assert_eq!(metrics.count("npagent_audit_shed_by_queue_total"), 0);
+    assert_eq!(metrics.count("npagent_audit_write_errors_total"), 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// 2: toggling on, off, on with policies in place
+
+#[test]
+fn toggle_modifies_drop_flows_in_place() {
+    let tb = Testbed::start();
+    let sb = &tb.sandbox;
+    let on: &[(&str, &str)] = &[(ANTREA_KEY, "true")];
+    let off: &[(&str, &str)] = &[(ANTREA_KEY, "false")];
+    set_namespaces(&tb, &[("x", on), ("y", on)]);
+    add_example(&tb, ALLOW_XB_XA);
+    add_example(&tb, "default-deny-ingress-y");
+    let logs = log_dir();
+    let np_log = logs.path().join("np.log");
+    let mut agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &["--audit-dedup-window", "200ms"]);
+    sb.appctl(&["vlog/set", "vconn:file:dbg"]);
+    let (xa, yb) = (tb.pod("x/a"), tb.pod("y/b"));
+
+    // Traffic into the drop flows of x/a and y/b, so they have counters to keep.
+    let send_drops = |n: u32| {
+        assert_eq!(traffic(&tb, "x/c", "udp-same", &xa.ip, 80, n, 200), n);
+        assert_eq!(traffic(&tb, "x/c", "udp-same", &yb.ip, 80, n, 200), n);
+    };
+    send_drops(7);
+    // OVS credits datapath flow stats to its flows at revalidation: wait for the counts.
+    let settle = |x: u64, y: u64| -> BTreeMap<String, FlowStat> {
+        let mut flows = BTreeMap::new();
+        wait_until(Duration::from_secs(5), "drop counters", || {
+            flows = dump_flows(sb);
+            drop_flow(&flows, xa.ofport).n_packets == x && drop_flow(&flows, yb.ofport).n_packets == y
+        });
+        flows
+    };
+    let mut before = settle(7, 7);
+    let x_logged_lines = |from: usize| -> u64 {
+        let lines: Vec<Line> = read_lines(&np_log).iter().skip(from).map(|l| parse_antrea(l)).collect();
+        packets(&lines.into_iter().filter(|l| l.applied_to == "x/a").collect::<Vec<_>>())
+    };
+    wait_until(Duration::from_secs(5), "x/a drops logged", || x_logged_lines(0) == 7);
+
+    let mut modifies_per_toggle = None;
+    for (step, logging) in [(1, false), (2, true), (3, false), (4, true)] {
+        let m0 = agent.metrics();
+        let log_at = vswitchd_log_len(sb);
+        let lines_at = read_lines(&np_log).len();
+        set_namespaces(&tb, &[("x", if logging { on } else { off }), ("y", on)]);
+        wait_until(Duration::from_secs(5), "the toggle reaches the switch", || {
+            drop_flow(&dump_flows(sb), xa.ofport).actions.contains("controller(") == logging
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let m1 = agent.metrics();
+        let after = dump_flows(sb);
+
+        // modified, not re-added: same flows, counters and age kept
+        assert_eq!(after.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "step {step}: flow set changed");
+        let adds = |m: &support::agent::Metrics| m.count("npagent_flow_mods_total{kind=\"add\"}");
+        let dels = |m: &support::agent::Metrics| m.count("npagent_flow_mods_total{kind=\"delete\"}");
+        let mods = |m: &support::agent::Metrics| m.count("npagent_flow_mods_total{kind=\"modify\"}");
+        assert_eq!((adds(&m1), dels(&m1)), (adds(&m0), dels(&m0)), "step {step}: adds or deletes on a toggle");
+        let modified = mods(&m1) - mods(&m0);
+        assert!(modified >= 1, "step {step}: nothing modified");
+        assert_eq!(*modifies_per_toggle.get_or_insert(modified), modified, "step {step}: toggles differ in size");
+        for (key, b) in &before {
+            let a = &after[key];
+            assert_eq!(a.n_packets, b.n_packets, "step {step}: counters of {key} changed");
+            assert!(a.duration >= b.duration, "step {step}: {key} was re-added (duration {} -> {})", b.duration, a.duration);
+        }
+        for pod in [&xa] {
+            let f = drop_flow(&after, pod.ofport);
+            assert_eq!(f.actions.contains("controller("), logging, "step {step}: {f:?}");
+            if !logging {
+                assert_eq!(f.actions, "drop", "step {step}");
+            }
+        }
+        for pod in ["y/a", "y/b", "y/c"].map(|p| tb.pod(p)) {
+            let (a, b) = (drop_flow(&after, pod.ofport), drop_flow(&before, pod.ofport));
+            assert_eq!(a.actions, b.actions, "step {step}: y's drop flows untouched");
+        }
+        // OVS's own record: only x's flows were modified, with MOD_STRICT, nothing else sent.
+        let received = received_flow_mods(sb, log_at);
+        assert_eq!(received.len() as u64, modified, "step {step}: flow_mods OVS received:\n{}", received.join("\n"));
+        for fm in &received {
+            assert!(fm.contains("MOD_STRICT"), "step {step}: {fm}");
+            let x_drop = fm.contains(&format!("priority=200,reg1={:#x} ", xa.ofport));
+            let x_allow = fm.contains("priority=190,conj_id=");
+            assert!(x_drop || x_allow, "step {step}: a flow_mod for something else than x's logging flows: {fm}");
+        }
+        assert!(received.iter().any(|fm| fm.contains(&format!("reg1={:#x} ", xa.ofport))), "step {step}");
+
+        // Traffic after the toggle: counted by the same flows; logged only when on.
+        send_drops(5);
+        let now = settle(drop_flow(&after, xa.ofport).n_packets + 5, drop_flow(&after, yb.ofport).n_packets + 5);
+        let y_logged = || -> u64 {
+            let lines: Vec<Line> = read_lines(&np_log).iter().skip(lines_at).map(|l| parse_antrea(l)).collect();
+            packets(&lines.into_iter().filter(|l| l.applied_to == "y/b").collect::<Vec<_>>())
+        };
+        wait_until(Duration::from_secs(5), "y keeps logging", || y_logged() == 5);
+        assert_eq!(x_logged_lines(lines_at), if logging { 5 } else { 0 }, "step {step}: x logs iff on");
+        before = now;
+    }
+
+    // An unrelated annotation: no flow_mod at all. The toggle that follows is the marker:
+    // changes are applied in order, so by the time it shows, the first has been handled.
+    let m0 = agent.metrics();
+    let log_at = vswitchd_log_len(sb);
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "true"), ("example.com/owner", "team-a")]), ("y", on)]);
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert_eq!(agent.metrics().flow_mods(), m0.flow_mods(), "an unrelated annotation sent flow_mods");
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "false"), ("example.com/owner", "team-a")]), ("y", on)]);
+    wait_until(Duration::from_secs(5), "the marker toggle", || !drop_flow(&dump_flows(sb), xa.ofport).actions.contains("controller("));
+    std::thread::sleep(Duration::from_millis(300));
+    let m1 = agent.metrics();
+    assert_eq!(m1.flow_mods() - m0.flow_mods(), modifies_per_toggle.expect("toggled"));
+    assert_eq!(received_flow_mods(sb, log_at).len() as u64, modifies_per_toggle.expect("toggled"));
+    // also: an invalid value is false (and draws a warning naming the namespace)
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "yes")]), ("y", on)]);
+    let warning = agent.wait_log("yes", Duration::from_secs(5));
+    assert!(warning.contains("WARN") && warning.contains("namespace=x"), "{warning}");
+    assert!(!drop_flow(&dump_flows(sb), xa.ofport).actions.contains("controller("));
+    assert!(agent.stop().success());
+}
+
+// ---------------------------------------------------------------------------------------
+// 3: more logging packets than --packet-in-rate
+
+#[test]
+fn packet_in_rate_limits_entries_never_allowed_traffic() {
+    const RATE: u64 = 50;
+    let tb = Testbed::start();
+    let sb = &tb.sandbox;
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "true")])]);
+    add_example(&tb, ALLOW_XB_XA);
+    let logs = log_dir();
+    let np_log = logs.path().join("np.log");
+    let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &["--packet-in-rate", &RATE.to_string()]);
+    let xa = tb.pod("x/a");
+
+    // ~3 s of 3 x 700 dropped datagrams/s (distinct source ports) and as many allowed
+    // connections as x/b can open: far above 50/s.
+    let started = Instant::now();
+    let floods: Vec<Traffic> =
+        ["x/c", "y/a", "z/a"].iter().map(|from| Traffic::start(&tb, from, "udp-distinct", &xa.ip, 80, 2_100, 700)).collect();
+    let allowed = traffic(&tb, "x/b", "tcp", &xa.ip, 80, 400, 150);
+    let sent: u32 = floods.into_iter().map(Traffic::wait).sum();
+    let elapsed = started.elapsed().as_secs_f64();
+    assert_eq!(allowed, 400, "every allowed connection succeeds while logging is over its rate");
+    assert_eq!(sent, 3 * 2_100);
+
+    let (meter_in, meter_dropped) = meter_stats(sb);
+    assert!(meter_in >= u64::from(sent) + 400, "meter saw {meter_in} packets");
+    assert!(meter_dropped > 0, "the meter dropped nothing");
+    // The agent reads the meter stats every 10 s.
+    wait_until(Duration::from_secs(15), "shed count reported", || {
+        agent.metrics().count("npagent_audit_shed_by_meter_total") == meter_dropped
+    });
+    let m = agent.metrics();
+    assert_eq!(m.count("npagent_packet_ins_received_total"), meter_in - meter_dropped);
+    assert!(agent.stderr().contains("the logging meter"), "no warning about shed entries");
+    assert!(agent.stop().success());
+
+    let lines: Vec<Line> = read_lines(&np_log).iter().map(|l| parse_antrea(l)).collect();
+    let logged = packets(&lines);
+    let bound = RATE as f64 * (elapsed + 0.5) + 2.0 * RATE as f64;
+    assert!((logged as f64) <= bound, "{logged} packets logged in {elapsed:.1} s, more than rate and burst allow ({bound})");
+    assert!(logged >= 2 * RATE, "{logged} packets logged: not even the burst");
+    assert_eq!(logged, meter_in - meter_dropped, "every packet-in the meter let through is logged");
+    let allow_lines = lines.iter().filter(|l| l.disposition == "Allow").count();
+    assert!(allow_lines > 0 && allow_lines < 400, "{allow_lines} Allow lines");
+}
+
+// ---------------------------------------------------------------------------------------
+// 4: restart with logging on
+
+#[test]
+fn restart_flushes_pending_aggregates_and_causes_no_churn() {
+    let tb = Testbed::start();
+    let sb = &tb.sandbox;
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "true")])]);
+    add_example(&tb, ALLOW_XB_XA);
+    let logs = log_dir();
+    let np_log = logs.path().join("np.log");
+    let window = ["--audit-dedup-window", "10s"];
+    let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &window);
+    let (xa, xb, xc) = (tb.pod("x/a"), tb.pod("x/b"), tb.pod("x/c"));
+
+    assert_eq!(traffic(&tb, "x/b", "tcp", &xa.ip, 80, 3, 0), 3);
+    assert_eq!(traffic(&tb, "x/c", "udp-same", &xa.ip, 80, 20, 100), 20);
+    wait_until(Duration::from_secs(5), "Allow lines", || read_lines(&np_log).len() == 3);
+    // The drop aggregate is pending (10 s window): SIGTERM must write it.
+    assert!(agent.stop().success());
+    let lines: Vec<Line> = read_lines(&np_log).iter().map(|l| parse_antrea(l)).collect();
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    assert!(lines[..3].iter().all(|l| l.disposition == "Allow" && l.src_ip == xb.ip));
+    let agg = &lines[3];
+    assert_eq!((agg.disposition.as_str(), agg.src_ip.as_str(), agg.protocol.as_str()), ("Drop", xc.ip.as_str(), "UDP"));
+    assert_eq!(agg.packets, 20, "the pending aggregate lost packets: {agg:?}");
+    assert!(agg.span.expect("span") < Duration::from_secs(2), "{agg:?}");
+    assert_eq!(agg.length, UDP_TRAFFIC_IP_LEN);
+
+    // Restart: nothing to send, counters and ages kept, logging still on.
+    let before = dump_flows(sb);
+    assert_eq!(drop_flow(&before, xa.ofport).n_packets, 20);
+    let mut agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &window);
+    let resync = agent.wait_log("resync with the switch", Duration::from_secs(1));
+    assert!(resync.contains(" 0 flow_mods to send"), "{resync}");
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(agent.metrics().flow_mods(), 0, "a restart with unchanged inputs sent flow_mods");
+    let after = dump_flows(sb);
+    assert_eq!(after.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>());
+    for (key, b) in &before {
+        let a = &after[key];
+        assert_eq!((a.n_packets, &a.actions), (b.n_packets, &b.actions), "{key}");
+        assert!(a.duration > b.duration, "{key} re-added over the restart");
+    }
+    assert_eq!(read_lines(&np_log).len(), 4, "the restart rewrote lines");
+    assert_eq!(traffic(&tb, "x/c", "udp-same", &xa.ip, 80, 5, 100), 5);
+    assert_eq!(traffic(&tb, "x/b", "tcp", &xa.ip, 80, 1, 0), 1);
+    wait_until(Duration::from_secs(5), "Allow line after the restart", || read_lines(&np_log).len() == 5);
+    assert!(agent.stop().success());
+    let lines: Vec<Line> = read_lines(&np_log).iter().map(|l| parse_antrea(l)).collect();
+    assert_eq!(lines.len(), 6);
+    assert_eq!((lines[4].disposition.as_str(), lines[4].src_ip.as_str()), ("Allow", xb.ip.as_str()));
+    assert_eq!((lines[5].disposition.as_str(), lines[5].packets), ("Drop", 5));
+
+    // Logging turned off while the agent is away: the restart installs the current flag.
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "false")])]);
+    let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &window);
+    std::thread::sleep(Duration::from_millis(500));
+    let m = agent.metrics();
+    assert_eq!(m.count("npagent_flow_mods_total{kind=\"modify\"}"), 2, "x/a's drop flow and the policy's allow flow");
+    assert_eq!(m.flow_mods(), 2);
+    let flows = dump_flows(sb);
+    assert_eq!(drop_flow(&flows, xa.ofport).actions, "drop");
+    assert_eq!(drop_flow(&flows, xa.ofport).n_packets, 25);
+    assert!(!flows.values().any(|f| f.actions.contains("controller(")), "a stale logging flag survived the restart");
+    assert!(agent.stop().success());
+}
+
+// ---------------------------------------------------------------------------------------
+// 5: antrea-v1 and json, field by field; rotation
+
+#[test]
+fn formats_field_by_field_and_rotation() {
+    let tb = Testbed::start();
+    let sb = &tb.sandbox;
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "1")])]);
+    add_example(&tb, ALLOW_XB_XA);
+    let logs = log_dir();
+    let (xa, xb, xc) = (tb.pod("x/a"), tb.pod("x/b"), tb.pod("x/c"));
+    let run_traffic = || {
+        assert_eq!(traffic(&tb, "x/b", "tcp", &xa.ip, 80, 1, 0), 1);
+        assert_eq!(traffic(&tb, "x/c", "udp-same", &xa.ip, 80, 3, 100), 3);
+    };
+
+    // antrea-v1: the 10 fields of Antrea 1.8, default drop priority -1.
+    let v1_log = logs.path().join("v1.log");
+    let started = SystemTime::now();
+    let agent = Agent::start(sb, &tb.manifests_dir(), &v1_log, &["--audit-format", "antrea-v1"]);
+    run_traffic();
+    assert!(agent.stop().success());
+    let ended = SystemTime::now();
+    let v1 = read_lines(&v1_log);
+    assert_eq!(v1.len(), 2, "{v1:#?}");
+    let fields = |line: &str| -> (Vec<String>, u64) {
+        let (body, n, _) = split_aggregate(line);
+        let f: Vec<String> = body.split(' ').map(str::to_owned).collect();
+        assert_eq!(f.len(), 12, "timestamp and 10 fields: {line}");
+        let t = parse_timestamp(&f[0], &f[1]);
+        assert!(t + Duration::from_secs(1) >= started && t <= ended + Duration::from_secs(1));
+        (f[2..].to_vec(), n)
+    };
+    let (allow, n) = fields(&v1[0]);
+    assert_eq!(n, 1);
+    assert_eq!(allow[..4], ["IngressRule", &format!("K8sNetworkPolicy:x/{ALLOW_XB_XA}"), "Allow", "190"]);
+    assert_eq!(allow[4], xb.ip);
+    assert!(is_port(&allow[5]));
+    assert_eq!(allow[6..], [xa.ip.as_str(), "80", "TCP", "60"]);
+    let (drop, n) = fields(&v1[1]);
+    assert_eq!(n, 3, "{}", v1[1]);
+    assert_eq!(drop[..4], ["IngressDefaultRule", "K8sNetworkPolicy", "Drop", "-1"]);
+    assert_eq!(drop[4], xc.ip);
+    assert!(is_port(&drop[5]));
+    assert_eq!(drop[6..], [xa.ip.as_str(), "80", "UDP", &UDP_TRAFFIC_IP_LEN.to_string()]);
+
+    // json: one object per line, both ends named.
+    let json_log = logs.path().join("np.json");
+    let agent = Agent::start(sb, &tb.manifests_dir(), &json_log, &["--audit-format", "json", "--node", "node-1"]);
+    run_traffic();
+    assert!(agent.stop().success());
+    let objs: Vec<serde_json::Value> = read_lines(&json_log)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(objs.len(), 2, "{objs:#?}");
+    let rfc3339 = |v: &serde_json::Value| -> String {
+        let s = v.as_str().unwrap_or_else(|| panic!("not a string: {v}")).to_owned();
+        // 2026-01-02T03:04:05.123456789Z
+        assert_eq!(s.len(), 30, "RFC 3339 with nanoseconds: {s}");
+        assert!(s.ends_with('Z') && &s[10..11] == "T" && &s[19..20] == ".", "{s}");
+        s
+    };
+    let (a, d) = (&objs[0], &objs[1]);
+    for o in [a, d] {
+        assert_eq!(o["node"], "node-1");
+        assert_eq!(o["direction"], "Ingress");
+        assert_eq!(o["destination"]["ip"], xa.ip.as_str());
+        assert_eq!(o["destination"]["port"], 80);
+        assert_eq!(o["destination"]["namespace"], "x");
+        assert_eq!(o["destination"]["pod"], "a");
+        assert_eq!(o["applied_to"], serde_json::json!({"namespace": "x", "pod": "a"}));
+        assert_eq!(o["policy"]["kind"], "K8sNetworkPolicy");
+        assert!(o["source"]["port"].as_u64().is_some_and(|p| p > 0 && p <= 65_535), "{o}");
+        assert!(o["log_label"].is_null() && o["rule"].is_null(), "{o}");
+        let (first, last, time) = (rfc3339(&o["first_seen"]), rfc3339(&o["last_seen"]), rfc3339(&o["time"]));
+        assert!(first <= last && last <= time, "{first} {last} {time}");
+    }
+    assert_eq!(a["disposition"], "Allow");
+    assert_eq!(a["table"], "IngressRule");
+    assert_eq!(a["priority"], 190);
+    assert_eq!(a["policy"]["namespace"], "x");
+    assert_eq!(a["policy"]["name"], ALLOW_XB_XA);
+    assert_eq!((&a["source"]["ip"], &a["source"]["namespace"], &a["source"]["pod"]), (&xb.ip.as_str().into(), &"x".into(), &"b".into()));
+    assert_eq!((&a["protocol"], &a["length"], &a["count"]), (&"TCP".into(), &60.into(), &1.into()));
+    assert_eq!(a["first_seen"], a["last_seen"]);
+    assert_eq!(d["disposition"], "Drop");
+    assert_eq!(d["table"], "IngressDefaultRule");
+    assert!(d["priority"].is_null());
+    assert!(d["policy"]["namespace"].is_null() && d["policy"]["name"].is_null(), "{d}");
+    assert_eq!((&d["source"]["ip"], &d["source"]["namespace"], &d["source"]["pod"]), (&xc.ip.as_str().into(), &"x".into(), &"c".into()));
+    assert_eq!((&d["protocol"], &d["length"], &d["count"]), (&"UDP".into(), &UDP_TRAFFIC_IP_LEN.into(), &3.into()));
+    assert!(rfc3339(&d["first_seen"]) < rfc3339(&d["last_seen"]), "three packets 10 ms apart");
+
+    // Rotation: --audit-max-size is in MB (1 is the smallest), so write more than 1 MiB:
+    // 9,000 lines of ~150 bytes, one per datagram (no aggregation, distinct source ports).
+    let rot_log = logs.path().join("rot").join("np.log");
+    let agent = Agent::start(
+        sb,
+        &tb.manifests_dir(),
+        &rot_log,
+        &["--audit-max-size", "1", "--audit-dedup-window", "0", "--audit-max-backups", "3"],
+    );
+    let (in0, _) = meter_stats(sb);
+    let floods: Vec<Traffic> =
+        ["x/c", "y/a", "z/a"].iter().map(|from| Traffic::start(&tb, from, "udp-distinct", &xa.ip, 80, 3_000, 1_000)).collect();
+    let sent: u32 = floods.into_iter().map(Traffic::wait).sum();
+    assert_eq!(sent, 9_000);
+    let (in1, dropped) = meter_stats(sb);
+    assert_eq!(dropped, 0, "under the default 5000/s rate, burst 10000");
+    wait_until(Duration::from_secs(10), "every packet-in received", || {
+        agent.metrics().count("npagent_packet_ins_received_total") == in1 - in0
+    });
+    assert!(agent.stop().success());
+    let dir = rot_log.parent().expect("dir");
+    let mut backups: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("list log dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("np-")))
+        .collect();
+    backups.sort();
+    assert!(!backups.is_empty(), "no rotation: {:?}", std::fs::read_dir(dir).map(|d| d.count()));
+    let mut all = Vec::new();
+    for b in &backups {
+        let name = b.file_name().expect("name").to_string_lossy().into_owned();
+        assert!(name.ends_with(".log.gz"), "backups are gzipped: {name}");
+        let mut text = String::new();
+        use std::io::Read as _;
+        flate2::read::GzDecoder::new(std::fs::File::open(b).expect("open backup")).read_to_string(&mut text).expect("gunzip");
+        assert!(text.len() as u64 <= 1024 * 1024, "{name} is {} bytes, over the max size", text.len());
+        assert!(text.ends_with('\n'), "a line was split across files");
+        all.extend(text.lines().map(str::to_owned));
+    }
+    let current = read_lines(&rot_log);
+    assert!(!current.is_empty());
+    all.extend(current);
+    let lines: Vec<Line> = all.iter().map(|l| parse_antrea(l)).collect();
+    assert_eq!(lines.len() as u64, in1 - in0, "one line per packet-in, none lost across rotation");
+    assert_eq!(lines.iter().filter(|l| l.disposition == "Drop").count(), 9_000);
+    assert!(lines.iter().all(|l| l.packets == 1));
+}

@@ -1,0 +1,219 @@
+//! An `npagent run` process on a [`Sandbox`]: started with its own audit log and metrics
+//! endpoint, stopped with SIGTERM (it flushes the audit log), killed on drop if still running.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use super::sandbox::{run, Sandbox};
+
+/// How long the agent may take to start and install the pipeline.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// One running `npagent run`.
+pub struct Agent {
+    child: Option<Child>,
+    /// npagent's own log (stderr), at `<audit log>.agent.log`.
+    pub stderr_path: PathBuf,
+    /// The audit log it writes.
+    pub audit_log: PathBuf,
+    /// Where it serves metrics.
+    pub metrics_addr: SocketAddr,
+    /// Where this run's lines start in `stderr_path` (earlier runs may precede them).
+    log_from: u64,
+}
+
+impl Agent {
+    /// Starts `npagent run` on `sb` with manifests from `manifests`, writing `audit_log`,
+    /// metrics on a free port, and `extra` arguments (`--audit-format json`, ...). Returns
+    /// once its first resync with the switch is done (the pipeline is installed).
+    pub fn start(sb: &Sandbox, manifests: &Path, audit_log: &Path, extra: &[&str]) -> Agent {
+        let stderr_path = PathBuf::from(format!("{}.agent.log", audit_log.display()));
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&stderr_path)
+            .expect("create agent log");
+        // Lines of earlier runs in the same file are skipped when looking for this run's.
+        let skip = std::fs::metadata(&stderr_path).map(|m| m.len()).unwrap_or(0);
+        let child = Command::new(env!("CARGO_BIN_EXE_npagent"))
+            .args(["--log-level", "info", "run", "--ofp", &sb.ofp, "--ovsdb", &sb.ovsdb])
+            .arg("--manifests")
+            .arg(manifests)
+            .arg("--audit-log")
+            .arg(audit_log)
+            .args(["--metrics-addr", "127.0.0.1:0"])
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start npagent");
+        let mut agent = Agent {
+            child: Some(child),
+            stderr_path,
+            audit_log: audit_log.to_owned(),
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            log_from: skip,
+        };
+        let line = agent.wait_log_after(skip, "metrics on http://", START_TIMEOUT);
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|s| s.split('/').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no metrics address in {line:?}"));
+        agent.metrics_addr = addr;
+        agent.wait_log_after(skip, "flow_mods to send", START_TIMEOUT);
+        agent
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).expect("agent running")
+    }
+
+    /// This run's log so far, ANSI colours removed.
+    pub fn stderr(&self) -> String {
+        let text = std::fs::read(&self.stderr_path).unwrap_or_default();
+        let tail = text.get(usize::try_from(self.log_from).unwrap_or(0)..).unwrap_or_default();
+        strip_ansi(&String::from_utf8_lossy(tail))
+    }
+
+    /// Waits until a log line written after byte `skip` contains `needle`; returns it.
+    fn wait_log_after(&mut self, skip: u64, needle: &str, within: Duration) -> String {
+        let started = Instant::now();
+        loop {
+            let text = std::fs::read(&self.stderr_path).unwrap_or_default();
+            let tail = text.get(usize::try_from(skip).unwrap_or(0)..).unwrap_or_default();
+            let tail = strip_ansi(&String::from_utf8_lossy(tail));
+            if let Some(l) = tail.lines().find(|l| l.contains(needle)) {
+                return l.to_owned();
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("npagent exited ({status}) before logging {needle:?}:\n{tail}");
+            }
+            if started.elapsed() > within {
+                panic!("npagent logged no {needle:?} within {within:?}:\n{tail}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until this run's log has a line containing `needle`; returns the first such.
+    pub fn wait_log(&mut self, needle: &str, within: Duration) -> String {
+        self.wait_log_after(self.log_from, needle, within)
+    }
+
+    /// Fetches the metrics page.
+    pub fn metrics_text(&self) -> String {
+        let mut sock = TcpStream::connect(self.metrics_addr).expect("connect to the metrics endpoint");
+        sock.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        sock.write_all(b"GET /metrics HTTP/1.0\r\nHost: npagent\r\n\r\n").expect("send request");
+        let mut text = String::new();
+        sock.read_to_string(&mut text).expect("read metrics");
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no HTTP head: {text}"));
+        assert!(head.starts_with("HTTP/1.1 200"), "metrics answered {head}");
+        assert!(head.contains("Content-Type: text/plain; version=0.0.4"), "{head}");
+        body.to_owned()
+    }
+
+    /// The metrics as `name{labels}` -> value.
+    pub fn metrics(&self) -> Metrics {
+        Metrics::parse(&self.metrics_text())
+    }
+
+    /// Sends SIGTERM and waits (at most 20 s) for the process to exit; returns its status.
+    pub fn stop(mut self) -> ExitStatus {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("agent running");
+        run(Command::new("kill").args(["-TERM", &child.id().to_string()]));
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().expect("wait for npagent") {
+                return status;
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("npagent did not exit within 20 s of SIGTERM:\n{}", self.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            if std::thread::panicking() {
+                eprintln!("npagent log:\n{}", self.stderr());
+            }
+        }
+    }
+}
+
+/// Prometheus text, parsed: `name{labels}` -> value (comments skipped).
+#[derive(Debug, Clone, Default)]
+pub struct Metrics(pub BTreeMap<String, f64>);
+
+impl Metrics {
+    /// Parses the text exposition format (one `name{labels} value` sample a line).
+    pub fn parse(text: &str) -> Metrics {
+        let mut out = BTreeMap::new();
+        for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+            let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad sample line {line:?}"));
+            let value: f64 = value.parse().unwrap_or_else(|_| panic!("bad value in {line:?}"));
+            out.insert(name.to_owned(), value);
+        }
+        Metrics(out)
+    }
+
+    /// The sample `key` (`name` or `name{labels}`); panics when missing.
+    pub fn get(&self, key: &str) -> f64 {
+        *self.0.get(key).unwrap_or_else(|| panic!("no metric {key} in {:#?}", self.0))
+    }
+
+    /// [`Metrics::get`] as an integer count.
+    pub fn count(&self, key: &str) -> u64 {
+        let v = self.get(key);
+        assert!(v >= 0.0 && v.fract() == 0.0, "{key} = {v} is not a count");
+        v as u64
+    }
+
+    /// Sum of `npagent_flow_mods_total` over its kinds.
+    pub fn flow_mods(&self) -> u64 {
+        ["add", "modify", "delete"]
+            .iter()
+            .map(|k| self.count(&format!("npagent_flow_mods_total{{kind=\"{k}\"}}")))
+            .sum()
+    }
+}
+
+/// Removes ANSI escape sequences (colours) from `s`.
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters final-byte
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
