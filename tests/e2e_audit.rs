@@ -512,7 +512,10 @@ fn toggle_modifies_drop_flows_in_place() {
     let logs = log_dir();
     let np_log = logs.path().join("np.log");
     let mut agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &["--audit-dedup-window", "200ms"]);
+    // OVS's own record of the flow_mods it receives (vconn debug messages are rate-limited
+    // by default, and the packet-ins would use up the budget).
     sb.appctl(&["vlog/set", "vconn:file:dbg"]);
+    sb.appctl(&["vlog/disable-rate-limit", "vconn"]);
     let (xa, yb) = (tb.pod("x/a"), tb.pod("y/b"));
 
     // Traffic into the drop flows of x/a and y/b, so they have counters to keep.
@@ -576,6 +579,11 @@ fn toggle_modifies_drop_flows_in_place() {
             assert_eq!(a.actions, b.actions, "step {step}: y's drop flows untouched");
         }
         // OVS's own record: only x's flows were modified, with MOD_STRICT, nothing else sent.
+        // (ovs-vswitchd writes its log from a thread of its own: give it a moment)
+        wait_until(Duration::from_secs(3), "flow_mods in the vswitchd log", || {
+            received_flow_mods(sb, log_at).len() as u64 >= modified
+        });
+        std::thread::sleep(Duration::from_millis(200));
         let received = received_flow_mods(sb, log_at);
         assert_eq!(received.len() as u64, modified, "step {step}: flow_mods OVS received:\n{}", received.join("\n"));
         for fm in &received {
@@ -610,7 +618,10 @@ fn toggle_modifies_drop_flows_in_place() {
     std::thread::sleep(Duration::from_millis(300));
     let m1 = agent.metrics();
     assert_eq!(m1.flow_mods() - m0.flow_mods(), modifies_per_toggle.expect("toggled"));
-    assert_eq!(received_flow_mods(sb, log_at).len() as u64, modifies_per_toggle.expect("toggled"));
+    let toggle = modifies_per_toggle.expect("toggled");
+    wait_until(Duration::from_secs(3), "flow_mods in the vswitchd log", || received_flow_mods(sb, log_at).len() as u64 >= toggle);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(received_flow_mods(sb, log_at).len() as u64, toggle, "flow_mods OVS received for an unrelated change and a toggle");
     // also: an invalid value is false (and draws a warning naming the namespace)
     set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "yes")]), ("y", on)]);
     let warning = agent.wait_log("yes", Duration::from_secs(5));
@@ -697,8 +708,11 @@ fn restart_flushes_pending_aggregates_and_causes_no_churn() {
     assert_eq!(agg.length, UDP_TRAFFIC_IP_LEN);
 
     // Restart: nothing to send, counters and ages kept, logging still on.
-    let before = dump_flows(sb);
-    assert_eq!(drop_flow(&before, xa.ofport).n_packets, 20);
+    let mut before = BTreeMap::new();
+    wait_until(Duration::from_secs(5), "drop counters", || {
+        before = dump_flows(sb);
+        drop_flow(&before, xa.ofport).n_packets == 20
+    });
     let mut agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &window);
     let resync = agent.wait_log("resync with the switch", Duration::from_secs(1));
     assert!(resync.contains(" 0 flow_mods to send"), "{resync}");
@@ -728,9 +742,12 @@ fn restart_flushes_pending_aggregates_and_causes_no_churn() {
     let m = agent.metrics();
     assert_eq!(m.count("npagent_flow_mods_total{kind=\"modify\"}"), 2, "x/a's drop flow and the policy's allow flow");
     assert_eq!(m.flow_mods(), 2);
-    let flows = dump_flows(sb);
+    let mut flows = BTreeMap::new();
+    wait_until(Duration::from_secs(5), "drop counters", || {
+        flows = dump_flows(sb);
+        drop_flow(&flows, xa.ofport).n_packets == 25
+    });
     assert_eq!(drop_flow(&flows, xa.ofport).actions, "drop");
-    assert_eq!(drop_flow(&flows, xa.ofport).n_packets, 25);
     assert!(!flows.values().any(|f| f.actions.contains("controller(")), "a stale logging flag survived the restart");
     assert!(agent.stop().success());
 }
@@ -850,6 +867,9 @@ fn formats_field_by_field_and_rotation() {
     });
     assert!(agent.stop().success());
     let dir = rot_log.parent().expect("dir");
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(dir).expect("log dir created").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755, "the audit log's directory is created 0755");
     let mut backups: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("list log dir")
         .map(|e| e.expect("entry").path())

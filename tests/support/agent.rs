@@ -16,7 +16,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// One running `npagent run`.
 pub struct Agent {
     child: Option<Child>,
-    /// npagent's own log (stderr), at `<audit log>.agent.log`.
+    /// npagent's own log (stderr), `<audit log name>.agent.log` next to the audit log.
     pub stderr_path: PathBuf,
     /// The audit log it writes.
     pub audit_log: PathBuf,
@@ -31,7 +31,11 @@ impl Agent {
     /// metrics on a free port, and `extra` arguments (`--audit-format json`, ...). Returns
     /// once its first resync with the switch is done (the pipeline is installed).
     pub fn start(sb: &Sandbox, manifests: &Path, audit_log: &Path, extra: &[&str]) -> Agent {
-        let stderr_path = PathBuf::from(format!("{}.agent.log", audit_log.display()));
+        // Next to the audit log, or in its nearest existing ancestor: creating the audit
+        // log's directory is npagent's job.
+        let dir = audit_log.ancestors().skip(1).find(|d| d.is_dir()).unwrap_or(Path::new("/tmp"));
+        let name = audit_log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let stderr_path = dir.join(format!("{name}.agent.log"));
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
