@@ -27,7 +27,7 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Starts `npagent run` on `sb` with manifests from `manifests`, writing `audit_log`,
+    /// Starts `npagent run` ([`npagent_bin`]) on `sb` with manifests from `manifests`, writing `audit_log`,
     /// metrics on a free port, and `extra` arguments (`--audit-format json`, ...). Returns
     /// once its first resync with the switch is done (the pipeline is installed).
     pub fn start(sb: &Sandbox, manifests: &Path, audit_log: &Path, extra: &[&str]) -> Agent {
@@ -43,7 +43,7 @@ impl Agent {
             .expect("create agent log");
         // Lines of earlier runs in the same file are skipped when looking for this run's.
         let skip = std::fs::metadata(&stderr_path).map(|m| m.len()).unwrap_or(0);
-        let child = Command::new(env!("CARGO_BIN_EXE_npagent"))
+        let child = Command::new(npagent_bin())
             .args(["--log-level", "info", "run", "--ofp", &sb.ofp, "--ovsdb", &sb.ovsdb])
             .arg("--manifests")
             .arg(manifests)
@@ -164,6 +164,14 @@ impl Drop for Agent {
             }
         }
     }
+}
+
+/// The npagent binary: the one cargo built, or `$NPA_AGENT_BIN` (another build, or a private
+/// copy when several checkouts share one target directory).
+pub fn npagent_bin() -> PathBuf {
+    std::env::var_os("NPA_AGENT_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_npagent")))
 }
 
 /// Prometheus text, parsed: `name{labels}` -> value (comments skipped).
