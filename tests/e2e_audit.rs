@@ -394,8 +394,18 @@ fn antrea_acceptance_cases_and_metrics() {
         .expect("x/a", "x/a", None, true)
         .expect("*", "y/b", None, false)
         .expect("*", "z/b", None, false);
-    let observed = tb.probe(&["x/b", "x/c", "y/a", "x/a"], &["x/a", "y/b", "z/b"]);
-    expected.assert_matches(&observed);
+    // Re-probe (at most twice) when a datagram or SYN was lost: every round adds lines.
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
+        let observed = tb.probe(&["x/b", "x/c", "y/a", "x/a"], &["x/a", "y/b", "z/b"]);
+        if expected.diff(&observed).is_empty() {
+            break;
+        }
+        if rounds == 3 {
+            expected.assert_matches(&observed);
+        }
+    }
     // Aggregation windows (1 s) end, then the logger writes.
     std::thread::sleep(Duration::from_millis(2_500));
     let metrics = agent.metrics();
@@ -422,16 +432,21 @@ fn antrea_acceptance_cases_and_metrics() {
         assert!(["80", "81"].contains(&l.dst_port.as_str()), "{l:?}");
     }
 
-    // The Allow line: exactly one (one connection), every field.
+    // The Allow line: one per allowed connection (one per probe round), every field.
     let allows: Vec<&Line> = lines.iter().filter(|l| l.disposition == "Allow").collect();
-    assert_eq!(allows.len(), 1, "one allowed connection, one Allow line:\n{}", raw.join("\n"));
-    let a = allows[0];
-    assert_eq!(a.table, "IngressRule");
-    assert_eq!(a.policy, format!("K8sNetworkPolicy:x/{ALLOW_XB_XA}"));
-    assert_eq!(a.priority, "190");
-    assert_eq!(a.applied_to, "x/a");
-    assert_eq!((a.src_ip.as_str(), a.dst_ip.as_str()), (xb.ip.as_str(), xa.ip.as_str()));
-    assert_eq!((a.dst_port.as_str(), a.protocol.as_str(), a.packets), ("80", "TCP", 1));
+    assert!(
+        !allows.is_empty() && allows.len() <= rounds,
+        "one Allow line per allowed connection ({rounds} probe rounds):\n{}",
+        raw.join("\n")
+    );
+    for a in &allows {
+        assert_eq!(a.table, "IngressRule");
+        assert_eq!(a.policy, format!("K8sNetworkPolicy:x/{ALLOW_XB_XA}"));
+        assert_eq!(a.priority, "190");
+        assert_eq!(a.applied_to, "x/a");
+        assert_eq!((a.src_ip.as_str(), a.dst_ip.as_str()), (xb.ip.as_str(), xa.ip.as_str()));
+        assert_eq!((a.dst_port.as_str(), a.protocol.as_str(), a.packets), ("80", "TCP", 1));
+    }
 
     // Drop lines: the default drop of x/a and of y/b, every probe accounted for.
     let drops: Vec<&Line> = lines.iter().filter(|l| l.disposition == "Drop").collect();
@@ -567,12 +582,10 @@ fn toggle_modifies_drop_flows_in_place() {
             assert_eq!(a.n_packets, b.n_packets, "step {step}: counters of {key} changed");
             assert!(a.duration >= b.duration, "step {step}: {key} was re-added (duration {} -> {})", b.duration, a.duration);
         }
-        for pod in [&xa] {
-            let f = drop_flow(&after, pod.ofport);
-            assert_eq!(f.actions.contains("controller("), logging, "step {step}: {f:?}");
-            if !logging {
-                assert_eq!(f.actions, "drop", "step {step}");
-            }
+        let f = drop_flow(&after, xa.ofport);
+        assert_eq!(f.actions.contains("controller("), logging, "step {step}: {f:?}");
+        if !logging {
+            assert_eq!(f.actions, "drop", "step {step}");
         }
         for pod in ["y/a", "y/b", "y/c"].map(|p| tb.pod(p)) {
             let (a, b) = (drop_flow(&after, pod.ofport), drop_flow(&before, pod.ofport));
