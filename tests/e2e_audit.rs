@@ -202,6 +202,16 @@ fn meter_stats(sb: &Sandbox) -> (u64, u64) {
     (num("packet_in_count:"), num("packet_count:"))
 }
 
+/// Packet-ins OVS dropped because more than `controller-queue-size` (100) were waiting for
+/// a full socket to the agent (coverage counter `rconn_overflow`): the agent fell behind.
+fn rconn_overflow(sb: &Sandbox) -> u64 {
+    let text = sb.appctl(&["coverage/show"]);
+    text.lines()
+        .find(|l| l.starts_with("rconn_overflow "))
+        .and_then(|l| l.rsplit("total: ").next())
+        .map_or(0, |n| n.trim().parse().expect("coverage total"))
+}
+
 /// The flow_mods OVS logged receiving (vconn debug log) after byte `from` of its log.
 fn received_flow_mods(sb: &Sandbox, from: usize) -> Vec<String> {
     let log = std::fs::read(sb.dir.join("vswitchd.log")).expect("vswitchd.log");
@@ -860,7 +870,8 @@ fn formats_field_by_field_and_rotation() {
     assert!(rfc3339(&d["first_seen"]) < rfc3339(&d["last_seen"]), "three packets 10 ms apart");
 
     // Rotation: --audit-max-size is in MB (1 is the smallest), so write more than 1 MiB:
-    // 9,000 lines of ~150 bytes, one per datagram (no aggregation, distinct source ports).
+    // 9,000 lines of ~150 bytes, one per datagram (no aggregation window, distinct source
+    // ports), ~3.75 s at 2,400 datagrams/s.
     let rot_log = logs.path().join("rot").join("np.log");
     let agent = Agent::start(
         sb,
@@ -869,15 +880,23 @@ fn formats_field_by_field_and_rotation() {
         &["--audit-max-size", "1", "--audit-dedup-window", "0", "--audit-max-backups", "3"],
     );
     let (in0, _) = meter_stats(sb);
+    let overflow0 = rconn_overflow(sb);
     let floods: Vec<Traffic> =
-        ["x/c", "y/a", "z/a"].iter().map(|from| Traffic::start(&tb, from, "udp-distinct", &xa.ip, 80, 3_000, 1_000)).collect();
+        ["x/c", "y/a", "z/a"].iter().map(|from| Traffic::start(&tb, from, "udp-distinct", &xa.ip, 80, 3_000, 800)).collect();
     let sent: u32 = floods.into_iter().map(Traffic::wait).sum();
     assert_eq!(sent, 9_000);
     let (in1, dropped) = meter_stats(sb);
     assert_eq!(dropped, 0, "under the default 5000/s rate, burst 10000");
-    wait_until(Duration::from_secs(10), "every packet-in received", || {
-        agent.metrics().count("npagent_packet_ins_received_total") == in1 - in0
+    // What OVS sent: what the meter passed, less what its queue to the agent dropped (a
+    // loaded CI machine can stall the agent; scripts/bench-audit-e2e measures that).
+    let mut sent_by_ovs = 0;
+    wait_until(Duration::from_secs(10), "every packet-in OVS sent received", || {
+        sent_by_ovs = in1 - in0 - (rconn_overflow(sb) - overflow0);
+        agent.metrics().count("npagent_packet_ins_received_total") == sent_by_ovs
     });
+    if sent_by_ovs < in1 - in0 {
+        eprintln!("note: OVS dropped {} packet-ins on a full queue to the agent", in1 - in0 - sent_by_ovs);
+    }
     assert!(agent.stop().success());
     let dir = rot_log.parent().expect("dir");
     use std::os::unix::fs::PermissionsExt as _;
@@ -905,7 +924,8 @@ fn formats_field_by_field_and_rotation() {
     assert!(!current.is_empty());
     all.extend(current);
     let lines: Vec<Line> = all.iter().map(|l| parse_antrea(l)).collect();
-    assert_eq!(lines.len() as u64, in1 - in0, "one line per packet-in, none lost across rotation");
-    assert_eq!(lines.iter().filter(|l| l.disposition == "Drop").count(), 9_000);
+    assert_eq!(lines.len() as u64, sent_by_ovs, "one line per packet-in, none lost across rotation");
+    assert_eq!(in1 - in0, 9_000, "the meter saw every datagram");
+    assert!(lines.iter().all(|l| l.disposition == "Drop" && l.dst_ip == xa.ip));
     assert!(lines.iter().all(|l| l.packets == 1));
 }
