@@ -617,7 +617,9 @@ fn toggle_modifies_drop_flows_in_place() {
         }
         assert!(received.iter().any(|fm| fm.contains(&format!("reg1={:#x} ", xa.ofport))), "step {step}");
 
-        // Traffic after the toggle: counted by the same flows; logged only when on.
+        // Traffic after the toggle (no cached datapath flow of before): counted by the same
+        // flows; logged only when on.
+        sb.flush_datapath();
         send_drops(5);
         let now = settle(drop_flow(&after, xa.ofport).n_packets + 5, drop_flow(&after, yb.ofport).n_packets + 5);
         let y_logged = || -> u64 {
@@ -928,4 +930,54 @@ fn formats_field_by_field_and_rotation() {
     assert_eq!(in1 - in0, 9_000, "the meter saw every datagram");
     assert!(lines.iter().all(|l| l.disposition == "Drop" && l.dst_ip == xa.ip));
     assert!(lines.iter().all(|l| l.packets == 1));
+}
+
+// ---------------------------------------------------------------------------------------
+// 4 (switch side): a switch restart reinstalls the current flag, not the one of before
+
+#[test]
+fn switch_restart_reinstalls_the_current_flag() {
+    let tb = Testbed::start();
+    let sb = &tb.sandbox;
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "true")])]);
+    add_example(&tb, ALLOW_XB_XA);
+    let logs = log_dir();
+    let np_log = logs.path().join("np.log");
+    let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &[]);
+    let xa = tb.pod("x/a");
+    let installed = dump_flows(sb);
+    assert!(drop_flow(&installed, xa.ofport).actions.contains("controller("));
+
+    // Logging goes off while the switch is down.
+    sb.stop_vswitchd("TERM");
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "false")])]);
+    std::thread::sleep(Duration::from_millis(500));
+    sb.start_vswitchd();
+    let mut flows = BTreeMap::new();
+    wait_until(Duration::from_secs(20), "the pipeline reinstalled", || {
+        flows = dump_flows(sb);
+        flows.len() == installed.len()
+    });
+    assert_eq!(flows.keys().collect::<Vec<_>>(), installed.keys().collect::<Vec<_>>());
+    assert_eq!(drop_flow(&flows, xa.ofport).actions, "drop");
+    assert!(!flows.values().any(|f| f.actions.contains("controller(")), "a stale logging flag came back");
+    let m = agent.metrics();
+    assert_eq!(m.count("npagent_switch_reconnects_total"), 1);
+    sb.flush_datapath();
+    assert_eq!(traffic(&tb, "x/c", "udp-same", &xa.ip, 80, 5, 100), 5);
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert!(read_lines(&np_log).is_empty(), "logging is off");
+
+    // And on again, on the new switch: the meter is back too.
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "true")])]);
+    wait_until(Duration::from_secs(5), "logging on", || {
+        drop_flow(&dump_flows(sb), xa.ofport).actions.contains("controller(")
+    });
+    sb.flush_datapath();
+    assert_eq!(traffic(&tb, "x/c", "udp-same", &xa.ip, 80, 5, 100), 5);
+    wait_until(Duration::from_secs(5), "the drops logged", || {
+        packets(&read_lines(&np_log).iter().map(|l| parse_antrea(l)).collect::<Vec<_>>()) == 5
+    });
+    assert_eq!(meter_stats(sb), (5, 0));
+    assert!(agent.stop().success());
 }
