@@ -559,11 +559,12 @@ fn toggle_modifies_drop_flows_in_place() {
         flows
     };
     let mut before = settle(7, 7);
-    let x_logged_lines = |from: usize| -> u64 {
+    let logged_at = |from: usize, pod: &str| -> u64 {
         let lines: Vec<Line> = read_lines(&np_log).iter().skip(from).map(|l| parse_antrea(l)).collect();
-        packets(&lines.into_iter().filter(|l| l.applied_to == "x/a").collect::<Vec<_>>())
+        packets(&lines.into_iter().filter(|l| l.applied_to == pod).collect::<Vec<_>>())
     };
-    wait_until(Duration::from_secs(5), "x/a drops logged", || x_logged_lines(0) == 7);
+    // Both aggregates written before the first step counts lines.
+    wait_until(Duration::from_secs(10), "drops logged", || logged_at(0, "x/a") == 7 && logged_at(0, "y/b") == 7);
 
     let mut modifies_per_toggle = None;
     for (step, logging) in [(1, false), (2, true), (3, false), (4, true)] {
@@ -622,12 +623,18 @@ fn toggle_modifies_drop_flows_in_place() {
         sb.flush_datapath();
         send_drops(5);
         let now = settle(drop_flow(&after, xa.ofport).n_packets + 5, drop_flow(&after, yb.ofport).n_packets + 5);
-        let y_logged = || -> u64 {
-            let lines: Vec<Line> = read_lines(&np_log).iter().skip(lines_at).map(|l| parse_antrea(l)).collect();
-            packets(&lines.into_iter().filter(|l| l.applied_to == "y/b").collect::<Vec<_>>())
-        };
-        wait_until(Duration::from_secs(5), "y keeps logging", || y_logged() == 5);
-        assert_eq!(x_logged_lines(lines_at), if logging { 5 } else { 0 }, "step {step}: x logs iff on");
+        let x_expected = if logging { 5 } else { 0 };
+        let outcome = || (logged_at(lines_at, "x/a"), logged_at(lines_at, "y/b"));
+        let waited = Instant::now();
+        while outcome() != (x_expected, 5) && waited.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(
+            outcome(),
+            (x_expected, 5),
+            "step {step}: packets logged for (x/a, y/b): x logs iff on, y keeps logging; log since the step:\n{}",
+            read_lines(&np_log)[lines_at..].join("\n")
+        );
         before = now;
     }
 
