@@ -169,7 +169,13 @@ pub async fn run(cfg: AgentConfig, shutdown: impl std::future::Future<Output = (
     if let Some(t) = metrics_task {
         t.abort();
     }
-    forward.abort();
+    // Dropping the last switch handles ends the connection task; the packet-ins it already
+    // queued still reach the audit log before it is flushed.
+    drop(reconciler);
+    drop(switch);
+    if tokio::time::timeout(Duration::from_secs(2), forward).await.is_err() {
+        tracing::warn!("packet-ins still arriving after 2 s of shutdown; the rest are not logged");
+    }
     if let Err(e) = audit.shutdown().await {
         tracing::error!("audit log: {e}");
     }
