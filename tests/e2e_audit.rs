@@ -697,7 +697,7 @@ fn packet_in_rate_limits_entries_never_allowed_traffic() {
     });
     let m = agent.metrics();
     assert_eq!(m.count("npagent_packet_ins_received_total"), meter_in - meter_dropped);
-    assert!(agent.stderr().contains("the logging meter"), "no warning about shed entries");
+    assert!(agent.log_text().contains("the logging meter"), "no warning about shed entries");
     assert!(agent.stop().success());
 
     let lines: Vec<Line> = read_lines(&np_log).iter().map(|l| parse_antrea(l)).collect();
