@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 
 use serde_yaml::Value;
 
-use harness::{trace_verdict, write_atomic};
+use harness::trace_verdict;
 use scenario::{docs_yaml, merge_patch, obj_key, split_docs, Proto};
 use support::agent::{npagent_bin, Agent};
-use support::{Port, Testbed};
+use support::{write_atomic, Port, Testbed};
 
 
 /// The bound the issue sets for a manifest change to be enforced.

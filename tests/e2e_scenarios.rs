@@ -23,13 +23,13 @@ use std::time::{Duration, Instant};
 
 use serde_yaml::Value;
 
-use harness::{trace_all, write_atomic};
+use harness::trace_all;
 use scenario::{
     all_probes, docs_yaml, mismatches, obj_key, split_docs, truth_table, Base, ObjKey, Observed,
     PodId, PortKey, Probe, Proto, Scenario, Step,
 };
 use support::agent::Agent;
-use support::{Port, Testbed};
+use support::{write_atomic, Port, Testbed};
 
 /// The repository's scenario directory.
 fn scenarios_dir() -> PathBuf {

@@ -1,7 +1,7 @@
 //! What the end-to-end tests need beside the npagent fixture (`support::agent`): a lock that
-//! serialises the timed tests, atomic manifest writes, and verdicts beyond the prober: SCTP
-//! (the test kernel has none) and quick per-pair checks through `ofproto/trace`, which reads
-//! the switch's flow tables, not its datapath cache.
+//! serialises the timed tests, and verdicts beyond the prober: SCTP (the test kernel has
+//! none) and quick per-pair checks through `ofproto/trace`, which reads the switch's flow
+//! tables, not its datapath cache.
 #![allow(dead_code)]
 
 use std::fs;
@@ -54,14 +54,6 @@ impl Drop for TimingLock {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.0);
     }
-}
-
-/// Writes a file atomically (temporary dot-file + rename), so the agent never reads half a file.
-pub fn write_atomic(path: &Path, text: &str) {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    fs::write(&tmp, text).unwrap_or_else(|e| panic!("write {}: {e}", tmp.display()));
-    fs::rename(&tmp, path).unwrap_or_else(|e| panic!("rename to {}: {e}", path.display()));
 }
 
 /// The verdict of the switch's flow tables for the first packet of a new connection
