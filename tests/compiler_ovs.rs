@@ -210,6 +210,18 @@ fn installed(conn: &mut Conn) -> FlowTable {
     installed_from_stats(&conn.dump())
 }
 
+/// Installs `text` (flows as `flows_text` prints them) with `ovs-ofctl add-flows` in one
+/// bundle, and returns the bridge's flows as `ovs-ofctl dump-flows` prints them, sorted.
+fn add_flows_and_dump(sb: &Sandbox, text: &[String]) -> Vec<String> {
+    let file = sb.dir().join("flows.txt");
+    std::fs::write(&file, text.iter().map(|l| format!("{}\n", l.trim_start())).collect::<String>()).unwrap();
+    sb.ofctl(&["--bundle", "add-flows", "br-int", file.to_str().unwrap()]);
+    let mut dumped: Vec<String> =
+        sb.ofctl(&["dump-flows", "--no-stats", "--names", "br-int"]).lines().map(str::to_string).collect();
+    dumped.sort();
+    dumped
+}
+
 fn port_list(m: &Model) -> Vec<(u32, String)> {
     m.ports.values().map(|p| (p.ofport, p.interface.clone())).collect()
 }
@@ -223,14 +235,9 @@ fn compiled_pipeline_on_real_ovs() {
 
     // Install through ovs-ofctl from our text: OVS accepts every flow shape.
     let text = flows_text(c.flows(), &c.port_names());
-    let file = sb.dir().join("flows.txt");
-    std::fs::write(&file, text.iter().map(|l| format!("{}\n", l.trim_start())).collect::<String>()).unwrap();
-    sb.ofctl(&["--bundle", "add-flows", "br-int", file.to_str().unwrap()]);
+    let dumped = add_flows_and_dump(&sb, &text);
 
     // Our text is OVS's text.
-    let mut dumped: Vec<String> =
-        sb.ofctl(&["dump-flows", "--no-stats", "--names", "br-int"]).lines().map(str::to_string).collect();
-    dumped.sort();
     assert_eq!(dumped, text);
 
     // OVS's own verdicts (ofproto/trace of a new connection): b -> a on TCP 80 (IPv4) and on
@@ -338,12 +345,7 @@ fn synthetic_cluster_on_real_ovs() {
     let Some(sb) = Sandbox::start(&port_list(&model)) else { return };
     let c = npagent::compiler::compile(&model, Config::default(), IdAllocator::new(60), 0);
     let text = flows_text(c.flows(), &c.port_names());
-    let file = sb.dir().join("flows.txt");
-    std::fs::write(&file, text.iter().map(|l| format!("{}\n", l.trim_start())).collect::<String>()).unwrap();
-    sb.ofctl(&["--bundle", "add-flows", "br-int", file.to_str().unwrap()]);
-    let mut dumped: Vec<String> =
-        sb.ofctl(&["dump-flows", "--no-stats", "--names", "br-int"]).lines().map(str::to_string).collect();
-    dumped.sort();
+    let dumped = add_flows_and_dump(&sb, &text);
     assert_eq!(dumped.len(), text.len());
     for (d, t) in dumped.iter().zip(&text) {
         assert_eq!(d, t);

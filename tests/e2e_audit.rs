@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use support::agent::Agent;
-use support::{Port, Reachability, Sandbox, Testbed};
+use support::{write_atomic, Port, Reachability, Sandbox, Testbed};
 
 // ---------------------------------------------------------------------------------------
 // Manifests
@@ -19,15 +19,6 @@ use support::{Port, Reachability, Sandbox, Testbed};
 const ANTREA_KEY: &str = "networkpolicy.antrea.io/enable-logging";
 const ALIAS_KEY: &str = "policy.antrea.io/enable-np-logging";
 const ALLOW_XB_XA: &str = "allow-xb-to-xa-tcp80";
-
-/// Writes `text` to `path` atomically (temporary dot-file, then rename), as the manifests
-/// watcher asks.
-fn write_atomic(path: &Path, text: &str) {
-    let dir = path.parent().expect("manifest dir");
-    let tmp = dir.join(format!(".{}.tmp", path.file_name().expect("name").to_string_lossy()));
-    std::fs::write(&tmp, text).expect("write manifest");
-    std::fs::rename(&tmp, path).expect("rename manifest");
-}
 
 /// Rewrites namespaces.yaml: Namespaces x, y, z (label `ns: <name>`) with the annotations
 /// given for each (`(namespace, [(key, value)])`; others get none).
@@ -62,6 +53,17 @@ fn add_deny_ingress(tb: &Testbed, ns: &str, name: &str) {
         "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  podSelector: {{}}\n  policyTypes:\n  - Ingress\n"
     );
     write_atomic(&tb.manifests_dir().join(format!("{name}-{ns}.yaml")), &text);
+}
+
+/// A testbed with logging on in namespace x and the example policy letting x/b reach x/a
+/// (TCP 80), a fresh directory for audit logs, and the audit log's path in it.
+fn logging_testbed() -> (Testbed, tempfile::TempDir, PathBuf) {
+    let tb = Testbed::start();
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "true")])]);
+    add_example(&tb, ALLOW_XB_XA);
+    let logs = log_dir();
+    let np_log = logs.path().join("np.log");
+    (tb, logs, np_log)
 }
 
 /// A fresh temporary directory for audit logs.
@@ -668,12 +670,8 @@ fn toggle_modifies_drop_flows_in_place() {
 #[test]
 fn packet_in_rate_limits_entries_never_allowed_traffic() {
     const RATE: u64 = 50;
-    let tb = Testbed::start();
+    let (tb, _logs, np_log) = logging_testbed();
     let sb = &tb.sandbox;
-    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "true")])]);
-    add_example(&tb, ALLOW_XB_XA);
-    let logs = log_dir();
-    let np_log = logs.path().join("np.log");
     let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &["--packet-in-rate", &RATE.to_string()]);
     let xa = tb.pod("x/a");
 
@@ -697,7 +695,7 @@ fn packet_in_rate_limits_entries_never_allowed_traffic() {
     });
     let m = agent.metrics();
     assert_eq!(m.count("npagent_packet_ins_received_total"), meter_in - meter_dropped);
-    assert!(agent.stderr().contains("the logging meter"), "no warning about shed entries");
+    assert!(agent.log_text().contains("the logging meter"), "no warning about shed entries");
     assert!(agent.stop().success());
 
     let lines: Vec<Line> = read_lines(&np_log).iter().map(|l| parse_antrea(l)).collect();
@@ -715,12 +713,8 @@ fn packet_in_rate_limits_entries_never_allowed_traffic() {
 
 #[test]
 fn restart_flushes_pending_aggregates_and_causes_no_churn() {
-    let tb = Testbed::start();
+    let (tb, _logs, np_log) = logging_testbed();
     let sb = &tb.sandbox;
-    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "true")])]);
-    add_example(&tb, ALLOW_XB_XA);
-    let logs = log_dir();
-    let np_log = logs.path().join("np.log");
     let window = ["--audit-dedup-window", "10s"];
     let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &window);
     let (xa, xb, xc) = (tb.pod("x/a"), tb.pod("x/b"), tb.pod("x/c"));
@@ -944,12 +938,8 @@ fn formats_field_by_field_and_rotation() {
 
 #[test]
 fn switch_restart_reinstalls_the_current_flag() {
-    let tb = Testbed::start();
+    let (tb, _logs, np_log) = logging_testbed();
     let sb = &tb.sandbox;
-    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "true")])]);
-    add_example(&tb, ALLOW_XB_XA);
-    let logs = log_dir();
-    let np_log = logs.path().join("np.log");
     let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &[]);
     let xa = tb.pod("x/a");
     let installed = dump_flows(sb);

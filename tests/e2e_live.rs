@@ -7,8 +7,8 @@
 
 mod support;
 
-#[path = "e2e_scenarios/agent.rs"]
-mod agent;
+#[path = "e2e_scenarios/harness.rs"]
+mod harness;
 #[path = "e2e_scenarios/scenario.rs"]
 mod scenario;
 
@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 
 use serde_yaml::Value;
 
-use agent::{trace_verdict, write_atomic, Agent};
+use harness::trace_verdict;
 use scenario::{docs_yaml, merge_patch, obj_key, split_docs, Proto};
-use support::{Port, Testbed};
+use support::agent::{npagent_bin, Agent};
+use support::{write_atomic, Port, Testbed};
 
 
 /// The bound the issue sets for a manifest change to be enforced.
@@ -35,7 +36,7 @@ impl Live {
     /// A testbed with npagent running on its manifests, every pod reachable.
     fn start() -> Live {
         let tb = Testbed::start();
-        let agent = Agent::start(&tb, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"));
+        let agent = Agent::spawn(&tb.sandbox, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"), &[]);
         let mut live = Live { tb, agent };
         live.wait_verdicts("pipeline installed", &[("y/a", "x/a", Proto::Tcp, 80, true)], Duration::from_secs(20));
         live
@@ -159,7 +160,7 @@ spec:
 
 #[test]
 fn policy_apply_modify_delete_within_one_second() {
-    let _serial = agent::timing_lock();
+    let _serial = harness::timing_lock();
     let mut live = Live::start();
 
     live.put("p", ALLOW_FROM_B);
@@ -198,7 +199,7 @@ fn policy_apply_modify_delete_within_one_second() {
 
 #[test]
 fn relabel_pod_and_namespace_within_one_second() {
-    let _serial = agent::timing_lock();
+    let _serial = harness::timing_lock();
     let mut live = Live::start();
     live.put(
         "p",
@@ -253,7 +254,7 @@ spec:
 
 #[test]
 fn pod_add_and_remove_within_one_second() {
-    let _serial = agent::timing_lock();
+    let _serial = harness::timing_lock();
     let mut live = Live::start();
     live.put(
         "p",
@@ -344,7 +345,7 @@ fn flows_with_stats(tb: &Testbed) -> BTreeMap<String, FlowStats> {
 
 #[test]
 fn restart_without_churn() {
-    let _serial = agent::timing_lock();
+    let _serial = harness::timing_lock();
     let mut live = Live::start();
     live.put("p", ALLOW_FROM_B);
     let checks = [("y/a", "x/a", Proto::Tcp, 80, false), ("x/b", "x/a", Proto::Tcp, 80, true)];
@@ -353,7 +354,7 @@ fn restart_without_churn() {
     let before = flows_with_stats(&live.tb);
     assert!(before.values().any(|s| s.n_packets > 0), "no flow counted packets");
 
-    let status = live.agent.stop();
+    let status = live.agent.stop_report();
     eprintln!("npagent stopped: {status}");
     let after_stop = flows_with_stats(&live.tb);
     assert_eq!(
@@ -368,7 +369,7 @@ fn restart_without_churn() {
     let log_path = live.tb.sandbox.dir.join("vswitchd.log");
     let log_start = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
     let t0 = Instant::now();
-    live.agent = Agent::start(&live.tb, &live.tb.manifests_dir(), &live.tb.sandbox.dir.join("npagent.log"));
+    live.agent = Agent::spawn(&live.tb.sandbox, &live.tb.manifests_dir(), &live.tb.sandbox.dir.join("npagent.log"), &[]);
     // Let it connect, dump and (not) reconcile.
     std::thread::sleep(Duration::from_secs(3));
     assert!(live.agent.alive(), "npagent died after restart:\n{}", live.agent.log_tail(30));
@@ -401,7 +402,7 @@ fn restart_without_churn() {
 
 #[test]
 fn switch_restart_recovery() {
-    let _serial = agent::timing_lock();
+    let _serial = harness::timing_lock();
     let mut live = Live::start();
     live.put("p", ALLOW_FROM_B);
     let checks = [
@@ -432,11 +433,11 @@ fn switch_restart_recovery() {
 /// bridge npagent enforces.
 #[test]
 fn flows_command_matches_bridge() {
-    let _serial = agent::timing_lock();
+    let _serial = harness::timing_lock();
     let mut live = Live::start();
     live.put("p", ALLOW_FROM_B);
     live.converges("policy", &[("y/a", "x/a", Proto::Tcp, 80, false), ("x/b", "x/a", Proto::Tcp, 80, true)]);
-    let out = std::process::Command::new(agent::npagent_bin())
+    let out = std::process::Command::new(npagent_bin())
         .args(["flows", "--ofp", &live.tb.sandbox.ofp, "--ovsdb", &live.tb.sandbox.ovsdb, "--manifests"])
         .arg(live.tb.manifests_dir())
         .output()
@@ -462,7 +463,7 @@ fn flows_command_matches_bridge() {
 /// every valid policy (also in the same file as a broken one) stays enforced.
 #[test]
 fn bad_input_is_reported_and_the_valid_rest_stays_enforced() {
-    let _serial = agent::timing_lock();
+    let _serial = harness::timing_lock();
     let mut live = Live::start();
     live.put("good", ALLOW_FROM_B);
     live.wait_verdicts("valid policy", &[("x/b", "x/a", Proto::Tcp, 80, true), ("x/c", "x/a", Proto::Tcp, 80, false)], BOUND * 5);
@@ -527,7 +528,7 @@ spec:
         "nowhere/orphan",
     ];
     loop {
-        let log = std::fs::read_to_string(&live.agent.log).unwrap_or_default();
+        let log = live.agent.log_text();
         let missing: Vec<&&str> = wanted.iter().filter(|w| !log.contains(**w)).collect();
         if missing.is_empty() {
             break;

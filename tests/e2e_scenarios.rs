@@ -12,8 +12,8 @@
 
 mod support;
 
-#[path = "e2e_scenarios/agent.rs"]
-mod agent;
+#[path = "e2e_scenarios/harness.rs"]
+mod harness;
 #[path = "e2e_scenarios/scenario.rs"]
 mod scenario;
 
@@ -23,12 +23,13 @@ use std::time::{Duration, Instant};
 
 use serde_yaml::Value;
 
-use agent::{trace_all, write_atomic, Agent};
+use harness::trace_all;
 use scenario::{
     all_probes, docs_yaml, mismatches, obj_key, split_docs, truth_table, Base, ObjKey, Observed,
     PodId, PortKey, Probe, Proto, Scenario, Step,
 };
-use support::{Port, Testbed};
+use support::agent::Agent;
+use support::{write_atomic, Port, Testbed};
 
 /// The repository's scenario directory.
 fn scenarios_dir() -> PathBuf {
@@ -235,14 +236,14 @@ fn selected(s: &Scenario) -> bool {
 
 #[test]
 fn scenarios_on_the_testbed() {
-    let _serial = agent::timing_lock();
+    let _serial = harness::timing_lock();
     let tb = Testbed::start();
     let mut dir = ManifestDir::open(&tb.manifests_dir());
     let base = dir.base();
     let scenarios = Scenario::load_dir(&scenarios_dir(), &base).unwrap_or_else(|e| panic!("{e}"));
     let pods = base.pods();
     assert_eq!(pods.len(), 9, "the testbed should have nine pods: {pods:?}");
-    let mut agent = Agent::start(&tb, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"));
+    let mut agent = Agent::spawn(&tb.sandbox, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"), &[]);
 
     // The pipeline has to be in place before anything is reachable (fail_mode=secure).
     let baseline = Step {
@@ -318,7 +319,7 @@ fn scenarios_on_the_testbed() {
         slowest.0.as_secs_f64(),
         slowest.1
     );
-    let status = agent.stop();
+    let status = agent.stop_report();
     assert!(failed.is_empty(), "failed scenarios:\n  {}\n(npagent: {status})", failed.join("\n  "));
 }
 

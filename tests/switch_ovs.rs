@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 use support::Sandbox;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
+use tokio::time::error::Elapsed;
 
 const OFPP_TABLE: u32 = 0xffff_fff9;
 
@@ -29,6 +30,19 @@ async fn connect_with(cfg: ConnectionConfig) -> (SwitchHandle, mpsc::Receiver<Pa
     let (handle, packet_ins) = spawn(cfg);
     handle.wait_connected(Duration::from_secs(10)).await.expect("switch connects");
     (handle, packet_ins)
+}
+
+/// The generation of the next connected state `states` shows, waiting at most 15 s.
+async fn reconnected_generation(states: &mut watch::Receiver<ConnState>) -> Result<u64, Elapsed> {
+    tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            if let ConnState::Connected { generation, .. } = *states.borrow_and_update() {
+                return generation;
+            }
+            states.changed().await.unwrap();
+        }
+    })
+    .await
 }
 
 fn ip4(a: u32) -> Ipv4Addr {
@@ -366,16 +380,7 @@ async fn reconnects_by_itself_after_vswitchd_restart() {
     })
     .await
     .unwrap();
-    let generation = tokio::time::timeout(Duration::from_secs(15), async {
-        loop {
-            if let ConnState::Connected { generation, .. } = *states.borrow_and_update() {
-                return generation;
-            }
-            states.changed().await.unwrap();
-        }
-    })
-    .await
-    .expect("reconnected");
+    let generation = reconnected_generation(&mut states).await.expect("reconnected");
     assert_eq!(generation, 2);
     assert!(switch.dump_flows(None).await.unwrap().is_empty(), "a restarted switch starts empty");
     switch.install(vec![flow(0, 9, vec![], vec![apply(vec![])])]).await.unwrap();
@@ -542,16 +547,7 @@ async fn silent_switch_is_declared_dead_by_echo_and_reconnected() {
     let reason = reason.expect("declared dead within 5 s");
     assert!(reason.contains("echo"), "{reason}");
     assert!(frozen_at.elapsed() >= Duration::from_millis(300), "not before the misses add up");
-    let generation = tokio::time::timeout(Duration::from_secs(15), async {
-        loop {
-            if let ConnState::Connected { generation, .. } = *states.borrow_and_update() {
-                return generation;
-            }
-            states.changed().await.unwrap();
-        }
-    })
-    .await
-    .expect("reconnected after the switch woke up");
+    let generation = reconnected_generation(&mut states).await.expect("reconnected after the switch woke up");
     assert!(generation >= 2);
     switch.barrier().await.expect("usable again");
 }

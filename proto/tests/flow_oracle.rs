@@ -2,7 +2,10 @@
 //! action and instruction kind the crate models, are decoded by Open vSwitch's own printer
 //! (Debian openvswitch-common 3.1) and must print exactly what `ofp::text` prints for them.
 
+mod common;
+
 use bytes::{BufMut, BytesMut};
+use common::flow_mod as fm;
 use ofp::action::{Action, Controller2, Ct, CtZoneSrc};
 use ofp::flow_mod::{FlowMod, FlowModCommand};
 use ofp::instruction::Instruction;
@@ -44,16 +47,6 @@ fn v6(s: &str) -> Ipv6Addr {
 
 fn apply(a: Vec<Action>) -> Vec<Instruction> {
     vec![Instruction::ApplyActions(a)]
-}
-
-fn fm(table_id: u8, priority: u16, fields: Vec<Oxm>, instructions: Vec<Instruction>) -> FlowMod {
-    FlowMod {
-        table_id,
-        priority,
-        match_: Match::new(fields),
-        instructions,
-        ..FlowMod::default()
-    }
 }
 
 const IP: Oxm = Oxm::EthType(0x0800);

@@ -4,7 +4,10 @@
 //! printed by `ofp::text::format_flow`; the lines must equal
 //! `ovs-ofctl -O OpenFlow15 dump-flows --no-stats --names br-int`.
 
+mod common;
+
 use bytes::{BufMut, BytesMut};
+use common::flow_mod as flow;
 use ofp::action::{Action, Controller2, Ct, CtZoneSrc};
 use ofp::flow_mod::FlowMod;
 use ofp::instruction::Instruction;
@@ -12,7 +15,7 @@ use ofp::multipart::{
     FlowStatsRequest, MultipartReply, MultipartReplyBody, MultipartRequest, MultipartRequestBody,
     MULTIPART_MORE,
 };
-use ofp::oxm::{Masked, Match, Oxm};
+use ofp::oxm::{Masked, Oxm};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -203,16 +206,6 @@ fn port_name(p: u32) -> Option<String> {
 
 fn ip() -> Oxm {
     Oxm::EthType(0x0800)
-}
-
-fn flow(table_id: u8, priority: u16, fields: Vec<Oxm>, instructions: Vec<Instruction>) -> FlowMod {
-    FlowMod {
-        table_id,
-        priority,
-        match_: Match::new(fields),
-        instructions,
-        ..FlowMod::default()
-    }
 }
 
 fn apply(a: Vec<Action>) -> Instruction {

@@ -14,7 +14,7 @@
 //! packets ends with ` [N packets in D]`, D in Go's `time.Duration` notation.
 
 use super::dedup::Record;
-use super::entry::disposition_str;
+use super::entry::{disposition_str, AuditEntry};
 use super::packet::protocol_name;
 use super::timefmt::{push_go_duration, push_go_log_timestamp, push_padded, push_rfc3339_nanos, Fixed};
 use crate::model::ObjectRef;
@@ -162,13 +162,7 @@ fn antrea(r: &Record, out: &mut Vec<u8>) {
     field(out, disposition_str(e.disposition).as_bytes());
     opt_num(out, e.priority, NIL);
     opt_ref(out, e.applied_to.as_ref());
-    ip(out, e.src_ip);
-    opt_num(out, e.src_port, NIL);
-    ip(out, e.dst_ip);
-    opt_num(out, e.dst_port, NIL);
-    field(out, protocol(e.protocol).as_bytes());
-    out.push(b' ');
-    push_padded(out, e.ip_len.into(), 1);
+    connection(out, e);
     opt_str(out, e.log_label.as_deref());
     suffix(out, r);
 }
@@ -180,6 +174,12 @@ fn antrea_v1(r: &Record, out: &mut Vec<u8>) {
     policy(out, r);
     field(out, disposition_str(e.disposition).as_bytes());
     opt_num(out, e.priority, b"-1");
+    connection(out, e);
+    suffix(out, r);
+}
+
+/// The packet's fields both Antrea formats share: `srcIP srcPort dstIP dstPort proto length`.
+fn connection(out: &mut Vec<u8>, e: &AuditEntry) {
     ip(out, e.src_ip);
     opt_num(out, e.src_port, NIL);
     ip(out, e.dst_ip);
@@ -187,7 +187,6 @@ fn antrea_v1(r: &Record, out: &mut Vec<u8>) {
     field(out, protocol(e.protocol).as_bytes());
     out.push(b' ');
     push_padded(out, e.ip_len.into(), 1);
-    suffix(out, r);
 }
 
 /// An RFC 3339 timestamp formatted without allocating.

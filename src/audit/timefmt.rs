@@ -98,11 +98,7 @@ impl ByteSink for Fixed {
 /// Appends `YYYY/MM/DD HH:MM:SS.uuuuuu` (Go's `log.Ldate|log.Lmicroseconds`, UTC).
 pub fn push_go_log_timestamp(out: &mut impl ByteSink, t: SystemTime) {
     let c = Civil::from_system_time(t);
-    push_padded(out, c.year as u64, 4);
-    out.push(b'/');
-    push_padded(out, c.month.into(), 2);
-    out.push(b'/');
-    push_padded(out, c.day.into(), 2);
+    push_date(out, &c, b'/');
     out.push(b' ');
     push_clock(out, &c);
     out.push(b'.');
@@ -120,16 +116,21 @@ pub fn rfc3339_nanos(t: SystemTime) -> String {
 /// Appends [`rfc3339_nanos`]'s text.
 pub fn push_rfc3339_nanos(out: &mut impl ByteSink, t: SystemTime) {
     let c = Civil::from_system_time(t);
-    push_padded(out, c.year as u64, 4);
-    out.push(b'-');
-    push_padded(out, c.month.into(), 2);
-    out.push(b'-');
-    push_padded(out, c.day.into(), 2);
+    push_date(out, &c, b'-');
     out.push(b'T');
     push_clock(out, &c);
     out.push(b'.');
     push_padded(out, c.nanos.into(), 9);
     out.push(b'Z');
+}
+
+/// `YYYY<sep>MM<sep>DD`.
+fn push_date(out: &mut impl ByteSink, c: &Civil, sep: u8) {
+    push_padded(out, c.year as u64, 4);
+    out.push(sep);
+    push_padded(out, c.month.into(), 2);
+    out.push(sep);
+    push_padded(out, c.day.into(), 2);
 }
 
 fn push_clock(out: &mut impl ByteSink, c: &Civil) {

@@ -428,12 +428,7 @@ impl Compiler {
                 self.src_index.entry(r.clone()).or_default().insert(p.clone());
             }
         } else if c.src_pods.remove(r) {
-            if let Some(set) = self.src_index.get_mut(r) {
-                set.remove(p);
-                if set.is_empty() {
-                    self.src_index.remove(r);
-                }
-            }
+            index_remove(&mut self.src_index, r, p);
         }
         self.compiled.insert(p.clone(), c);
         true
@@ -501,12 +496,7 @@ impl Compiler {
         // Isolation.
         let mut drops = BTreeSet::new();
         for o in old.isolates.difference(&new.isolates) {
-            if let Some(set) = self.isolated.get_mut(o) {
-                set.remove(r);
-                if set.is_empty() {
-                    self.isolated.remove(o);
-                }
-            }
+            index_remove(&mut self.isolated, o, r);
             drops.insert(*o);
         }
         for o in new.isolates.difference(&old.isolates) {
@@ -517,28 +507,8 @@ impl Compiler {
             self.refresh_drop(model, o);
         }
         // Reverse indexes.
-        for p in old.src_pods.difference(&new.src_pods) {
-            if let Some(set) = self.src_index.get_mut(p) {
-                set.remove(r);
-                if set.is_empty() {
-                    self.src_index.remove(p);
-                }
-            }
-        }
-        for p in new.src_pods.difference(&old.src_pods) {
-            self.src_index.entry(p.clone()).or_default().insert(r.clone());
-        }
-        for n in old.namespaces.difference(&new.namespaces) {
-            if let Some(set) = self.ns_index.get_mut(n) {
-                set.remove(r);
-                if set.is_empty() {
-                    self.ns_index.remove(n);
-                }
-            }
-        }
-        for n in new.namespaces.difference(&old.namespaces) {
-            self.ns_index.entry(n.clone()).or_default().insert(r.clone());
-        }
+        reindex(&mut self.src_index, &old.src_pods, &new.src_pods, r);
+        reindex(&mut self.ns_index, &old.namespaces, &new.namespaces, r);
         // Rule ids and the rule table.
         for (key, info) in &old.rules {
             if !new.rules.contains_key(key) {
@@ -612,6 +582,26 @@ impl Compiler {
                 }
             }
         }
+    }
+}
+
+/// Removes `v` from the set of `k` in a reverse index, and the set once it is empty.
+fn index_remove<K: Ord, V: Ord>(index: &mut BTreeMap<K, BTreeSet<V>>, k: &K, v: &V) {
+    if let Some(set) = index.get_mut(k) {
+        set.remove(v);
+        if set.is_empty() {
+            index.remove(k);
+        }
+    }
+}
+
+/// Moves `r` in a reverse index from the keys only in `old` to the keys only in `new`.
+fn reindex<K: Ord + Clone>(index: &mut BTreeMap<K, BTreeSet<ObjectRef>>, old: &BTreeSet<K>, new: &BTreeSet<K>, r: &ObjectRef) {
+    for k in old.difference(new) {
+        index_remove(index, k, r);
+    }
+    for k in new.difference(old) {
+        index.entry(k.clone()).or_default().insert(r.clone());
     }
 }
 

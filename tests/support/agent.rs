@@ -1,5 +1,7 @@
-//! An `npagent run` process on a [`Sandbox`]: started with its own audit log and metrics
-//! endpoint, stopped with SIGTERM (it flushes the audit log), killed on drop if still running.
+//! An `npagent run` process on a [`Sandbox`], its log (stdout and stderr) appended to a file:
+//! started plain ([`Agent::spawn`]) or with an audit log and metrics endpoint, waiting for
+//! the pipeline ([`Agent::start`]); stopped with SIGTERM (it flushes the audit log), killed
+//! on drop if still running.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -8,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::sandbox::{run, Sandbox};
+use super::sandbox::Sandbox;
 
 /// How long the agent may take to start and install the pipeline.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -16,63 +18,64 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// One running `npagent run`.
 pub struct Agent {
     child: Option<Child>,
-    /// npagent's own log (stderr), `<audit log name>.agent.log` next to the audit log.
-    pub stderr_path: PathBuf,
-    /// The audit log it writes.
-    pub audit_log: PathBuf,
-    /// Where it serves metrics.
-    pub metrics_addr: SocketAddr,
-    /// Where this run's lines start in `stderr_path` (earlier runs may precede them).
+    /// npagent's own log (stdout and stderr); earlier runs' lines may precede this run's.
+    pub log: PathBuf,
+    /// Where it serves metrics, when started with [`Agent::start`].
+    pub metrics_addr: Option<SocketAddr>,
+    /// Where this run's lines start in `log`.
     log_from: u64,
 }
 
 impl Agent {
-    /// Starts `npagent run` ([`npagent_bin`]) on `sb` with manifests from `manifests`, writing `audit_log`,
-    /// metrics on a free port, and `extra` arguments (`--audit-format json`, ...). Returns
-    /// once its first resync with the switch is done (the pipeline is installed).
+    /// Starts `npagent run` ([`npagent_bin`]) on `sb` with manifests from `manifests` and
+    /// `extra` arguments, appending its log to `log`; returns at once. The log level is
+    /// `$NPA_AGENT_LOG`, `info` by default.
+    pub fn spawn(sb: &Sandbox, manifests: &Path, log: &Path, extra: &[&str]) -> Agent {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap_or_else(|e| panic!("open {}: {e}", log.display()));
+        let err = out.try_clone().expect("clone log handle");
+        // Lines of earlier runs in the same file are skipped when looking for this run's.
+        let log_from = std::fs::metadata(log).map(|m| m.len()).unwrap_or(0);
+        let level = std::env::var("NPA_AGENT_LOG").unwrap_or_else(|_| "info".into());
+        let child = Command::new(npagent_bin())
+            .args(["--log-level", &level, "run", "--ofp", &sb.ofp, "--ovsdb", &sb.ovsdb])
+            .arg("--manifests")
+            .arg(manifests)
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("start npagent");
+        Agent { child: Some(child), log: log.to_owned(), metrics_addr: None, log_from }
+    }
+
+    /// Starts `npagent run` on `sb` with manifests from `manifests`, writing `audit_log`,
+    /// metrics on a free port, and `extra` arguments (`--audit-format json`, ...); its log is
+    /// `<audit log name>.agent.log` next to the audit log. Returns once its first resync with
+    /// the switch is done (the pipeline is installed).
     pub fn start(sb: &Sandbox, manifests: &Path, audit_log: &Path, extra: &[&str]) -> Agent {
         // Next to the audit log, or in its nearest existing ancestor: creating the audit
         // log's directory is npagent's job.
         let dir = audit_log.ancestors().skip(1).find(|d| d.is_dir()).unwrap_or(Path::new("/tmp"));
         let name = audit_log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let stderr_path = dir.join(format!("{name}.agent.log"));
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&stderr_path)
-            .expect("create agent log");
-        // Lines of earlier runs in the same file are skipped when looking for this run's.
-        let skip = std::fs::metadata(&stderr_path).map(|m| m.len()).unwrap_or(0);
-        let child = Command::new(npagent_bin())
-            .args(["--log-level", "info", "run", "--ofp", &sb.ofp, "--ovsdb", &sb.ovsdb])
-            .arg("--manifests")
-            .arg(manifests)
-            .arg("--audit-log")
-            .arg(audit_log)
-            .args(["--metrics-addr", "127.0.0.1:0"])
-            .args(extra)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("start npagent");
-        let mut agent = Agent {
-            child: Some(child),
-            stderr_path,
-            audit_log: audit_log.to_owned(),
-            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            log_from: skip,
-        };
-        let line = agent.wait_log_after(skip, "metrics on http://", START_TIMEOUT);
+        let audit_arg = audit_log.to_string_lossy();
+        let mut args = vec!["--audit-log", audit_arg.as_ref(), "--metrics-addr", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut agent = Agent::spawn(sb, manifests, &dir.join(format!("{name}.agent.log")), &args);
+        let line = agent.wait_log("metrics on http://", START_TIMEOUT);
         let addr = line
             .split("http://")
             .nth(1)
             .and_then(|s| s.split('/').next())
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| panic!("no metrics address in {line:?}"));
-        agent.metrics_addr = addr;
-        agent.wait_log_after(skip, "flow_mods to send", START_TIMEOUT);
+        agent.metrics_addr = Some(addr);
+        agent.wait_log("flow_mods to send", START_TIMEOUT);
         agent
     }
 
@@ -81,41 +84,47 @@ impl Agent {
         self.child.as_ref().map(Child::id).expect("agent running")
     }
 
+    /// Is the process still running?
+    pub fn alive(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// This run's log so far, ANSI colours removed.
-    pub fn stderr(&self) -> String {
-        let text = std::fs::read(&self.stderr_path).unwrap_or_default();
+    pub fn log_text(&self) -> String {
+        let text = std::fs::read(&self.log).unwrap_or_default();
         let tail = text.get(usize::try_from(self.log_from).unwrap_or(0)..).unwrap_or_default();
         strip_ansi(&String::from_utf8_lossy(tail))
     }
 
-    /// Waits until a log line written after byte `skip` contains `needle`; returns it.
-    fn wait_log_after(&mut self, skip: u64, needle: &str, within: Duration) -> String {
+    /// The last `lines` lines of this run's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = self.log_text();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Waits until this run's log has a line containing `needle`; returns the first such.
+    pub fn wait_log(&mut self, needle: &str, within: Duration) -> String {
         let started = Instant::now();
         loop {
-            let text = std::fs::read(&self.stderr_path).unwrap_or_default();
-            let tail = text.get(usize::try_from(skip).unwrap_or(0)..).unwrap_or_default();
-            let tail = strip_ansi(&String::from_utf8_lossy(tail));
-            if let Some(l) = tail.lines().find(|l| l.contains(needle)) {
+            let text = self.log_text();
+            if let Some(l) = text.lines().find(|l| l.contains(needle)) {
                 return l.to_owned();
             }
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!("npagent exited ({status}) before logging {needle:?}:\n{tail}");
+                panic!("npagent exited ({status}) before logging {needle:?}:\n{text}");
             }
             if started.elapsed() > within {
-                panic!("npagent logged no {needle:?} within {within:?}:\n{tail}");
+                panic!("npagent logged no {needle:?} within {within:?}:\n{text}");
             }
             std::thread::sleep(Duration::from_millis(50));
         }
     }
 
-    /// Waits until this run's log has a line containing `needle`; returns the first such.
-    pub fn wait_log(&mut self, needle: &str, within: Duration) -> String {
-        self.wait_log_after(self.log_from, needle, within)
-    }
-
     /// Fetches the metrics page.
     pub fn metrics_text(&self) -> String {
-        let mut sock = TcpStream::connect(self.metrics_addr).expect("connect to the metrics endpoint");
+        let addr = self.metrics_addr.expect("npagent started with a metrics endpoint");
+        let mut sock = TcpStream::connect(addr).expect("connect to the metrics endpoint");
         sock.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
         sock.write_all(b"GET /metrics HTTP/1.0\r\nHost: npagent\r\n\r\n").expect("send request");
         let mut text = String::new();
@@ -133,23 +142,43 @@ impl Agent {
 
     /// Sends SIGTERM and waits (at most 20 s) for the process to exit; returns its status.
     pub fn stop(mut self) -> ExitStatus {
-        self.terminate()
+        match self.terminate(Duration::from_secs(20)) {
+            Ok(status) => status,
+            Err(e) => panic!("npagent {e}:\n{}", self.log_text()),
+        }
     }
 
-    fn terminate(&mut self) -> ExitStatus {
-        let mut child = self.child.take().expect("agent running");
-        run(Command::new("kill").args(["-TERM", &child.id().to_string()]));
+    /// Stops the agent with SIGTERM (SIGKILL after 5 s) and tells how it ended; never panics.
+    pub fn stop_report(&mut self) -> String {
+        if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            self.child = None;
+            return format!("had exited: {status}");
+        }
+        match self.terminate(Duration::from_secs(5)) {
+            Ok(status) => status.to_string(),
+            Err(e) => e,
+        }
+    }
+
+    /// Sends SIGTERM and waits `within` for the exit; kills the process when it does not
+    /// exit by then (Err, saying so).
+    fn terminate(&mut self, within: Duration) -> Result<ExitStatus, String> {
+        let Some(mut child) = self.child.take() else { return Err("not running".into()) };
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
         let started = Instant::now();
         loop {
-            if let Some(status) = child.try_wait().expect("wait for npagent") {
-                return status;
+            match child.try_wait() {
+                Ok(Some(status)) => return Ok(status),
+                Ok(None) if started.elapsed() < within => std::thread::sleep(Duration::from_millis(20)),
+                _ => {
+                    let _ = child.kill();
+                    let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+                    return Err(format!("killed after no exit within {within:?} of SIGTERM ({status})"));
+                }
             }
-            if started.elapsed() > Duration::from_secs(20) {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("npagent did not exit within 20 s of SIGTERM:\n{}", self.stderr());
-            }
-            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
@@ -160,7 +189,7 @@ impl Drop for Agent {
             let _ = child.kill();
             let _ = child.wait();
             if std::thread::panicking() {
-                eprintln!("npagent log:\n{}", self.stderr());
+                eprintln!("npagent log:\n{}", self.log_text());
             }
         }
     }

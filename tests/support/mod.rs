@@ -11,4 +11,4 @@ pub mod sandbox;
 pub mod testbed;
 
 pub use sandbox::Sandbox;
-pub use testbed::{Pod, Port, Reachability, Testbed};
+pub use testbed::{write_atomic, Pod, Port, Reachability, Testbed};

@@ -1,6 +1,10 @@
-//! Shared helpers of the integration tests: the vector file and small text extractors.
+//! Shared helpers of the integration tests: the vector file, small text extractors, and a
+//! FLOW_MOD builder.
 #![allow(dead_code)]
 
+use ofp::flow_mod::FlowMod;
+use ofp::instruction::Instruction;
+use ofp::oxm::{Match, Oxm};
 use serde_json::Value;
 
 /// One line of `tests/data/ofp-vectors.jsonl`.
@@ -74,4 +78,16 @@ pub fn hexdump_bytes(dump: &str) -> Vec<u8> {
 /// Dot-separated hex bytes as OVS prints userdata (`01.02.03`).
 pub fn dotted(s: &str) -> Vec<u8> {
     s.split('.').map(|b| u8::from_str_radix(b, 16).expect("dotted byte")).collect()
+}
+
+/// A FLOW_MOD (add, other fields default) of `fields` and `instructions` at `priority` in
+/// table `table_id`.
+pub fn flow_mod(table_id: u8, priority: u16, fields: Vec<Oxm>, instructions: Vec<Instruction>) -> FlowMod {
+    FlowMod {
+        table_id,
+        priority,
+        match_: Match::new(fields),
+        instructions,
+        ..FlowMod::default()
+    }
 }

@@ -1,102 +1,16 @@
-//! Running npagent against a testbed, and verdicts the end-to-end tests need beyond the
-//! prober: SCTP (the test kernel has none) and quick per-pair checks through
-//! `ofproto/trace`, which reads the switch's flow tables, not its datapath cache.
+//! What the end-to-end tests need beside the npagent fixture (`support::agent`): a lock that
+//! serialises the timed tests, and verdicts beyond the prober: SCTP (the test kernel has
+//! none) and quick per-pair checks through `ofproto/trace`, which reads the switch's flow
+//! tables, not its datapath cache.
 #![allow(dead_code)]
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use crate::scenario::{PodId, Probe, Proto};
 use crate::support::testbed::{Pod, Testbed};
-
-/// A running `npagent run` in manifests mode; stopped (SIGTERM, then SIGKILL) on drop.
-pub struct Agent {
-    child: Option<Child>,
-    /// stdout and stderr of the agent.
-    pub log: PathBuf,
-}
-
-impl Agent {
-    /// Starts `npagent run --ofp .. --ovsdb .. --manifests DIR`, logging to `log`. The binary
-    /// is the one cargo built, or `$NPA_AGENT_BIN` (to try another build).
-    pub fn start(tb: &Testbed, manifests: &Path, log: &Path) -> Agent {
-        let out = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .unwrap_or_else(|e| panic!("open {}: {e}", log.display()));
-        let err = out.try_clone().expect("clone log handle");
-        let child = Command::new(npagent_bin())
-            .args(["run", "--ofp", &tb.sandbox.ofp, "--ovsdb", &tb.sandbox.ovsdb, "--manifests"])
-            .arg(manifests)
-            .env("NPAGENT_LOG", std::env::var("NPA_AGENT_LOG").unwrap_or_else(|_| "info".into()))
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .expect("start npagent");
-        Agent { child: Some(child), log: log.to_path_buf() }
-    }
-
-    /// The agent's pid.
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, Child::id)
-    }
-
-    /// Is the process still running?
-    pub fn alive(&mut self) -> bool {
-        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
-    }
-
-    /// Stops the agent with SIGTERM (SIGKILL after 5 s) and returns its exit status text.
-    pub fn stop(&mut self) -> String {
-        let Some(mut child) = self.child.take() else { return "not running".into() };
-        if let Ok(Some(status)) = child.try_wait() {
-            return format!("had exited: {status}");
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .stderr(Stdio::null())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) => return status.to_string(),
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-                _ => {
-                    let _ = child.kill();
-                    let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
-                    return format!("killed after SIGTERM timeout ({status})");
-                }
-            }
-        }
-    }
-
-    /// The last `lines` lines of the agent's output.
-    pub fn log_tail(&self, lines: usize) -> String {
-        let text = fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if self.child.is_some() {
-            self.stop();
-        }
-    }
-}
-
-/// The npagent binary: the one cargo built, or `$NPA_AGENT_BIN` (another build, or a private
-/// copy when several checkouts share one target directory).
-pub fn npagent_bin() -> PathBuf {
-    std::env::var_os("NPA_AGENT_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_npagent")))
-}
 
 /// An exclusive lock shared by every end-to-end test that measures convergence, across test
 /// processes (cargo-nextest runs each test in a process of its own): on two cores, a second
@@ -140,14 +54,6 @@ impl Drop for TimingLock {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.0);
     }
-}
-
-/// Writes a file atomically (temporary dot-file + rename), so the agent never reads half a file.
-pub fn write_atomic(path: &Path, text: &str) {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    fs::write(&tmp, text).unwrap_or_else(|e| panic!("write {}: {e}", tmp.display()));
-    fs::rename(&tmp, path).unwrap_or_else(|e| panic!("rename to {}: {e}", path.display()));
 }
 
 /// The verdict of the switch's flow tables for the first packet of a new connection
