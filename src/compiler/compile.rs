@@ -61,6 +61,73 @@ struct Compiled {
     src_pods: BTreeSet<ObjectRef>,
     namespaces: BTreeSet<String>,
     rules: BTreeMap<RuleKey, RuleInfo>,
+    /// Rules with `from` peers that produced flows: what a remote pod change patches.
+    rule_states: Vec<RuleState>,
+}
+
+/// The sources of one rule with `from` peers, and the conjunctions they feed.
+#[derive(Debug, Default)]
+struct RuleState {
+    index: u32,
+    /// (conjunction id, number of clauses) of each port group.
+    groups: Vec<(u32, u8)>,
+    sources: RuleSources,
+}
+
+/// Source prefixes of a rule with how many reasons each has (a peer pod's address, an
+/// ipBlock prefix), and the peer pods counted with the addresses they were counted with.
+#[derive(Debug, Default)]
+struct RuleSources {
+    src: BTreeMap<Cidr, u32>,
+    members: BTreeMap<ObjectRef, Vec<std::net::IpAddr>>,
+}
+
+impl RuleSources {
+    fn add(&mut self, c: Cidr) -> bool {
+        let n = self.src.entry(c).or_insert(0);
+        *n += 1;
+        *n == 1
+    }
+
+    fn sub(&mut self, c: Cidr) -> bool {
+        match self.src.get_mut(&c) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            Some(_) => {
+                self.src.remove(&c);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sets pod `r`'s addresses (`None`: not a member); returns the prefixes that disappeared
+    /// and those that appeared.
+    fn set_member(&mut self, r: &ObjectRef, ips: Option<&Vec<std::net::IpAddr>>) -> (Vec<Cidr>, Vec<Cidr>) {
+        let mut removed = Vec::new();
+        let mut added = Vec::new();
+        if let Some(old) = self.members.remove(r) {
+            for ip in old {
+                if self.sub(Cidr::host(ip)) {
+                    removed.push(Cidr::host(ip));
+                }
+            }
+        }
+        if let Some(ips) = ips {
+            self.members.insert(r.clone(), ips.clone());
+            for ip in ips {
+                if self.add(Cidr::host(*ip)) {
+                    added.push(Cidr::host(*ip));
+                }
+            }
+        }
+        let both: BTreeSet<Cidr> = removed.iter().filter(|c| added.contains(c)).copied().collect();
+        removed.retain(|c| !both.contains(c));
+        added.retain(|c| !both.contains(c));
+        (removed, added)
+    }
 }
 
 /// Indexes of the model the compiler keeps in step with the changes it is told about.
@@ -72,6 +139,9 @@ struct Index {
     pods_by_ns: BTreeMap<String, BTreeSet<ObjectRef>>,
     policies_by_ns: BTreeMap<String, BTreeSet<ObjectRef>>,
     ns_selecting: BTreeSet<ObjectRef>,
+    /// `ns_selecting` policies that currently have flows (the only ones a peer change can
+    /// affect).
+    active_ns_selecting: BTreeSet<ObjectRef>,
 }
 
 /// The incremental compiler. Pure: no I/O, clock or logging; `now` (monotonic seconds) is an
@@ -118,6 +188,7 @@ impl Compiler {
         }
         self.idx.policies_by_ns.clear();
         self.idx.ns_selecting.clear();
+        self.idx.active_ns_selecting.clear();
         for (r, p) in &model.policies {
             self.index_policy(r, Some(p));
         }
@@ -144,6 +215,7 @@ impl Compiler {
     /// returns the flow keys whose flows changed.
     pub fn update(&mut self, model: &Model, changes: &[Change], now: u64) -> BTreeSet<FlowKey> {
         let mut policies = BTreeSet::new();
+        let mut patch = BTreeSet::new();
         let mut drops = BTreeSet::new();
         for ch in changes {
             match ch {
@@ -151,7 +223,7 @@ impl Compiler {
                     self.index_policy(r, model.policies.get(r));
                     policies.insert(r.clone());
                 }
-                Change::Pod(r) => self.pod_changed(model, r, &mut policies),
+                Change::Pod(r) => self.pod_changed(model, r, &mut policies, &mut patch),
                 Change::Namespace(n) => {
                     // Only policies with applied-to local pods have flows; namespace labels and
                     // annotations never change which local pods a policy selects.
@@ -159,7 +231,7 @@ impl Compiler {
                     policies.extend(active.cloned());
                     policies.extend(self.ns_index.get(n).into_iter().flatten().cloned());
                     if let Some(ns) = model.namespaces.get(n) {
-                        for p in self.idx.ns_selecting.iter().filter(|p| self.compiled.contains_key(*p)) {
+                        for p in &self.idx.active_ns_selecting {
                             let hit = model.policies.get(p).is_some_and(|pol| {
                                 pol.ingress.iter().flat_map(|r| &r.from).any(|peer| match peer {
                                     Peer::Pods { namespace_selector: Some(s), .. } => s.matches(&ns.labels),
@@ -184,6 +256,11 @@ impl Compiler {
         }
         for p in &policies {
             self.recompile(model, p, now);
+        }
+        for (p, r) in &patch {
+            if !policies.contains(p) && !self.patch_pod(model, p, r) {
+                self.recompile(model, p, now);
+            }
         }
         for o in drops {
             self.refresh_drop(model, o);
@@ -225,6 +302,7 @@ impl Compiler {
             set.remove(r);
         }
         self.idx.ns_selecting.remove(r);
+        self.idx.active_ns_selecting.remove(r);
         if let Some(p) = p {
             self.idx.policies_by_ns.entry(r.namespace.clone()).or_default().insert(r.clone());
             let selects_ns = p.ingress.iter().flat_map(|rule| &rule.from).any(|peer| {
@@ -232,11 +310,22 @@ impl Compiler {
             });
             if selects_ns {
                 self.idx.ns_selecting.insert(r.clone());
+                if self.compiled.contains_key(r) {
+                    self.idx.active_ns_selecting.insert(r.clone());
+                }
             }
         }
     }
 
-    fn pod_changed(&mut self, model: &Model, r: &ObjectRef, policies: &mut BTreeSet<ObjectRef>) {
+    /// Sorts the policies a pod change affects: `full` (recompile: the pod is local, so it may
+    /// change what a policy applies to) or `patch` (only its membership in peers changes).
+    fn pod_changed(
+        &mut self,
+        model: &Model,
+        r: &ObjectRef,
+        full: &mut BTreeSet<ObjectRef>,
+        patch: &mut BTreeSet<(ObjectRef, ObjectRef)>,
+    ) {
         let pod = model.pods.get(r);
         let set = self.idx.pods_by_ns.entry(r.namespace.clone()).or_default();
         if pod.is_some() {
@@ -244,33 +333,110 @@ impl Compiler {
         } else {
             set.remove(r);
         }
-        policies.extend(self.src_index.get(r).into_iter().flatten().cloned());
-        if self.idx.local_by_pod.contains_key(r) {
-            policies.extend(self.idx.policies_by_ns.get(&r.namespace).into_iter().flatten().cloned());
+        let local = self.idx.local_by_pod.contains_key(r);
+        let mut affected: BTreeSet<ObjectRef> = self.src_index.get(r).into_iter().flatten().cloned().collect();
+        if local {
+            full.extend(self.idx.policies_by_ns.get(&r.namespace).into_iter().flatten().cloned());
         }
-        let Some(pod) = pod.filter(|p| !p.ips.is_empty()) else { return };
+        if let Some(pod) = pod.filter(|p| !p.ips.is_empty()) {
+            let ns_labels = model.namespaces.get(&r.namespace).map(|n| &n.labels);
+            let candidates =
+                self.idx.policies_by_ns.get(&r.namespace).into_iter().flatten().chain(&self.idx.active_ns_selecting);
+            for p in candidates {
+                // A policy without applied-to local pods has no flows, whatever its peers select.
+                if affected.contains(p) || !self.compiled.contains_key(p) {
+                    continue;
+                }
+                let Some(pol) = model.policies.get(p) else { continue };
+                if pol.ingress.iter().flat_map(|rule| &rule.from).any(|peer| peer_selects(peer, pol, &r.namespace, ns_labels, &pod.labels)) {
+                    affected.insert(p.clone());
+                }
+            }
+        }
+        for p in affected {
+            if local {
+                full.insert(p);
+            } else {
+                patch.insert((p, r.clone()));
+            }
+        }
+    }
+
+    /// Updates policy `p`'s flows for remote pod `r`'s membership in its peers without
+    /// recompiling it. Returns false when only a recompile can do it (a rule gains its first
+    /// or loses its last source).
+    fn patch_pod(&mut self, model: &Model, p: &ObjectRef, r: &ObjectRef) -> bool {
+        let Some(pol) = model.policies.get(p) else { return false };
+        let Some(mut c) = self.compiled.remove(p) else { return false };
+        let pod = model.pods.get(r).filter(|x| !x.ips.is_empty());
         let ns_labels = model.namespaces.get(&r.namespace).map(|n| &n.labels);
-        let candidates = self.idx.policies_by_ns.get(&r.namespace).into_iter().flatten().chain(&self.idx.ns_selecting);
-        for p in candidates {
-            // A policy without applied-to local pods has no flows, whatever its peers select.
-            if policies.contains(p) || !self.compiled.contains_key(p) {
+        let mut plan = Vec::new();
+        let mut ok = true;
+        for (si, rs) in c.rule_states.iter_mut().enumerate() {
+            let Some(rule) = pol.ingress.get(rs.index as usize) else {
+                ok = false;
+                break;
+            };
+            let new_ips = pod
+                .filter(|pod| rule.from.iter().any(|peer| peer_selects(peer, pol, &r.namespace, ns_labels, &pod.labels)))
+                .map(|pod| &pod.ips);
+            if rs.sources.members.get(r) == new_ips {
                 continue;
             }
-            let Some(pol) = model.policies.get(p) else { continue };
-            let hit = pol.ingress.iter().flat_map(|rule| &rule.from).any(|peer| match peer {
-                Peer::Pods { pod_selector, namespace_selector } => {
-                    let ns_ok = match namespace_selector {
-                        Some(s) => ns_labels.is_some_and(|l| s.matches(l)),
-                        None => pol.namespace == r.namespace,
-                    };
-                    ns_ok && pod_selector.as_ref().is_none_or(|s| s.matches(&pod.labels))
+            let (removed, added) = rs.sources.set_member(r, new_ips);
+            if rs.sources.src.is_empty() {
+                ok = false;
+                break;
+            }
+            plan.push((si, removed, added));
+        }
+        // A rule without sources was skipped at compile time: the pod may be its first.
+        let skipped_rule_gains = pod.is_some_and(|pod| {
+            pol.ingress.iter().enumerate().any(|(i, rule)| {
+                !rule.from.is_empty()
+                    && !c.rule_states.iter().any(|rs| rs.index as usize == i)
+                    && rule.from.iter().any(|peer| peer_selects(peer, pol, &r.namespace, ns_labels, &pod.labels))
+            })
+        });
+        if !ok || skipped_rule_gains {
+            // Recompile from the untouched old contributions (rule_states are rebuilt).
+            self.compiled.insert(p.clone(), c);
+            return false;
+        }
+        for (si, removed, added) in plan {
+            let Some(groups) = c.rule_states.get(si).map(|rs| rs.groups.clone()) else { continue };
+            for (cidr, add) in removed.iter().map(|c| (c, false)).chain(added.iter().map(|c| (c, true))) {
+                let key = FlowKey::new(tables::INGRESS_RULE, priority::NORMAL, flow::src_prefix(cidr));
+                for (id, n) in &groups {
+                    let conj = Conj { id: *id, clause: 0, n: *n };
+                    if add {
+                        c.clauses.insert((key.clone(), conj));
+                        self.clause_acts.entry(key.clone()).or_default().insert(conj);
+                    } else {
+                        c.clauses.remove(&(key.clone(), conj));
+                        if let Some(set) = self.clause_acts.get_mut(&key) {
+                            set.remove(&conj);
+                        }
+                    }
                 }
-                Peer::IpBlock { .. } => false,
-            });
-            if hit {
-                policies.insert(p.clone());
+                self.refresh_clause(&key);
             }
         }
+        let member = c.rule_states.iter().any(|rs| rs.sources.members.contains_key(r));
+        if member {
+            if c.src_pods.insert(r.clone()) {
+                self.src_index.entry(r.clone()).or_default().insert(p.clone());
+            }
+        } else if c.src_pods.remove(r) {
+            if let Some(set) = self.src_index.get_mut(r) {
+                set.remove(p);
+                if set.is_empty() {
+                    self.src_index.remove(r);
+                }
+            }
+        }
+        self.compiled.insert(p.clone(), c);
+        true
     }
 
     fn port_namespaces(&self, model: &Model, o: u32) -> BTreeSet<String> {
@@ -279,6 +445,9 @@ impl Compiler {
 
     /// Re-indexes port `o` and refreshes its forwarding flows.
     fn port_changed(&mut self, model: &Model, o: u32) {
+        if self.idx.ports.get(&o) == model.ports.get(&o) {
+            return;
+        }
         if let Some(old) = self.idx.ports.remove(&o) {
             if let Some(set) = self.idx.local_by_ns.get_mut(&old.pod.namespace) {
                 set.remove(&o);
@@ -386,6 +555,11 @@ impl Compiler {
             && new.src_pods.is_empty() && new.namespaces.is_empty())
         {
             self.compiled.insert(r.clone(), new);
+            if self.idx.ns_selecting.contains(r) {
+                self.idx.active_ns_selecting.insert(r.clone());
+            }
+        } else {
+            self.idx.active_ns_selecting.remove(r);
         }
     }
 
@@ -476,9 +650,10 @@ fn compile_policy(model: &Model, idx: &Index, ids: &mut IdAllocator, cfg: &Confi
     for (ri, rule) in policy.ingress.iter().enumerate() {
         let Ok(ri) = u32::try_from(ri) else { break };
         let sources = if rule.from.is_empty() { None } else { Some(rule_sources(model, idx, policy, &rule.from, &mut c)) };
-        if sources.as_ref().is_some_and(|s| s.is_empty()) {
+        if sources.as_ref().is_some_and(|s| s.src.is_empty()) {
             continue;
         }
+        let mut state_groups = Vec::new();
         let mut groups: BTreeMap<Vec<PortRange>, Vec<(u32, &ObjectRef)>> = BTreeMap::new();
         for (o, pref, pod) in &applied {
             if let Some(ports) = resolve_ports(&rule.ports, pod) {
@@ -497,8 +672,8 @@ fn compile_policy(model: &Model, idx: &Index, ids: &mut IdAllocator, cfg: &Confi
                     add(vec![Oxm::EthType(ETH_IP)], 0);
                     add(vec![Oxm::EthType(ETH_IPV6)], 0);
                 }
-                Some(set) => {
-                    for cidr in set {
+                Some(rs) => {
+                    for cidr in rs.src.keys() {
                         add(flow::src_prefix(cidr), 0);
                     }
                 }
@@ -537,17 +712,28 @@ fn compile_policy(model: &Model, idx: &Index, ids: &mut IdAllocator, cfg: &Confi
                 deleted: false,
             };
             c.rules.insert(key, info);
+            state_groups.push((id, n));
+        }
+        if let Some(sources) = sources {
+            c.src_pods.extend(sources.members.keys().cloned());
+            if !state_groups.is_empty() {
+                c.rule_states.push(RuleState { index: ri, groups: state_groups, sources });
+            }
         }
     }
     c
 }
 
-/// Source prefixes of a rule's `from` peers; records the pods and namespaces it read.
-fn rule_sources(model: &Model, idx: &Index, policy: &Policy, from: &[Peer], c: &mut Compiled) -> BTreeSet<Cidr> {
-    let mut set = BTreeSet::new();
+/// Source prefixes of a rule's `from` peers; records the namespaces it read.
+fn rule_sources(model: &Model, idx: &Index, policy: &Policy, from: &[Peer], c: &mut Compiled) -> RuleSources {
+    let mut rs = RuleSources::default();
     for peer in from {
         match peer {
-            Peer::IpBlock { cidr, except } => set.extend(subtract(*cidr, except)),
+            Peer::IpBlock { cidr, except } => {
+                for p in subtract(*cidr, except) {
+                    rs.add(p);
+                }
+            }
             Peer::Pods { pod_selector, namespace_selector } => {
                 let namespaces: Vec<&String> = match namespace_selector {
                     Some(sel) => model.namespaces.values().filter(|n| sel.matches(&n.labels)).map(|n| &n.name).collect(),
@@ -559,17 +745,34 @@ fn rule_sources(model: &Model, idx: &Index, policy: &Policy, from: &[Peer], c: &
                     }
                     for pref in idx.pods_by_ns.get(ns).into_iter().flatten() {
                         let Some(pod) = model.pods.get(pref) else { continue };
-                        if pod.ips.is_empty() || !pod_selector.as_ref().is_none_or(|s| s.matches(&pod.labels)) {
+                        if pod.ips.is_empty()
+                            || rs.members.contains_key(pref)
+                            || !pod_selector.as_ref().is_none_or(|s| s.matches(&pod.labels))
+                        {
                             continue;
                         }
-                        c.src_pods.insert(pref.clone());
-                        set.extend(pod.ips.iter().map(|ip| Cidr::host(*ip)));
+                        rs.set_member(pref, Some(&pod.ips));
                     }
                 }
             }
         }
     }
-    set
+    rs
+}
+
+/// Whether `peer` of `policy` selects a pod of namespace `ns` (labels `ns_labels`) with
+/// labels `labels`.
+fn peer_selects(peer: &Peer, policy: &Policy, ns: &str, ns_labels: Option<&crate::model::Labels>, labels: &crate::model::Labels) -> bool {
+    match peer {
+        Peer::Pods { pod_selector, namespace_selector } => {
+            let ns_ok = match namespace_selector {
+                Some(s) => ns_labels.is_some_and(|l| s.matches(l)),
+                None => policy.namespace == ns,
+            };
+            ns_ok && pod_selector.as_ref().is_none_or(|s| s.matches(labels))
+        }
+        Peer::IpBlock { .. } => false,
+    }
 }
 
 /// The ports of a rule for one destination pod; `None` when the rule has ports and none of

@@ -82,7 +82,8 @@ mod tests {
 
     #[test]
     fn port_range_table() {
-        let cases: &[(u16, u16, &[(u16, u16)])] = &[
+        type Case<'a> = (u16, u16, &'a [(u16, u16)]);
+        let cases: &[Case] = &[
             (80, 80, &[(80, 0xffff)]),
             (80, 95, &[(80, 0xfff0)]),
             (0, 65535, &[(0, 0)]),

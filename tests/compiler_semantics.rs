@@ -1,0 +1,432 @@
+//! Kubernetes ingress semantics of the compiled flows, checked by evaluating the IngressRule
+//! and IngressDefaultRule tables for a new connection the way OVS does (conjunctive matches:
+//! a conjunction fires when every one of its clauses has a matching flow at the same
+//! priority; then its `conj_id` flow applies; otherwise the table-miss leads to the default
+//! drop table).
+
+use npagent::compiler::synthetic::*;
+use npagent::compiler::{compile, tables, Config, FlowTable, IdAllocator};
+use npagent::model::convert::{parse_cidr, LOGGING_ANNOTATION};
+use npagent::model::{
+    ContainerPort, IngressRule, LabelSelector, Model, Peer, PortRef, PortSpec, Protocol, Requirement, SelectorOp,
+};
+use ofp::{Action, Instruction, Oxm};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Allow,
+    Drop,
+}
+use Verdict::*;
+
+struct Packet {
+    src: IpAddr,
+    ofport: u32,
+    proto: u8,
+    dport: u16,
+}
+
+fn field_matches(f: &Oxm, p: &Packet) -> bool {
+    let eth = if p.src.is_ipv4() { 0x0800 } else { 0x86dd };
+    match f {
+        Oxm::EthType(t) => *t == eth,
+        Oxm::IpProto(x) => *x == p.proto,
+        Oxm::Ipv4Src(m) => match p.src {
+            IpAddr::V4(a) => {
+                let mask = m.mask.map_or(u32::MAX, u32::from);
+                u32::from(a) & mask == u32::from(m.value) & mask
+            }
+            _ => false,
+        },
+        Oxm::Ipv6Src(m) => match p.src {
+            IpAddr::V6(a) => {
+                let mask = m.mask.map_or(u128::MAX, u128::from);
+                u128::from(a) & mask == u128::from(m.value) & mask
+            }
+            _ => false,
+        },
+        Oxm::TcpDst(m) | Oxm::UdpDst(m) | Oxm::SctpDst(m) => {
+            let want = match f {
+                Oxm::TcpDst(_) => 6,
+                Oxm::UdpDst(_) => 17,
+                _ => 132,
+            };
+            let mask = m.mask.unwrap_or(u16::MAX);
+            p.proto == want && p.dport & mask == m.value & mask
+        }
+        Oxm::XReg { index: 0, value } => {
+            let reg = u64::from(p.ofport);
+            let mask = value.mask.unwrap_or(u64::MAX);
+            reg & mask == value.value & mask
+        }
+        other => panic!("unexpected field in policy tables: {other:?}"),
+    }
+}
+
+fn verdict(flows: &FlowTable, p: &Packet) -> Verdict {
+    let mut clauses: BTreeMap<u32, (u8, BTreeSet<u8>)> = BTreeMap::new();
+    for (k, v) in flows.range(..) {
+        if k.table != tables::INGRESS_RULE || k.priority != 200 {
+            continue;
+        }
+        if !k.match_.fields.iter().all(|f| field_matches(f, p)) {
+            continue;
+        }
+        for i in &v.instructions {
+            if let Instruction::ApplyActions(acts) = i {
+                for a in acts {
+                    if let Action::Conjunction { id, clause, n_clauses } = a {
+                        let e = clauses.entry(*id).or_insert((*n_clauses, BTreeSet::new()));
+                        e.1.insert(*clause);
+                    }
+                }
+            }
+        }
+    }
+    for (id, (n, seen)) in clauses {
+        if seen.len() == usize::from(n) {
+            let has_conj_flow = flows.keys().any(|k| {
+                k.table == tables::INGRESS_RULE && k.priority == 190 && k.match_.fields == vec![Oxm::ConjId(id)]
+            });
+            assert!(has_conj_flow, "conjunction {id} has no conj_id flow");
+            return Allow;
+        }
+    }
+    let isolated = flows.keys().any(|k| {
+        k.table == tables::INGRESS_DEFAULT_RULE
+            && k.priority == 200
+            && k.match_.fields.iter().all(|f| field_matches(f, p))
+    });
+    if isolated { Drop } else { Allow }
+}
+
+fn tcp_to(src: &str, ofport: u32, dport: u16) -> Packet {
+    Packet { src: src.parse().unwrap(), ofport, proto: 6, dport }
+}
+
+/// Namespaces x (ns=x, team=a) and y (ns=y, team=b); pods a, b, c in each with labels
+/// pod=<name>; x/a on port 1, x/b on port 2, y/a on port 3. IPs: x: 10.0.0.1-3, y: 10.0.1.1-3,
+/// plus fd00::1 on x/b.
+fn base() -> Model {
+    let mut m = Model::default()
+        .with_ns(namespace("x", &[("ns", "x"), ("team", "a")], &[]))
+        .with_ns(namespace("y", &[("ns", "y"), ("team", "b")], &[]));
+    for (ns, net) in [("x", 0), ("y", 1)] {
+        for (i, name) in ["a", "b", "c"].iter().enumerate() {
+            let mut ips = vec![format!("10.0.{net}.{}", i + 1)];
+            if ns == "x" && *name == "b" {
+                ips.push("fd00::1".into());
+            }
+            let ips: Vec<&str> = ips.iter().map(String::as_str).collect();
+            m = m.with_pod(pod(ns, name, &[("pod", name)], &ips));
+        }
+    }
+    m.with_port(port(1, "x", "a", 1)).with_port(port(2, "x", "b", 2)).with_port(port(3, "y", "a", 3))
+}
+
+fn flows(m: &Model) -> FlowTable {
+    compile(m, Config::default(), IdAllocator::new(60), 0).flows().clone()
+}
+
+fn rule(from: Vec<Peer>, ports: Vec<PortSpec>) -> IngressRule {
+    IngressRule { from, ports }
+}
+
+fn pods_peer(pod_sel: Option<LabelSelector>, ns_sel: Option<LabelSelector>) -> Peer {
+    Peer::Pods { pod_selector: pod_sel, namespace_selector: ns_sel }
+}
+
+const XA: &str = "10.0.0.1";
+const XB: &str = "10.0.0.2";
+const XC: &str = "10.0.0.3";
+const YA: &str = "10.0.1.1";
+const YB: &str = "10.0.1.2";
+const YC: &str = "10.0.1.3";
+
+/// (description, model, [(packet, expected)]).
+type Case = (&'static str, Model, Vec<(Packet, Verdict)>);
+
+fn cases() -> Vec<Case> {
+    vec![
+        ("no policy: everything allowed", base(), vec![(tcp_to(XB, 1, 80), Allow), (tcp_to(YA, 3, 1), Allow)]),
+        (
+            "ingress: [] isolates and allows nothing; other pods untouched",
+            base().with_policy(policy("x", "deny", sel(&[("pod", "a")]), vec![])),
+            vec![(tcp_to(XB, 1, 80), Drop), (tcp_to(XA, 2, 80), Allow), (tcp_to(XA, 3, 80), Allow)],
+        ),
+        (
+            "empty podSelector isolates every pod of the namespace only",
+            base().with_policy(policy("x", "deny", LabelSelector::everything(), vec![])),
+            vec![(tcp_to(XC, 1, 80), Drop), (tcp_to(XC, 2, 80), Drop), (tcp_to(XC, 3, 80), Allow)],
+        ),
+        (
+            "Egress-only policy does not isolate for ingress",
+            {
+                let mut p = policy("x", "eg", LabelSelector::everything(), vec![]);
+                p.affects_ingress = false;
+                p.affects_egress = true;
+                base().with_policy(p)
+            },
+            vec![(tcp_to(YB, 1, 80), Allow)],
+        ),
+        (
+            "podSelector peer: same namespace only, TCP 80 only",
+            base().with_policy(policy(
+                "x",
+                "p",
+                sel(&[("pod", "a")]),
+                vec![rule(vec![pods_peer(Some(sel(&[("pod", "b")])), None)], vec![tcp(80)])],
+            )),
+            vec![
+                (tcp_to(XB, 1, 80), Allow),
+                (tcp_to(XB, 1, 81), Drop),
+                (Packet { src: XB.parse().unwrap(), ofport: 1, proto: 17, dport: 80 }, Drop),
+                (tcp_to(XC, 1, 80), Drop),
+                (tcp_to(YB, 1, 80), Drop),
+                (tcp_to("fd00::1", 1, 80), Allow),
+            ],
+        ),
+        (
+            "namespaceSelector alone: all pods of the selected namespaces",
+            base().with_policy(policy(
+                "x",
+                "p",
+                sel(&[("pod", "a")]),
+                vec![rule(vec![pods_peer(None, Some(sel(&[("team", "b")])))], vec![])],
+            )),
+            vec![(tcp_to(YA, 1, 80), Allow), (tcp_to(YB, 1, 9), Allow), (tcp_to(XB, 1, 80), Drop)],
+        ),
+        (
+            "namespaceSelector AND podSelector in one peer",
+            base().with_policy(policy(
+                "x",
+                "p",
+                sel(&[("pod", "a")]),
+                vec![rule(vec![pods_peer(Some(sel(&[("pod", "b")])), Some(sel(&[("ns", "y")])))], vec![])],
+            )),
+            vec![(tcp_to(YB, 1, 80), Allow), (tcp_to(YA, 1, 80), Drop), (tcp_to(XB, 1, 80), Drop)],
+        ),
+        (
+            "two peers in one rule are OR",
+            base().with_policy(policy(
+                "x",
+                "p",
+                sel(&[("pod", "a")]),
+                vec![rule(
+                    vec![pods_peer(Some(sel(&[("pod", "b")])), None), pods_peer(None, Some(sel(&[("ns", "y")])))],
+                    vec![],
+                )],
+            )),
+            vec![(tcp_to(YA, 1, 80), Allow), (tcp_to(XB, 1, 80), Allow), (tcp_to(XC, 1, 80), Drop)],
+        ),
+        (
+            "matchExpressions In / NotIn / Exists / DoesNotExist",
+            base().with_policy(policy(
+                "x",
+                "p",
+                LabelSelector {
+                    match_labels: Default::default(),
+                    match_expressions: vec![Requirement {
+                        key: "pod".into(),
+                        op: SelectorOp::NotIn,
+                        values: ["b".to_string()].into_iter().collect(),
+                    }],
+                },
+                vec![rule(
+                    vec![pods_peer(
+                        Some(LabelSelector {
+                            match_labels: Default::default(),
+                            match_expressions: vec![
+                                Requirement { key: "pod".into(), op: SelectorOp::In, values: ["c".into(), "b".into()].into_iter().collect() },
+                                Requirement { key: "pod".into(), op: SelectorOp::Exists, values: BTreeSet::new() },
+                                Requirement { key: "missing".into(), op: SelectorOp::DoesNotExist, values: BTreeSet::new() },
+                            ],
+                        }),
+                        None,
+                    )],
+                    vec![],
+                )],
+            )),
+            vec![(tcp_to(XC, 1, 80), Allow), (tcp_to(XB, 1, 80), Allow), (tcp_to(XA, 1, 80), Drop), (tcp_to(XA, 2, 80), Allow)],
+        ),
+        (
+            "ipBlock with except (IPv4 and IPv6)",
+            base().with_policy(policy(
+                "x",
+                "p",
+                sel(&[("pod", "a")]),
+                vec![rule(
+                    vec![
+                        Peer::IpBlock { cidr: parse_cidr("192.168.0.0/16").unwrap(), except: vec![parse_cidr("192.168.3.0/24").unwrap(), parse_cidr("192.168.200.7/32").unwrap()] },
+                        Peer::IpBlock { cidr: parse_cidr("fd00:1::/48").unwrap(), except: vec![parse_cidr("fd00:1:0:5::/64").unwrap()] },
+                    ],
+                    vec![],
+                )],
+            )),
+            vec![
+                (tcp_to("192.168.0.1", 1, 80), Allow),
+                (tcp_to("192.168.255.255", 1, 80), Allow),
+                (tcp_to("192.168.3.9", 1, 80), Drop),
+                (tcp_to("192.168.200.7", 1, 80), Drop),
+                (tcp_to("192.168.200.8", 1, 80), Allow),
+                (tcp_to("192.169.0.1", 1, 80), Drop),
+                (tcp_to("fd00:1:0:4::1", 1, 80), Allow),
+                (tcp_to("fd00:1:0:5::1", 1, 80), Drop),
+                (tcp_to("fd00:2::1", 1, 80), Drop),
+            ],
+        ),
+        (
+            "endPort range and protocol",
+            base().with_policy(policy(
+                "x",
+                "p",
+                sel(&[("pod", "a")]),
+                vec![rule(
+                    vec![],
+                    vec![
+                        PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Number(1000)), end_port: Some(2000) },
+                        PortSpec { protocol: Protocol::Udp, port: Some(PortRef::Number(53)), end_port: None },
+                        PortSpec { protocol: Protocol::Sctp, port: None, end_port: None },
+                    ],
+                )],
+            )),
+            vec![
+                (tcp_to(YC, 1, 999), Drop),
+                (tcp_to(YC, 1, 1000), Allow),
+                (tcp_to(YC, 1, 1537), Allow),
+                (tcp_to(YC, 1, 2000), Allow),
+                (tcp_to(YC, 1, 2001), Drop),
+                (Packet { src: YC.parse().unwrap(), ofport: 1, proto: 17, dport: 53 }, Allow),
+                (Packet { src: YC.parse().unwrap(), ofport: 1, proto: 17, dport: 1000 }, Drop),
+                (Packet { src: YC.parse().unwrap(), ofport: 1, proto: 132, dport: 7 }, Allow),
+            ],
+        ),
+        (
+            "empty from and empty ports: everything to the selected pods",
+            base().with_policy(policy("x", "p", sel(&[("pod", "a")]), vec![rule(vec![], vec![])])),
+            vec![(tcp_to("8.8.8.8", 1, 1), Allow), (tcp_to("fd00::9", 1, 1), Allow), (tcp_to(YB, 1, 65535), Allow)],
+        ),
+        (
+            "several policies add up; one allow is enough",
+            base()
+                .with_policy(policy("x", "deny", sel(&[("pod", "a")]), vec![]))
+                .with_policy(policy("x", "p1", sel(&[("pod", "a")]), vec![rule(vec![pods_peer(Some(sel(&[("pod", "b")])), None)], vec![tcp(80)])]))
+                .with_policy(policy("x", "p2", LabelSelector::everything(), vec![rule(vec![pods_peer(Some(sel(&[("pod", "c")])), None)], vec![tcp(81)])])),
+            vec![
+                (tcp_to(XB, 1, 80), Allow),
+                (tcp_to(XC, 1, 81), Allow),
+                (tcp_to(XB, 1, 81), Drop),
+                (tcp_to(XC, 1, 80), Drop),
+                (tcp_to(XC, 2, 81), Allow),
+                (tcp_to(XC, 2, 80), Drop),
+            ],
+        ),
+        (
+            "pods without IPs are not peers",
+            {
+                let mut m = base().with_policy(policy("x", "p", sel(&[("pod", "a")]), vec![rule(vec![pods_peer(Some(sel(&[("pod", "c")])), None)], vec![])]));
+                m.pods.get_mut(&oref("x", "c")).unwrap().ips.clear();
+                m
+            },
+            vec![(tcp_to(XC, 1, 80), Drop), (tcp_to(XB, 1, 80), Drop)],
+        ),
+    ]
+}
+
+
+#[test]
+fn ingress_semantics_table() {
+    for (name, model, probes) in cases() {
+        let f = flows(&model);
+        for (p, want) in probes {
+            assert_eq!(verdict(&f, &p), want, "{name}: {} -> port {} {}/{}", p.src, p.ofport, p.proto, p.dport);
+        }
+    }
+}
+
+#[test]
+fn named_ports_resolve_per_destination_pod() {
+    let mut m = base();
+    let set_port = |m: &mut Model, name: &str, port: u16| {
+        m.pods.get_mut(&oref("x", name)).unwrap().ports =
+            vec![ContainerPort { name: Some("http".into()), port, protocol: Protocol::Tcp }];
+    };
+    set_port(&mut m, "a", 8080);
+    set_port(&mut m, "b", 9090);
+    let named = PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Name("http".into())), end_port: None };
+    let m = m
+        .with_policy(policy("x", "p", LabelSelector::everything(), vec![rule(vec![], vec![named, tcp(22)])]));
+    let c = compile(&m, Config::default(), IdAllocator::new(60), 0);
+    let f = c.flows();
+    assert_eq!(verdict(f, &tcp_to(YA, 1, 8080)), Allow);
+    assert_eq!(verdict(f, &tcp_to(YA, 1, 9090)), Drop);
+    assert_eq!(verdict(f, &tcp_to(YA, 2, 9090)), Allow);
+    assert_eq!(verdict(f, &tcp_to(YA, 2, 8080)), Drop);
+    assert_eq!(verdict(f, &tcp_to(YA, 1, 22)), Allow);
+    // The rule split into two groups, each its own conjunction id and rule-table entry.
+    let rules: Vec<_> = c.rules().rules().values().collect();
+    assert_eq!(rules.len(), 2);
+    assert_eq!(rules[0].index, 0);
+    assert_ne!(rules[0].ports, rules[1].ports);
+    assert_eq!(rules.iter().map(|r| r.applied_to.len()).sum::<usize>(), 2);
+
+    // A pod without the named port gets nothing from it but is isolated.
+    let named_only = PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Name("http".into())), end_port: None };
+    let mut m2 = base().with_policy(policy("x", "p", LabelSelector::everything(), vec![rule(vec![], vec![named_only])]));
+    m2.pods.get_mut(&oref("x", "a")).unwrap().ports = vec![ContainerPort { name: Some("http".into()), port: 8080, protocol: Protocol::Tcp }];
+    let f = flows(&m2);
+    assert_eq!(verdict(&f, &tcp_to(YA, 1, 8080)), Allow);
+    assert_eq!(verdict(&f, &tcp_to(YA, 2, 8080)), Drop);
+    // A UDP named port does not resolve against a TCP container port.
+    let udp_named = PortSpec { protocol: Protocol::Udp, port: Some(PortRef::Name("http".into())), end_port: None };
+    let mut m3 = base().with_policy(policy("x", "p", sel(&[("pod", "a")]), vec![rule(vec![], vec![udp_named])]));
+    m3.pods.get_mut(&oref("x", "a")).unwrap().ports = vec![ContainerPort { name: Some("http".into()), port: 8080, protocol: Protocol::Tcp }];
+    let f = flows(&m3);
+    assert_eq!(verdict(&f, &Packet { src: YA.parse().unwrap(), ofport: 1, proto: 17, dport: 8080 }), Drop);
+}
+
+#[test]
+fn logging_flags_follow_the_namespace() {
+    let policy_x = policy("x", "p", sel(&[("pod", "a")]), vec![rule(vec![], vec![tcp(80)])]);
+    let m = base().with_policy(policy_x.clone());
+    let has_controller = |f: &FlowTable, table: u8| {
+        f.iter().filter(|(k, _)| k.table == table && k.priority != 0).any(|(_, v)| {
+            v.instructions.iter().any(|i| matches!(i, Instruction::ApplyActions(a) if a.iter().any(|a| matches!(a, Action::Controller2(_)))))
+        })
+    };
+    let f = flows(&m);
+    assert!(!has_controller(&f, tables::INGRESS_RULE));
+    assert!(!has_controller(&f, tables::INGRESS_DEFAULT_RULE));
+    for value in ["true", "1", "T"] {
+        let mut on = m.clone();
+        on.namespaces.get_mut("x").unwrap().annotations.insert(LOGGING_ANNOTATION.into(), value.into());
+        let f = flows(&on);
+        assert!(has_controller(&f, tables::INGRESS_RULE), "{value}");
+        assert!(has_controller(&f, tables::INGRESS_DEFAULT_RULE), "{value}");
+    }
+    let mut bad = m.clone();
+    bad.namespaces.get_mut("x").unwrap().annotations.insert(LOGGING_ANNOTATION.into(), "yes".into());
+    assert!(!has_controller(&flows(&bad), tables::INGRESS_RULE));
+    // Logging in y does not touch x's flows.
+    let mut y = m.clone();
+    y.namespaces.get_mut("y").unwrap().annotations.insert(LOGGING_ANNOTATION.into(), "true".into());
+    assert_eq!(flows(&y), f);
+}
+
+#[test]
+fn egress_policies_are_listed() {
+    let mut p = policy("x", "both", LabelSelector::everything(), vec![]);
+    p.affects_egress = true;
+    let m = base().with_policy(p).with_policy(policy("x", "ingress-only", LabelSelector::everything(), vec![]));
+    assert_eq!(npagent::compiler::policies_with_egress(&m), vec![oref("x", "both")]);
+}
+
+#[test]
+fn unknown_namespace_or_pod_does_not_break_compilation() {
+    let mut m = base().with_policy(policy("ghost", "p", LabelSelector::everything(), vec![rule(vec![], vec![])]));
+    m = m.with_port(port(9, "ghost", "nobody", 9));
+    let f = flows(&m);
+    assert_eq!(verdict(&f, &tcp_to(XB, 9, 80)), Allow);
+}
