@@ -26,10 +26,19 @@
 //! only when its (mtime, length) changed or inotify named it, and re-parsed only when its
 //! content hash changed.
 
+//!
+//! Memory: the watcher does not keep the objects it has delivered. Per object it keeps its
+//! identity, a hash of its content and origin, and where in its file it was defined (a few
+//! hundred bytes, where a parsed Pod takes several KiB); only the objects of the files that
+//! changed are parsed, and the changes are worked out from the hashes. An object whose winning
+//! definition lies in a file that did not change (a duplicate that takes over) is read again
+//! from that file. The one case that cannot be served that way is reported: the takeover by
+//! a kept last good version of a now broken document (see [`Invalid`] reports).
+
 pub mod parse;
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::hash_map::{DefaultHasher, Entry as MapEntry};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -62,9 +71,8 @@ impl From<Invalid> for SourceEvent {
 /// Reads DIR once: the objects it holds (deduplicated, sorted by kind, namespace, name) and
 /// everything that could not be used.
 pub fn load_dir(dir: &Path) -> (Vec<Sourced<KubeObject>>, Vec<Invalid>) {
-    let mut state = DirState::default();
-    let invalid = state.rescan(dir, &HashSet::new());
-    (state.merged.into_values().collect(), invalid)
+    let scan = DirState::default().rescan(dir, &HashSet::new());
+    (scan.applied, scan.invalid)
 }
 
 /// Watches DIR and sends its objects to `tx`: first a [`SourceEvent::Reset`] of all kinds,
@@ -81,33 +89,33 @@ pub async fn watch_manifests(dir: PathBuf, tx: mpsc::Sender<SourceEvent>) {
     let mut ticks: u32 = 0;
     loop {
         let force = dirty.lock().map(|mut d| std::mem::take(&mut *d)).unwrap_or_default();
-        // The scan rebuilds `merged` only when a file changed: keep a copy to diff against.
-        let prev = state.merged.clone();
         let scan_dir = dir.clone();
         let scanned = tokio::task::spawn_blocking(move || {
             let mut state = state;
-            let invalid = state.rescan(&scan_dir, &force);
-            (state, invalid)
+            let scan = state.rescan(&scan_dir, &force);
+            (state, scan)
         })
         .await;
-        let (new_state, invalid) = match scanned {
-            Ok(r) => r,
+        let scan = match scanned {
+            Ok((new_state, scan)) => {
+                state = new_state;
+                scan
+            }
             Err(e) => {
                 tracing::error!("manifest scanner task failed: {e}");
                 return;
             }
         };
-        state = new_state;
         let mut events = Vec::new();
         if first {
             first = false;
-            let objects = state.merged.values().cloned().collect();
-            events.push(SourceEvent::Reset { kinds: Kind::ALL.to_vec(), objects });
+            events.push(SourceEvent::Reset { kinds: Kind::ALL.to_vec(), objects: scan.applied });
         } else {
-            events.extend(diff(&prev, &state.merged));
+            events.extend(scan.deleted.into_iter().map(|(kind, object)| SourceEvent::Deleted { kind, object }));
+            events.extend(scan.applied.into_iter().map(SourceEvent::Applied));
         }
         // Consumers report invalid input (once, where it is used).
-        events.extend(invalid.into_iter().map(SourceEvent::from));
+        events.extend(scan.invalid.into_iter().map(SourceEvent::from));
         for ev in events {
             if tx.send(ev).await.is_err() {
                 return;
@@ -124,23 +132,6 @@ pub async fn watch_manifests(dir: PathBuf, tx: mpsc::Sender<SourceEvent>) {
             watcher = start_inotify(&dir, &wake, &dirty);
         }
     }
-}
-
-/// The Applied/Deleted events that turn `old` into `new`.
-fn diff(
-    old: &BTreeMap<(Kind, ObjectRef), Sourced<KubeObject>>,
-    new: &BTreeMap<(Kind, ObjectRef), Sourced<KubeObject>>,
-) -> Vec<SourceEvent> {
-    let mut events = Vec::new();
-    for (key, _) in old.iter().filter(|(k, _)| !new.contains_key(*k)) {
-        events.push(SourceEvent::Deleted { kind: key.0, object: key.1.clone() });
-    }
-    for (key, obj) in new {
-        if old.get(key) != Some(obj) {
-            events.push(SourceEvent::Applied(obj.clone()));
-        }
-    }
-    events
 }
 
 fn start_inotify(
@@ -175,6 +166,8 @@ fn start_inotify(
     }
 }
 
+type Key = (Kind, ObjectRef);
+
 /// What changes of a file's metadata say it may have changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stamp {
@@ -182,46 +175,105 @@ struct Stamp {
     len: u64,
 }
 
+/// Where in its file an object is defined: document number and, for an item of a `List`,
+/// the item number (both from 1; item 0 = not a list item), as in origins (`file#2.3`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct DocPos {
+    doc: u32,
+    item: u32,
+}
+
+/// One object definition in a file: who, which content, where.
+#[derive(Debug)]
+struct Def {
+    key: Key,
+    /// Hash of the origin and the content (see [`object_hash`]).
+    hash: u64,
+    pos: DocPos,
+}
+
 #[derive(Debug)]
 struct FileState {
     stamp: Stamp,
     /// Content hash of the version last read (`None` if unreadable).
     hash: Option<u64>,
-    /// The objects in effect for this file (last good versions where it is broken).
-    objects: Vec<Sourced<KubeObject>>,
+    /// The definitions in effect for this file (last good versions where it is broken), in
+    /// file order.
+    defs: Vec<Def>,
+}
+
+/// What the consumer holds of an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    Nothing,
+    /// The version with this hash.
+    Version(u64),
+    /// A version that is not the winning definition's (which could not be delivered).
+    Other,
+}
+
+#[derive(Debug)]
+struct KeyState {
+    /// Number of definitions (several = duplicates).
+    defs: u32,
+    held: Held,
 }
 
 #[derive(Debug, Default)]
 struct DirState {
     files: BTreeMap<PathBuf, FileState>,
-    merged: BTreeMap<(Kind, ObjectRef), Sourced<KubeObject>>,
-    /// Duplicate reports already made (so each is made once).
-    duplicates: HashSet<Invalid>,
+    keys: HashMap<Key, KeyState>,
+    /// Duplicate reports in force per object (each is made once).
+    duplicates: HashMap<Key, Vec<Invalid>>,
     /// Last error listing DIR (reported when it changes).
     list_error: Option<String>,
 }
 
+/// The outcome of a scan: what the consumer must apply, sorted by kind, namespace, name.
+#[derive(Debug, Default)]
+struct Scan {
+    deleted: Vec<Key>,
+    applied: Vec<Sourced<KubeObject>>,
+    invalid: Vec<Invalid>,
+}
+
+/// A file read and parsed in this scan: the objects of its definitions (`None` for the last
+/// good versions it keeps).
+struct Parsed {
+    path: PathBuf,
+    objects: Vec<Option<Sourced<KubeObject>>>,
+}
+
 impl DirState {
-    /// Brings the state up to date with DIR; returns the new problems. `force` names paths
-    /// to re-read even when their metadata did not change.
-    fn rescan(&mut self, dir: &Path, force: &HashSet<PathBuf>) -> Vec<Invalid> {
-        let mut invalid = Vec::new();
+    /// Brings the state up to date with DIR; returns the changes and the new problems.
+    /// `force` names paths to re-read even when their metadata did not change.
+    fn rescan(&mut self, dir: &Path, force: &HashSet<PathBuf>) -> Scan {
+        let mut scan = Scan::default();
         let mut found = Vec::new();
         if let Err(e) = list_files(dir, 0, &mut found) {
             let msg = format!("cannot read the manifests directory: {e}; keeping the last known objects");
             if self.list_error.as_ref() != Some(&msg) {
-                invalid.push(Invalid { origin: dir.display().to_string(), error: msg.clone() });
+                scan.invalid.push(Invalid { origin: dir.display().to_string(), error: msg.clone() });
                 self.list_error = Some(msg);
             }
-            return invalid;
+            return scan;
         }
         self.list_error = None;
         found.sort();
-        let present: HashSet<&PathBuf> = found.iter().collect();
-        let before = self.files.len();
-        self.files.retain(|p, _| present.contains(p));
-        let mut changed = self.files.len() != before;
 
+        // Definitions that went away (with removed files, or from changed files) and keys
+        // with several definitions before or after: the keys whose winner may have changed.
+        let mut gone: Vec<Key> = Vec::new();
+        let mut multi: HashSet<Key> = HashSet::new();
+        let present: HashSet<&PathBuf> = found.iter().collect();
+        let removed: Vec<PathBuf> = self.files.keys().filter(|p| !present.contains(p)).cloned().collect();
+        for path in removed {
+            if let Some(old) = self.files.remove(&path) {
+                self.forget(old.defs, &mut gone, &mut multi);
+            }
+        }
+
+        let mut parsed: Vec<Parsed> = Vec::new();
         for path in &found {
             let stamp = match std::fs::metadata(path) {
                 Ok(m) => Stamp { mtime: m.modified().ok(), len: m.len() },
@@ -233,79 +285,295 @@ impl DirState {
             }
             let file = path.display().to_string();
             let previous = self.files.remove(path);
-            let (hash, objects) = match std::fs::read(path) {
+            let (hash, defs, objects) = match std::fs::read(path) {
                 Err(e) => {
-                    invalid.push(Invalid { origin: file, error: format!("cannot read: {e}") });
-                    (None, previous.map(|p| p.objects).unwrap_or_default())
+                    scan.invalid.push(Invalid { origin: file, error: format!("cannot read: {e}") });
+                    let (hash, defs) = previous.map(|p| (p.hash, p.defs)).unwrap_or_default();
+                    // Unchanged definitions: put back as they were.
+                    self.files.insert(path.clone(), FileState { stamp, hash, defs });
+                    continue;
                 }
                 Ok(bytes) => {
                     let hash = content_hash(&bytes);
                     match previous {
-                        Some(p) if p.hash == Some(hash) => (Some(hash), p.objects),
+                        Some(p) if p.hash == Some(hash) => {
+                            self.files.insert(path.clone(), FileState { stamp, hash: Some(hash), defs: p.defs });
+                            continue;
+                        }
                         previous => {
-                            changed = true;
-                            let old = previous.map(|p| p.objects).unwrap_or_default();
-                            (Some(hash), self::reparse(&file, path, &bytes, old, &mut invalid))
+                            let old = previous.map(|p| p.defs).unwrap_or_default();
+                            let (defs, objects, forgotten) = reparse(&file, path, &bytes, old, &mut scan.invalid);
+                            self.forget(forgotten, &mut gone, &mut multi);
+                            (Some(hash), defs, objects)
                         }
                     }
                 }
             };
-            self.files.insert(path.clone(), FileState { stamp, hash, objects });
+            for def in &defs {
+                self.define(def, &mut multi);
+            }
+            self.files.insert(path.clone(), FileState { stamp, hash, defs });
+            parsed.push(Parsed { path: path.clone(), objects });
         }
-        if changed {
-            self.merge(&mut invalid);
-        }
-        invalid
-    }
 
-    fn merge(&mut self, invalid: &mut Vec<Invalid>) {
-        let mut merged: BTreeMap<(Kind, ObjectRef), Sourced<KubeObject>> = BTreeMap::new();
-        let mut duplicates = HashSet::new();
-        for obj in self.files.values().flat_map(|f| f.objects.iter()) {
-            if let Some(shadowed) = merged.insert(obj.object.key(), obj.clone()) {
-                duplicates.insert(Invalid {
-                    origin: shadowed.origin,
-                    error: format!("defined again in {}, which wins", obj.origin),
-                });
+        // Keys defined several times (rare): settle them first, so that below each parsed
+        // file's objects can be handed on and freed file by file.
+        if !multi.is_empty() {
+            self.settle_duplicates(&multi, &mut parsed, &mut scan);
+        }
+        for key in gone {
+            if multi.contains(&key) {
+                continue;
+            }
+            if let MapEntry::Occupied(e) = self.keys.entry(key) {
+                if e.get().defs == 0 {
+                    let (key, st) = e.remove_entry();
+                    if st.held != Held::Nothing {
+                        scan.deleted.push(key);
+                    }
+                }
             }
         }
-        invalid.extend(duplicates.iter().filter(|d| !self.duplicates.contains(*d)).cloned());
-        self.duplicates = duplicates;
-        self.merged = merged;
+        // Every other definition in a parsed file is the only one of its key.
+        for p in parsed {
+            let Some(file) = self.files.get(&p.path) else { continue };
+            for (def, object) in file.defs.iter().zip(p.objects) {
+                if multi.contains(&def.key) {
+                    continue;
+                }
+                let Some(st) = self.keys.get_mut(&def.key) else { continue };
+                if st.held == Held::Version(def.hash) {
+                    continue;
+                }
+                match object {
+                    Some(object) => {
+                        st.held = Held::Version(def.hash);
+                        scan.applied.push(object);
+                    }
+                    // A kept last good version that the consumer does not hold.
+                    None => {
+                        if let Some(object) = fetch(&p.path, def, &mut scan.invalid) {
+                            st.held = Held::Version(def.hash);
+                            scan.applied.push(object);
+                        } else if st.held != Held::Nothing {
+                            st.held = Held::Other;
+                        }
+                    }
+                }
+            }
+        }
+        scan.deleted.sort_unstable();
+        // Cached keys: the objects are large, so they are moved once each, not at every
+        // comparison step.
+        scan.applied.sort_by_cached_key(|o| o.object.key());
+        scan
+    }
+
+    /// Counts a new definition.
+    fn define(&mut self, def: &Def, multi: &mut HashSet<Key>) {
+        let st = self.keys.entry(def.key.clone()).or_insert(KeyState { defs: 0, held: Held::Nothing });
+        st.defs = st.defs.saturating_add(1);
+        if st.defs > 1 {
+            multi.insert(def.key.clone());
+        }
+    }
+
+    /// Uncounts definitions that are gone.
+    fn forget(&mut self, defs: Vec<Def>, gone: &mut Vec<Key>, multi: &mut HashSet<Key>) {
+        for def in defs {
+            if let Some(st) = self.keys.get_mut(&def.key) {
+                if st.defs > 1 {
+                    multi.insert(def.key.clone());
+                }
+                st.defs = st.defs.saturating_sub(1);
+            }
+            gone.push(def.key);
+        }
+    }
+
+    /// For keys with several definitions before or after this scan: the last one in path
+    /// (and document) order wins, the others are reported once.
+    fn settle_duplicates(&mut self, multi: &HashSet<Key>, parsed: &mut [Parsed], scan: &mut Scan) {
+        // Every definition of those keys, in path and document order.
+        let mut all: HashMap<&Key, Vec<(&PathBuf, usize)>> = HashMap::new();
+        for (path, file) in &self.files {
+            for (i, def) in file.defs.iter().enumerate() {
+                if multi.contains(&def.key) {
+                    all.entry(&def.key).or_default().push((path, i));
+                }
+            }
+        }
+        let mut outcome: Vec<(Key, Option<(PathBuf, usize)>, Vec<Invalid>)> = Vec::new();
+        for key in multi {
+            let defs = all.get(key).map(Vec::as_slice).unwrap_or_default();
+            let origins: Vec<String> = defs
+                .iter()
+                .filter_map(|(path, i)| self.files.get(*path).and_then(|f| f.defs.get(*i)).map(|d| origin(path, d)))
+                .collect();
+            let reports = origins
+                .windows(2)
+                .map(|w| Invalid { origin: w[0].clone(), error: format!("defined again in {}, which wins", w[1]) })
+                .collect();
+            let winner = defs.last().map(|(path, i)| ((*path).clone(), *i));
+            outcome.push((key.clone(), winner, reports));
+        }
+        drop(all);
+        outcome.sort_by(|a, b| a.0.cmp(&b.0));
+        for (key, winner, reports) in outcome {
+            let before = self.duplicates.remove(&key).unwrap_or_default();
+            scan.invalid.extend(reports.iter().filter(|r| !before.contains(r)).cloned());
+            if !reports.is_empty() {
+                self.duplicates.insert(key.clone(), reports);
+            }
+            let Some((path, i)) = winner else {
+                if let Some(st) = self.keys.remove(&key) {
+                    if st.held != Held::Nothing {
+                        scan.deleted.push(key);
+                    }
+                }
+                continue;
+            };
+            let Some(def) = self.files.get(&path).and_then(|f| f.defs.get(i)) else { continue };
+            let Some(st) = self.keys.get_mut(&key) else { continue };
+            if st.held == Held::Version(def.hash) {
+                continue;
+            }
+            let here = parsed.iter_mut().find(|p| p.path == path).and_then(|p| p.objects.get_mut(i)).and_then(Option::take);
+            match here.or_else(|| fetch(&path, def, &mut scan.invalid)) {
+                Some(object) => {
+                    st.held = Held::Version(def.hash);
+                    scan.applied.push(object);
+                }
+                None => {
+                    if st.held != Held::Nothing {
+                        st.held = Held::Other;
+                    }
+                }
+            }
+        }
     }
 }
 
-/// Parses a changed file. Broken documents and malformed files keep last good objects.
+/// Parses a changed file. Broken documents and malformed files keep their last good
+/// definitions. Returns the file's definitions, their objects (`None` where kept) and the old
+/// definitions that are gone.
 fn reparse(
     file: &str,
     path: &Path,
     bytes: &[u8],
-    old: Vec<Sourced<KubeObject>>,
+    old: Vec<Def>,
     invalid: &mut Vec<Invalid>,
-) -> Vec<Sourced<KubeObject>> {
+) -> (Vec<Def>, Vec<Option<Sourced<KubeObject>>>, Vec<Def>) {
+    let keep_all = |old: Vec<Def>| {
+        let none = old.iter().map(|_| None).collect();
+        (old, none, Vec::new())
+    };
     let Ok(text) = std::str::from_utf8(bytes) else {
         invalid.push(Invalid { origin: file.to_string(), error: "not UTF-8 text".into() });
-        return old;
+        return keep_all(old);
     };
     let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
     let mut parsed = parse::parse_file(file, text, json);
     invalid.append(&mut parsed.invalid);
-    let Some(mut objects) = parsed.objects else {
+    let Some(objects) = parsed.objects else {
         if !old.is_empty() {
             if let Some(last) = invalid.last_mut() {
                 last.error.push_str(&format!("; keeping its last good {} object(s)", old.len()));
             }
         }
-        return old;
+        return keep_all(old);
     };
-    let present: HashSet<(Kind, ObjectRef)> = objects.iter().map(|o| o.object.key()).collect();
-    for keep in old.into_iter().filter(|o| {
+    let mut defs: Vec<Def> = Vec::with_capacity(objects.len());
+    let mut out: Vec<Option<Sourced<KubeObject>>> = Vec::with_capacity(objects.len());
+    for o in objects {
         let key = o.object.key();
-        parsed.broken.contains(&key) && !present.contains(&key)
-    }) {
-        objects.push(keep);
+        let pos = doc_pos(file, &o.origin);
+        defs.push(Def { key, hash: object_hash(&o), pos });
+        out.push(Some(o));
     }
-    objects
+    let present: HashSet<&Key> = defs.iter().map(|d| &d.key).collect();
+    let (kept, forgotten): (Vec<Def>, Vec<Def>) =
+        old.into_iter().partition(|d| parsed.broken.contains(&d.key) && !present.contains(&d.key));
+    drop(present);
+    for d in kept {
+        defs.push(d);
+        out.push(None);
+    }
+    (defs, out, forgotten)
+}
+
+/// Reads a definition again from its file (which did not change in this scan, or keeps it as
+/// its last good version). Reports when that is not possible.
+fn fetch(path: &Path, def: &Def, invalid: &mut Vec<Invalid>) -> Option<Sourced<KubeObject>> {
+    let file = path.display().to_string();
+    let found = std::fs::read(path).ok().and_then(|bytes| {
+        let text = std::str::from_utf8(&bytes).ok()?;
+        let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        let wanted = origin(path, def);
+        parse::parse_file(&file, text, json).objects?.into_iter().find(|o| o.origin == wanted && object_hash(o) == def.hash)
+    });
+    if found.is_none() {
+        invalid.push(Invalid {
+            origin: origin(path, def),
+            error: "now in effect, but it is the last good version of a broken document, which is not \
+                    kept in memory; the version applied before stays until the file is fixed"
+                .into(),
+        });
+    }
+    found
+}
+
+/// The origin of a definition, as [`parse::parse_file`] writes it.
+fn origin(path: &Path, def: &Def) -> String {
+    let (kind, r) = &def.key;
+    let item = if def.pos.item > 0 { format!(".{}", def.pos.item) } else { String::new() };
+    let name = if r.namespace.is_empty() { r.name.clone() } else { r.to_string() };
+    format!("{}#{}{item} {kind} {name}", path.display(), def.pos.doc)
+}
+
+/// Reads the position back from an origin `file#D[.I] ...`.
+fn doc_pos(file: &str, origin: &str) -> DocPos {
+    let pos = origin.strip_prefix(file).and_then(|s| s.strip_prefix('#')).and_then(|s| s.split(' ').next());
+    let mut parts = pos.unwrap_or("").split('.').map(|n| n.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(doc), item) => DocPos { doc, item: item.unwrap_or(0) },
+        _ => DocPos::default(),
+    }
+}
+
+/// Feeds serialized bytes into a hasher.
+struct HashWriter<'a>(&'a mut DefaultHasher);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Hash of an object's origin and content: equal hashes mean nothing to deliver.
+fn object_hash(o: &Sourced<KubeObject>) -> u64 {
+    let mut h = DefaultHasher::new();
+    o.origin.hash(&mut h);
+    // Serializing k8s-openapi types is deterministic (fixed field order, sorted maps) and
+    // cannot fail; a failure would only make the object look changed.
+    let written = match &o.object {
+        KubeObject::Namespace(x) => serde_json::to_writer(HashWriter(&mut h), x),
+        KubeObject::Pod(x) => serde_json::to_writer(HashWriter(&mut h), x),
+        KubeObject::NetworkPolicy(x) => serde_json::to_writer(HashWriter(&mut h), x),
+    };
+    if written.is_err() {
+        h.write_u64(rand_like());
+    }
+    h.finish()
+}
+
+/// A value that differs from call to call (for the never-expected serialization failure).
+fn rand_like() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
 fn content_hash(bytes: &[u8]) -> u64 {
