@@ -41,6 +41,7 @@ use std::collections::hash_map::{DefaultHasher, Entry as MapEntry};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -81,18 +82,39 @@ pub fn load_dir(dir: &Path) -> (Vec<Sourced<KubeObject>>, Vec<Invalid>) {
 /// receiver is gone.
 pub async fn watch_manifests(dir: PathBuf, tx: mpsc::Sender<SourceEvent>) {
     let wake = Arc::new(Notify::new());
-    let dirty: Arc<Mutex<HashSet<PathBuf>>> = Arc::default();
+    let dirty = Arc::new(Dirty::default());
     let mut watcher = start_inotify(&dir, &wake, &dirty);
 
     let mut state = DirState::default();
     let mut first = true;
+    // The first scan and every poll look at the whole directory; an inotify wake only at the
+    // files inotify named, when that is enough (see `targets`).
+    let mut full = true;
     let mut ticks: u32 = 0;
     loop {
-        let force = dirty.lock().map(|mut d| std::mem::take(&mut *d)).unwrap_or_default();
+        let force = dirty.paths.lock().map(|mut d| std::mem::take(&mut *d)).unwrap_or_default();
+        let full_needed = dirty.everything.swap(false, Ordering::Relaxed);
+        let only = if full || full_needed { None } else { targets(&dir, &force) };
         let scan_dir = dir.clone();
         let scanned = tokio::task::spawn_blocking(move || {
             let mut state = state;
-            let scan = state.rescan(&scan_dir, &force);
+            let started = std::time::Instant::now();
+            let scan = match &only {
+                Some(paths) => state.rescan_paths(paths),
+                None => state.rescan(&scan_dir, &force),
+            };
+            if !(scan.applied.is_empty() && scan.deleted.is_empty() && scan.invalid.is_empty()) {
+                tracing::debug!(
+                    "manifests: {} of {} files looked at, {} parsed: {} applied, {} deleted, {} problems in {:?}",
+                    only.as_ref().map_or(state.files.len(), Vec::len),
+                    state.files.len(),
+                    scan.parsed,
+                    scan.applied.len(),
+                    scan.deleted.len(),
+                    scan.invalid.len(),
+                    started.elapsed()
+                );
+            }
             (state, scan)
         })
         .await;
@@ -122,11 +144,14 @@ pub async fn watch_manifests(dir: PathBuf, tx: mpsc::Sender<SourceEvent>) {
             }
         }
 
-        tokio::select! {
-            _ = wake.notified() => tokio::time::sleep(DEBOUNCE).await,
-            _ = tokio::time::sleep(POLL_INTERVAL) => {}
+        full = tokio::select! {
+            _ = wake.notified() => {
+                tokio::time::sleep(DEBOUNCE).await;
+                false
+            }
+            _ = tokio::time::sleep(POLL_INTERVAL) => true,
             _ = tx.closed() => return,
-        }
+        };
         ticks = ticks.wrapping_add(1);
         if watcher.is_none() && ticks % 8 == 0 {
             watcher = start_inotify(&dir, &wake, &dirty);
@@ -134,20 +159,68 @@ pub async fn watch_manifests(dir: PathBuf, tx: mpsc::Sender<SourceEvent>) {
     }
 }
 
-fn start_inotify(
-    dir: &Path,
-    wake: &Arc<Notify>,
-    dirty: &Arc<Mutex<HashSet<PathBuf>>>,
-) -> Option<notify::RecommendedWatcher> {
+/// What inotify reported since the last scan.
+#[derive(Debug, Default)]
+struct Dirty {
+    /// Paths named by events.
+    paths: Mutex<HashSet<PathBuf>>,
+    /// Events were lost (queue overflow) or failed: look at everything.
+    everything: AtomicBool,
+}
+
+/// The files a scan after an inotify wake must look at, if looking at them alone is enough:
+/// each path is a manifest file (or gone) where the full listing would find it. `None` when
+/// a path may be a directory, a `..`-entry (a ConfigMap volume's `..data` switch changes the
+/// files behind the links) or lies elsewhere: then the whole directory is scanned.
+fn targets(dir: &Path, dirty: &HashSet<PathBuf>) -> Option<Vec<PathBuf>> {
+    if dirty.is_empty() {
+        return None;
+    }
+    let mut out = Vec::new();
+    'paths: for path in dirty {
+        let rel = path.strip_prefix(dir).ok()?;
+        let mut depth = 0usize;
+        for c in rel.components() {
+            let std::path::Component::Normal(name) = c else { return None };
+            let name = name.to_string_lossy();
+            if name.starts_with("..") {
+                return None;
+            }
+            if name.starts_with('.') {
+                continue 'paths; // the listing skips it
+            }
+            depth = depth.saturating_add(1);
+        }
+        if depth == 0 || depth > MAX_DEPTH.saturating_add(1) || !is_manifest(path) {
+            return None;
+        }
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            return None;
+        }
+        out.push(path.clone());
+    }
+    out.sort();
+    Some(out)
+}
+
+fn start_inotify(dir: &Path, wake: &Arc<Notify>, dirty: &Arc<Dirty>) -> Option<notify::RecommendedWatcher> {
     use notify::Watcher as _;
     let (wake, dirty) = (Arc::clone(wake), Arc::clone(dirty));
     let handler = move |res: notify::Result<notify::Event>| {
-        if let Ok(event) = res {
-            if let Ok(mut d) = dirty.lock() {
-                d.extend(event.paths);
+        if let Ok(event) = &res {
+            if !matters(event) {
+                return;
             }
         }
-        // On errors too: the rescan finds whatever changed.
+        match res {
+            Ok(event) if !event.need_rescan() => {
+                if let Ok(mut d) = dirty.paths.lock() {
+                    d.extend(event.paths);
+                }
+            }
+            // Lost or failed events: the next scan looks at everything.
+            _ => dirty.everything.store(true, Ordering::Relaxed),
+        }
         wake.notify_one();
     };
     let mut watcher = match notify::recommended_watcher(handler) {
@@ -166,6 +239,22 @@ fn start_inotify(
     }
 }
 
+/// Whether an inotify event may change what DIR holds. Not: opening a file or directory
+/// (inotify reports the scanner's own reads, which would wake it again and again), and
+/// anything about entries the scan skips: dot-files such as the temporary file of an atomic
+/// replace (so that the wake comes with the rename, not before it). `..`-entries do count:
+/// a ConfigMap volume switches its `..data` link to update its files.
+fn matters(event: &notify::Event) -> bool {
+    use notify::event::{AccessKind, EventKind};
+    if matches!(event.kind, EventKind::Access(AccessKind::Open(_))) {
+        return false;
+    }
+    let skipped = |p: &PathBuf| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.') && !n.starts_with(".."))
+    };
+    event.need_rescan() || event.paths.is_empty() || !event.paths.iter().all(skipped)
+}
+
 type Key = (Kind, ObjectRef);
 
 /// What changes of a file's metadata say it may have changed.
@@ -173,6 +262,12 @@ type Key = (Kind, ObjectRef);
 struct Stamp {
     mtime: Option<SystemTime>,
     len: u64,
+}
+
+impl Stamp {
+    fn of(m: &std::fs::Metadata) -> Stamp {
+        Stamp { mtime: m.modified().ok(), len: m.len() }
+    }
 }
 
 /// Where in its file an object is defined: document number and, for an item of a `List`,
@@ -235,6 +330,8 @@ struct Scan {
     deleted: Vec<Key>,
     applied: Vec<Sourced<KubeObject>>,
     invalid: Vec<Invalid>,
+    /// Files parsed.
+    parsed: usize,
 }
 
 /// A file read and parsed in this scan: the objects of its definitions (`None` for the last
@@ -248,9 +345,9 @@ impl DirState {
     /// Brings the state up to date with DIR; returns the changes and the new problems.
     /// `force` names paths to re-read even when their metadata did not change.
     fn rescan(&mut self, dir: &Path, force: &HashSet<PathBuf>) -> Scan {
-        let mut scan = Scan::default();
         let mut found = Vec::new();
         if let Err(e) = list_files(dir, 0, &mut found) {
+            let mut scan = Scan::default();
             let msg = format!("cannot read the manifests directory: {e}; keeping the last known objects");
             if self.list_error.as_ref() != Some(&msg) {
                 scan.invalid.push(Invalid { origin: dir.display().to_string(), error: msg.clone() });
@@ -259,14 +356,36 @@ impl DirState {
             return scan;
         }
         self.list_error = None;
-        found.sort();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        let removed: Vec<PathBuf> =
+            self.files.keys().filter(|p| found.binary_search_by(|(f, _)| f.cmp(p)).is_err()).cloned().collect();
+        self.update(found, removed, force)
+    }
 
+    /// Brings the state up to date with these files alone (named by inotify, see [`targets`]),
+    /// re-reading each that exists.
+    fn rescan_paths(&mut self, paths: &[PathBuf]) -> Scan {
+        let mut found = Vec::new();
+        let mut removed = Vec::new();
+        for path in paths {
+            match std::fs::metadata(path) {
+                Ok(m) if m.is_file() => found.push((path.clone(), Stamp::of(&m))),
+                _ if self.files.contains_key(path) => removed.push(path.clone()),
+                _ => {}
+            }
+        }
+        let force = paths.iter().cloned().collect();
+        self.update(found, removed, &force)
+    }
+
+    /// Applies what a scan found: `found` (sorted, with their metadata) may have changed,
+    /// `removed` are gone.
+    fn update(&mut self, found: Vec<(PathBuf, Stamp)>, removed: Vec<PathBuf>, force: &HashSet<PathBuf>) -> Scan {
+        let mut scan = Scan::default();
         // Definitions that went away (with removed files, or from changed files) and keys
         // with several definitions before or after: the keys whose winner may have changed.
         let mut gone: Vec<Key> = Vec::new();
         let mut multi: HashSet<Key> = HashSet::new();
-        let present: HashSet<&PathBuf> = found.iter().collect();
-        let removed: Vec<PathBuf> = self.files.keys().filter(|p| !present.contains(p)).cloned().collect();
         for path in removed {
             if let Some(old) = self.files.remove(&path) {
                 self.forget(old.defs, &mut gone, &mut multi);
@@ -274,11 +393,8 @@ impl DirState {
         }
 
         let mut parsed: Vec<Parsed> = Vec::new();
-        for path in &found {
-            let stamp = match std::fs::metadata(path) {
-                Ok(m) => Stamp { mtime: m.modified().ok(), len: m.len() },
-                Err(_) => continue, // vanished since the listing: next scan removes it
-            };
+        for (path, stamp) in &found {
+            let stamp = *stamp;
             let known = self.files.get(path);
             if known.is_some_and(|f| f.stamp == stamp) && !force.contains(path) {
                 continue;
@@ -314,6 +430,7 @@ impl DirState {
             }
             self.files.insert(path.clone(), FileState { stamp, hash, defs });
             parsed.push(Parsed { path: path.clone(), objects });
+            scan.parsed = scan.parsed.saturating_add(1);
         }
 
         // Keys defined several times (rare): settle them first, so that below each parsed
@@ -588,8 +705,9 @@ fn is_manifest(path: &Path) -> bool {
         .is_some_and(|e| ["yaml", "yml", "json"].iter().any(|x| e.eq_ignore_ascii_case(x)))
 }
 
-/// Collects manifest files under `dir` (following symlinks, skipping dot-entries).
-fn list_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+/// Collects manifest files under `dir` with their metadata (following symlinks, skipping
+/// dot-entries).
+fn list_files(dir: &Path, depth: usize, out: &mut Vec<(PathBuf, Stamp)>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let Ok(entry) = entry else { continue };
         if entry.file_name().to_string_lossy().starts_with('.') {
@@ -605,7 +723,7 @@ fn list_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> std::io::Resu
                 }
             }
         } else if meta.is_file() && is_manifest(&path) {
-            out.push(path);
+            out.push((path, Stamp::of(&meta)));
         }
     }
     Ok(())
