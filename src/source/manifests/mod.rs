@@ -728,3 +728,149 @@ fn list_files(dir: &Path, depth: usize, out: &mut Vec<(PathBuf, Stamp)>) -> std:
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, label: &str) -> String {
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: x, labels: {{l: {label}}}}}\nspec: {{containers: []}}\n")
+    }
+
+    fn label(o: &Sourced<KubeObject>) -> String {
+        match &o.object {
+            KubeObject::Pod(p) => p.metadata.labels.as_ref().and_then(|l| l.get("l")).cloned().unwrap_or_default(),
+            _ => String::new(),
+        }
+    }
+
+    /// Rescans with every file forced (same-size rewrites within one mtime tick count too).
+    fn scan(state: &mut DirState, dir: &Path) -> Scan {
+        let mut all = Vec::new();
+        list_files(dir, 0, &mut all).expect("list");
+        let force = all.into_iter().map(|(p, _)| p).collect();
+        state.rescan(dir, &force)
+    }
+
+    fn names(keys: &[Key]) -> Vec<String> {
+        keys.iter().map(|(k, r)| format!("{k} {r}")).collect()
+    }
+
+    #[test]
+    fn a_duplicate_takes_over_when_the_winner_goes() {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::write(d.path().join("1.yaml"), pod("a", "first")).expect("write");
+        std::fs::write(d.path().join("2.yaml"), pod("a", "second")).expect("write");
+        let mut st = DirState::default();
+        let s = scan(&mut st, d.path());
+        assert_eq!(s.applied.iter().map(label).collect::<Vec<_>>(), vec!["second"]);
+        assert_eq!(s.invalid.len(), 1, "{:?}", s.invalid);
+
+        // The winner's file goes: the other definition (in a file that did not change) is
+        // read again and delivered; nothing is deleted and the duplicate is over.
+        std::fs::remove_file(d.path().join("2.yaml")).expect("rm");
+        let s = scan(&mut st, d.path());
+        assert!(s.deleted.is_empty(), "{:?}", s.deleted);
+        assert_eq!(s.applied.iter().map(label).collect::<Vec<_>>(), vec!["first"]);
+        assert!(s.applied[0].origin.ends_with("1.yaml#1 Pod x/a"), "{}", s.applied[0].origin);
+        assert!(st.duplicates.is_empty());
+
+        // The duplicate comes back: reported again, and the later file wins again.
+        std::fs::write(d.path().join("2.yaml"), pod("a", "second")).expect("write");
+        let s = scan(&mut st, d.path());
+        assert_eq!(s.applied.iter().map(label).collect::<Vec<_>>(), vec!["second"]);
+        assert_eq!(s.invalid.len(), 1, "{:?}", s.invalid);
+
+        std::fs::remove_file(d.path().join("1.yaml")).expect("rm");
+        std::fs::remove_file(d.path().join("2.yaml")).expect("rm");
+        let s = scan(&mut st, d.path());
+        assert_eq!(names(&s.deleted), vec!["Pod x/a"]);
+        assert!(st.keys.is_empty() && st.files.is_empty());
+    }
+
+    #[test]
+    fn an_object_moving_between_files_is_not_deleted() {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::write(d.path().join("1.yaml"), format!("{}---\n{}", pod("a", "a"), pod("b", "b"))).expect("write");
+        let mut st = DirState::default();
+        assert_eq!(scan(&mut st, d.path()).applied.len(), 2);
+
+        std::fs::write(d.path().join("1.yaml"), pod("b", "b")).expect("write");
+        std::fs::write(d.path().join("2.yaml"), pod("a", "a")).expect("write");
+        let s = scan(&mut st, d.path());
+        assert!(s.deleted.is_empty(), "{:?}", s.deleted);
+        // a has a new origin; b moved from document 2 to 1 of its file: both re-delivered.
+        let origins: Vec<&str> = s.applied.iter().map(|o| o.origin.as_str()).collect();
+        assert!(origins[0].ends_with("2.yaml#1 Pod x/a") && origins[1].ends_with("1.yaml#1 Pod x/b"), "{origins:?}");
+
+        // Nothing changed: nothing to deliver.
+        let s = scan(&mut st, d.path());
+        assert!(s.applied.is_empty() && s.deleted.is_empty() && s.invalid.is_empty());
+    }
+
+    #[test]
+    fn a_kept_last_good_version_that_cannot_be_delivered_is_reported() {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::write(d.path().join("1.yaml"), pod("a", "first")).expect("write");
+        std::fs::write(d.path().join("2.yaml"), pod("a", "second")).expect("write");
+        let mut st = DirState::default();
+        scan(&mut st, d.path());
+
+        // A typo in the shadowed definition: its last good version is kept (as a hash).
+        let typo = "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: x}\nspec: {containers: 7}\n";
+        std::fs::write(d.path().join("1.yaml"), typo).expect("write");
+        let s = scan(&mut st, d.path());
+        assert!(s.applied.is_empty() && s.deleted.is_empty());
+
+        // The winner goes: the kept version would win but is not in memory. Reported; the
+        // consumer keeps what it has (nothing deleted).
+        std::fs::remove_file(d.path().join("2.yaml")).expect("rm");
+        let s = scan(&mut st, d.path());
+        assert!(s.applied.is_empty() && s.deleted.is_empty(), "{:?} {:?}", s.applied, s.deleted);
+        assert!(s.invalid.iter().any(|i| i.origin.ends_with("1.yaml#1 Pod x/a") && i.error.contains("last good")), "{:?}", s.invalid);
+
+        // Fixed, with the very content of the kept version: delivered.
+        std::fs::write(d.path().join("1.yaml"), pod("a", "first")).expect("write");
+        let s = scan(&mut st, d.path());
+        assert_eq!(s.applied.iter().map(label).collect::<Vec<_>>(), vec!["first"]);
+    }
+
+    #[test]
+    fn looking_at_named_files_alone_gives_what_a_full_scan_gives() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let (p1, p2) = (d.path().join("1.yaml"), d.path().join("sub/2.yaml"));
+        std::fs::create_dir_all(d.path().join("sub")).expect("mkdir");
+        std::fs::write(&p1, pod("a", "a")).expect("write");
+        std::fs::write(&p2, pod("b", "b")).expect("write");
+        let mut st = DirState::default();
+        scan(&mut st, d.path());
+
+        std::fs::write(&p1, pod("a", "changed")).expect("write");
+        let s = st.rescan_paths(&[p1.clone()]);
+        assert_eq!(s.applied.iter().map(label).collect::<Vec<_>>(), vec!["changed"]);
+        std::fs::remove_file(&p2).expect("rm");
+        let s = st.rescan_paths(&[p2.clone()]);
+        assert_eq!(names(&s.deleted), vec!["Pod x/b"]);
+        // A full scan afterwards finds nothing more.
+        let s = scan(&mut st, d.path());
+        assert!(s.applied.is_empty() && s.deleted.is_empty() && s.invalid.is_empty());
+    }
+
+    #[test]
+    fn which_inotify_paths_need_a_full_scan() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let dir = d.path();
+        std::fs::create_dir_all(dir.join("sub.yaml")).expect("mkdir");
+        let set = |paths: &[&str]| paths.iter().map(|p| dir.join(p)).collect::<HashSet<_>>();
+        assert_eq!(targets(dir, &set(&["a.yaml", "b/c.json"])), Some(vec![dir.join("a.yaml"), dir.join("b/c.json")]));
+        // Temporary dot-files of atomic replaces are skipped.
+        assert_eq!(targets(dir, &set(&[".a.yaml.tmp", "a.yaml"])), Some(vec![dir.join("a.yaml")]));
+        assert_eq!(targets(dir, &set(&[".a.yaml.tmp"])), Some(vec![]));
+        // A ConfigMap volume's `..data` switch, a directory, anything not a manifest name.
+        assert_eq!(targets(dir, &set(&["..data"])), None);
+        assert_eq!(targets(dir, &set(&["sub.yaml"])), None);
+        assert_eq!(targets(dir, &set(&["newdir"])), None);
+        assert_eq!(targets(dir, &HashSet::from([PathBuf::from("/elsewhere/a.yaml")])), None);
+        assert_eq!(targets(dir, &HashSet::new()), None);
+    }
+}
