@@ -4,6 +4,8 @@
 //! - `full_compile`: a fresh compiler over the whole cluster.
 //! - `policy_change`: one policy changed (ports toggled), recompute + diff of the touched keys.
 //! - `pod_relabel`: one pod relabelled in and out of a peer selector, recompute + diff.
+//! - `pod_relabel_broad`: the same against a policy whose peer selects the front tier of every
+//!   namespace (~33,000 source pods, as many clause flows).
 //!
 //! After the criterion groups, a plain loop prints p50/p99/max of the incremental paths and
 //! the process's peak RSS (VmHWM), which criterion does not report.
@@ -52,6 +54,15 @@ impl Toggle {
         let r = oref(&ns_name(0), &pod_name(5));
         let app = if self.n % 2 == 0 { "app5" } else { "app1" };
         self.model.pods.get_mut(&r).expect("pod5").labels.insert("app".into(), app.into());
+        self.apply(&[Change::Pod(r)])
+    }
+
+    /// Relabels a remote front-tier pod of ns500 out of and back into the broad peer.
+    fn pod_relabel_broad(&mut self) -> usize {
+        self.n += 1;
+        let r = oref(&ns_name(500), &pod_name(3));
+        let tier = if self.n % 2 == 0 { "front" } else { "back" };
+        self.model.pods.get_mut(&r).expect("pod3").labels.insert("tier".into(), tier.into());
         self.apply(&[Change::Pod(r)])
     }
 
@@ -104,17 +115,38 @@ fn main() {
         });
         g.finish();
     }
+    // A policy in ns0 allowing the front tier of every namespace into every pod.
+    let mut model = model;
+    let broad = npagent::compiler::synthetic::policy(
+        &ns_name(0),
+        "broad",
+        npagent::model::LabelSelector::everything(),
+        vec![npagent::model::IngressRule {
+            from: vec![npagent::model::Peer::Pods {
+                pod_selector: Some(npagent::compiler::synthetic::sel(&[("tier", "front")])),
+                namespace_selector: Some(npagent::model::LabelSelector::everything()),
+            }],
+            ports: vec![tcp(80)],
+        }],
+    );
+    model.policies.insert(oref(&ns_name(0), "broad"), broad);
     let mut tog = Toggle::new(model);
+    println!("with the broad policy: {} flows", tog.compiler.flows().len());
     {
         let mut g = c.benchmark_group("compiler");
         g.sample_size(100);
         g.bench_function("policy_change", |b| b.iter(|| black_box(tog.policy_change())));
         g.bench_function("pod_relabel", |b| b.iter(|| black_box(tog.pod_relabel())));
+        g.bench_function("pod_relabel_broad", |b| b.iter(|| black_box(tog.pod_relabel_broad())));
         g.finish();
     }
     c.final_summary();
 
-    for (name, f) in [("policy_change", Toggle::policy_change as fn(&mut Toggle) -> usize), ("pod_relabel", Toggle::pod_relabel)] {
+    for (name, f) in [
+        ("policy_change", Toggle::policy_change as fn(&mut Toggle) -> usize),
+        ("pod_relabel", Toggle::pod_relabel),
+        ("pod_relabel_broad", Toggle::pod_relabel_broad),
+    ] {
         let mut times = Vec::with_capacity(2000);
         let mut mods = 0;
         for _ in 0..2000 {
