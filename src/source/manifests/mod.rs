@@ -392,44 +392,50 @@ impl DirState {
             }
         }
 
+        // Files whose metadata changed (or that inotify named): read, and parse where the
+        // content changed, in parallel when there are many (the first scan).
+        let todo: Vec<(PathBuf, Stamp, Option<u64>)> = found
+            .into_iter()
+            .filter_map(|(path, stamp)| {
+                let known = self.files.get(&path);
+                if known.is_some_and(|f| f.stamp == stamp) && !force.contains(&path) {
+                    return None;
+                }
+                let hash = known.and_then(|f| f.hash);
+                Some((path, stamp, hash))
+            })
+            .collect();
+        let loaded = load_all(&todo);
+
         let mut parsed: Vec<Parsed> = Vec::new();
-        for (path, stamp) in &found {
-            let stamp = *stamp;
-            let known = self.files.get(path);
-            if known.is_some_and(|f| f.stamp == stamp) && !force.contains(path) {
-                continue;
-            }
+        for ((path, stamp, _), loaded) in todo.into_iter().zip(loaded) {
             let file = path.display().to_string();
-            let previous = self.files.remove(path);
-            let (hash, defs, objects) = match std::fs::read(path) {
-                Err(e) => {
-                    scan.invalid.push(Invalid { origin: file, error: format!("cannot read: {e}") });
+            let previous = self.files.remove(&path);
+            let (hash, defs, objects) = match loaded {
+                Loaded::Failed(error) => {
+                    scan.invalid.push(Invalid { origin: file, error });
                     let (hash, defs) = previous.map(|p| (p.hash, p.defs)).unwrap_or_default();
                     // Unchanged definitions: put back as they were.
-                    self.files.insert(path.clone(), FileState { stamp, hash, defs });
+                    self.files.insert(path, FileState { stamp, hash, defs });
                     continue;
                 }
-                Ok(bytes) => {
-                    let hash = content_hash(&bytes);
-                    match previous {
-                        Some(p) if p.hash == Some(hash) => {
-                            self.files.insert(path.clone(), FileState { stamp, hash: Some(hash), defs: p.defs });
-                            continue;
-                        }
-                        previous => {
-                            let old = previous.map(|p| p.defs).unwrap_or_default();
-                            let (defs, objects, forgotten) = reparse(&file, path, &bytes, old, &mut scan.invalid);
-                            self.forget(forgotten, &mut gone, &mut multi);
-                            (Some(hash), defs, objects)
-                        }
-                    }
+                Loaded::Unchanged => {
+                    let (hash, defs) = previous.map(|p| (p.hash, p.defs)).unwrap_or_default();
+                    self.files.insert(path, FileState { stamp, hash, defs });
+                    continue;
+                }
+                Loaded::Changed { hash, fresh } => {
+                    let old = previous.map(|p| p.defs).unwrap_or_default();
+                    let (defs, objects, forgotten) = merge_parse(&file, fresh, old, &mut scan.invalid);
+                    self.forget(forgotten, &mut gone, &mut multi);
+                    (Some(hash), defs, objects)
                 }
             };
             for def in &defs {
                 self.define(def, &mut multi);
             }
             self.files.insert(path.clone(), FileState { stamp, hash, defs });
-            parsed.push(Parsed { path: path.clone(), objects });
+            parsed.push(Parsed { path, objects });
             scan.parsed = scan.parsed.saturating_add(1);
         }
 
@@ -571,13 +577,76 @@ impl DirState {
     }
 }
 
-/// Parses a changed file. Broken documents and malformed files keep their last good
-/// definitions. Returns the file's definitions, their objects (`None` where kept) and the old
-/// definitions that are gone.
-fn reparse(
+/// A file read (and parsed if its content changed), before it is merged into the state.
+enum Loaded {
+    Failed(String),
+    /// The content is the one last read.
+    Unchanged,
+    Changed { hash: u64, fresh: Fresh },
+}
+
+/// One file's parse (`None`: not UTF-8) and the definitions of its objects.
+struct Fresh {
+    parse: Option<parse::FileParse>,
+    defs: Vec<Def>,
+}
+
+/// [`load`]s each file: on several threads when there are many.
+fn load_all(todo: &[(PathBuf, Stamp, Option<u64>)]) -> Vec<Loaded> {
+    const PARALLEL_FROM: usize = 32;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+    if todo.len() < PARALLEL_FROM || threads < 2 {
+        return todo.iter().map(|(path, _, hash)| load(path, *hash)).collect();
+    }
+    let chunk = todo.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = todo
+            .chunks(chunk)
+            .map(|part| (part.len(), s.spawn(move || part.iter().map(|(path, _, hash)| load(path, *hash)).collect::<Vec<_>>())))
+            .collect();
+        let mut out = Vec::with_capacity(todo.len());
+        for (len, worker) in workers {
+            match worker.join() {
+                Ok(loaded) => out.extend(loaded),
+                // Parsing does not panic; should it, those files count as unreadable.
+                Err(_) => out.extend((0..len).map(|_| Loaded::Failed("cannot read: the parser failed".into()))),
+            }
+        }
+        out
+    })
+}
+
+/// Reads a file; parses it unless its content hash is `previous`.
+fn load(path: &Path, previous: Option<u64>) -> Loaded {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => return Loaded::Failed(format!("cannot read: {e}")),
+    };
+    let hash = content_hash(&bytes);
+    if previous == Some(hash) {
+        return Loaded::Unchanged;
+    }
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return Loaded::Changed { hash, fresh: Fresh { parse: None, defs: Vec::new() } };
+    };
+    let file = path.display().to_string();
+    let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let parse = parse::parse_file(&file, text, json);
+    let defs = parse
+        .objects
+        .iter()
+        .flatten()
+        .map(|o| Def { key: o.object.key(), hash: object_hash(o), pos: doc_pos(&file, &o.origin) })
+        .collect();
+    Loaded::Changed { hash, fresh: Fresh { parse: Some(parse), defs } }
+}
+
+/// Merges a changed file's parse with its old definitions: broken documents and malformed
+/// files keep their last good definitions. Returns the file's definitions, their objects
+/// (`None` where kept) and the old definitions that are gone.
+fn merge_parse(
     file: &str,
-    path: &Path,
-    bytes: &[u8],
+    fresh: Fresh,
     old: Vec<Def>,
     invalid: &mut Vec<Invalid>,
 ) -> (Vec<Def>, Vec<Option<Sourced<KubeObject>>>, Vec<Def>) {
@@ -585,12 +654,10 @@ fn reparse(
         let none = old.iter().map(|_| None).collect();
         (old, none, Vec::new())
     };
-    let Ok(text) = std::str::from_utf8(bytes) else {
+    let Some(mut parsed) = fresh.parse else {
         invalid.push(Invalid { origin: file.to_string(), error: "not UTF-8 text".into() });
         return keep_all(old);
     };
-    let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    let mut parsed = parse::parse_file(file, text, json);
     invalid.append(&mut parsed.invalid);
     let Some(objects) = parsed.objects else {
         if !old.is_empty() {
@@ -600,14 +667,8 @@ fn reparse(
         }
         return keep_all(old);
     };
-    let mut defs: Vec<Def> = Vec::with_capacity(objects.len());
-    let mut out: Vec<Option<Sourced<KubeObject>>> = Vec::with_capacity(objects.len());
-    for o in objects {
-        let key = o.object.key();
-        let pos = doc_pos(file, &o.origin);
-        defs.push(Def { key, hash: object_hash(&o), pos });
-        out.push(Some(o));
-    }
+    let mut defs = fresh.defs;
+    let mut out: Vec<Option<Sourced<KubeObject>>> = objects.into_iter().map(Some).collect();
     let present: HashSet<&Key> = defs.iter().map(|d| &d.key).collect();
     let (kept, forgotten): (Vec<Def>, Vec<Def>) =
         old.into_iter().partition(|d| parsed.broken.contains(&d.key) && !present.contains(&d.key));
