@@ -526,7 +526,9 @@ impl DirState {
                 }
             }
         }
-        let mut outcome: Vec<(Key, Option<(PathBuf, usize)>, Vec<Invalid>)> = Vec::new();
+        // Per key: the winning definition (file, index), if any, and the duplicate reports.
+        type Outcome = (Key, Option<(PathBuf, usize)>, Vec<Invalid>);
+        let mut outcome: Vec<Outcome> = Vec::new();
         for key in multi {
             let defs = all.get(key).map(Vec::as_slice).unwrap_or_default();
             let origins: Vec<String> = defs
@@ -907,10 +909,10 @@ mod tests {
         scan(&mut st, d.path());
 
         std::fs::write(&p1, pod("a", "changed")).expect("write");
-        let s = st.rescan_paths(&[p1.clone()]);
+        let s = st.rescan_paths(std::slice::from_ref(&p1));
         assert_eq!(s.applied.iter().map(label).collect::<Vec<_>>(), vec!["changed"]);
         std::fs::remove_file(&p2).expect("rm");
-        let s = st.rescan_paths(&[p2.clone()]);
+        let s = st.rescan_paths(std::slice::from_ref(&p2));
         assert_eq!(names(&s.deleted), vec!["Pod x/b"]);
         // A full scan afterwards finds nothing more.
         let s = scan(&mut st, d.path());
