@@ -1,0 +1,352 @@
+//! Helper of `scripts/bench-scale`: the compiler's synthetic cluster as manifests, and the
+//! manifest-change latency loop.
+//!
+//! - `scale_cluster gen DIR [small]` writes `npagent::compiler::synthetic::cluster` (the
+//!   scale target, or a 10x smaller cluster) as YAML, one file per namespace (`DIR/nsI.yaml`:
+//!   the Namespace, its Pods, its NetworkPolicies), then reads the directory back through
+//!   npagent's own manifest loader and conversion and checks that it gives the same model.
+//!   The bridge ports of the local pods go to stdout, one per line:
+//!   `ofport interface namespace pod ip mac`.
+//! - `scale_cluster churn DIR LOG N KIND [OFP]` changes namespace ns0 N times by atomically
+//!   replacing `DIR/ns0.yaml` (write a temporary file, rename) and waits each time for the
+//!   agent's debug line `bundle of N flow_mods committed` in LOG (the agent's stderr). KIND is
+//!   `policy` (np0's TCP port toggles between 80 and 8080) or `pod` (remote pod5 relabelled
+//!   into and out of np0's peer selector, app5 <-> app1). Prints one line per change:
+//!   `i rename_to_scan_ms rename_to_commit_ms flow_mods` and checks every 10th change on the
+//!   bridge with `ovs-ofctl dump-flows` when OFP is given.
+//!
+//! Timestamps: the rename is timed with the wall clock right after `rename(2)` returns; the
+//! agent's lines carry tracing-subscriber's UTC timestamps (microseconds), same machine.
+
+use npagent::compiler::synthetic::{cluster, ns_name, oref, pod_name, tcp, ClusterSpec};
+use npagent::model::{convert, LabelSelector, Model, Peer, PortRef, Protocol, SelectorOp};
+use npagent::source::manifests::load_dir;
+use npagent::source::KubeObject;
+use serde_json::{json, Value};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["gen", dir] => gen(Path::new(dir), ClusterSpec::TARGET),
+        ["gen", dir, "small"] => gen(Path::new(dir), small()),
+        ["churn", dir, log, n, kind, rest @ ..] => churn(Path::new(dir), Path::new(log), n, kind, rest.first().copied()),
+        _ => Err("usage: scale_cluster gen DIR [small] | churn DIR LOG N policy|pod [OFP]".into()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("scale_cluster: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn small() -> ClusterSpec {
+    ClusterSpec { namespaces: 100, pods_per_ns: 100, policies_per_ns: 10, local_pods: 10 }
+}
+
+fn spec_for(dir: &Path) -> ClusterSpec {
+    // `gen` leaves a marker so `churn` rebuilds the same model.
+    match std::fs::read_to_string(dir.join(".spec")).as_deref() {
+        Ok("small\n") => small(),
+        _ => ClusterSpec::TARGET,
+    }
+}
+
+fn gen(dir: &Path, spec: ClusterSpec) -> Result<(), String> {
+    let model = cluster(spec);
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let started = Instant::now();
+    for ns in model.namespaces.keys() {
+        let text = namespace_file(&model, ns)?;
+        std::fs::write(dir.join(format!("{ns}.yaml")), text).map_err(|e| format!("{ns}: {e}"))?;
+    }
+    let marker = if spec.namespaces == ClusterSpec::TARGET.namespaces { "target\n" } else { "small\n" };
+    std::fs::write(dir.join(".spec"), marker).map_err(|e| e.to_string())?;
+    eprintln!("wrote {} namespaces, {} pods, {} policies in {:?}", model.namespaces.len(), model.pods.len(), model.policies.len(), started.elapsed());
+
+    // Read back through the agent's loader: the manifests must mean exactly the model.
+    let (objects, invalid) = load_dir(dir);
+    if let Some(i) = invalid.first() {
+        return Err(format!("{} problem(s) reading back, first: {}: {}", invalid.len(), i.origin, i.error));
+    }
+    let mut back = Model::default();
+    for o in &objects {
+        match &o.object {
+            KubeObject::Namespace(n) => {
+                let n = convert::namespace(n).map_err(|e| e.to_string())?;
+                back.namespaces.insert(n.name.clone(), n);
+            }
+            KubeObject::Pod(p) => {
+                let p = convert::pod(p).map_err(|e| e.to_string())?;
+                back.pods.insert(oref(&p.namespace, &p.name), p);
+            }
+            KubeObject::NetworkPolicy(p) => {
+                let p = convert::policy(p).map_err(|e| e.to_string())?;
+                back.policies.insert(oref(&p.namespace, &p.name), p);
+            }
+        }
+    }
+    if back.namespaces != model.namespaces || back.pods != model.pods || back.policies != model.policies {
+        return Err("the manifests read back differ from the synthetic model".into());
+    }
+    eprintln!("read back and checked: identical model");
+
+    let mut out = std::io::stdout().lock();
+    for p in model.ports.values() {
+        let ip = p.ips.first().map(|ip| ip.to_string()).unwrap_or_default();
+        let mac = p.mac.map(|m| m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")).unwrap_or_default();
+        writeln!(out, "{} {} {} {} {ip} {mac}", p.ofport, p.interface, p.pod.namespace, p.pod.name).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The YAML of one namespace: the Namespace, its Pods, its NetworkPolicies.
+fn namespace_file(model: &Model, ns: &str) -> Result<String, String> {
+    let mut docs = Vec::new();
+    let n = model.namespaces.get(ns).ok_or("no such namespace")?;
+    docs.push(json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": n.name, "labels": n.labels, "annotations": n.annotations},
+    }));
+    for p in model.pods.range(oref(ns, "")..).take_while(|(r, _)| r.namespace == ns).map(|(_, p)| p) {
+        let ports: Vec<Value> = p
+            .ports
+            .iter()
+            .map(|c| json!({"name": c.name, "containerPort": c.port, "protocol": protocol(c.protocol)}))
+            .collect();
+        let ips: Vec<Value> = p.ips.iter().map(|ip| json!({"ip": ip.to_string()})).collect();
+        docs.push(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"namespace": p.namespace, "name": p.name, "labels": p.labels},
+            "spec": {"nodeName": p.node, "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9", "ports": ports}]},
+            "status": {"phase": "Running", "podIP": p.ips.first().map(|ip| ip.to_string()), "podIPs": ips},
+        }));
+    }
+    for p in model.policies.range(oref(ns, "")..).take_while(|(r, _)| r.namespace == ns).map(|(_, p)| p) {
+        let mut types = Vec::new();
+        if p.affects_ingress {
+            types.push("Ingress");
+        }
+        if p.affects_egress {
+            types.push("Egress");
+        }
+        let ingress: Vec<Value> = p
+            .ingress
+            .iter()
+            .map(|r| {
+                let from: Vec<Value> = r.from.iter().map(peer).collect();
+                let ports: Vec<Value> = r
+                    .ports
+                    .iter()
+                    .map(|s| {
+                        let mut v = json!({"protocol": protocol(s.protocol)});
+                        match &s.port {
+                            Some(PortRef::Number(n)) => v["port"] = json!(n),
+                            Some(PortRef::Name(name)) => v["port"] = json!(name),
+                            None => {}
+                        }
+                        if let Some(e) = s.end_port {
+                            v["endPort"] = json!(e);
+                        }
+                        v
+                    })
+                    .collect();
+                json!({"from": from, "ports": ports})
+            })
+            .collect();
+        docs.push(json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"namespace": p.namespace, "name": p.name},
+            "spec": {"podSelector": selector(&p.pod_selector), "policyTypes": types, "ingress": ingress},
+        }));
+    }
+    let mut text = String::new();
+    for d in docs {
+        text.push_str("---\n");
+        text.push_str(&serde_yaml::to_string(&d).map_err(|e| e.to_string())?);
+    }
+    Ok(text)
+}
+
+fn protocol(p: Protocol) -> &'static str {
+    match p {
+        Protocol::Tcp => "TCP",
+        Protocol::Udp => "UDP",
+        Protocol::Sctp => "SCTP",
+    }
+}
+
+fn selector(s: &LabelSelector) -> Value {
+    let exprs: Vec<Value> = s
+        .match_expressions
+        .iter()
+        .map(|r| {
+            let op = match r.op {
+                SelectorOp::In => "In",
+                SelectorOp::NotIn => "NotIn",
+                SelectorOp::Exists => "Exists",
+                SelectorOp::DoesNotExist => "DoesNotExist",
+            };
+            let mut v = json!({"key": r.key, "operator": op});
+            if !r.values.is_empty() {
+                v["values"] = json!(r.values);
+            }
+            v
+        })
+        .collect();
+    let mut v = json!({});
+    if !s.match_labels.is_empty() {
+        v["matchLabels"] = json!(s.match_labels);
+    }
+    if !exprs.is_empty() {
+        v["matchExpressions"] = json!(exprs);
+    }
+    v
+}
+
+fn peer(p: &Peer) -> Value {
+    match p {
+        Peer::Pods { pod_selector, namespace_selector } => {
+            let mut v = json!({});
+            if let Some(s) = pod_selector {
+                v["podSelector"] = selector(s);
+            }
+            if let Some(s) = namespace_selector {
+                v["namespaceSelector"] = selector(s);
+            }
+            v
+        }
+        Peer::IpBlock { cidr, except } => {
+            let except: Vec<String> = except.iter().map(|c| format!("{}/{}", c.addr, c.prefix)).collect();
+            json!({"ipBlock": {"cidr": format!("{}/{}", cidr.addr, cidr.prefix), "except": except}})
+        }
+    }
+}
+
+/// Follows the agent's log from its current end.
+struct LogTail {
+    file: std::fs::File,
+    buf: String,
+}
+
+impl LogTail {
+    fn open(path: &Path) -> Result<LogTail, String> {
+        let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        file.seek(SeekFrom::End(0)).map_err(|e| e.to_string())?;
+        Ok(LogTail { file, buf: String::new() })
+    }
+
+    /// The next complete line containing `needle`, waiting up to `timeout`.
+    fn wait_for(&mut self, needles: &[&str], timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            while let Some(nl) = self.buf.find('\n') {
+                let line: String = self.buf.drain(..=nl).collect();
+                if needles.iter().any(|n| line.contains(n)) {
+                    return Some(line);
+                }
+            }
+            let mut chunk = String::new();
+            if self.file.read_to_string(&mut chunk).unwrap_or(0) > 0 {
+                self.buf.push_str(&chunk);
+                continue;
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+}
+
+/// Seconds since the epoch of a line starting with tracing-subscriber's
+/// `2026-11-29T12:34:56.123456Z` (ANSI colour codes before it are skipped).
+fn line_time(line: &str) -> Option<f64> {
+    let start = line.char_indices().map(|(i, _)| i).find(|&i| {
+        let b = line.as_bytes().get(i..i.saturating_add(5));
+        b.is_some_and(|b| b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-')
+    })?;
+    let ts = line.get(start..)?.split(|c: char| c == 'Z' || c.is_whitespace()).next()?;
+    let (date, time) = ts.split_once('T')?;
+    let mut d = date.split('-').map(|s| s.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut t = time.split(':');
+    let (h, min, sec) = (t.next()?.parse::<f64>().ok()?, t.next()?.parse::<f64>().ok()?, t.next()?.parse::<f64>().ok()?);
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days as f64 * 86_400.0 + h * 3600.0 + min * 60.0 + sec)
+}
+
+fn now_secs() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Result<(), String> {
+    let n: usize = n.parse().map_err(|_| format!("bad count {n:?}"))?;
+    if kind != "policy" && kind != "pod" {
+        return Err(format!("unknown change kind {kind:?}"));
+    }
+    let mut model = cluster(spec_for(dir));
+    let ns = ns_name(0);
+    let target: PathBuf = dir.join(format!("{ns}.yaml"));
+    let tmp: PathBuf = dir.join(format!(".{ns}.yaml.tmp"));
+    let mut tail = LogTail::open(log)?;
+    let mut out = std::io::stdout().lock();
+    for i in 1..=n {
+        // Odd changes move away from the generated state, even ones back to it.
+        let away = i % 2 == 1;
+        let marker = if kind == "policy" {
+            let p = model.policies.get_mut(&oref(&ns, "np0")).ok_or("np0")?;
+            p.ingress[0].ports = vec![tcp(if away { 8080 } else { 80 })];
+            "tp_dst=8080"
+        } else {
+            let p = model.pods.get_mut(&oref(&ns, &pod_name(5))).ok_or("pod5")?;
+            p.labels.insert("app".into(), if away { "app1" } else { "app5" }.into());
+            "nw_src=10.0.0.5"
+        };
+        let text = namespace_file(&model, &ns)?;
+        std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &target).map_err(|e| format!("rename: {e}"))?;
+        let renamed = now_secs();
+
+        let scan = tail.wait_for(&["recompiling for"], Duration::from_secs(5));
+        let commit = tail.wait_for(&["flow_mods committed"], Duration::from_secs(5));
+        let (Some(scan), Some(commit)) = (scan, commit) else {
+            return Err(format!("change {i}: no bundle committed within 5 s"));
+        };
+        let ms = |line: &str| line_time(line).map(|t| (t - renamed) * 1000.0);
+        let (Some(scan_ms), Some(commit_ms)) = (ms(&scan), ms(&commit)) else {
+            return Err(format!("change {i}: cannot read the timestamp of {commit:?}"));
+        };
+        let mods = commit.split("bundle of ").nth(1).and_then(|s| s.split_whitespace().next()).unwrap_or("?");
+        writeln!(out, "{i} {scan_ms:.3} {commit_ms:.3} {mods}").map_err(|e| e.to_string())?;
+        out.flush().map_err(|e| e.to_string())?;
+
+        if let Some(ofp) = ofp.filter(|_| i % 10 == 0 || i == 1) {
+            let filter = if kind == "policy" { "tcp,tp_dst=8080" } else { "ip,nw_src=10.0.0.5" };
+            let dump = std::process::Command::new("ovs-ofctl")
+                .args(["-O", "OpenFlow15", "--no-stats", "dump-flows", ofp, filter])
+                .output()
+                .map_err(|e| format!("ovs-ofctl: {e}"))?;
+            let text = String::from_utf8_lossy(&dump.stdout);
+            let present = text.lines().any(|l| l.contains(marker) && l.contains("conjunction("));
+            if present != away {
+                return Err(format!("change {i}: the bridge does not show it ({marker} present: {present}):\n{text}"));
+            }
+        }
+        // Let the next change be a change of its own (not coalesced with this one).
+        std::thread::sleep(Duration::from_millis(30 + (i as u64 * 7) % 40));
+    }
+    Ok(())
+}
