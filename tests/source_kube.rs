@@ -123,6 +123,10 @@ fn describe(ev: &SourceEvent) -> String {
             let names: Vec<String> = objects.iter().map(|o| obj(&o.object)).collect();
             format!("Reset {kinds:?} [{}]", names.join(" "))
         }
+        SourceEvent::ResetChunk { kinds, objects } => {
+            let names: Vec<String> = objects.iter().map(|o| obj(&o.object)).collect();
+            format!("ResetChunk {kinds:?} [{}]", names.join(" "))
+        }
         SourceEvent::Applied(o) => format!("Applied {} {}", o.object.kind(), obj(&o.object)),
         SourceEvent::Deleted { kind, object } => format!("Deleted {kind} {object}"),
         SourceEvent::Invalid { origin, error } => format!("Invalid {origin}: {error}"),
@@ -131,7 +135,7 @@ fn describe(ev: &SourceEvent) -> String {
 
 fn kind_of(ev: &SourceEvent) -> Option<Kind> {
     match ev {
-        SourceEvent::Reset { kinds, .. } => kinds.first().copied(),
+        SourceEvent::Reset { kinds, .. } | SourceEvent::ResetChunk { kinds, .. } => kinds.first().copied(),
         SourceEvent::Applied(o) => Some(o.object.kind()),
         SourceEvent::Deleted { kind, .. } => Some(*kind),
         SourceEvent::Invalid { .. } => None,

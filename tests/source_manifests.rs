@@ -109,17 +109,21 @@ fn duplicates_last_in_path_order_wins_and_are_reported() {
     assert!(dup.error.contains("2.yaml"), "{dup:?}");
 }
 
-/// A consumer following the SourceEvent contract.
+/// A consumer following the SourceEvent contract: a listing's chunks are collected and take
+/// effect, with its closing Reset, all at once.
 #[derive(Default)]
-struct Store(BTreeMap<(Kind, ObjectRef), KubeObject>);
+struct Store(BTreeMap<(Kind, ObjectRef), KubeObject>, Vec<KubeObject>);
 
 impl Store {
     fn apply(&mut self, ev: &SourceEvent) {
         match ev {
+            SourceEvent::ResetChunk { objects, .. } => {
+                self.1.extend(objects.iter().map(|o| o.object.clone()));
+            }
             SourceEvent::Reset { kinds, objects } => {
                 self.0.retain(|(k, _), _| !kinds.contains(k));
-                for o in objects {
-                    self.0.insert(o.object.key(), o.object.clone());
+                for o in std::mem::take(&mut self.1).into_iter().chain(objects.iter().map(|o| o.object.clone())) {
+                    self.0.insert(o.key(), o);
                 }
             }
             SourceEvent::Applied(o) => {

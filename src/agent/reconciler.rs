@@ -271,6 +271,9 @@ fn write(state: &RwLock<State>) -> RwLockWriteGuard<'_, State> {
 fn describe_event(ev: &SourceEvent) -> String {
     match ev {
         SourceEvent::Reset { kinds, objects } => format!("reset of {kinds:?} with {} objects", objects.len()),
+        SourceEvent::ResetChunk { kinds, objects } => {
+            format!("part of a listing of {kinds:?} with {} objects", objects.len())
+        }
         SourceEvent::Applied(o) => format!("applied {}", o.origin),
         SourceEvent::Deleted { kind, object } => format!("deleted {kind:?} {object}"),
         SourceEvent::Invalid { origin, .. } => format!("invalid {origin}"),

@@ -7,7 +7,7 @@
 use crate::compiler::Change;
 use crate::model::{convert, LocalPort, Model, ObjectRef};
 use crate::source::{Kind, KubeObject, SourceEvent, Sourced};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 
 /// The model plus what the store needs to keep it honest.
@@ -18,6 +18,9 @@ pub struct Store {
     pods_by_ip: HashMap<IpAddr, ObjectRef>,
     /// Which kinds have had their initial list.
     synced: BTreeSet<Kind>,
+    /// Per kind with a listing under way (chunks received, closing reset not yet): the
+    /// objects it contained so far.
+    listing: BTreeMap<Kind, HashSet<ObjectRef>>,
     /// Policies already warned about for their egress part.
     egress_warned: BTreeSet<ObjectRef>,
     /// Namespace -> the logging annotation value already warned about.
@@ -45,13 +48,27 @@ impl Store {
     /// Applies one source event; returns the model changes it caused.
     pub fn apply(&mut self, event: SourceEvent) -> Vec<Change> {
         match event {
+            SourceEvent::ResetChunk { kinds, objects } => {
+                let mut changes = Vec::new();
+                self.list(&kinds, objects, &mut changes);
+                changes
+            }
             SourceEvent::Reset { kinds, objects } => self.reset(&kinds, objects),
             SourceEvent::Applied(obj) => {
                 let mut changes = Vec::new();
+                let (kind, r) = obj.object.key();
+                if let Some(seen) = self.listing.get_mut(&kind) {
+                    seen.insert(r);
+                }
                 self.upsert(obj, &mut changes);
                 changes
             }
-            SourceEvent::Deleted { kind, object } => self.remove(kind, &object).into_iter().collect(),
+            SourceEvent::Deleted { kind, object } => {
+                if let Some(seen) = self.listing.get_mut(&kind) {
+                    seen.remove(&object);
+                }
+                self.remove(kind, &object).into_iter().collect()
+            }
             SourceEvent::Invalid { origin, error } => {
                 tracing::warn!(%origin, "{error}");
                 Vec::new()
@@ -105,15 +122,26 @@ impl Store {
         self.model.policies.range(from..).map(|(r, _)| r).take_while(|r| r.namespace == namespace).cloned().collect()
     }
 
+    /// Applies part of a listing of `kinds`: converts and stores the objects, and notes them
+    /// as seen by the listing.
+    fn list(&mut self, kinds: &[Kind], objects: Vec<Sourced<KubeObject>>, changes: &mut Vec<Change>) {
+        for kind in kinds {
+            self.listing.entry(*kind).or_default();
+        }
+        for obj in objects {
+            let (kind, r) = obj.object.key();
+            self.listing.entry(kind).or_default().insert(r);
+            self.upsert(obj, changes);
+        }
+    }
+
+    /// Ends a listing of `kinds`: what it did not contain (here or in its chunks) is gone.
     fn reset(&mut self, kinds: &[Kind], objects: Vec<Sourced<KubeObject>>) -> Vec<Change> {
         let mut changes = Vec::new();
-        let mut seen: BTreeSet<(Kind, ObjectRef)> = BTreeSet::new();
-        for obj in objects {
-            seen.insert(obj.object.key());
-            self.upsert(obj, &mut changes);
-        }
+        self.list(kinds, objects, &mut changes);
         for kind in kinds {
-            let stale: Vec<ObjectRef> = self.refs(*kind).filter(|r| !seen.contains(&(*kind, r.clone()))).collect();
+            let seen = self.listing.remove(kind).unwrap_or_default();
+            let stale: Vec<ObjectRef> = self.refs(*kind).filter(|r| !seen.contains(r)).collect();
             for r in stale {
                 changes.extend(self.remove(*kind, &r));
             }
@@ -248,6 +276,86 @@ mod tests {
 
     fn reset(objects: Vec<serde_json::Value>) -> SourceEvent {
         SourceEvent::Reset { kinds: Kind::ALL.to_vec(), objects: objects.into_iter().map(sourced).collect() }
+    }
+
+    fn assert_same_model(a: &Store, b: &Store) {
+        assert_eq!(a.model().namespaces, b.model().namespaces);
+        assert_eq!(a.model().pods, b.model().pods);
+        assert_eq!(a.model().policies, b.model().policies);
+        assert_eq!(a.pods_by_ip, b.pods_by_ip);
+    }
+
+    fn chunk(objects: Vec<serde_json::Value>) -> SourceEvent {
+        SourceEvent::ResetChunk { kinds: Kind::ALL.to_vec(), objects: objects.into_iter().map(sourced).collect() }
+    }
+
+    #[test]
+    fn a_listing_in_chunks_gives_the_same_model_and_changes_as_one_reset() {
+        let first = || vec![namespace("x"), pod("x", "a", "10.0.0.1"), pod("x", "b", "10.0.0.2")];
+        let second = || vec![policy("x", "p", "10.0.0.0/8"), namespace("y")];
+        let third = || vec![pod("y", "c", "10.0.0.3")];
+        let all = || [first(), second(), third()].concat();
+
+        let mut whole = Store::default();
+        let whole_changes = whole.apply(reset(all()));
+        let mut parts = Store::default();
+        let mut part_changes = parts.apply(chunk(first()));
+        part_changes.extend(parts.apply(chunk(second())));
+        part_changes.extend(parts.apply(reset(third())));
+        assert_same_model(&parts, &whole);
+        assert_eq!(part_changes, whole_changes);
+        assert_eq!(parts.pod_by_ip(&"10.0.0.3".parse().unwrap()), Some(&oref("y", "c")));
+
+        // A relist that lacks pod x/b and policy x/p, in chunks: the same outcome again.
+        let relist = || vec![namespace("x"), namespace("y"), pod("x", "a", "10.0.0.1"), pod("y", "c", "10.0.0.3")];
+        let whole_changes = whole.apply(reset(relist()));
+        let mut part_changes = Vec::new();
+        for o in relist() {
+            part_changes.extend(parts.apply(chunk(vec![o])));
+        }
+        part_changes.extend(parts.apply(reset(vec![])));
+        assert_same_model(&parts, &whole);
+        assert_eq!(part_changes, whole_changes);
+        assert_eq!(part_changes, vec![Change::Pod(oref("x", "b")), Change::Policy(oref("x", "p"))]);
+    }
+
+    #[test]
+    fn stale_objects_go_only_when_the_listing_ends_and_sync_waits_for_it() {
+        let mut store = Store::default();
+        store.apply(reset(vec![namespace("x"), pod("x", "a", "10.0.0.1"), pod("x", "old", "10.0.0.9")]));
+        assert!(store.is_synced());
+
+        let mut fresh = Store::default();
+        fresh.apply(chunk(vec![namespace("x"), pod("x", "a", "10.0.0.1")]));
+        assert!(!fresh.is_synced(), "a chunk is not a full listing");
+        assert_eq!(fresh.model().pods.len(), 1, "chunks are converted as they arrive");
+
+        // A relist in chunks: the pod it lacks stays until the closing reset.
+        let changes = store.apply(chunk(vec![namespace("x"), pod("x", "a", "10.0.0.2")]));
+        assert_eq!(changes, vec![Change::Pod(oref("x", "a"))]);
+        assert!(store.model().pods.contains_key(&oref("x", "old")));
+        let changes = store.apply(chunk(vec![]));
+        assert!(changes.is_empty(), "{changes:?}");
+        assert!(store.model().pods.contains_key(&oref("x", "old")));
+        let changes = store.apply(reset(vec![]));
+        assert_eq!(changes, vec![Change::Pod(oref("x", "old"))]);
+        assert_eq!(store.model().pods.keys().cloned().collect::<Vec<_>>(), vec![oref("x", "a")]);
+        assert!(store.model().namespaces.contains_key("x"), "listed in a chunk, so kept");
+
+        // The listing is closed: the next reset stands on its own.
+        let changes = store.apply(reset(vec![namespace("x")]));
+        assert_eq!(changes, vec![Change::Pod(oref("x", "a"))]);
+    }
+
+    #[test]
+    fn a_listing_of_some_kinds_leaves_the_others_alone() {
+        let mut store = Store::default();
+        store.apply(reset(vec![namespace("x"), pod("x", "a", "10.0.0.1"), policy("x", "p", "10.0.0.0/8")]));
+        store.apply(SourceEvent::ResetChunk { kinds: vec![Kind::Pod], objects: vec![sourced(pod("x", "b", "10.0.0.2"))] });
+        let changes = store.apply(SourceEvent::Reset { kinds: vec![Kind::Pod], objects: vec![] });
+        assert_eq!(changes, vec![Change::Pod(oref("x", "a"))]);
+        assert!(store.model().namespaces.contains_key("x"));
+        assert!(store.model().policies.contains_key(&oref("x", "p")));
     }
 
     #[test]

@@ -10,6 +10,14 @@
 //! object (keyed by kind, namespace and name); [`SourceEvent::Deleted`] removes one;
 //! [`SourceEvent::Invalid`] only reports input that was skipped (nothing to apply). Following
 //! that contract, a consumer holds exactly the objects the source currently has.
+//!
+//! A listing may come in parts, so that a large one never exists in memory all at once: any
+//! number of [`SourceEvent::ResetChunk`]s, then the [`SourceEvent::Reset`] that ends it, all of
+//! the same kinds. A chunk inserts or replaces its objects and removes nothing; the closing
+//! `Reset` inserts or replaces its own, then removes every object of its kinds that was in
+//! neither it nor a chunk since the previous `Reset` of those kinds. A kind counts as listed
+//! (synced) only once its `Reset` arrived. Only [`SourceEvent::Invalid`] reports arrive between
+//! the parts of a listing.
 
 pub mod kube;
 pub mod manifests;
@@ -137,7 +145,11 @@ pub struct Sourced<T> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceEvent {
     /// Replace everything of these kinds (initial list, watcher InitDone/relist, manifest load).
+    /// Ends a listing that may have come in [`SourceEvent::ResetChunk`]s before it.
     Reset { kinds: Vec<Kind>, objects: Vec<Sourced<KubeObject>> },
+    /// Part of a listing of these kinds: insert or replace these objects, remove nothing yet
+    /// (the [`SourceEvent::Reset`] that ends the listing does that).
+    ResetChunk { kinds: Vec<Kind>, objects: Vec<Sourced<KubeObject>> },
     /// Insert or replace one object.
     Applied(Sourced<KubeObject>),
     /// Remove one object (`object.namespace` is "" for cluster-scoped kinds).

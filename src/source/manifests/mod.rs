@@ -53,6 +53,8 @@ use crate::model::ObjectRef;
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// Editors write a file in several steps; wait this long after an inotify event before reading.
 const DEBOUNCE: Duration = Duration::from_millis(20);
+/// The first scan parses and hands on the objects of about this many bytes of files at a time.
+const BATCH_BYTES: u64 = 1 << 20;
 /// Guards against symlink loops.
 const MAX_DEPTH: usize = 16;
 
@@ -76,10 +78,11 @@ pub fn load_dir(dir: &Path) -> (Vec<Sourced<KubeObject>>, Vec<Invalid>) {
     (scan.applied, scan.invalid)
 }
 
-/// Watches DIR and sends its objects to `tx`: first a [`SourceEvent::Reset`] of all kinds,
-/// then [`SourceEvent::Applied`]/[`SourceEvent::Deleted`] for each object that changed, and
-/// [`SourceEvent::Invalid`] for each problem found in a new or changed file. Returns when the
-/// receiver is gone.
+/// Watches DIR and sends its objects to `tx`: first a listing of all kinds (the objects in
+/// [`SourceEvent::ResetChunk`]s, a batch of files at a time as they are parsed, closed by a
+/// [`SourceEvent::Reset`]), then [`SourceEvent::Applied`]/[`SourceEvent::Deleted`] for each
+/// object that changed, and [`SourceEvent::Invalid`] for each problem found in a new or changed
+/// file. Returns when the receiver is gone.
 pub async fn watch_manifests(dir: PathBuf, tx: mpsc::Sender<SourceEvent>) {
     let wake = Arc::new(Notify::new());
     let dirty = Arc::new(Dirty::default());
@@ -96,14 +99,36 @@ pub async fn watch_manifests(dir: PathBuf, tx: mpsc::Sender<SourceEvent>) {
         let full_needed = dirty.everything.swap(false, Ordering::Relaxed);
         let only = if full || full_needed { None } else { targets(&dir, &force) };
         let scan_dir = dir.clone();
+        let initial = first;
+        let chunk_tx = tx.clone();
         let scanned = tokio::task::spawn_blocking(move || {
             let mut state = state;
             let started = std::time::Instant::now();
-            let scan = match &only {
-                Some(paths) => state.rescan_paths(paths),
-                None => state.rescan(&scan_dir, &force),
+            let scan = if initial {
+                // The listing's earlier parts go out from here, as each batch is parsed.
+                let mut chunks = 0usize;
+                let last = state.rescan_in_batches(&scan_dir, |scan| {
+                    chunks = chunks.saturating_add(1);
+                    let objects = scan.applied;
+                    let chunk = SourceEvent::ResetChunk { kinds: Kind::ALL.to_vec(), objects };
+                    std::iter::once(chunk)
+                        .chain(scan.invalid.into_iter().map(SourceEvent::from))
+                        .all(|ev| chunk_tx.blocking_send(ev).is_ok())
+                });
+                tracing::debug!(
+                    "manifests: first scan of {} files in {} parts in {:?}",
+                    state.files.len(),
+                    chunks.saturating_add(1),
+                    started.elapsed()
+                );
+                last
+            } else {
+                Some(match &only {
+                    Some(paths) => state.rescan_paths(paths),
+                    None => state.rescan(&scan_dir, &force),
+                })
             };
-            if !(scan.applied.is_empty() && scan.deleted.is_empty() && scan.invalid.is_empty()) {
+            if let Some(scan) = scan.as_ref().filter(|s| !(s.applied.is_empty() && s.deleted.is_empty() && s.invalid.is_empty())) {
                 tracing::debug!(
                     "manifests: {} of {} files looked at, {} parsed: {} applied, {} deleted, {} problems in {:?}",
                     only.as_ref().map_or(state.files.len(), Vec::len),
@@ -119,10 +144,12 @@ pub async fn watch_manifests(dir: PathBuf, tx: mpsc::Sender<SourceEvent>) {
         })
         .await;
         let scan = match scanned {
-            Ok((new_state, scan)) => {
+            Ok((new_state, Some(scan))) => {
                 state = new_state;
                 scan
             }
+            // The receiver is gone.
+            Ok((_, None)) => return,
             Err(e) => {
                 tracing::error!("manifest scanner task failed: {e}");
                 return;
@@ -362,6 +389,41 @@ impl DirState {
         self.update(found, removed, force)
     }
 
+    /// [`Self::rescan`] in batches of files of about [`BATCH_BYTES`], so that the objects of a
+    /// large directory are never all parsed at once: each batch's outcome but the last goes to
+    /// `emit` as soon as it is known (`emit` returns false to stop: then `None`); the last is
+    /// returned (it also deletes what is gone from DIR).
+    fn rescan_in_batches(&mut self, dir: &Path, mut emit: impl FnMut(Scan) -> bool) -> Option<Scan> {
+        let mut found = Vec::new();
+        if list_files(dir, 0, &mut found).is_err() {
+            // Reported (once) by the plain rescan.
+            return Some(self.rescan(dir, &HashSet::new()));
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        let removed: Vec<PathBuf> =
+            self.files.keys().filter(|p| found.binary_search_by(|(f, _)| f.cmp(p)).is_err()).cloned().collect();
+        let mut batches: Vec<Vec<(PathBuf, Stamp)>> = Vec::new();
+        let mut bytes = u64::MAX;
+        for file in found {
+            if bytes >= BATCH_BYTES {
+                batches.push(Vec::new());
+                bytes = 0;
+            }
+            bytes = bytes.saturating_add(file.1.len);
+            if let Some(batch) = batches.last_mut() {
+                batch.push(file);
+            }
+        }
+        let last = batches.pop().unwrap_or_default();
+        for batch in batches {
+            if !emit(self.update(batch, Vec::new(), &HashSet::new())) {
+                return None;
+            }
+        }
+        self.list_error = None;
+        Some(self.update(last, removed, &HashSet::new()))
+    }
+
     /// Brings the state up to date with these files alone (named by inotify, see [`targets`]),
     /// re-reading each that exists.
     fn rescan_paths(&mut self, paths: &[PathBuf]) -> Scan {
@@ -595,7 +657,7 @@ struct Fresh {
 
 /// [`load`]s each file: on several threads when there are many.
 fn load_all(todo: &[(PathBuf, Stamp, Option<u64>)]) -> Vec<Loaded> {
-    const PARALLEL_FROM: usize = 32;
+    const PARALLEL_FROM: usize = 8;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
     if todo.len() < PARALLEL_FROM || threads < 2 {
         return todo.iter().map(|(path, _, hash)| load(path, *hash)).collect();
