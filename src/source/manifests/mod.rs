@@ -869,6 +869,60 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_first_scan_in_batches_hands_on_what_one_scan_would() {
+        let d = tempfile::tempdir().expect("tempdir");
+        // 24 files of 100 KB (padded with a comment): several batches.
+        let padding = format!("# {}\n", "x".repeat(100_000));
+        for i in 0..24 {
+            let text = format!("{padding}{}---\n{}", pod(&format!("p{i}"), "a"), pod(&format!("q{i}"), "a"));
+            std::fs::write(d.path().join(format!("f{i:02}.yaml")), text).expect("write");
+        }
+        // Defined again in a later batch: that one wins, as in one scan.
+        std::fs::write(d.path().join("z.yaml"), pod("p0", "last")).expect("write");
+        std::fs::write(d.path().join("bad.yaml"), "kind: [").expect("write");
+
+        let mut parts: Vec<Scan> = Vec::new();
+        let mut batched = DirState::default();
+        let last = batched.rescan_in_batches(d.path(), |s| {
+            parts.push(s);
+            true
+        });
+        parts.extend(last);
+        assert!(parts.len() >= 3, "{} parts", parts.len());
+        let mut held: BTreeMap<Key, Sourced<KubeObject>> = BTreeMap::new();
+        let mut invalid = Vec::new();
+        for part in parts {
+            assert!(part.deleted.is_empty());
+            invalid.extend(part.invalid);
+            for o in part.applied {
+                held.insert(o.object.key(), o);
+            }
+        }
+        let (whole, whole_invalid) = load_dir(d.path());
+        assert_eq!(held.into_values().collect::<Vec<_>>(), whole);
+        assert_eq!(invalid.len(), whole_invalid.len(), "{invalid:?}");
+        for i in &whole_invalid {
+            assert!(invalid.contains(i), "{i:?} missing from {invalid:?}");
+        }
+        let p0 = whole.iter().find(|o| o.object.object_ref().name == "p0").expect("p0");
+        assert_eq!(label(p0), "last");
+
+        // The state is the one a single scan leaves: the next scan finds nothing to do.
+        let again = batched.rescan(d.path(), &HashSet::new());
+        assert!(again.applied.is_empty() && again.deleted.is_empty() && again.invalid.is_empty());
+
+        // Stopped by the consumer: nothing more.
+        let mut calls = 0;
+        assert!(DirState::default()
+            .rescan_in_batches(d.path(), |_| {
+                calls += 1;
+                false
+            })
+            .is_none());
+        assert_eq!(calls, 1);
+    }
+
     /// Rescans with every file forced (same-size rewrites within one mtime tick count too).
     fn scan(state: &mut DirState, dir: &Path) -> Scan {
         let mut all = Vec::new();
