@@ -33,7 +33,10 @@
 //! changed are parsed, and the changes are worked out from the hashes. An object whose winning
 //! definition lies in a file that did not change (a duplicate that takes over) is read again
 //! from that file. The one case that cannot be served that way is reported: the takeover by
-//! a kept last good version of a now broken document (see [`Invalid`] reports).
+//! a kept last good version of a now broken document (see [`Invalid`] reports). The first
+//! scan parses about 1 MiB of files at a time and sends their objects on as a
+//! [`SourceEvent::ResetChunk`] before it parses more, so that a large directory's objects never
+//! exist all at once.
 
 pub mod parse;
 
