@@ -135,7 +135,8 @@ impl RuleSources {
 struct Index {
     ports: BTreeMap<u32, LocalPort>,
     local_by_ns: BTreeMap<String, BTreeSet<u32>>,
-    local_by_pod: BTreeMap<ObjectRef, u32>,
+    /// The bridge ports of each local pod (a pod may have more than one).
+    local_by_pod: BTreeMap<ObjectRef, BTreeSet<u32>>,
     pods_by_ns: BTreeMap<String, BTreeSet<ObjectRef>>,
     policies_by_ns: BTreeMap<String, BTreeSet<ObjectRef>>,
     ns_selecting: BTreeSet<ObjectRef>,
@@ -447,9 +448,7 @@ impl Compiler {
             if let Some(set) = self.idx.local_by_ns.get_mut(&old.pod.namespace) {
                 set.remove(&o);
             }
-            if self.idx.local_by_pod.get(&old.pod) == Some(&o) {
-                self.idx.local_by_pod.remove(&old.pod);
-            }
+            index_remove(&mut self.idx.local_by_pod, &old.pod, &o);
             self.rules.ports.remove(&o);
             for (k, _) in port_flows(&old) {
                 self.set_flow(k, None);
@@ -457,7 +456,7 @@ impl Compiler {
         }
         if let Some(new) = model.ports.get(&o) {
             self.idx.local_by_ns.entry(new.pod.namespace.clone()).or_default().insert(o);
-            self.idx.local_by_pod.insert(new.pod.clone(), o);
+            self.idx.local_by_pod.entry(new.pod.clone()).or_default().insert(o);
             self.idx.ports.insert(o, new.clone());
             self.rules.ports.insert(o, new.pod.clone());
             for (k, v) in port_flows(new) {
