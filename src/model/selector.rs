@@ -1,6 +1,4 @@
-//! Kubernetes label selectors.
-//!
-//! IMPLEMENTATION OWNER: model/compiler helper (add `matches`, parsing/validation in convert).
+//! Kubernetes label selectors (validated in [`super::convert`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
