@@ -117,13 +117,16 @@ impl Reconciler {
     /// Brings the switch to the desired state, if the inputs are complete and it is connected.
     pub async fn reconcile(&mut self) {
         let Some(generation) = self.connected else { return };
-        if !self.state().store.is_synced() {
-            return;
-        }
         if self.retry_at.is_some_and(|t| Instant::now() < t) {
             return;
         }
-        write(&self.state).store.check_policy_namespaces(&self.pending);
+        {
+            let mut state = write(&self.state);
+            if !state.store.is_synced() {
+                return;
+            }
+            state.store.check_policy_namespaces(&self.pending);
+        }
         let result = if self.synced_generation != Some(generation) {
             self.resync(generation).await
         } else if self.pending.is_empty() {
@@ -162,6 +165,7 @@ impl Reconciler {
             self.installed.len(),
             mods.len()
         );
+        self.update_flow_gauges();
         self.send(mods).await?;
         self.synced_generation = Some(generation);
         Ok(())
@@ -172,19 +176,21 @@ impl Reconciler {
         let now = self.now();
         let changes = std::mem::take(&mut self.pending);
         tracing::debug!("recompiling for {} change(s): {:?}", changes.len(), &changes[..changes.len().min(8)]);
-        let mods = {
+        let (mods, flows_changed) = {
             let mut guard = write(&self.state);
             let state = &mut *guard;
             let Some(compiler) = state.compiler.as_mut() else { return Ok(()) };
             let touched: BTreeSet<_> = compiler.update(state.store.model(), &changes, now);
-            compiler::diff_keys(compiler.flows(), &self.installed, touched.iter())
+            (compiler::diff_keys(compiler.flows(), &self.installed, touched.iter()), !touched.is_empty())
         };
+        if flows_changed {
+            self.update_flow_gauges();
+        }
         self.send(mods).await
     }
 
     /// Sends `mods` in one bundle and records them as installed.
     async fn send(&mut self, mods: Vec<FlowMod>) -> Result<(), SwitchError> {
-        self.update_flow_gauges();
         if mods.is_empty() {
             return Ok(());
         }
@@ -216,14 +222,16 @@ impl Reconciler {
         result
     }
 
+    /// Sets the flows-per-table gauges from the desired flows (one pass over them).
     fn update_flow_gauges(&self) {
         let counts: Vec<(String, u64)> = {
             let state = self.state.read().unwrap_or_else(|p| p.into_inner());
             let Some(c) = state.compiler.as_ref() else { return };
-            tables::TABLES
-                .iter()
-                .map(|(id, name)| (name.to_string(), c.flows().keys().filter(|k| k.table == *id).count() as u64))
-                .collect()
+            let mut per_table = [0u64; 256];
+            for k in c.flows().keys() {
+                per_table[usize::from(k.table)] += 1;
+            }
+            tables::TABLES.iter().map(|(id, name)| (name.to_string(), per_table[usize::from(*id)])).collect()
         };
         if let Ok(mut t) = self.metrics.flows_per_table.lock() {
             *t = counts;
