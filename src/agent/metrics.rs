@@ -26,7 +26,8 @@ pub struct AgentMetrics {
     pub flows_per_table: Mutex<Vec<(String, u64)>>,
 }
 
-/// Writes one metric family: help, type, and its samples (label text, value).
+/// Writes one metric family: help, type, and its samples (what follows the name: a suffix such
+/// as `_sum` and/or `{labels}`; value).
 fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, String)]) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
     for (labels, value) in samples {
