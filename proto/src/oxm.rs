@@ -61,8 +61,18 @@ pub enum Oxm {
     SctpDst(Masked<u16>),
     Icmpv4Type(u8),
     Icmpv4Code(u8),
+    /// OXM_OF_ARP_OP (be16), not maskable.
+    ArpOp(u16),
+    ArpSpa(Masked<Ipv4Addr>),
+    ArpTpa(Masked<Ipv4Addr>),
+    ArpSha(Masked<[u8; 6]>),
+    ArpTha(Masked<[u8; 6]>),
     Icmpv6Type(u8),
     Icmpv6Code(u8),
+    /// OXM_OF_IPV6_ND_TARGET (OVS accepts a mask).
+    Ipv6NdTarget(Masked<Ipv6Addr>),
+    Ipv6NdSll(Masked<[u8; 6]>),
+    Ipv6NdTll(Masked<[u8; 6]>),
     TcpFlags(Masked<u16>),
     /// NXM_NX_CT_STATE (bits: 0x01 new, 0x02 est, 0x04 rel, 0x08 rpl, 0x10 inv, 0x20 trk).
     CtState(Masked<u32>),
@@ -276,10 +286,18 @@ fn decode_typed(class: u16, field: u8, hm: bool, body: &[u8]) -> Option<Oxm> {
         (class::OPENFLOW_BASIC, 18) => SctpDst(masked(hm, body, u16::from_be_bytes)?),
         (class::OPENFLOW_BASIC, 19) => Icmpv4Type(exact(hm, body, be_u8)?),
         (class::OPENFLOW_BASIC, 20) => Icmpv4Code(exact(hm, body, be_u8)?),
+        (class::OPENFLOW_BASIC, 21) => ArpOp(exact(hm, body, u16::from_be_bytes)?),
+        (class::OPENFLOW_BASIC, 22) => ArpSpa(masked(hm, body, Ipv4Addr::from)?),
+        (class::OPENFLOW_BASIC, 23) => ArpTpa(masked(hm, body, Ipv4Addr::from)?),
+        (class::OPENFLOW_BASIC, 24) => ArpSha(masked(hm, body, ident::<6>)?),
+        (class::OPENFLOW_BASIC, 25) => ArpTha(masked(hm, body, ident::<6>)?),
         (class::OPENFLOW_BASIC, 26) => Ipv6Src(masked(hm, body, Ipv6Addr::from)?),
         (class::OPENFLOW_BASIC, 27) => Ipv6Dst(masked(hm, body, Ipv6Addr::from)?),
         (class::OPENFLOW_BASIC, 29) => Icmpv6Type(exact(hm, body, be_u8)?),
         (class::OPENFLOW_BASIC, 30) => Icmpv6Code(exact(hm, body, be_u8)?),
+        (class::OPENFLOW_BASIC, 31) => Ipv6NdTarget(masked(hm, body, Ipv6Addr::from)?),
+        (class::OPENFLOW_BASIC, 32) => Ipv6NdSll(masked(hm, body, ident::<6>)?),
+        (class::OPENFLOW_BASIC, 33) => Ipv6NdTll(masked(hm, body, ident::<6>)?),
         (class::OPENFLOW_BASIC, 42) => TcpFlags(masked(hm, body, u16::from_be_bytes)?),
         (class::NXM_1, 0..=15) => Reg {
             index: field,
@@ -320,10 +338,18 @@ fn typed_shape(o: &Oxm) -> Option<(u16, u8, u8, bool)> {
         SctpDst(v) => (OPENFLOW_BASIC, 18, 2, v.mask.is_some()),
         Icmpv4Type(_) => (OPENFLOW_BASIC, 19, 1, false),
         Icmpv4Code(_) => (OPENFLOW_BASIC, 20, 1, false),
+        ArpOp(_) => (OPENFLOW_BASIC, 21, 2, false),
+        ArpSpa(v) => (OPENFLOW_BASIC, 22, 4, v.mask.is_some()),
+        ArpTpa(v) => (OPENFLOW_BASIC, 23, 4, v.mask.is_some()),
+        ArpSha(v) => (OPENFLOW_BASIC, 24, 6, v.mask.is_some()),
+        ArpTha(v) => (OPENFLOW_BASIC, 25, 6, v.mask.is_some()),
         Ipv6Src(v) => (OPENFLOW_BASIC, 26, 16, v.mask.is_some()),
         Ipv6Dst(v) => (OPENFLOW_BASIC, 27, 16, v.mask.is_some()),
         Icmpv6Type(_) => (OPENFLOW_BASIC, 29, 1, false),
         Icmpv6Code(_) => (OPENFLOW_BASIC, 30, 1, false),
+        Ipv6NdTarget(v) => (OPENFLOW_BASIC, 31, 16, v.mask.is_some()),
+        Ipv6NdSll(v) => (OPENFLOW_BASIC, 32, 6, v.mask.is_some()),
+        Ipv6NdTll(v) => (OPENFLOW_BASIC, 33, 6, v.mask.is_some()),
         TcpFlags(v) => (OPENFLOW_BASIC, 42, 2, v.mask.is_some()),
         Reg { index, value } => (NXM_1, *index, 4, value.mask.is_some()),
         PktMark(v) => (NXM_1, 33, 4, v.mask.is_some()),
@@ -421,14 +447,16 @@ impl Oxm {
         let p128 = |o: &mut BytesMut, v: u128| o.put_u128(v);
         match self {
             InPort(v) | ConjId(v) => out.put_u32(*v),
-            EthType(v) | CtZone(v) => out.put_u16(*v),
+            EthType(v) | CtZone(v) | ArpOp(v) => out.put_u16(*v),
             IpProto(v) | Icmpv4Type(v) | Icmpv4Code(v) | Icmpv6Type(v) | Icmpv6Code(v) => {
                 out.put_u8(*v)
             }
             Metadata(v) | XReg { value: v, .. } => m(out, v, p64),
-            EthDst(v) | EthSrc(v) => m(out, v, mac),
-            Ipv4Src(v) | Ipv4Dst(v) => m(out, v, v4),
-            Ipv6Src(v) | Ipv6Dst(v) => m(out, v, v6),
+            EthDst(v) | EthSrc(v) | ArpSha(v) | ArpTha(v) | Ipv6NdSll(v) | Ipv6NdTll(v) => {
+                m(out, v, mac)
+            }
+            Ipv4Src(v) | Ipv4Dst(v) | ArpSpa(v) | ArpTpa(v) => m(out, v, v4),
+            Ipv6Src(v) | Ipv6Dst(v) | Ipv6NdTarget(v) => m(out, v, v6),
             TcpSrc(v) | TcpDst(v) | UdpSrc(v) | UdpDst(v) | SctpSrc(v) | SctpDst(v)
             | TcpFlags(v) => m(out, v, p16),
             CtState(v) | CtMark(v) | PktMark(v) | Reg { value: v, .. } => m(out, v, p32),

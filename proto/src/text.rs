@@ -352,6 +352,11 @@ struct View {
     nw_dst: (u32, u32),
     ipv6_src: (u128, u128),
     ipv6_dst: (u128, u128),
+    /// `arp_sha`, or `nd_sll` for neighbour discovery (OVS keeps both in one field).
+    arp_sha: ([u8; 6], [u8; 6]),
+    /// `arp_tha`, or `nd_tll`.
+    arp_tha: ([u8; 6], [u8; 6]),
+    nd_target: (u128, u128),
     tp_src: (u16, u16),
     tp_dst: (u16, u16),
     tcp_flags: (u16, u16),
@@ -388,13 +393,27 @@ impl View {
                 }
                 Oxm::EthType(t) => v.dl_type = Some(*t),
                 Oxm::IpProto(p) => v.nw_proto = Some(*p),
-                Oxm::Ipv4Src(x) => {
+                Oxm::Ipv4Src(x) | Oxm::ArpSpa(x) => {
                     let mask = x.mask.map_or(u32::MAX, u32::from);
                     v.nw_src = (u32::from(x.value) & mask, mask);
                 }
-                Oxm::Ipv4Dst(x) => {
+                Oxm::Ipv4Dst(x) | Oxm::ArpTpa(x) => {
                     let mask = x.mask.map_or(u32::MAX, u32::from);
                     v.nw_dst = (u32::from(x.value) & mask, mask);
+                }
+                // OVS keeps the ARP opcode in the 8-bit nw_proto.
+                Oxm::ArpOp(op) => v.nw_proto = Some(*op as u8),
+                Oxm::ArpSha(x) | Oxm::Ipv6NdSll(x) => {
+                    let mask = x.mask.unwrap_or([0xff; 6]);
+                    v.arp_sha = (mac_and(x.value, mask), mask);
+                }
+                Oxm::ArpTha(x) | Oxm::Ipv6NdTll(x) => {
+                    let mask = x.mask.unwrap_or([0xff; 6]);
+                    v.arp_tha = (mac_and(x.value, mask), mask);
+                }
+                Oxm::Ipv6NdTarget(x) => {
+                    let mask = x.mask.map_or(u128::MAX, u128::from);
+                    v.nd_target = (u128::from(x.value) & mask, mask);
                 }
                 Oxm::Ipv6Src(x) => {
                     let mask = x.mask.map_or(u128::MAX, u128::from);
@@ -767,11 +786,20 @@ fn write_match(s: &mut String, m: &Match, priority: Option<u16>, n: &Names<'_>) 
             let _ = write!(s, "{}={p},", if arp { "arp_op" } else { "nw_proto" });
         }
     }
+    if arp {
+        eth_masked(s, "arp_sha", v.arp_sha);
+        eth_masked(s, "arp_tha", v.arp_tha);
+    }
     let is_ip = dl_type == 0x0800 || dl_type == 0x86dd;
     let proto = v.nw_proto.unwrap_or(0);
     if is_ip && (proto == 1 || proto == 58) {
         be16_masked(s, "icmp_type", v.tp_src);
         be16_masked(s, "icmp_code", v.tp_dst);
+        if proto == 58 && dl_type == 0x86dd {
+            ipv6_netmask(s, "nd_target", v.nd_target);
+            eth_masked(s, "nd_sll", v.arp_sha);
+            eth_masked(s, "nd_tll", v.arp_tha);
+        }
     } else if is_ip && proto == 2 {
         be16_masked(s, "igmp_type", v.tp_src);
         be16_masked(s, "igmp_code", v.tp_dst);
