@@ -240,21 +240,41 @@ fn compiled_pipeline_on_real_ovs() {
     // Our text is OVS's text.
     assert_eq!(dumped, text);
 
-    // OVS's own verdicts (ofproto/trace of a new connection): b -> a on TCP 80 (IPv4) and on
-    // the named port 8080 (IPv6) is allowed, logged and committed; c -> a is dropped and logged.
+    // OVS's own verdicts (ofproto/trace of a new connection). x/b and x/c are remote pods,
+    // so their packets come in by a port of the node's own (LOCAL here): b -> a on TCP 80
+    // (IPv4) and on the named port 8080 (IPv6) is allowed, logged and committed; c -> a is
+    // dropped and logged.
     let trace = |flow: &str| {
         let out = run(Command::new("ovs-appctl").args(["-t", sb.dir().join("vs.ctl").to_str().unwrap(), "ofproto/trace", "br-int", flow, "--ct-next", "trk,new"]));
         out.lines().rfind(|l| l.starts_with("Datapath actions:")).unwrap_or_default().to_string()
     };
-    let allowed = trace("in_port=2,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80");
+    let allowed = trace("in_port=LOCAL,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80");
     assert!(allowed.contains("userdata") || allowed.contains("controller("), "{allowed}");
     assert!(allowed.ends_with("ct(commit,zone=65520),1"), "{allowed}");
-    let allowed6 = trace("in_port=2,tcp6,ipv6_src=fd00::2,dl_dst=0a:58:00:00:00:01,tp_dst=8080");
+    let allowed6 = trace("in_port=LOCAL,tcp6,ipv6_src=fd00::2,ipv6_dst=fd00::1,dl_dst=0a:58:00:00:00:01,tp_dst=8080");
     assert!(allowed6.ends_with("ct(commit,zone=65520),1"), "{allowed6}");
-    let dropped = trace("in_port=2,tcp,nw_src=10.0.0.3,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80");
+    let dropped = trace("in_port=LOCAL,tcp,nw_src=10.0.0.3,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80");
     assert!(dropped.contains("controller(") && !dropped.contains("ct(commit"), "{dropped}");
-    let wrong_port = trace("in_port=2,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=81");
+    let wrong_port = trace("in_port=LOCAL,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=81");
     assert!(!wrong_port.contains("ct(commit"), "{wrong_port}");
+    // The local pod y/d claiming x/b's address, or its own address with another MAC: dropped
+    // in SpoofGuard, before conntrack. With its own MAC and address it gets through to x/a,
+    // which is isolated from it (dropped and logged).
+    let d_mac = "dl_src=0a:58:00:00:00:02";
+    for spoofed in [
+        format!("in_port=2,{d_mac},tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80"),
+        "in_port=2,dl_src=0a:58:00:00:00:09,tcp,nw_src=10.0.1.4,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80".into(),
+        format!("in_port=2,{d_mac},arp,arp_spa=10.0.0.2,arp_sha=0a:58:00:00:00:02,arp_tpa=10.0.0.1"),
+    ] {
+        assert_eq!(trace(&spoofed), "Datapath actions: drop", "{spoofed}");
+    }
+    let genuine = trace(&format!("in_port=2,{d_mac},tcp,nw_src=10.0.1.4,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80"));
+    assert!(genuine.contains("controller(") && !genuine.contains("ct(commit"), "{genuine}");
+    let arp = trace(&format!("in_port=2,{d_mac},arp,arp_spa=10.0.1.4,arp_sha=0a:58:00:00:00:02,arp_tpa=10.0.0.1"));
+    assert_ne!(arp, "Datapath actions: drop", "{arp}");
+    // To x/a's address through a broadcast MAC: still x/a's ingress policy (isolated).
+    let broadcast = trace("in_port=LOCAL,udp,nw_src=10.0.0.3,nw_dst=10.0.0.1,dl_dst=ff:ff:ff:ff:ff:ff,udp_dst=80");
+    assert!(broadcast.contains("controller(") && !broadcast.contains("ct(commit"), "{broadcast}");
 
     // Dump, parse, normalise: equal to desired.
     let mut conn = Conn::open(&sb.mgmt());

@@ -9,7 +9,8 @@
 //! difference of their contributions, and reports the flow keys that changed.
 
 use super::cookie::{self, Kind};
-use super::flow::{self, ct, DesiredFlows, FlowKey, FlowValue, ETH_ARP, ETH_IP, ETH_IPV6};
+use super::flow::{self, DesiredFlows, FlowKey, FlowValue, ETH_IP, ETH_IPV6};
+use super::pipeline::{pipeline_flows, port_flows};
 use super::ids::{IdAllocator, PortRange, RuleKey};
 use super::ranges::{port_range_masks, subtract};
 use super::rules::{Direction, RuleInfo, RuleTable};
@@ -157,6 +158,8 @@ pub struct Compiler {
     ns_index: BTreeMap<String, BTreeSet<ObjectRef>>,
     isolated: BTreeMap<u32, BTreeSet<ObjectRef>>,
     clause_acts: BTreeMap<FlowKey, BTreeSet<Conj>>,
+    /// Per-port flow keys and the ports that claim them, with each port's value.
+    port_claims: BTreeMap<FlowKey, BTreeMap<u32, FlowValue>>,
     flows: DesiredFlows,
     rules: RuleTable,
     touched: BTreeSet<FlowKey>,
@@ -174,6 +177,7 @@ impl Compiler {
             ns_index: BTreeMap::new(),
             isolated: BTreeMap::new(),
             clause_acts: BTreeMap::new(),
+            port_claims: BTreeMap::new(),
             flows: DesiredFlows::new(),
             rules: RuleTable::default(),
             touched: BTreeSet::new(),
@@ -439,11 +443,12 @@ impl Compiler {
         self.idx.ports.get(&o).into_iter().chain(model.ports.get(&o)).map(|p| p.pod.namespace.clone()).collect()
     }
 
-    /// Re-indexes port `o` and refreshes its forwarding flows.
+    /// Re-indexes port `o` and refreshes its per-port flows.
     fn port_changed(&mut self, model: &Model, o: u32) {
         if self.idx.ports.get(&o) == model.ports.get(&o) {
             return;
         }
+        let mut keys = BTreeSet::new();
         if let Some(old) = self.idx.ports.remove(&o) {
             if let Some(set) = self.idx.local_by_ns.get_mut(&old.pod.namespace) {
                 set.remove(&o);
@@ -451,7 +456,10 @@ impl Compiler {
             index_remove(&mut self.idx.local_by_pod, &old.pod, &o);
             self.rules.ports.remove(&o);
             for (k, _) in port_flows(&old) {
-                self.set_flow(k, None);
+                if let Some(claims) = self.port_claims.get_mut(&k) {
+                    claims.remove(&o);
+                }
+                keys.insert(k);
             }
         }
         if let Some(new) = model.ports.get(&o) {
@@ -460,9 +468,24 @@ impl Compiler {
             self.idx.ports.insert(o, new.clone());
             self.rules.ports.insert(o, new.pod.clone());
             for (k, v) in port_flows(new) {
-                self.set_flow(k, Some(v));
+                self.port_claims.entry(k.clone()).or_default().insert(o, v);
+                keys.insert(k);
             }
         }
+        for k in keys {
+            self.refresh_port_key(k);
+        }
+    }
+
+    /// Installs the flow of the lowest ofport that claims `k`. Any choice is safe: the flows
+    /// that can share a key set `reg1`, which picks both the ingress policy that applies and
+    /// the port the packet leaves by.
+    fn refresh_port_key(&mut self, k: FlowKey) {
+        let value = self.port_claims.get(&k).and_then(|claims| claims.values().next().cloned());
+        if value.is_none() {
+            self.port_claims.remove(&k);
+        }
+        self.set_flow(k, value);
     }
 
     fn recompile(&mut self, model: &Model, r: &ObjectRef, now: u64) {
@@ -796,57 +819,6 @@ fn port_match(eth: u16, proto: Protocol, value: u16, mask: u16) -> Vec<Oxm> {
         Protocol::Sctp => (132, Oxm::SctpDst(m)),
     };
     vec![Oxm::EthType(eth), Oxm::IpProto(ip_proto), field]
-}
-
-/// The fixed flows of the pipeline.
-fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
-    use tables::*;
-    let v = |instructions: Vec<Instruction>| FlowValue { cookie: cookie::cookie(Kind::Pipeline, 0), instructions };
-    let apply = |a: Vec<Action>| Instruction::ApplyActions(a);
-    let normal = || apply(vec![flow::output(ofp::port::NORMAL)]);
-    let k = FlowKey::new;
-    let mut out = vec![
-        (k(CLASSIFIER, priority::SKIP, vec![Oxm::EthType(ETH_IPV6), Oxm::IpProto(58), Oxm::Icmpv6Type(135)]), v(vec![normal()])),
-        (k(CLASSIFIER, priority::SKIP, vec![Oxm::EthType(ETH_IPV6), Oxm::IpProto(58), Oxm::Icmpv6Type(136)]), v(vec![normal()])),
-        (k(CLASSIFIER, priority::NORMAL, vec![Oxm::EthType(ETH_ARP)]), v(vec![normal()])),
-        (k(CLASSIFIER, priority::MISS, vec![]), v(vec![normal()])),
-        (k(CONNTRACK_STATE, priority::NORMAL, vec![flow::ct_state(ct::INV | ct::TRK, 0)]), v(vec![])),
-        (k(CONNTRACK_STATE, priority::MISS, vec![]), v(vec![flow::goto(L2_FORWARDING_CALC)])),
-        (k(L2_FORWARDING_CALC, priority::MISS, vec![]), v(vec![flow::goto(INGRESS_RULE)])),
-        (k(INGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::EST | ct::TRK, ct::NEW)]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
-        (k(INGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::REL | ct::TRK, ct::NEW)]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
-        (k(INGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(INGRESS_DEFAULT_RULE)])),
-        (k(INGRESS_DEFAULT_RULE, priority::MISS, vec![]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
-        (k(CONNTRACK_COMMIT, priority::MISS, vec![]), v(vec![flow::goto(OUTPUT)])),
-        (k(OUTPUT, priority::MISS, vec![]), v(vec![normal()])),
-    ];
-    for eth in [ETH_IP, ETH_IPV6] {
-        out.push((k(CLASSIFIER, priority::IP, vec![Oxm::EthType(eth)]), v(vec![apply(vec![flow::ct_action(false, Some(CONNTRACK_STATE))])])));
-        out.push((
-            k(CONNTRACK_COMMIT, priority::NORMAL, vec![Oxm::EthType(eth), flow::ct_state(ct::NEW | ct::TRK, 0)]),
-            v(vec![apply(vec![flow::ct_action(true, None)]), flow::goto(OUTPUT)]),
-        ));
-    }
-    out
-}
-
-/// The forwarding flows of one local pod's port.
-fn port_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
-    let v = |instructions: Vec<Instruction>| FlowValue { cookie: cookie::cookie(Kind::Port, u64::from(p.ofport)), instructions };
-    let mut out = vec![(
-        FlowKey::new(tables::OUTPUT, priority::NORMAL, vec![flow::reg1(p.ofport)]),
-        v(vec![Instruction::ApplyActions(vec![flow::output(p.ofport)])]),
-    )];
-    if let Some(mac) = p.mac {
-        out.push((
-            FlowKey::new(tables::L2_FORWARDING_CALC, priority::NORMAL, vec![Oxm::EthDst(Masked::exact(mac))]),
-            v(vec![
-                Instruction::ApplyActions(vec![Action::SetField(Oxm::Reg { index: 1, value: Masked::exact(p.ofport) })]),
-                flow::goto(tables::INGRESS_RULE),
-            ]),
-        ));
-    }
-    out
 }
 
 /// Compiles `model` from scratch with a fresh compiler: the flows, the rule table and the

@@ -96,10 +96,14 @@ pub fn ct_action(commit: bool, table: Option<u8>) -> Action {
     Action::Ct(Ct { flags: u16::from(commit), zone: CtZoneSrc::Imm(tables::CT_ZONE), table, alg: 0, actions: vec![] })
 }
 
-/// `controller(id=<id>,userdata=<ud>,meter_id=<m>)` (NXAST_CONTROLLER2).
+/// Bytes of a packet a logging copy carries: the audit decoder reads only the headers
+/// (Ethernet, IPv6 or IPv4 with options, then TCP/UDP/SCTP ports).
+pub const LOG_MAX_LEN: u16 = 128;
+
+/// `controller(max_len=128,id=<id>,userdata=<ud>,meter_id=<m>)` (NXAST_CONTROLLER2).
 pub fn controller(userdata: &[u8], meter_id: u32, controller_id: u16) -> Action {
     Action::Controller2(Controller2 {
-        max_len: None,
+        max_len: Some(LOG_MAX_LEN),
         controller_id: (controller_id != 0).then_some(controller_id),
         reason: None,
         userdata: Some(bytes::Bytes::copy_from_slice(userdata)),

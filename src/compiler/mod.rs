@@ -1,7 +1,7 @@
 //! Pure compiler: model to desired flows, and the diff against installed flows.
 //!
 //! No I/O, no clock, no logging; deterministic (BTreeMap/BTreeSet everywhere). The pipeline is
-//! described in DESIGN.md §3; [`tables`] has its ids and names.
+//! described in `docs/pipeline.md`; [`tables`] has its ids and names.
 
 pub mod compile;
 pub mod cookie;
@@ -9,6 +9,7 @@ pub mod diff;
 pub mod flow;
 pub mod ids;
 pub mod normalize;
+pub mod pipeline;
 pub mod ranges;
 pub mod rules;
 pub mod synthetic;

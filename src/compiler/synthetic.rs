@@ -57,6 +57,11 @@ pub fn port(ofport: u32, ns: &str, name: &str, mac_last: u8) -> LocalPort {
     }
 }
 
+/// A local pod's port that carries the addresses OVSDB's `ip-address` gives it.
+pub fn port_with_ips(ofport: u32, ns: &str, name: &str, mac_last: u8, ips: &[&str]) -> LocalPort {
+    LocalPort { ips: ips.iter().map(|ip| ip.parse().expect("test IP")).collect(), ..port(ofport, ns, name, mac_last) }
+}
+
 /// An ingress policy.
 pub fn policy(ns: &str, name: &str, pod_selector: LabelSelector, ingress: Vec<IngressRule>) -> Policy {
     Policy { namespace: ns.into(), name: name.into(), pod_selector, affects_ingress: true, affects_egress: false, ingress }
@@ -198,7 +203,7 @@ fn synthetic_policy(ns: &str, i: usize, k: usize, namespaces: usize) -> Policy {
 /// x/allow-b: b -> a on TCP 80 and the named port "web" (8080 on a).
 pub fn small_model() -> Model {
     use crate::model::ContainerPort;
-    let mut a = pod("x", "a", &[("pod", "a")], &["10.0.0.1"]);
+    let mut a = pod("x", "a", &[("pod", "a")], &["10.0.0.1", "fd00::1"]);
     a.ports = vec![ContainerPort { name: Some("web".into()), port: 8080, protocol: Protocol::Tcp }];
     Model::default()
         .with_ns(namespace("x", &[("ns", "x")], &[("networkpolicy.antrea.io/enable-logging", "true")]))
@@ -207,8 +212,8 @@ pub fn small_model() -> Model {
         .with_pod(pod("x", "b", &[("pod", "b")], &["10.0.0.2", "fd00::2"]))
         .with_pod(pod("x", "c", &[("pod", "c")], &["10.0.0.3"]))
         .with_pod(pod("y", "d", &[("pod", "d")], &["10.0.1.4"]))
-        .with_port(port(1, "x", "a", 1))
-        .with_port(port(2, "y", "d", 2))
+        .with_port(port_with_ips(1, "x", "a", 1, &["10.0.0.1", "fd00::1"]))
+        .with_port(port_with_ips(2, "y", "d", 2, &["10.0.1.4"]))
         .with_policy(policy(
             "x",
             "allow-b",

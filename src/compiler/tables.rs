@@ -1,24 +1,29 @@
 //! The pipeline's tables: ids and the names npagent gives them through OVSDB (`Flow_Table`),
 //! which `ovs-ofctl dump-flows --names` prints.
 
-/// ARP, ND and non-IP to NORMAL; IP into conntrack.
+/// Sorts packets by the port they came in on: a pod's port to [`SPOOF_GUARD`]; any other
+/// port (the node's own: uplink, gateway, LOCAL) IP into conntrack, the rest to NORMAL.
 pub const CLASSIFIER: u8 = 0;
+/// From a pod's port, only that pod's own MAC and addresses pass (IP, ARP, ND); else drop.
+pub const SPOOF_GUARD: u8 = 1;
 /// Drops invalid connections.
-pub const CONNTRACK_STATE: u8 = 1;
-/// Destination MAC of a local pod to `reg1 = ofport`.
-pub const L2_FORWARDING_CALC: u8 = 2;
+pub const CONNTRACK_STATE: u8 = 2;
+/// The local destination into `reg1 = ofport`: by IP address first, then by MAC; IP sent to
+/// a broadcast or multicast MAC without a local IP destination is dropped.
+pub const L2_FORWARDING_CALC: u8 = 3;
 /// Kubernetes NetworkPolicy ingress rules (conjunctive matches).
-pub const INGRESS_RULE: u8 = 3;
+pub const INGRESS_RULE: u8 = 4;
 /// Default drop of isolated local pods.
-pub const INGRESS_DEFAULT_RULE: u8 = 4;
+pub const INGRESS_DEFAULT_RULE: u8 = 5;
 /// Commits new connections that got this far.
-pub const CONNTRACK_COMMIT: u8 = 5;
-/// Output to the local pod's port, else NORMAL.
-pub const OUTPUT: u8 = 6;
+pub const CONNTRACK_COMMIT: u8 = 6;
+/// Output to the local pod in `reg1`, else NORMAL (destinations beyond the node's pods).
+pub const OUTPUT: u8 = 7;
 
 /// Every table, in pipeline order: (id, name).
-pub const TABLES: [(u8, &str); 7] = [
+pub const TABLES: [(u8, &str); 8] = [
     (CLASSIFIER, "Classifier"),
+    (SPOOF_GUARD, "SpoofGuard"),
     (CONNTRACK_STATE, "ConntrackState"),
     (L2_FORWARDING_CALC, "L2ForwardingCalc"),
     (INGRESS_RULE, "IngressRule"),
@@ -39,12 +44,20 @@ pub fn table_id(name: &str) -> Option<u8> {
 
 /// Priorities npagent uses (Antrea's values where it has them).
 pub mod priority {
-    /// Established/related connections skip the policy tables; ND in the classifier.
+    /// Established/related connections skip the policy tables; a pod's neighbour discovery
+    /// in SpoofGuard.
     pub const SKIP: u16 = 210;
-    /// Clause flows, default drops, per-port forwarding flows.
+    /// Clause flows, default drops, per-port flows (classification, spoof guard, forwarding
+    /// by IP address, output).
     pub const NORMAL: u16 = 200;
     /// `conj_id` flows: the priority printed on Allow log lines.
     pub const CONJ: u16 = 190;
+    /// Forwarding to a local pod by MAC (below forwarding by IP address).
+    pub const BY_MAC: u16 = 190;
+    /// IP to a broadcast or multicast MAC with no local IP destination: dropped.
+    pub const NON_UNICAST: u16 = 180;
+    /// Neighbour discovery from the node's own ports, outside conntrack.
+    pub const ND: u16 = 110;
     /// IP into conntrack.
     pub const IP: u16 = 100;
     /// Table-miss flows.
@@ -64,7 +77,7 @@ mod tests {
             assert_eq!(table_name(id), Some(name));
             assert_eq!(table_id(name), Some(id));
         }
-        assert_eq!(table_name(7), None);
+        assert_eq!(table_name(8), None);
         assert_eq!(table_id("Nope"), None);
     }
 }

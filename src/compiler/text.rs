@@ -9,9 +9,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// One line per flow, sorted. `ports` names ofports (the bridge's interface names). Matches
-/// and actions are printed by `ofp::text` (OVS's field order and syntax); only `output` is
-/// printed here, with the port's name as `--names` does.
+/// and actions are printed by `ofp::text` (OVS's field order and syntax), ports by name as
+/// `--names` does.
 pub fn flows_text(flows: &FlowTable, ports: &BTreeMap<u32, String>) -> Vec<String> {
+    let port_names = |o: u32| ports.get(&o).map(|n| port_name(n));
+    let names = ofp::text::Names { tables: &names, ports: &port_names };
     let mut lines: Vec<String> = flows
         .iter()
         .map(|(k, v)| {
@@ -20,7 +22,7 @@ pub fn flows_text(flows: &FlowTable, ports: &BTreeMap<u32, String>) -> Vec<Strin
                 let _ = write!(s, " cookie={:#x},", v.cookie);
             }
             let _ = write!(s, " table={}, ", table(k.table));
-            s.push_str(&ofp::text::format_match_priority(&k.match_, k.priority));
+            s.push_str(&ofp::text::format_match_with(&k.match_, Some(k.priority), &names));
             s.push_str(" actions=");
             s.push_str(&format_instructions(&v.instructions, ports));
             s
