@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""What a hostile pod sends, for the enforcement tests (Python 3 standard library only).
+Run inside a pod's network namespace (`ip netns exec POD-NS attack.py ...`).
+
+  attack.py udp-spoof --src IP --sport P --dst IP --dport P [--count N]
+      Send N IPv4/UDP datagrams from a raw socket with a forged source address.
+
+  attack.py udp-listen --port P --timeout S
+      Count the UDP datagrams that arrive on port P within S seconds; print the count.
+      Prints "ready" on stderr once bound.
+
+  attack.py udp-echo --dst IP --dport P --sport P [--timeout S]
+      Send one datagram from port sport and wait for its echo: print 1 if it came back, else 0.
+
+  attack.py arp-claim --iface IF --spa IP --tpa IP [--count N]
+      Broadcast N ARP requests "who has TPA, tell SPA" with the interface's own MAC as the
+      sender hardware address: a claim that SPA lives here.
+"""
+
+import argparse
+import socket
+import struct
+import sys
+import time
+
+
+def checksum(data):
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def udp_spoof(args):
+    src, dst = socket.inet_aton(args.src), socket.inet_aton(args.dst)
+    payload = b"spoofed"
+    udp_len = 8 + len(payload)
+    pseudo = src + dst + struct.pack("!BBH", 0, socket.IPPROTO_UDP, udp_len)
+    udp = struct.pack("!HHHH", args.sport, args.dport, udp_len, 0) + payload
+    udp = udp[:6] + struct.pack("!H", checksum(pseudo + udp) or 0xFFFF) + udp[8:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + udp_len, 0x1234, 0, 64, socket.IPPROTO_UDP, 0, src, dst)
+    ip = ip[:10] + struct.pack("!H", checksum(ip)) + ip[12:]
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
+    for _ in range(args.count):
+        s.sendto(ip + udp, (args.dst, 0))
+        time.sleep(0.05)
+
+
+def udp_listen(args):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("0.0.0.0", args.port))
+    print("ready", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + args.timeout
+    n = 0
+    while (left := deadline - time.monotonic()) > 0:
+        s.settimeout(left)
+        try:
+            s.recv(2048)
+            n += 1
+        except socket.timeout:
+            break
+    print(n)
+
+
+def udp_echo(args):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("0.0.0.0", args.sport))
+    s.settimeout(args.timeout)
+    s.sendto(b"ping", (args.dst, args.dport))
+    try:
+        s.recv(2048)
+        print(1)
+    except socket.timeout:
+        print(0)
+
+
+def arp_claim(args):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((args.iface, 0))
+    mac = s.getsockname()[4]
+    frame = b"\xff" * 6 + mac + struct.pack("!H", 0x0806)
+    frame += struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1)
+    frame += mac + socket.inet_aton(args.spa) + b"\0" * 6 + socket.inet_aton(args.tpa)
+    for _ in range(args.count):
+        s.send(frame)
+        time.sleep(0.05)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("udp-spoof")
+    c.add_argument("--src", required=True)
+    c.add_argument("--sport", type=int, required=True)
+    c.add_argument("--dst", required=True)
+    c.add_argument("--dport", type=int, required=True)
+    c.add_argument("--count", type=int, default=3)
+    c.set_defaults(run=udp_spoof)
+    c = sub.add_parser("udp-listen")
+    c.add_argument("--port", type=int, required=True)
+    c.add_argument("--timeout", type=float, required=True)
+    c.set_defaults(run=udp_listen)
+    c = sub.add_parser("udp-echo")
+    c.add_argument("--dst", required=True)
+    c.add_argument("--dport", type=int, required=True)
+    c.add_argument("--sport", type=int, required=True)
+    c.add_argument("--timeout", type=float, default=1.0)
+    c.set_defaults(run=udp_echo)
+    c = sub.add_parser("arp-claim")
+    c.add_argument("--iface", required=True)
+    c.add_argument("--spa", required=True)
+    c.add_argument("--tpa", required=True)
+    c.add_argument("--count", type=int, default=3)
+    c.set_defaults(run=arp_claim)
+    args = p.parse_args()
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()

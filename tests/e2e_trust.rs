@@ -1,0 +1,133 @@
+//! A hostile pod against npagent's enforcement, with real packets on the testbed: group and
+//! unknown destination MACs, a forged source address from a raw socket, an ARP claim of
+//! another pod's address. Each attack gets through a pipeline without SpoofGuard or without
+//! classification by IP address; each has a control that a genuine pod gets through. Needs
+//! root.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::agent::Agent;
+use support::sandbox::repo_path;
+use support::{write_atomic, Port, Testbed};
+
+/// x/a accepts only x/b (every port).
+const A_FROM_B: &str = "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: a-from-b, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {pod: b}}}]
+";
+
+struct Node {
+    tb: Testbed,
+    _agent: Agent,
+}
+
+impl Node {
+    /// The testbed with npagent enforcing [`A_FROM_B`].
+    fn start() -> Node {
+        let tb = Testbed::start();
+        write_atomic(&tb.manifests_dir().join("a-from-b.yaml"), A_FROM_B);
+        let agent = Agent::spawn(&tb.sandbox, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"), &[]);
+        let node = Node { tb, _agent: agent };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !(node.tb.reaches("x/b", "x/a", Port::Udp80) && !node.tb.reaches("x/c", "x/a", Port::Udp80)) {
+            assert!(Instant::now() < deadline, "policy not enforced within 20 s");
+        }
+        node
+    }
+
+    /// Runs `testbed/attack.py` in pod `id`'s network namespace; returns its stdout.
+    fn attack(&self, id: &str, args: &[&str]) -> String {
+        let script = repo_path("testbed/attack.py");
+        let mut all = vec!["python3", script.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let out = self.tb.pod_exec(id, &all);
+        assert!(out.status.success(), "attack.py {args:?} in {id}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Pod `id`'s neighbour entry for `ip`, as `ip neigh` prints it.
+    fn neighbour(&self, id: &str, ip: &str) -> String {
+        String::from_utf8_lossy(&self.tb.pod_exec(id, &["ip", "neigh", "show", ip]).stdout).to_lowercase()
+    }
+
+    /// Makes pod `id` send to `ip` with destination MAC `mac` (`None`: back to ARP).
+    fn set_neighbour(&self, id: &str, ip: &str, mac: Option<&str>) {
+        let args: Vec<&str> = match mac {
+            Some(mac) => vec!["ip", "neigh", "replace", ip, "lladdr", mac, "dev", "eth0", "nud", "permanent"],
+            None => vec!["ip", "neigh", "del", ip, "dev", "eth0"],
+        };
+        let out = self.tb.pod_exec(id, &args);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+#[test]
+fn group_and_unknown_destination_macs_do_not_skip_ingress_policy() {
+    let node = Node::start();
+    let a = node.tb.pod("x/a");
+    for mac in ["ff:ff:ff:ff:ff:ff", "01:00:5e:00:00:01", "33:33:00:00:00:01", "02:00:00:00:00:99"] {
+        node.set_neighbour("x/c", &a.ip, Some(mac));
+        node.set_neighbour("x/b", &a.ip, Some(mac));
+        for port in [Port::Udp80, Port::Tcp80] {
+            assert!(!node.tb.reaches("x/c", "x/a", port), "x/c reached isolated x/a on {port:?} through MAC {mac}");
+        }
+        // Control: a group MAC still gets the allowed pod's datagrams to x/a, through its
+        // policy (a unicast MAC that is not x/a's is discarded by x/a's own stack).
+        if mac != "02:00:00:00:00:99" {
+            assert!(node.tb.reaches("x/b", "x/a", Port::Udp80), "allowed x/b lost x/a through MAC {mac}");
+        }
+    }
+    node.set_neighbour("x/c", &a.ip, None);
+    node.set_neighbour("x/b", &a.ip, None);
+    assert!(node.tb.reaches("x/b", "x/a", Port::Udp80));
+}
+
+#[test]
+fn forged_source_address_is_dropped() {
+    let node = Node::start();
+    let (a, b) = (node.tb.pod("x/a"), node.tb.pod("x/b"));
+    // x/a echoes to whatever source a datagram claims: forged as x/b's, the echo lands on
+    // x/b, where a listener counts it.
+    let mut listener = Command::new("ip")
+        .args(["netns", "exec", &b.netns, "python3", repo_path("testbed/attack.py").to_str().unwrap()])
+        .args(["udp-listen", "--port", "40001", "--timeout", "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start listener");
+    let mut ready = String::new();
+    BufReader::new(listener.stderr.take().unwrap()).read_line(&mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready");
+    for attacker in ["y/a", "x/c"] {
+        node.attack(attacker, &["udp-spoof", "--src", &b.ip, "--sport", "40001", "--dst", &a.ip, "--dport", "80", "--count", "5"]);
+    }
+    let out = listener.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "a datagram forged as x/b's reached x/a and was answered");
+    // Control: x/b itself gets its echo.
+    assert_eq!(node.attack("x/b", &["udp-echo", "--dst", &a.ip, "--dport", "80", "--sport", "40002"]), "1");
+}
+
+#[test]
+fn arp_claim_of_another_pods_address_is_dropped() {
+    let node = Node::start();
+    let (a, b, attacker) = (node.tb.pod("x/a"), node.tb.pod("x/b"), node.tb.pod("y/a"));
+    let attacker_mac = attacker.mac.to_lowercase();
+    node.attack("y/a", &["arp-claim", "--iface", "eth0", "--spa", &b.ip, "--tpa", &a.ip]);
+    // Control: its claim of its own address is heard.
+    node.attack("y/a", &["arp-claim", "--iface", "eth0", "--spa", &attacker.ip, "--tpa", &a.ip]);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !node.neighbour("x/a", &attacker.ip).contains(&attacker_mac) {
+        assert!(Instant::now() < deadline, "x/a never learned y/a's own address: {}", node.neighbour("x/a", &attacker.ip));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let entry = node.neighbour("x/a", &b.ip);
+    assert!(!entry.contains(&attacker_mac), "x/a believes y/a holds x/b's address: {entry}");
+}
