@@ -223,7 +223,7 @@ fn prop_base() -> Model {
             m = m.with_pod(p);
             if j < 2 {
                 ofport += 1;
-                m = m.with_port(port(ofport, ns, name, ofport as u8));
+                m = m.with_port(port_with_ips(ofport, ns, name, ofport as u8, &[&format!("10.1.{i}.{j}")]));
             }
         }
     }
@@ -269,8 +269,11 @@ fn mutate(m: &mut Model, op: &Op) -> Change {
         }
         Op::TogglePort(n, p) => {
             let ofport = 100 + (*n * 4 + *p) as u32;
+            // A second port of the pod, with the pod's address: for p0 and p1 the same
+            // address as their first port, and for some the same MAC as another pod's port.
             if m.ports.remove(&ofport).is_none() {
-                m.ports.insert(ofport, port(ofport, NS[*n], PODS[*p], ofport as u8));
+                let ip = format!("10.1.{n}.{p}");
+                m.ports.insert(ofport, port_with_ips(ofport, NS[*n], PODS[*p], (*n * 4 + *p) as u8 + 1, &[&ip, &format!("fd00::{n}:{p}")]));
             }
             Change::Port(ofport)
         }
