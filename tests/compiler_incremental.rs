@@ -6,7 +6,7 @@ use npagent::compiler::{
     apply, compile, diff, diff_keys, flows_text, Change, Compiler, Config, FlowKey, FlowTable, FlowValue, IdAllocator,
 };
 use npagent::model::convert::{parse_cidr, LOGGING_ANNOTATION};
-use npagent::model::{ContainerPort, IngressRule, LabelSelector, Model, Peer, PortRef, PortSpec, Protocol};
+use npagent::model::{ContainerPort, EgressRule, IngressRule, LabelSelector, Model, Peer, PortRef, PortSpec, Protocol};
 use ofp::{Action, FlowStats, Instruction, Oxm};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -180,8 +180,8 @@ fn op() -> impl Strategy<Value = Op> {
         (0..3usize, 0..4usize, 0..4u8).prop_map(|(n, p, l)| Op::Relabel(n, p, l)),
         (0..3usize, 0..4usize).prop_map(|(n, p)| Op::ToggleIp(n, p)),
         (0..3usize, 0..4usize, 8000..8003u16).prop_map(|(n, p, port)| Op::NamedPort(n, p, port)),
-        (0..3usize, 0..6usize).prop_map(|(n, t)| Op::AddPolicy(n, t)),
-        (0..3usize, 0..6usize).prop_map(|(n, t)| Op::RemovePolicy(n, t)),
+        (0..3usize, 0..9usize).prop_map(|(n, t)| Op::AddPolicy(n, t)),
+        (0..3usize, 0..9usize).prop_map(|(n, t)| Op::RemovePolicy(n, t)),
         (0..3usize, any::<bool>()).prop_map(|(n, b)| Op::Logging(n, b)),
         (0..3usize, 0..3u8).prop_map(|(n, l)| Op::NsLabel(n, l)),
         (0..3usize, 0..4usize).prop_map(|(n, p)| Op::TogglePort(n, p)),
@@ -207,9 +207,27 @@ fn template(ns: &str, t: usize) -> npagent::model::Policy {
                 IngressRule { from: vec![peer("r0"), peer("r3")], ports: vec![PortSpec { protocol: Protocol::Udp, port: Some(PortRef::Number(100)), end_port: Some(200) }] },
             ],
         ),
-        _ => (sel(&[("role", "r3")]), vec![IngressRule { from: vec![Peer::Pods { pod_selector: None, namespace_selector: Some(LabelSelector::everything()) }], ports: vec![named] }]),
+        5 => (sel(&[("role", "r3")]), vec![IngressRule { from: vec![Peer::Pods { pod_selector: None, namespace_selector: Some(LabelSelector::everything()) }], ports: vec![named] }]),
+        _ => return egress_template(ns, t, named, peer, nspeer),
     };
     policy(ns, &format!("t{t}"), selector, rules)
+}
+
+/// Templates 6..9: egress, alone (6, 8) or with ingress (7).
+fn egress_template(ns: &str, t: usize, named: PortSpec, peer: impl Fn(&str) -> Peer, nspeer: Peer) -> npagent::model::Policy {
+    let (selector, rules, ingress) = match t {
+        6 => (sel(&[("role", "r0")]), vec![EgressRule { to: vec![peer("r1")], ports: vec![tcp(80)] }], false),
+        7 => (LabelSelector::everything(), vec![EgressRule { to: vec![nspeer], ports: vec![named] }], true),
+        _ => (
+            sel(&[("role", "r1")]),
+            vec![
+                EgressRule { to: vec![], ports: vec![named] },
+                EgressRule { to: vec![Peer::IpBlock { cidr: parse_cidr("10.1.0.0/16").unwrap(), except: vec![parse_cidr("10.1.1.0/24").unwrap()] }, peer("r2")], ports: vec![] },
+            ],
+            false,
+        ),
+    };
+    npagent::model::Policy { affects_ingress: ingress, affects_egress: true, egress: rules, ..policy(ns, &format!("t{t}"), selector, vec![]) }
 }
 
 fn prop_base() -> Model {

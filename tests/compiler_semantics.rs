@@ -1,109 +1,25 @@
 //! Kubernetes ingress semantics of the compiled flows, checked by evaluating the IngressRule
-//! and IngressDefaultRule tables for a new connection the way OVS does (conjunctive matches:
-//! a conjunction fires when every one of its clauses has a matching flow at the same
-//! priority; then its `conj_id` flow applies; otherwise the table-miss leads to the default
-//! drop table).
+//! and IngressDefaultRule tables for a new connection the way OVS does (`policy_eval`).
 
 use npagent::compiler::synthetic::*;
-use npagent::compiler::{compile, tables, Config, FlowTable, IdAllocator};
+use npagent::compiler::{compile, tables, Config, Direction, FlowTable, IdAllocator};
 use npagent::model::convert::{parse_cidr, LOGGING_ANNOTATION};
 use npagent::model::{
     ContainerPort, IngressRule, LabelSelector, Model, Peer, PortRef, PortSpec, Protocol, Requirement, SelectorOp,
 };
-use ofp::{Action, Instruction, Oxm};
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use ofp::{Action, Instruction};
+use std::collections::BTreeSet;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verdict {
-    Allow,
-    Drop,
-}
+mod policy_eval;
+use policy_eval::{Packet, Verdict};
 use Verdict::*;
 
-struct Packet {
-    src: IpAddr,
-    ofport: u32,
-    proto: u8,
-    dport: u16,
-}
-
-fn field_matches(f: &Oxm, p: &Packet) -> bool {
-    let eth = if p.src.is_ipv4() { 0x0800 } else { 0x86dd };
-    match f {
-        Oxm::EthType(t) => *t == eth,
-        Oxm::IpProto(x) => *x == p.proto,
-        Oxm::Ipv4Src(m) => match p.src {
-            IpAddr::V4(a) => {
-                let mask = m.mask.map_or(u32::MAX, u32::from);
-                u32::from(a) & mask == u32::from(m.value) & mask
-            }
-            _ => false,
-        },
-        Oxm::Ipv6Src(m) => match p.src {
-            IpAddr::V6(a) => {
-                let mask = m.mask.map_or(u128::MAX, u128::from);
-                u128::from(a) & mask == u128::from(m.value) & mask
-            }
-            _ => false,
-        },
-        Oxm::TcpDst(m) | Oxm::UdpDst(m) | Oxm::SctpDst(m) => {
-            let want = match f {
-                Oxm::TcpDst(_) => 6,
-                Oxm::UdpDst(_) => 17,
-                _ => 132,
-            };
-            let mask = m.mask.unwrap_or(u16::MAX);
-            p.proto == want && p.dport & mask == m.value & mask
-        }
-        Oxm::XReg { index: 0, value } => {
-            let reg = u64::from(p.ofport);
-            let mask = value.mask.unwrap_or(u64::MAX);
-            reg & mask == value.value & mask
-        }
-        other => panic!("unexpected field in policy tables: {other:?}"),
-    }
-}
-
 fn verdict(flows: &FlowTable, p: &Packet) -> Verdict {
-    let mut clauses: BTreeMap<u32, (u8, BTreeSet<u8>)> = BTreeMap::new();
-    for (k, v) in flows.range(..) {
-        if k.table != tables::INGRESS_RULE || k.priority != 200 {
-            continue;
-        }
-        if !k.match_.fields.iter().all(|f| field_matches(f, p)) {
-            continue;
-        }
-        for i in &v.instructions {
-            if let Instruction::ApplyActions(acts) = i {
-                for a in acts {
-                    if let Action::Conjunction { id, clause, n_clauses } = a {
-                        let e = clauses.entry(*id).or_insert((*n_clauses, BTreeSet::new()));
-                        e.1.insert(*clause);
-                    }
-                }
-            }
-        }
-    }
-    for (id, (n, seen)) in clauses {
-        if seen.len() == usize::from(n) {
-            let has_conj_flow = flows.keys().any(|k| {
-                k.table == tables::INGRESS_RULE && k.priority == 190 && k.match_.fields == vec![Oxm::ConjId(id)]
-            });
-            assert!(has_conj_flow, "conjunction {id} has no conj_id flow");
-            return Allow;
-        }
-    }
-    let isolated = flows.keys().any(|k| {
-        k.table == tables::INGRESS_DEFAULT_RULE
-            && k.priority == 200
-            && k.match_.fields.iter().all(|f| field_matches(f, p))
-    });
-    if isolated { Drop } else { Allow }
+    policy_eval::verdict(flows, Direction::Ingress, p)
 }
 
 fn tcp_to(src: &str, ofport: u32, dport: u16) -> Packet {
-    Packet { src: src.parse().unwrap(), ofport, proto: 6, dport }
+    Packet { peer: src.parse().unwrap(), ofport, proto: 6, dport }
 }
 
 /// Namespaces x (ns=x, team=a) and y (ns=y, team=b); pods a, b, c in each with labels
@@ -182,7 +98,7 @@ fn cases() -> Vec<Case> {
             vec![
                 (tcp_to(XB, 1, 80), Allow),
                 (tcp_to(XB, 1, 81), Drop),
-                (Packet { src: XB.parse().unwrap(), ofport: 1, proto: 17, dport: 80 }, Drop),
+                (Packet { peer: XB.parse().unwrap(), ofport: 1, proto: 17, dport: 80 }, Drop),
                 (tcp_to(XC, 1, 80), Drop),
                 (tcp_to(YB, 1, 80), Drop),
                 (tcp_to("fd00::1", 1, 80), Allow),
@@ -298,9 +214,9 @@ fn cases() -> Vec<Case> {
                 (tcp_to(YC, 1, 1537), Allow),
                 (tcp_to(YC, 1, 2000), Allow),
                 (tcp_to(YC, 1, 2001), Drop),
-                (Packet { src: YC.parse().unwrap(), ofport: 1, proto: 17, dport: 53 }, Allow),
-                (Packet { src: YC.parse().unwrap(), ofport: 1, proto: 17, dport: 1000 }, Drop),
-                (Packet { src: YC.parse().unwrap(), ofport: 1, proto: 132, dport: 7 }, Allow),
+                (Packet { peer: YC.parse().unwrap(), ofport: 1, proto: 17, dport: 53 }, Allow),
+                (Packet { peer: YC.parse().unwrap(), ofport: 1, proto: 17, dport: 1000 }, Drop),
+                (Packet { peer: YC.parse().unwrap(), ofport: 1, proto: 132, dport: 7 }, Allow),
             ],
         ),
         (
@@ -341,7 +257,7 @@ fn ingress_semantics_table() {
     for (name, model, probes) in cases() {
         let f = flows(&model);
         for (p, want) in probes {
-            assert_eq!(verdict(&f, &p), want, "{name}: {} -> port {} {}/{}", p.src, p.ofport, p.proto, p.dport);
+            assert_eq!(verdict(&f, &p), want, "{name}: {} -> port {} {}/{}", p.peer, p.ofport, p.proto, p.dport);
         }
     }
 }
@@ -384,7 +300,7 @@ fn named_ports_resolve_per_destination_pod() {
     let mut m3 = base().with_policy(policy("x", "p", sel(&[("pod", "a")]), vec![rule(vec![], vec![udp_named])]));
     m3.pods.get_mut(&oref("x", "a")).unwrap().ports = vec![ContainerPort { name: Some("http".into()), port: 8080, protocol: Protocol::Tcp }];
     let f = flows(&m3);
-    assert_eq!(verdict(&f, &Packet { src: YA.parse().unwrap(), ofport: 1, proto: 17, dport: 8080 }), Drop);
+    assert_eq!(verdict(&f, &Packet { peer: YA.parse().unwrap(), ofport: 1, proto: 17, dport: 8080 }), Drop);
 }
 
 #[test]
@@ -413,14 +329,6 @@ fn logging_flags_follow_the_namespace() {
     let mut y = m.clone();
     y.namespaces.get_mut("y").unwrap().annotations.insert(LOGGING_ANNOTATION.into(), "true".into());
     assert_eq!(flows(&y), f);
-}
-
-#[test]
-fn egress_policies_are_listed() {
-    let mut p = policy("x", "both", LabelSelector::everything(), vec![]);
-    p.affects_egress = true;
-    let m = base().with_policy(p).with_policy(policy("x", "ingress-only", LabelSelector::everything(), vec![]));
-    assert_eq!(npagent::compiler::policies_with_egress(&m), vec![oref("x", "both")]);
 }
 
 #[test]

@@ -21,8 +21,6 @@ pub struct Store {
     /// Per kind with a listing under way (chunks received, closing reset not yet): the
     /// objects it contained so far.
     listing: BTreeMap<Kind, HashSet<ObjectRef>>,
-    /// Policies already warned about for their egress part.
-    egress_warned: BTreeSet<ObjectRef>,
     /// Namespace -> the logging annotation value already warned about.
     logging_warned: BTreeMap<String, String>,
     /// Policies already warned about for living in a namespace that does not exist.
@@ -184,9 +182,6 @@ impl Store {
             }),
             KubeObject::NetworkPolicy(np) => convert::policy(np).map(|policy| {
                 let r = ObjectRef { namespace: policy.namespace.clone(), name: policy.name.clone() };
-                if policy.affects_egress && self.egress_warned.insert(r.clone()) {
-                    tracing::warn!(policy = %r, "egress rules are not enforced yet; only the ingress part of this policy is");
-                }
                 if self.model.policies.get(&r) != Some(&policy) {
                     self.model.policies.insert(r.clone(), policy);
                     changes.push(Change::Policy(r));
@@ -211,10 +206,7 @@ impl Store {
                 self.unindex_pod_ips(r);
                 self.model.pods.remove(r).map(|_| Change::Pod(r.clone()))
             }
-            Kind::NetworkPolicy => {
-                self.egress_warned.remove(r);
-                self.model.policies.remove(r).map(|_| Change::Policy(r.clone()))
-            }
+            Kind::NetworkPolicy => self.model.policies.remove(r).map(|_| Change::Policy(r.clone())),
         }
     }
 

@@ -1,23 +1,24 @@
 //! The compiler: model in, complete desired flow set out, kept up to date incrementally.
 //!
 //! State: indexes of the model (pods by namespace, local pods by namespace, policies by
-//! namespace, policies with namespaceSelector peers), each policy's compiled contribution
-//! (clause flows it adds a `conjunction()` to, the `conj_id` flows it owns, the ports it
-//! isolates, the pods and namespaces it read), and reverse indexes from pods and namespaces to
+//! namespace, policies whose peers reach beyond their namespace), each policy's compiled
+//! contribution ([`super::policy`]:
+//! clause flows it adds a `conjunction()` to, the `conj_id` flows it owns, the ports it
+//! isolates per direction, the pods and namespaces it read), and reverse indexes from pods and namespaces to
 //! the policies that read them. A change names the objects that changed; the compiler
 //! recompiles only the policies that read them (or could now read them), applies the
 //! difference of their contributions, and reports the flow keys that changed.
 
 use super::cookie::{self, Kind};
-use super::flow::{self, DesiredFlows, FlowKey, FlowValue, ETH_IP, ETH_IPV6};
+use super::flow::{self, DesiredFlows, FlowKey, FlowValue};
+use super::ids::IdAllocator;
 use super::pipeline::{pipeline_flows, port_flows};
-use super::ids::{IdAllocator, PortRange, RuleKey};
-use super::ranges::{port_range_masks, subtract};
-use super::rules::{Direction, RuleInfo, RuleTable};
-use super::tables::{self, priority};
+use super::policy::{self, compile_policy, namespace_logging, Compiled, Conj, Lookup};
+use super::rules::{Direction, RuleTable};
+use super::tables::priority;
 use super::userdata::{Disposition, LogUserdata};
-use crate::model::{Cidr, LocalPort, Model, ObjectRef, Peer, Pod, Policy, PortRef, PortSpec, Protocol};
-use ofp::{Action, Instruction, Masked, Oxm};
+use crate::model::{LocalPort, Model, ObjectRef, Peer, Policy};
+use ofp::{Action, Instruction, Oxm};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Settings of the compiled pipeline.
@@ -45,92 +46,6 @@ pub enum Change {
     Port(u32),
 }
 
-/// One `conjunction(id, clause+1/n)` action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-struct Conj {
-    id: u32,
-    clause: u8,
-    n: u8,
-}
-
-/// What one policy contributes.
-#[derive(Debug, Default)]
-struct Compiled {
-    clauses: BTreeSet<(FlowKey, Conj)>,
-    owned: BTreeMap<FlowKey, FlowValue>,
-    isolates: BTreeSet<u32>,
-    src_pods: BTreeSet<ObjectRef>,
-    namespaces: BTreeSet<String>,
-    rules: BTreeMap<RuleKey, RuleInfo>,
-    /// Rules with `from` peers that produced flows: what a remote pod change patches.
-    rule_states: Vec<RuleState>,
-}
-
-/// The sources of one rule with `from` peers, and the conjunctions they feed.
-#[derive(Debug, Default)]
-struct RuleState {
-    index: u32,
-    /// (conjunction id, number of clauses) of each port group.
-    groups: Vec<(u32, u8)>,
-    sources: RuleSources,
-}
-
-/// Source prefixes of a rule with how many reasons each has (a peer pod's address, an
-/// ipBlock prefix), and the peer pods counted with the addresses they were counted with.
-#[derive(Debug, Default)]
-struct RuleSources {
-    src: BTreeMap<Cidr, u32>,
-    members: BTreeMap<ObjectRef, Vec<std::net::IpAddr>>,
-}
-
-impl RuleSources {
-    fn add(&mut self, c: Cidr) -> bool {
-        let n = self.src.entry(c).or_insert(0);
-        *n += 1;
-        *n == 1
-    }
-
-    fn sub(&mut self, c: Cidr) -> bool {
-        match self.src.get_mut(&c) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                false
-            }
-            Some(_) => {
-                self.src.remove(&c);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Sets pod `r`'s addresses (`None`: not a member); returns the prefixes that disappeared
-    /// and those that appeared.
-    fn set_member(&mut self, r: &ObjectRef, ips: Option<&Vec<std::net::IpAddr>>) -> (Vec<Cidr>, Vec<Cidr>) {
-        let mut removed = Vec::new();
-        let mut added = Vec::new();
-        if let Some(old) = self.members.remove(r) {
-            for ip in old {
-                if self.sub(Cidr::host(ip)) {
-                    removed.push(Cidr::host(ip));
-                }
-            }
-        }
-        if let Some(ips) = ips {
-            self.members.insert(r.clone(), ips.clone());
-            for ip in ips {
-                if self.add(Cidr::host(*ip)) {
-                    added.push(Cidr::host(*ip));
-                }
-            }
-        }
-        let both: BTreeSet<Cidr> = removed.iter().filter(|c| added.contains(c)).copied().collect();
-        removed.retain(|c| !both.contains(c));
-        added.retain(|c| !both.contains(c));
-        (removed, added)
-    }
-}
-
 /// Indexes of the model the compiler keeps in step with the changes it is told about.
 #[derive(Debug, Default)]
 struct Index {
@@ -140,6 +55,8 @@ struct Index {
     local_by_pod: BTreeMap<ObjectRef, BTreeSet<u32>>,
     pods_by_ns: BTreeMap<String, BTreeSet<ObjectRef>>,
     policies_by_ns: BTreeMap<String, BTreeSet<ObjectRef>>,
+    /// Policies whose peers may be in other namespaces (a namespaceSelector, or an egress
+    /// rule to every pod with a named port).
     ns_selecting: BTreeSet<ObjectRef>,
     /// `ns_selecting` policies that currently have flows (the only ones a peer change can
     /// affect).
@@ -154,9 +71,11 @@ pub struct Compiler {
     ids: IdAllocator,
     idx: Index,
     compiled: BTreeMap<ObjectRef, Compiled>,
-    src_index: BTreeMap<ObjectRef, BTreeSet<ObjectRef>>,
+    /// Pod -> the policies whose peers selected it.
+    peer_index: BTreeMap<ObjectRef, BTreeSet<ObjectRef>>,
     ns_index: BTreeMap<String, BTreeSet<ObjectRef>>,
-    isolated: BTreeMap<u32, BTreeSet<ObjectRef>>,
+    /// (direction, ofport) -> the policies isolating that port in that direction.
+    isolated: BTreeMap<(Direction, u32), BTreeSet<ObjectRef>>,
     clause_acts: BTreeMap<FlowKey, BTreeSet<Conj>>,
     /// Per-port flow keys and the ports that claim them, with each port's value.
     port_claims: BTreeMap<FlowKey, BTreeMap<u32, FlowValue>>,
@@ -173,7 +92,7 @@ impl Compiler {
             ids,
             idx: Index::default(),
             compiled: BTreeMap::new(),
-            src_index: BTreeMap::new(),
+            peer_index: BTreeMap::new(),
             ns_index: BTreeMap::new(),
             isolated: BTreeMap::new(),
             clause_acts: BTreeMap::new(),
@@ -210,7 +129,7 @@ impl Compiler {
         }
         let drops: Vec<u32> = self.idx.ports.keys().copied().collect();
         for o in drops {
-            self.refresh_drop(model, o);
+            self.refresh_drops(model, o);
         }
         self.ids.finish_recovery(now);
         std::mem::take(&mut self.touched)
@@ -238,7 +157,7 @@ impl Compiler {
                     if let Some(ns) = model.namespaces.get(n) {
                         for p in &self.idx.active_ns_selecting {
                             let hit = model.policies.get(p).is_some_and(|pol| {
-                                pol.ingress.iter().flat_map(|r| &r.from).any(|peer| match peer {
+                                pol.peers().any(|peer| match peer {
                                     Peer::Pods { namespace_selector: Some(s), .. } => s.matches(&ns.labels),
                                     _ => false,
                                 })
@@ -268,7 +187,7 @@ impl Compiler {
             }
         }
         for o in drops {
-            self.refresh_drop(model, o);
+            self.refresh_drops(model, o);
         }
         std::mem::take(&mut self.touched)
     }
@@ -310,9 +229,8 @@ impl Compiler {
         self.idx.active_ns_selecting.remove(r);
         if let Some(p) = p {
             self.idx.policies_by_ns.entry(r.namespace.clone()).or_default().insert(r.clone());
-            let selects_ns = p.ingress.iter().flat_map(|rule| &rule.from).any(|peer| {
-                matches!(peer, Peer::Pods { namespace_selector: Some(_), .. })
-            });
+            let selects_ns = policy::reads_every_pod(p)
+                || p.peers().any(|peer| matches!(peer, Peer::Pods { namespace_selector: Some(_), .. }));
             if selects_ns {
                 self.idx.ns_selecting.insert(r.clone());
                 if self.compiled.contains_key(r) {
@@ -339,7 +257,7 @@ impl Compiler {
             set.remove(r);
         }
         let local = self.idx.local_by_pod.contains_key(r);
-        let mut affected: BTreeSet<ObjectRef> = self.src_index.get(r).into_iter().flatten().cloned().collect();
+        let mut affected: BTreeSet<ObjectRef> = self.peer_index.get(r).into_iter().flatten().cloned().collect();
         if local {
             full.extend(self.idx.policies_by_ns.get(&r.namespace).into_iter().flatten().cloned());
         }
@@ -353,7 +271,7 @@ impl Compiler {
                     continue;
                 }
                 let Some(pol) = model.policies.get(p) else { continue };
-                if pol.ingress.iter().flat_map(|rule| &rule.from).any(|peer| peer_selects(peer, pol, &r.namespace, ns_labels, &pod.labels)) {
+                if policy::selects_peer(pol, &r.namespace, ns_labels, &pod.labels) {
                     affected.insert(p.clone());
                 }
             }
@@ -369,39 +287,39 @@ impl Compiler {
 
     /// Updates policy `p`'s flows for remote pod `r`'s membership in its peers without
     /// recompiling it. Returns false when only a recompile can do it (a rule gains its first
-    /// or loses its last source).
+    /// or loses its last peer, or its flows depend on the peers' named ports).
     fn patch_pod(&mut self, model: &Model, p: &ObjectRef, r: &ObjectRef) -> bool {
         let Some(pol) = model.policies.get(p) else { return false };
+        if policy::has_named_egress(pol) {
+            return false;
+        }
         let Some(mut c) = self.compiled.remove(p) else { return false };
         let pod = model.pods.get(r).filter(|x| !x.ips.is_empty());
         let ns_labels = model.namespaces.get(&r.namespace).map(|n| &n.labels);
+        let selects = |peers: &[Peer]| {
+            pod.is_some_and(|pod| peers.iter().any(|peer| policy::peer_selects(peer, pol, &r.namespace, ns_labels, &pod.labels)))
+        };
         let mut plan = Vec::new();
         let mut ok = true;
         for (si, rs) in c.rule_states.iter_mut().enumerate() {
-            let Some(rule) = pol.ingress.get(rs.index as usize) else {
+            let Some(peers) = policy::rule_peers(pol, rs.direction, rs.index) else {
                 ok = false;
                 break;
             };
-            let new_ips = pod
-                .filter(|pod| rule.from.iter().any(|peer| peer_selects(peer, pol, &r.namespace, ns_labels, &pod.labels)))
-                .map(|pod| &pod.ips);
-            if rs.sources.members.get(r) == new_ips {
+            let new_ips = pod.filter(|_| selects(peers)).map(|pod| &pod.ips);
+            if rs.peers.members.get(r) == new_ips {
                 continue;
             }
-            let (removed, added) = rs.sources.set_member(r, new_ips);
-            if rs.sources.src.is_empty() {
+            let (removed, added) = rs.peers.set_member(r, new_ips);
+            if rs.peers.prefixes.is_empty() {
                 ok = false;
                 break;
             }
             plan.push((si, removed, added));
         }
-        // A rule without sources was skipped at compile time: the pod may be its first.
-        let skipped_rule_gains = pod.is_some_and(|pod| {
-            pol.ingress.iter().enumerate().any(|(i, rule)| {
-                !rule.from.is_empty()
-                    && !c.rule_states.iter().any(|rs| rs.index as usize == i)
-                    && rule.from.iter().any(|peer| peer_selects(peer, pol, &r.namespace, ns_labels, &pod.labels))
-            })
+        // A rule without peers was skipped at compile time: the pod may be its first.
+        let skipped_rule_gains = policy::rules_with_peers(pol).any(|(dir, i, peers)| {
+            !c.rule_states.iter().any(|rs| rs.direction == dir && rs.index == i) && selects(peers)
         });
         if !ok || skipped_rule_gains {
             // Recompile from the untouched old contributions (rule_states are rebuilt).
@@ -409,9 +327,9 @@ impl Compiler {
             return false;
         }
         for (si, removed, added) in plan {
-            let Some(groups) = c.rule_states.get(si).map(|rs| rs.groups.clone()) else { continue };
+            let Some((dir, groups)) = c.rule_states.get(si).map(|rs| (rs.direction, rs.groups.clone())) else { continue };
             for (cidr, add) in removed.iter().map(|c| (c, false)).chain(added.iter().map(|c| (c, true))) {
-                let key = FlowKey::new(tables::INGRESS_RULE, priority::NORMAL, flow::src_prefix(cidr));
+                let key = FlowKey::new(dir.rule_table(), priority::NORMAL, policy::peer_match(dir, cidr));
                 for (id, n) in &groups {
                     let conj = Conj { id: *id, clause: 0, n: *n };
                     if add {
@@ -427,13 +345,13 @@ impl Compiler {
                 self.refresh_clause(&key);
             }
         }
-        let member = c.rule_states.iter().any(|rs| rs.sources.members.contains_key(r));
+        let member = c.rule_states.iter().any(|rs| rs.peers.members.contains_key(r));
         if member {
-            if c.src_pods.insert(r.clone()) {
-                self.src_index.entry(r.clone()).or_default().insert(p.clone());
+            if c.peer_pods.insert(r.clone()) {
+                self.peer_index.entry(r.clone()).or_default().insert(p.clone());
             }
-        } else if c.src_pods.remove(r) {
-            index_remove(&mut self.src_index, r, p);
+        } else if c.peer_pods.remove(r) {
+            index_remove(&mut self.peer_index, r, p);
         }
         self.compiled.insert(p.clone(), c);
         true
@@ -490,7 +408,15 @@ impl Compiler {
 
     fn recompile(&mut self, model: &Model, r: &ObjectRef, now: u64) {
         let new = match model.policies.get(r) {
-            Some(p) => compile_policy(model, &self.idx, &mut self.ids, &self.cfg, r, p),
+            Some(p) => {
+                let lk = Lookup {
+                    model,
+                    ports: &self.idx.ports,
+                    local_by_ns: &self.idx.local_by_ns,
+                    pods_by_ns: &self.idx.pods_by_ns,
+                };
+                compile_policy(&lk, &mut self.ids, &self.cfg, r, p)
+            }
             None => Compiled::default(),
         };
         let old = self.compiled.remove(r).unwrap_or_default();
@@ -525,11 +451,11 @@ impl Compiler {
             self.isolated.entry(*o).or_default().insert(r.clone());
             drops.insert(*o);
         }
-        for o in drops {
-            self.refresh_drop(model, o);
+        for (dir, o) in drops {
+            self.refresh_drop(model, dir, o);
         }
         // Reverse indexes.
-        reindex(&mut self.src_index, &old.src_pods, &new.src_pods, r);
+        reindex(&mut self.peer_index, &old.peer_pods, &new.peer_pods, r);
         reindex(&mut self.ns_index, &old.namespaces, &new.namespaces, r);
         // Rule ids and the rule table.
         for (key, info) in &old.rules {
@@ -543,9 +469,7 @@ impl Compiler {
         for info in new.rules.values() {
             self.rules.rules.insert(info.id, info.clone());
         }
-        if !(new.clauses.is_empty() && new.owned.is_empty() && new.isolates.is_empty() && new.rules.is_empty()
-            && new.src_pods.is_empty() && new.namespaces.is_empty())
-        {
+        if !new.is_empty() {
             self.compiled.insert(r.clone(), new);
             if self.idx.ns_selecting.contains(r) {
                 self.idx.active_ns_selecting.insert(r.clone());
@@ -571,14 +495,27 @@ impl Compiler {
         self.set_flow(k.clone(), value);
     }
 
-    fn refresh_drop(&mut self, model: &Model, o: u32) {
-        let key = FlowKey::new(tables::INGRESS_DEFAULT_RULE, priority::NORMAL, vec![flow::reg1(o)]);
+    fn refresh_drops(&mut self, model: &Model, o: u32) {
+        for dir in [Direction::Ingress, Direction::Egress] {
+            self.refresh_drop(model, dir, o);
+        }
+    }
+
+    /// The default drop of port `o` in `direction`: there while a policy isolates it, with a
+    /// logging copy while its namespace logs.
+    fn refresh_drop(&mut self, model: &Model, direction: Direction, o: u32) {
+        let port_match = match direction {
+            Direction::Ingress => flow::reg1(o),
+            Direction::Egress => Oxm::InPort(o),
+        };
+        let table = direction.default_table();
+        let key = FlowKey::new(table, priority::NORMAL, vec![port_match]);
         let port = self.idx.ports.get(&o);
-        let value = match (port, self.isolated.get(&o)) {
+        let value = match (port, self.isolated.get(&(direction, o))) {
             (Some(port), Some(set)) if !set.is_empty() => {
                 let logging = namespace_logging(model, &port.pod.namespace);
                 let instructions = if logging {
-                    let ud = LogUserdata { disposition: Disposition::Drop, table_id: tables::INGRESS_DEFAULT_RULE, rule_id: o };
+                    let ud = LogUserdata { disposition: Disposition::Drop, table_id: table, rule_id: o };
                     vec![Instruction::ApplyActions(vec![flow::controller(&ud.encode(), self.cfg.meter_id, self.cfg.controller_id)])]
                 } else {
                     vec![]
@@ -625,200 +562,6 @@ fn reindex<K: Ord + Clone>(index: &mut BTreeMap<K, BTreeSet<ObjectRef>>, old: &B
     for k in new.difference(old) {
         index.entry(k.clone()).or_default().insert(r.clone());
     }
-}
-
-fn namespace_logging(model: &Model, ns: &str) -> bool {
-    model.namespaces.get(ns).is_some_and(|n| n.logging_enabled().unwrap_or(false))
-}
-
-/// Policies whose Egress part npagent does not enforce yet (the caller warns once each).
-pub fn policies_with_egress(model: &Model) -> Vec<ObjectRef> {
-    model.policies.iter().filter(|(_, p)| p.affects_egress).map(|(r, _)| r.clone()).collect()
-}
-
-/// Compiles one policy against the current model.
-fn compile_policy(model: &Model, idx: &Index, ids: &mut IdAllocator, cfg: &Config, r: &ObjectRef, policy: &Policy) -> Compiled {
-    let mut c = Compiled::default();
-    if !policy.affects_ingress {
-        return c;
-    }
-    let applied: Vec<(u32, &ObjectRef, &Pod)> = idx
-        .local_by_ns
-        .get(&policy.namespace)
-        .into_iter()
-        .flatten()
-        .filter_map(|o| {
-            let port = idx.ports.get(o)?;
-            let pod = model.pods.get(&port.pod)?;
-            policy.pod_selector.matches(&pod.labels).then_some((*o, &port.pod, pod))
-        })
-        .collect();
-    if applied.is_empty() {
-        return c;
-    }
-    c.isolates = applied.iter().map(|(o, _, _)| *o).collect();
-    let logging = namespace_logging(model, &policy.namespace);
-
-    for (ri, rule) in policy.ingress.iter().enumerate() {
-        let Ok(ri) = u32::try_from(ri) else { break };
-        let sources = if rule.from.is_empty() { None } else { Some(rule_sources(model, idx, policy, &rule.from, &mut c)) };
-        if sources.as_ref().is_some_and(|s| s.src.is_empty()) {
-            continue;
-        }
-        let mut state_groups = Vec::new();
-        let mut groups: BTreeMap<Vec<PortRange>, Vec<(u32, &ObjectRef)>> = BTreeMap::new();
-        for (o, pref, pod) in &applied {
-            if let Some(ports) = resolve_ports(&rule.ports, pod) {
-                groups.entry(ports).or_default().push((*o, pref));
-            }
-        }
-        for (ports, pods) in groups {
-            let key = RuleKey { policy: r.clone(), rule: ri, ports };
-            let id = ids.claim(&key);
-            let n: u8 = if key.ports.is_empty() { 2 } else { 3 };
-            let mut add = |fields: Vec<Oxm>, clause: u8| {
-                c.clauses.insert((FlowKey::new(tables::INGRESS_RULE, priority::NORMAL, fields), Conj { id, clause, n }));
-            };
-            match &sources {
-                None => {
-                    add(vec![Oxm::EthType(ETH_IP)], 0);
-                    add(vec![Oxm::EthType(ETH_IPV6)], 0);
-                }
-                Some(rs) => {
-                    for cidr in rs.src.keys() {
-                        add(flow::src_prefix(cidr), 0);
-                    }
-                }
-            }
-            for (o, _) in &pods {
-                add(vec![flow::reg1(*o)], 1);
-            }
-            for pr in &key.ports {
-                for (value, mask) in port_range_masks(pr.first, pr.last) {
-                    for eth in [ETH_IP, ETH_IPV6] {
-                        add(port_match(eth, pr.protocol, value, mask), 2);
-                    }
-                }
-            }
-            let rule_cookie = cookie::rule_cookie(&key);
-            let mut instructions = Vec::with_capacity(2);
-            if logging {
-                let ud = LogUserdata { disposition: Disposition::Allow, table_id: tables::INGRESS_RULE, rule_id: id };
-                instructions.push(Instruction::ApplyActions(vec![flow::controller(&ud.encode(), cfg.meter_id, cfg.controller_id)]));
-            }
-            instructions.push(flow::goto(tables::CONNTRACK_COMMIT));
-            c.owned.insert(
-                FlowKey::new(tables::INGRESS_RULE, priority::CONJ, vec![Oxm::ConjId(id)]),
-                FlowValue { cookie: rule_cookie, instructions },
-            );
-            let info = RuleInfo {
-                id,
-                policy: r.clone(),
-                name: None,
-                index: ri,
-                direction: Direction::Ingress,
-                priority: priority::CONJ,
-                applied_to: pods.iter().map(|(_, p)| (*p).clone()).collect(),
-                ports: key.ports.clone(),
-                cookie: rule_cookie,
-                deleted: false,
-            };
-            c.rules.insert(key, info);
-            state_groups.push((id, n));
-        }
-        if let Some(sources) = sources {
-            c.src_pods.extend(sources.members.keys().cloned());
-            if !state_groups.is_empty() {
-                c.rule_states.push(RuleState { index: ri, groups: state_groups, sources });
-            }
-        }
-    }
-    c
-}
-
-/// Source prefixes of a rule's `from` peers; records the namespaces it read.
-fn rule_sources(model: &Model, idx: &Index, policy: &Policy, from: &[Peer], c: &mut Compiled) -> RuleSources {
-    let mut rs = RuleSources::default();
-    for peer in from {
-        match peer {
-            Peer::IpBlock { cidr, except } => {
-                for p in subtract(*cidr, except) {
-                    rs.add(p);
-                }
-            }
-            Peer::Pods { pod_selector, namespace_selector } => {
-                let namespaces: Vec<&String> = match namespace_selector {
-                    Some(sel) => model.namespaces.values().filter(|n| sel.matches(&n.labels)).map(|n| &n.name).collect(),
-                    None => vec![&policy.namespace],
-                };
-                for ns in namespaces {
-                    if namespace_selector.is_some() {
-                        c.namespaces.insert(ns.clone());
-                    }
-                    for pref in idx.pods_by_ns.get(ns).into_iter().flatten() {
-                        let Some(pod) = model.pods.get(pref) else { continue };
-                        if pod.ips.is_empty()
-                            || rs.members.contains_key(pref)
-                            || !pod_selector.as_ref().is_none_or(|s| s.matches(&pod.labels))
-                        {
-                            continue;
-                        }
-                        rs.set_member(pref, Some(&pod.ips));
-                    }
-                }
-            }
-        }
-    }
-    rs
-}
-
-/// Whether `peer` of `policy` selects a pod of namespace `ns` (labels `ns_labels`) with
-/// labels `labels`.
-fn peer_selects(peer: &Peer, policy: &Policy, ns: &str, ns_labels: Option<&crate::model::Labels>, labels: &crate::model::Labels) -> bool {
-    match peer {
-        Peer::Pods { pod_selector, namespace_selector } => {
-            let ns_ok = match namespace_selector {
-                Some(s) => ns_labels.is_some_and(|l| s.matches(l)),
-                None => policy.namespace == ns,
-            };
-            ns_ok && pod_selector.as_ref().is_none_or(|s| s.matches(labels))
-        }
-        Peer::IpBlock { .. } => false,
-    }
-}
-
-/// The ports of a rule for one destination pod; `None` when the rule has ports and none of
-/// them exists on this pod (a named port it does not have).
-fn resolve_ports(specs: &[PortSpec], pod: &Pod) -> Option<Vec<PortRange>> {
-    if specs.is_empty() {
-        return Some(Vec::new());
-    }
-    let mut out = BTreeSet::new();
-    for s in specs {
-        let range = match &s.port {
-            None => Some((0, u16::MAX)),
-            Some(PortRef::Number(p)) => Some((*p, s.end_port.unwrap_or(*p).max(*p))),
-            Some(PortRef::Name(name)) => pod
-                .ports
-                .iter()
-                .find(|cp| cp.name.as_deref() == Some(name.as_str()) && cp.protocol == s.protocol)
-                .map(|cp| (cp.port, cp.port)),
-        };
-        if let Some((first, last)) = range {
-            out.insert(PortRange { protocol: s.protocol, first, last });
-        }
-    }
-    if out.is_empty() { None } else { Some(out.into_iter().collect()) }
-}
-
-fn port_match(eth: u16, proto: Protocol, value: u16, mask: u16) -> Vec<Oxm> {
-    let m = Masked::masked(value, mask);
-    let (ip_proto, field) = match proto {
-        Protocol::Tcp => (6, Oxm::TcpDst(m)),
-        Protocol::Udp => (17, Oxm::UdpDst(m)),
-        Protocol::Sctp => (132, Oxm::SctpDst(m)),
-    };
-    vec![Oxm::EthType(eth), Oxm::IpProto(ip_proto), field]
 }
 
 /// Compiles `model` from scratch with a fresh compiler: the flows, the rule table and the

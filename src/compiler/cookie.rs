@@ -3,6 +3,7 @@
 //! is, and the low 40 bits identify a rule (`conj_id` flows) or a port.
 
 use super::ids::RuleKey;
+use super::rules::Direction;
 use crate::model::Protocol;
 
 /// Top 16 bits of every npagent cookie ("NP").
@@ -63,6 +64,10 @@ pub fn rule_cookie(key: &RuleKey) -> u64 {
     h.bytes(&[0]);
     h.bytes(key.policy.name.as_bytes());
     h.bytes(&[0]);
+    // Ingress rules hash as they did before egress existed, so their cookies stay.
+    if key.direction == Direction::Egress {
+        h.bytes(b"egress\0");
+    }
     h.bytes(&key.rule.to_be_bytes());
     for p in &key.ports {
         let proto = match p.protocol {
@@ -112,6 +117,7 @@ mod tests {
     fn rule_cookies_are_stable_and_distinct() {
         let key = |name: &str, rule, ports: Vec<PortRange>| RuleKey {
             policy: ObjectRef { namespace: "x".into(), name: name.into() },
+            direction: Direction::Ingress,
             rule,
             ports,
         };
@@ -120,6 +126,7 @@ mod tests {
         assert_eq!(a, 0x4e50_02e0_63d6_5564);
         assert_ne!(a, rule_cookie(&key("a", 1, vec![])));
         assert_ne!(a, rule_cookie(&key("b", 0, vec![])));
+        assert_ne!(a, rule_cookie(&RuleKey { direction: Direction::Egress, ..key("a", 0, vec![]) }));
         let p = PortRange { protocol: Protocol::Tcp, first: 80, last: 80 };
         assert_ne!(a, rule_cookie(&key("a", 0, vec![p])));
         assert_eq!(kind(a), Some(Kind::Rule));

@@ -47,12 +47,25 @@ pub fn reg1(ofport: u32) -> Oxm {
 
 /// `ip,nw_src=<prefix>` or `ipv6,ipv6_src=<prefix>`.
 pub fn src_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
+    prefix(cidr, Oxm::Ipv4Src, Oxm::Ipv6Src)
+}
+
+/// `ip,nw_dst=<prefix>` or `ipv6,ipv6_dst=<prefix>`.
+pub fn dst_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
+    prefix(cidr, Oxm::Ipv4Dst, Oxm::Ipv6Dst)
+}
+
+fn prefix(
+    cidr: &crate::model::Cidr,
+    v4: fn(ofp::Masked<std::net::Ipv4Addr>) -> Oxm,
+    v6: fn(ofp::Masked<std::net::Ipv6Addr>) -> Oxm,
+) -> Vec<Oxm> {
     match cidr.addr {
         IpAddr::V4(a) => {
             let mask = if cidr.prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(cidr.prefix.min(32))) };
             let mut v = vec![Oxm::EthType(ETH_IP)];
             if mask != 0 {
-                v.push(Oxm::Ipv4Src(Masked::masked(a, mask.into())));
+                v.push(v4(Masked::masked(a, mask.into())));
             }
             v
         }
@@ -60,7 +73,7 @@ pub fn src_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
             let mask = if cidr.prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(cidr.prefix.min(128))) };
             let mut v = vec![Oxm::EthType(ETH_IPV6)];
             if mask != 0 {
-                v.push(Oxm::Ipv6Src(Masked::masked(a, mask.into())));
+                v.push(v6(Masked::masked(a, mask.into())));
             }
             v
         }

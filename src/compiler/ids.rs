@@ -7,6 +7,7 @@
 //! identity ([`super::cookie::rule_cookie`]).
 
 use super::cookie::{self, Kind};
+use super::rules::Direction;
 use super::tables;
 use crate::model::{ObjectRef, Protocol};
 use ofp::{FlowStats, Oxm};
@@ -20,11 +21,13 @@ pub struct PortRange {
     pub last: u16,
 }
 
-/// The identity of a compiled rule: the policy, the index of the ingress rule, and the
-/// resolved ports of one group of applied-to pods (empty = all ports).
+/// The identity of a compiled rule: the policy, the direction and index of the rule, and
+/// the resolved ports of one group (of applied-to pods for ingress, of destination pods for
+/// egress; empty = all ports).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RuleKey {
     pub policy: ObjectRef,
+    pub direction: Direction,
     pub rule: u32,
     pub ports: Vec<PortRange>,
 }
@@ -64,7 +67,8 @@ impl IdAllocator {
     pub fn recover(flows: &[FlowStats], grace: u64) -> Self {
         let mut a = IdAllocator::new(grace);
         for f in flows {
-            if f.table_id != tables::INGRESS_RULE || cookie::kind(f.cookie) != Some(Kind::Rule) {
+            let rule_table = [tables::INGRESS_RULE, tables::EGRESS_RULE].contains(&f.table_id);
+            if !rule_table || cookie::kind(f.cookie) != Some(Kind::Rule) {
                 continue;
             }
             let Some(id) = f.match_.fields.iter().find_map(|o| match o {
@@ -126,7 +130,7 @@ impl IdAllocator {
         for id in std::mem::take(&mut self.recovered).into_values() {
             self.recovered_ids.remove(&id);
             // The rule is unknown; keep the id reserved under a placeholder identity.
-            let key = RuleKey { policy: ObjectRef { namespace: String::new(), name: String::new() }, rule: id, ports: vec![] };
+            let key = RuleKey { policy: ObjectRef { namespace: String::new(), name: String::new() }, direction: Direction::Ingress, rule: id, ports: vec![] };
             self.released.insert(id, (key, until));
         }
         self.recovered_ids.clear();
@@ -171,7 +175,7 @@ mod tests {
     use super::*;
 
     fn key(name: &str, rule: u32) -> RuleKey {
-        RuleKey { policy: ObjectRef { namespace: "x".into(), name: name.into() }, rule, ports: vec![] }
+        RuleKey { policy: ObjectRef { namespace: "x".into(), name: name.into() }, direction: Direction::Ingress, rule, ports: vec![] }
     }
 
     #[test]

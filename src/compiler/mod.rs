@@ -10,6 +10,7 @@ pub mod flow;
 pub mod ids;
 pub mod normalize;
 pub mod pipeline;
+mod policy;
 pub mod ranges;
 pub mod rules;
 pub mod synthetic;
@@ -17,7 +18,7 @@ pub mod tables;
 pub mod text;
 pub mod userdata;
 
-pub use compile::{compile, policies_with_egress, Change, Compiler, Config};
+pub use compile::{compile, Change, Compiler, Config};
 pub use diff::{apply, diff, diff_keys, installed_from_stats};
 pub use flow::{DesiredFlows, FlowKey, FlowTable, FlowValue};
 pub use ids::{IdAllocator, PortRange, RuleKey};

@@ -46,7 +46,11 @@ pub fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
         // Anything from a pod's port that its own-address flows did not pass.
         (k(SPOOF_GUARD, priority::MISS, vec![]), drop()),
         (k(CONNTRACK_STATE, priority::NORMAL, vec![flow::ct_state(ct::INV | ct::TRK, 0)]), drop()),
-        (k(CONNTRACK_STATE, priority::MISS, vec![]), v(vec![flow::goto(L2_FORWARDING_CALC)])),
+        (k(CONNTRACK_STATE, priority::MISS, vec![]), v(vec![flow::goto(EGRESS_RULE)])),
+        (k(EGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::EST | ct::TRK, ct::NEW)]), v(vec![flow::goto(L2_FORWARDING_CALC)])),
+        (k(EGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::REL | ct::TRK, ct::NEW)]), v(vec![flow::goto(L2_FORWARDING_CALC)])),
+        (k(EGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(EGRESS_DEFAULT_RULE)])),
+        (k(EGRESS_DEFAULT_RULE, priority::MISS, vec![]), v(vec![flow::goto(L2_FORWARDING_CALC)])),
         // IP to a group MAC without a local pod IP destination: no pod may get it by flooding.
         (k(L2_FORWARDING_CALC, priority::NON_UNICAST, vec![Oxm::EthDst(Masked::masked(MAC_GROUP_BIT, MAC_GROUP_BIT))]), drop()),
         (k(L2_FORWARDING_CALC, priority::MISS, vec![]), v(vec![flow::goto(INGRESS_RULE)])),

@@ -8,6 +8,38 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Direction {
     Ingress,
+    Egress,
+}
+
+impl Direction {
+    /// The table of the direction's rules (conjunctions and their `conj_id` flows).
+    pub fn rule_table(self) -> u8 {
+        match self {
+            Direction::Ingress => super::tables::INGRESS_RULE,
+            Direction::Egress => super::tables::EGRESS_RULE,
+        }
+    }
+
+    /// The table of the direction's default drops.
+    pub fn default_table(self) -> u8 {
+        match self {
+            Direction::Ingress => super::tables::INGRESS_DEFAULT_RULE,
+            Direction::Egress => super::tables::EGRESS_DEFAULT_RULE,
+        }
+    }
+
+    /// The direction whose rules or default drops live in table `id`.
+    pub fn of_table(id: u8) -> Option<Direction> {
+        [Direction::Ingress, Direction::Egress].into_iter().find(|d| d.rule_table() == id || d.default_table() == id)
+    }
+
+    /// `Ingress` or `Egress`, as np.log prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Ingress => "Ingress",
+            Direction::Egress => "Egress",
+        }
+    }
 }
 
 /// One compiled rule, as the audit log names it.
@@ -19,12 +51,13 @@ pub struct RuleInfo {
     /// Kubernetes NetworkPolicy rules have no names: `None` (Antrea prints `<nil>`); formats
     /// that want a name can use [`RuleInfo::index`] (e.g. `ingress-0`).
     pub name: Option<String>,
-    /// Index of the rule in the policy's `spec.ingress`.
+    /// Index of the rule in the policy's `spec.ingress` or `spec.egress`.
     pub index: u32,
     pub direction: Direction,
     /// OpenFlow priority of the flow that logs it.
     pub priority: u16,
-    /// Local pods the rule applies to (this port group).
+    /// Local pods the rule applies to (for ingress, this port group's destinations; for
+    /// egress, the sources).
     pub applied_to: Vec<ObjectRef>,
     /// Resolved ports of this group (empty = all).
     pub ports: Vec<PortRange>,

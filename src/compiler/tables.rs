@@ -8,23 +8,30 @@ pub const CLASSIFIER: u8 = 0;
 pub const SPOOF_GUARD: u8 = 1;
 /// Drops invalid connections.
 pub const CONNTRACK_STATE: u8 = 2;
+/// Kubernetes NetworkPolicy egress rules (conjunctive matches on the source pod's port and
+/// the destination).
+pub const EGRESS_RULE: u8 = 3;
+/// Default drop of egress-isolated local pods (by the port they send from).
+pub const EGRESS_DEFAULT_RULE: u8 = 4;
 /// The local destination into `reg1 = ofport`: by IP address first, then by MAC; IP sent to
 /// a broadcast or multicast MAC without a local IP destination is dropped.
-pub const L2_FORWARDING_CALC: u8 = 3;
+pub const L2_FORWARDING_CALC: u8 = 5;
 /// Kubernetes NetworkPolicy ingress rules (conjunctive matches).
-pub const INGRESS_RULE: u8 = 4;
+pub const INGRESS_RULE: u8 = 6;
 /// Default drop of isolated local pods.
-pub const INGRESS_DEFAULT_RULE: u8 = 5;
+pub const INGRESS_DEFAULT_RULE: u8 = 7;
 /// Commits new connections that got this far.
-pub const CONNTRACK_COMMIT: u8 = 6;
+pub const CONNTRACK_COMMIT: u8 = 8;
 /// Output to the local pod in `reg1`, else NORMAL (destinations beyond the node's pods).
-pub const OUTPUT: u8 = 7;
+pub const OUTPUT: u8 = 9;
 
 /// Every table, in pipeline order: (id, name).
-pub const TABLES: [(u8, &str); 8] = [
+pub const TABLES: [(u8, &str); 10] = [
     (CLASSIFIER, "Classifier"),
     (SPOOF_GUARD, "SpoofGuard"),
     (CONNTRACK_STATE, "ConntrackState"),
+    (EGRESS_RULE, "EgressRule"),
+    (EGRESS_DEFAULT_RULE, "EgressDefaultRule"),
     (L2_FORWARDING_CALC, "L2ForwardingCalc"),
     (INGRESS_RULE, "IngressRule"),
     (INGRESS_DEFAULT_RULE, "IngressDefaultRule"),
@@ -77,7 +84,7 @@ mod tests {
             assert_eq!(table_name(id), Some(name));
             assert_eq!(table_id(name), Some(id));
         }
-        assert_eq!(table_name(8), None);
+        assert_eq!(table_name(10), None);
         assert_eq!(table_id("Nope"), None);
     }
 }

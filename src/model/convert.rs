@@ -3,7 +3,7 @@
 //! and the field path named.
 
 use super::{
-    Cidr, ContainerPort, IngressRule, LabelSelector, Labels, Namespace, Peer, Policy, PortRef,
+    Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, Namespace, Peer, Policy, PortRef,
     PortSpec, Protocol, Requirement, SelectorOp,
 };
 use k8s_openapi::api::core::v1 as core;
@@ -171,7 +171,20 @@ pub fn policy(np: &net::NetworkPolicy) -> Result<Policy, ConvertError> {
         }
         ingress.push(IngressRule { from, ports });
     }
-    Ok(Policy { namespace, name, pod_selector, affects_ingress, affects_egress, ingress })
+    let mut egress = Vec::new();
+    for (ri, rule) in spec.egress.iter().flatten().enumerate() {
+        let path = format!("spec.egress[{ri}]");
+        let mut to = Vec::new();
+        for (pi, peer) in rule.to.iter().flatten().enumerate() {
+            to.push(convert_peer(&ctx, &format!("{path}.to[{pi}]"), peer)?);
+        }
+        let mut ports = Vec::new();
+        for (pi, port) in rule.ports.iter().flatten().enumerate() {
+            ports.push(convert_port(&ctx, &format!("{path}.ports[{pi}]"), port)?);
+        }
+        egress.push(EgressRule { to, ports });
+    }
+    Ok(Policy { namespace, name, pod_selector, affects_ingress, affects_egress, ingress, egress })
 }
 
 fn convert_peer(ctx: &Ctx, path: &str, peer: &net::NetworkPolicyPeer) -> Result<Peer, ConvertError> {

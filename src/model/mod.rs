@@ -100,6 +100,14 @@ pub struct IngressRule {
     pub ports: Vec<PortSpec>,
 }
 
+/// One egress rule. Empty `to` = all destinations; empty `ports` = all ports. A named port
+/// resolves on the destination pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressRule {
+    pub to: Vec<Peer>,
+    pub ports: Vec<PortSpec>,
+}
+
 /// A NetworkPolicy (networking.k8s.io/v1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
@@ -108,9 +116,17 @@ pub struct Policy {
     pub pod_selector: LabelSelector,
     /// Ingress is in the effective policyTypes (explicit, or defaulted).
     pub affects_ingress: bool,
-    /// Egress is in the effective policyTypes (not enforced yet).
+    /// Egress is in the effective policyTypes.
     pub affects_egress: bool,
     pub ingress: Vec<IngressRule>,
+    pub egress: Vec<EgressRule>,
+}
+
+impl Policy {
+    /// Every peer of the policy's rules, ingress `from` and egress `to` alike.
+    pub fn peers(&self) -> impl Iterator<Item = &Peer> {
+        self.ingress.iter().flat_map(|r| &r.from).chain(self.egress.iter().flat_map(|r| &r.to))
+    }
 }
 
 /// A port of the bridge that belongs to a local pod (from OVSDB).

@@ -1,0 +1,485 @@
+//! One NetworkPolicy against the current model: the flows it contributes, the ports it
+//! isolates, the rules the audit log can name, and what it read (peer pods, namespaces).
+//!
+//! Every rule becomes one conjunction per port group: clause 1 the peers (ingress: source
+//! prefixes; egress: destination prefixes), clause 2 the applied-to local pods (ingress:
+//! `reg1=<ofport>`, the destination L2ForwardingCalc found; egress: `in_port=<ofport>`, the
+//! source SpoofGuard vouched for), clause 3 the ports. A named port resolves on the
+//! destination: for ingress on the applied-to pod, for egress on the peer pod, so port groups
+//! split the applied-to pods (ingress) or the destination pods (egress).
+
+use super::cookie;
+use super::flow::{self, FlowKey, FlowValue, ETH_IP, ETH_IPV6};
+use super::ids::{IdAllocator, PortRange, RuleKey};
+use super::ranges::{port_range_masks, subtract};
+use super::rules::{Direction, RuleInfo};
+use super::tables::{self, priority};
+use super::userdata::{Disposition, LogUserdata};
+use super::Config;
+use crate::model::{Cidr, Labels, LocalPort, Model, ObjectRef, Peer, Pod, Policy, PortRef, PortSpec, Protocol};
+use ofp::{Instruction, Masked, Oxm};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+/// One `conjunction(id, clause+1/n)` action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct Conj {
+    pub id: u32,
+    pub clause: u8,
+    pub n: u8,
+}
+
+/// What one policy contributes.
+#[derive(Debug, Default)]
+pub(super) struct Compiled {
+    pub clauses: BTreeSet<(FlowKey, Conj)>,
+    pub owned: BTreeMap<FlowKey, FlowValue>,
+    /// Local ports it isolates, per direction.
+    pub isolates: BTreeSet<(Direction, u32)>,
+    /// Pods its peers selected.
+    pub peer_pods: BTreeSet<ObjectRef>,
+    pub namespaces: BTreeSet<String>,
+    pub rules: BTreeMap<RuleKey, RuleInfo>,
+    /// Rules with peers that produced flows and whose flows a peer pod change can patch.
+    pub rule_states: Vec<RuleState>,
+}
+
+impl Compiled {
+    /// Whether the policy contributes or read nothing.
+    pub fn is_empty(&self) -> bool {
+        self.clauses.is_empty()
+            && self.owned.is_empty()
+            && self.isolates.is_empty()
+            && self.rules.is_empty()
+            && self.peer_pods.is_empty()
+            && self.namespaces.is_empty()
+    }
+}
+
+/// The peer prefixes of one rule, and the conjunctions they feed.
+#[derive(Debug)]
+pub(super) struct RuleState {
+    pub direction: Direction,
+    pub index: u32,
+    /// (conjunction id, number of clauses) of each port group.
+    pub groups: Vec<(u32, u8)>,
+    pub peers: RulePeers,
+}
+
+/// Peer prefixes of a rule with how many reasons each has (a peer pod's address, an ipBlock
+/// prefix), and the peer pods counted with the addresses they were counted with.
+#[derive(Debug, Default)]
+pub(super) struct RulePeers {
+    pub prefixes: BTreeMap<Cidr, u32>,
+    pub members: BTreeMap<ObjectRef, Vec<IpAddr>>,
+}
+
+impl RulePeers {
+    fn add(&mut self, c: Cidr) -> bool {
+        let n = self.prefixes.entry(c).or_insert(0);
+        *n += 1;
+        *n == 1
+    }
+
+    fn sub(&mut self, c: Cidr) -> bool {
+        match self.prefixes.get_mut(&c) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            Some(_) => {
+                self.prefixes.remove(&c);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sets pod `r`'s addresses (`None`: not a member); returns the prefixes that disappeared
+    /// and those that appeared.
+    pub fn set_member(&mut self, r: &ObjectRef, ips: Option<&Vec<IpAddr>>) -> (Vec<Cidr>, Vec<Cidr>) {
+        let mut removed = Vec::new();
+        let mut added = Vec::new();
+        if let Some(old) = self.members.remove(r) {
+            for ip in old {
+                if self.sub(Cidr::host(ip)) {
+                    removed.push(Cidr::host(ip));
+                }
+            }
+        }
+        if let Some(ips) = ips {
+            self.members.insert(r.clone(), ips.clone());
+            for ip in ips {
+                if self.add(Cidr::host(*ip)) {
+                    added.push(Cidr::host(*ip));
+                }
+            }
+        }
+        let both: BTreeSet<Cidr> = removed.iter().filter(|c| added.contains(c)).copied().collect();
+        removed.retain(|c| !both.contains(c));
+        added.retain(|c| !both.contains(c));
+        (removed, added)
+    }
+}
+
+/// The model indexes a policy's translation reads.
+pub(super) struct Lookup<'a> {
+    pub model: &'a Model,
+    pub ports: &'a BTreeMap<u32, LocalPort>,
+    pub local_by_ns: &'a BTreeMap<String, BTreeSet<u32>>,
+    pub pods_by_ns: &'a BTreeMap<String, BTreeSet<ObjectRef>>,
+}
+
+/// A rule's peers as a clause flow match (`ip,nw_src=...` for ingress, `ip,nw_dst=...` for
+/// egress).
+pub(super) fn peer_match(direction: Direction, cidr: &Cidr) -> Vec<Oxm> {
+    match direction {
+        Direction::Ingress => flow::src_prefix(cidr),
+        Direction::Egress => flow::dst_prefix(cidr),
+    }
+}
+
+/// The applied-to clause of a local pod's port.
+fn applied_match(direction: Direction, ofport: u32) -> Oxm {
+    match direction {
+        Direction::Ingress => flow::reg1(ofport),
+        Direction::Egress => Oxm::InPort(ofport),
+    }
+}
+
+/// The table a packet an egress or ingress rule allowed goes on to.
+fn after_allow(direction: Direction) -> u8 {
+    match direction {
+        Direction::Ingress => tables::CONNTRACK_COMMIT,
+        Direction::Egress => tables::L2_FORWARDING_CALC,
+    }
+}
+
+/// Whether one of the policy's egress rules sends to every pod with a named port (empty `to`
+/// and a named port): then every pod of the cluster is a potential peer.
+pub(super) fn reads_every_pod(policy: &Policy) -> bool {
+    policy.egress.iter().any(|r| r.to.is_empty() && r.ports.iter().any(is_named))
+}
+
+/// Whether the policy has an egress rule with a named port (its flows depend on the
+/// destination pods' container ports, so peer changes recompile it).
+pub(super) fn has_named_egress(policy: &Policy) -> bool {
+    policy.egress.iter().any(|r| r.ports.iter().any(is_named))
+}
+
+fn is_named(s: &PortSpec) -> bool {
+    matches!(s.port, Some(PortRef::Name(_)))
+}
+
+/// The policy's peers of rule `index` in `direction`.
+pub(super) fn rule_peers(policy: &Policy, direction: Direction, index: u32) -> Option<&[Peer]> {
+    let i = usize::try_from(index).ok()?;
+    match direction {
+        Direction::Ingress => policy.ingress.get(i).map(|r| r.from.as_slice()),
+        Direction::Egress => policy.egress.get(i).map(|r| r.to.as_slice()),
+    }
+}
+
+/// Every rule of the policy with peers: (direction, index, peers).
+pub(super) fn rules_with_peers(policy: &Policy) -> impl Iterator<Item = (Direction, u32, &[Peer])> {
+    fn indexed<'p>(d: Direction, peers: impl Iterator<Item = &'p [Peer]>) -> impl Iterator<Item = (Direction, u32, &'p [Peer])> {
+        peers.enumerate().filter_map(move |(i, p)| u32::try_from(i).ok().map(|i| (d, i, p)))
+    }
+    let ingress = indexed(Direction::Ingress, policy.ingress.iter().map(|r| r.from.as_slice()));
+    let egress = indexed(Direction::Egress, policy.egress.iter().map(|r| r.to.as_slice()));
+    ingress.chain(egress).filter(|(_, _, p)| !p.is_empty())
+}
+
+/// Whether some peer of the policy selects a pod of namespace `ns` (labels `ns_labels`) with
+/// labels `labels`, or every pod is its peer ([`reads_every_pod`]).
+pub(super) fn selects_peer(policy: &Policy, ns: &str, ns_labels: Option<&Labels>, labels: &Labels) -> bool {
+    reads_every_pod(policy) || policy.peers().any(|peer| peer_selects(peer, policy, ns, ns_labels, labels))
+}
+
+/// Whether `peer` of `policy` selects a pod of namespace `ns` with labels `labels`.
+pub(super) fn peer_selects(peer: &Peer, policy: &Policy, ns: &str, ns_labels: Option<&Labels>, labels: &Labels) -> bool {
+    match peer {
+        Peer::Pods { pod_selector, namespace_selector } => {
+            let ns_ok = match namespace_selector {
+                Some(s) => ns_labels.is_some_and(|l| s.matches(l)),
+                None => policy.namespace == ns,
+            };
+            ns_ok && pod_selector.as_ref().is_none_or(|s| s.matches(labels))
+        }
+        Peer::IpBlock { .. } => false,
+    }
+}
+
+/// Translates one policy. `ids` hands out (or recalls) the conjunction ids of its rules.
+pub(super) fn compile_policy(lk: &Lookup<'_>, ids: &mut IdAllocator, cfg: &Config, r: &ObjectRef, policy: &Policy) -> Compiled {
+    let mut c = Compiled::default();
+    if !policy.affects_ingress && !policy.affects_egress {
+        return c;
+    }
+    let applied: Vec<Applied<'_>> = lk
+        .local_by_ns
+        .get(&policy.namespace)
+        .into_iter()
+        .flatten()
+        .filter_map(|o| {
+            let port = lk.ports.get(o)?;
+            let pod = lk.model.pods.get(&port.pod)?;
+            policy.pod_selector.matches(&pod.labels).then_some(Applied { ofport: *o, pod_ref: &port.pod, pod })
+        })
+        .collect();
+    if applied.is_empty() {
+        return c;
+    }
+    let mut pc = PolicyCompiler {
+        lk,
+        ids,
+        cfg,
+        r,
+        policy,
+        applied,
+        logging: namespace_logging(lk.model, &policy.namespace),
+        c: &mut c,
+    };
+    if policy.affects_ingress {
+        pc.isolate(Direction::Ingress);
+        for (ri, rule) in policy.ingress.iter().enumerate() {
+            let Ok(ri) = u32::try_from(ri) else { break };
+            pc.ingress_rule(ri, &rule.from, &rule.ports);
+        }
+    }
+    if policy.affects_egress {
+        pc.isolate(Direction::Egress);
+        for (ri, rule) in policy.egress.iter().enumerate() {
+            let Ok(ri) = u32::try_from(ri) else { break };
+            pc.egress_rule(ri, &rule.to, &rule.ports);
+        }
+    }
+    c
+}
+
+/// Whether the Namespace `ns` asks for audit logging.
+pub(super) fn namespace_logging(model: &Model, ns: &str) -> bool {
+    model.namespaces.get(ns).is_some_and(|n| n.logging_enabled().unwrap_or(false))
+}
+
+/// A local pod a policy applies to.
+struct Applied<'a> {
+    ofport: u32,
+    pod_ref: &'a ObjectRef,
+    pod: &'a Pod,
+}
+
+struct PolicyCompiler<'a, 'm> {
+    lk: &'a Lookup<'m>,
+    ids: &'a mut IdAllocator,
+    cfg: &'a Config,
+    r: &'a ObjectRef,
+    policy: &'a Policy,
+    applied: Vec<Applied<'m>>,
+    logging: bool,
+    c: &'a mut Compiled,
+}
+
+impl PolicyCompiler<'_, '_> {
+    fn isolate(&mut self, direction: Direction) {
+        self.c.isolates.extend(self.applied.iter().map(|a| (direction, a.ofport)));
+    }
+
+    /// Ingress: named ports resolve on the applied-to pods, so they split into port groups.
+    fn ingress_rule(&mut self, ri: u32, from: &[Peer], ports: &[PortSpec]) {
+        let dir = Direction::Ingress;
+        let peers = (!from.is_empty()).then(|| self.peers(from));
+        if peers.as_ref().is_some_and(|p| p.prefixes.is_empty()) {
+            return;
+        }
+        let peer_clause = peer_clause(dir, peers.as_ref().map(|p| p.prefixes.keys()));
+        let mut groups: BTreeMap<Vec<PortRange>, Vec<(u32, ObjectRef)>> = BTreeMap::new();
+        for a in &self.applied {
+            if let Some(resolved) = resolve_ports(ports, Some(a.pod)) {
+                groups.entry(resolved).or_default().push((a.ofport, a.pod_ref.clone()));
+            }
+        }
+        let mut state_groups = Vec::new();
+        for (resolved, pods) in groups {
+            let key = RuleKey { policy: self.r.clone(), direction: dir, rule: ri, ports: resolved };
+            state_groups.push(self.conjunction(key, &peer_clause, pods));
+        }
+        if let Some(peers) = peers {
+            self.c.peer_pods.extend(peers.members.keys().cloned());
+            if !state_groups.is_empty() {
+                self.c.rule_states.push(RuleState { direction: dir, index: ri, groups: state_groups, peers });
+            }
+        }
+    }
+
+    /// Egress: numeric ports apply to every destination; named ports resolve on each
+    /// destination pod (of the peers, or of the whole cluster when `to` is empty), so they
+    /// split the destination pods into port groups.
+    fn egress_rule(&mut self, ri: u32, to: &[Peer], ports: &[PortSpec]) {
+        let dir = Direction::Egress;
+        let peers = (!to.is_empty()).then(|| self.peers(to));
+        let (named, numeric): (Vec<PortSpec>, Vec<PortSpec>) = ports.iter().cloned().partition(is_named);
+        let sources: Vec<(u32, ObjectRef)> = self.applied.iter().map(|a| (a.ofport, a.pod_ref.clone())).collect();
+        let mut state_groups = Vec::new();
+        if ports.is_empty() || !numeric.is_empty() {
+            let peer_clause = peer_clause(dir, peers.as_ref().map(|p| p.prefixes.keys()));
+            if !peer_clause.is_empty() {
+                let resolved = resolve_ports(&numeric, None).unwrap_or_default();
+                let key = RuleKey { policy: self.r.clone(), direction: dir, rule: ri, ports: resolved };
+                state_groups.push(self.conjunction(key, &peer_clause, sources.clone()));
+            }
+        }
+        if !named.is_empty() {
+            let model = self.lk.model;
+            let destinations: Vec<(&ObjectRef, &Pod)> = match &peers {
+                Some(p) => p.members.keys().filter_map(|r| model.pods.get_key_value(r)).collect(),
+                None => model.pods.iter().filter(|(_, pod)| !pod.ips.is_empty()).collect(),
+            };
+            let mut groups: BTreeMap<Vec<PortRange>, BTreeSet<Cidr>> = BTreeMap::new();
+            for (pref, pod) in destinations {
+                if let Some(resolved) = resolve_ports(&named, Some(pod)) {
+                    groups.entry(resolved).or_default().extend(pod.ips.iter().map(|ip| Cidr::host(*ip)));
+                    self.c.peer_pods.insert(pref.clone());
+                }
+            }
+            for (resolved, cidrs) in groups {
+                let key = RuleKey { policy: self.r.clone(), direction: dir, rule: ri, ports: resolved };
+                let clause = peer_clause(dir, Some(cidrs.iter()));
+                self.conjunction(key, &clause, sources.clone());
+            }
+        }
+        if let Some(peers) = peers {
+            self.c.peer_pods.extend(peers.members.keys().cloned());
+            // Rules with named ports are recompiled on every peer change: no patch state.
+            if named.is_empty() && !state_groups.is_empty() {
+                self.c.rule_states.push(RuleState { direction: dir, index: ri, groups: state_groups, peers });
+            }
+        }
+    }
+
+    /// Adds one conjunction: its clause flows, its `conj_id` flow and its rule.
+    fn conjunction(&mut self, key: RuleKey, peer_clause: &[Vec<Oxm>], applied: Vec<(u32, ObjectRef)>) -> (u32, u8) {
+        let dir = key.direction;
+        let table = dir.rule_table();
+        let id = self.ids.claim(&key);
+        let n: u8 = if key.ports.is_empty() { 2 } else { 3 };
+        let mut add = |fields: Vec<Oxm>, clause: u8| {
+            self.c.clauses.insert((FlowKey::new(table, priority::NORMAL, fields), Conj { id, clause, n }));
+        };
+        for fields in peer_clause {
+            add(fields.clone(), 0);
+        }
+        for (o, _) in &applied {
+            add(vec![applied_match(dir, *o)], 1);
+        }
+        for pr in &key.ports {
+            for (value, mask) in port_range_masks(pr.first, pr.last) {
+                for eth in [ETH_IP, ETH_IPV6] {
+                    add(port_match(eth, pr.protocol, value, mask), 2);
+                }
+            }
+        }
+        let rule_cookie = cookie::rule_cookie(&key);
+        let mut instructions = Vec::with_capacity(2);
+        if self.logging {
+            let ud = LogUserdata { disposition: Disposition::Allow, table_id: table, rule_id: id };
+            instructions.push(Instruction::ApplyActions(vec![flow::controller(&ud.encode(), self.cfg.meter_id, self.cfg.controller_id)]));
+        }
+        instructions.push(flow::goto(after_allow(dir)));
+        self.c.owned.insert(FlowKey::new(table, priority::CONJ, vec![Oxm::ConjId(id)]), FlowValue { cookie: rule_cookie, instructions });
+        let info = RuleInfo {
+            id,
+            policy: self.r.clone(),
+            name: None,
+            index: key.rule,
+            direction: dir,
+            priority: priority::CONJ,
+            applied_to: applied.into_iter().map(|(_, p)| p).collect(),
+            ports: key.ports.clone(),
+            cookie: rule_cookie,
+            deleted: false,
+        };
+        self.c.rules.insert(key, info);
+        (id, n)
+    }
+
+    /// The prefixes of a rule's peers; records the namespaces it read.
+    fn peers(&mut self, peers: &[Peer]) -> RulePeers {
+        let model = self.lk.model;
+        let mut rp = RulePeers::default();
+        for peer in peers {
+            match peer {
+                Peer::IpBlock { cidr, except } => {
+                    for p in subtract(*cidr, except) {
+                        rp.add(p);
+                    }
+                }
+                Peer::Pods { pod_selector, namespace_selector } => {
+                    let namespaces: Vec<&String> = match namespace_selector {
+                        Some(sel) => model.namespaces.values().filter(|n| sel.matches(&n.labels)).map(|n| &n.name).collect(),
+                        None => vec![&self.policy.namespace],
+                    };
+                    for ns in namespaces {
+                        if namespace_selector.is_some() {
+                            self.c.namespaces.insert(ns.clone());
+                        }
+                        for pref in self.lk.pods_by_ns.get(ns).into_iter().flatten() {
+                            let Some(pod) = model.pods.get(pref) else { continue };
+                            if pod.ips.is_empty()
+                                || rp.members.contains_key(pref)
+                                || !pod_selector.as_ref().is_none_or(|s| s.matches(&pod.labels))
+                            {
+                                continue;
+                            }
+                            rp.set_member(pref, Some(&pod.ips));
+                        }
+                    }
+                }
+            }
+        }
+        rp
+    }
+}
+
+/// The peer clause's matches: the prefixes, or any IPv4 and IPv6 when the rule has no peers.
+fn peer_clause<'c>(direction: Direction, prefixes: Option<impl Iterator<Item = &'c Cidr>>) -> Vec<Vec<Oxm>> {
+    match prefixes {
+        None => vec![vec![Oxm::EthType(ETH_IP)], vec![Oxm::EthType(ETH_IPV6)]],
+        Some(p) => p.map(|c| peer_match(direction, c)).collect(),
+    }
+}
+
+/// The ports of a rule for one destination pod (`None`: numeric ports only); `None` when the
+/// rule has ports and none of them exists there (a named port the pod does not have).
+fn resolve_ports(specs: &[PortSpec], pod: Option<&Pod>) -> Option<Vec<PortRange>> {
+    if specs.is_empty() {
+        return Some(Vec::new());
+    }
+    let mut out = BTreeSet::new();
+    for s in specs {
+        let range = match &s.port {
+            None => Some((0, u16::MAX)),
+            Some(PortRef::Number(p)) => Some((*p, s.end_port.unwrap_or(*p).max(*p))),
+            Some(PortRef::Name(name)) => pod.and_then(|pod| {
+                pod.ports
+                    .iter()
+                    .find(|cp| cp.name.as_deref() == Some(name.as_str()) && cp.protocol == s.protocol)
+                    .map(|cp| (cp.port, cp.port))
+            }),
+        };
+        if let Some((first, last)) = range {
+            out.insert(PortRange { protocol: s.protocol, first, last });
+        }
+    }
+    if out.is_empty() { None } else { Some(out.into_iter().collect()) }
+}
+
+fn port_match(eth: u16, proto: Protocol, value: u16, mask: u16) -> Vec<Oxm> {
+    let m = Masked::masked(value, mask);
+    let (ip_proto, field) = match proto {
+        Protocol::Tcp => (6, Oxm::TcpDst(m)),
+        Protocol::Udp => (17, Oxm::UdpDst(m)),
+        Protocol::Sctp => (132, Oxm::SctpDst(m)),
+    };
+    vec![Oxm::EthType(eth), Oxm::IpProto(ip_proto), field]
+}

@@ -1,0 +1,106 @@
+//! Evaluates a direction's policy tables for a new connection the way OVS does: a
+//! conjunction fires when every one of its clauses has a matching flow at the same priority,
+//! and then its `conj_id` flow applies; otherwise the table-miss leads to the default drop
+//! table, where a flow for the applied-to port drops. Shared by the compiler's semantic tests.
+#![allow(dead_code)]
+
+use npagent::compiler::{Direction, FlowTable};
+use ofp::{Action, Instruction, Oxm};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Drop,
+}
+
+/// A new connection as one direction's tables see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Packet {
+    /// The other end: the source for ingress, the destination for egress.
+    pub peer: IpAddr,
+    /// The applied-to local pod's port: the destination (`reg1`) for ingress, the source
+    /// (`in_port`) for egress.
+    pub ofport: u32,
+    pub proto: u8,
+    pub dport: u16,
+}
+
+fn prefix_matches(addr: IpAddr, want: Option<(u128, u128)>) -> bool {
+    let value = match addr {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    };
+    want.is_some_and(|(v, mask)| value & mask == v & mask)
+}
+
+fn v4(m: &ofp::Masked<std::net::Ipv4Addr>, addr: IpAddr) -> bool {
+    addr.is_ipv4() && prefix_matches(addr, Some((u32::from(m.value).into(), m.mask.map_or(u32::MAX, u32::from).into())))
+}
+
+fn v6(m: &ofp::Masked<std::net::Ipv6Addr>, addr: IpAddr) -> bool {
+    addr.is_ipv6() && prefix_matches(addr, Some((m.value.into(), m.mask.map_or(u128::MAX, u128::from))))
+}
+
+fn field_matches(f: &Oxm, dir: Direction, p: &Packet) -> bool {
+    let eth = if p.peer.is_ipv4() { 0x0800 } else { 0x86dd };
+    match (f, dir) {
+        (Oxm::EthType(t), _) => *t == eth,
+        (Oxm::IpProto(x), _) => *x == p.proto,
+        (Oxm::Ipv4Src(m), Direction::Ingress) | (Oxm::Ipv4Dst(m), Direction::Egress) => v4(m, p.peer),
+        (Oxm::Ipv6Src(m), Direction::Ingress) | (Oxm::Ipv6Dst(m), Direction::Egress) => v6(m, p.peer),
+        (Oxm::TcpDst(m) | Oxm::UdpDst(m) | Oxm::SctpDst(m), _) => {
+            let want = match f {
+                Oxm::TcpDst(_) => 6,
+                Oxm::UdpDst(_) => 17,
+                _ => 132,
+            };
+            let mask = m.mask.unwrap_or(u16::MAX);
+            p.proto == want && p.dport & mask == m.value & mask
+        }
+        (Oxm::XReg { index: 0, value }, Direction::Ingress) => {
+            let reg = u64::from(p.ofport);
+            let mask = value.mask.unwrap_or(u64::MAX);
+            reg & mask == value.value & mask
+        }
+        (Oxm::InPort(o), Direction::Egress) => *o == p.ofport,
+        (other, _) => panic!("unexpected field in {dir:?} policy tables: {other:?}"),
+    }
+}
+
+/// The verdict of `dir`'s policy tables on a new connection.
+pub fn verdict(flows: &FlowTable, dir: Direction, p: &Packet) -> Verdict {
+    let mut clauses: BTreeMap<u32, (u8, BTreeSet<u8>)> = BTreeMap::new();
+    for (k, v) in flows.range(..) {
+        if k.table != dir.rule_table() || k.priority != 200 {
+            continue;
+        }
+        if !k.match_.fields.iter().all(|f| field_matches(f, dir, p)) {
+            continue;
+        }
+        for i in &v.instructions {
+            if let Instruction::ApplyActions(acts) = i {
+                for a in acts {
+                    if let Action::Conjunction { id, clause, n_clauses } = a {
+                        let e = clauses.entry(*id).or_insert((*n_clauses, BTreeSet::new()));
+                        e.1.insert(*clause);
+                    }
+                }
+            }
+        }
+    }
+    for (id, (n, seen)) in clauses {
+        if seen.len() == usize::from(n) {
+            let has_conj_flow = flows.keys().any(|k| {
+                k.table == dir.rule_table() && k.priority == 190 && k.match_.fields == vec![Oxm::ConjId(id)]
+            });
+            assert!(has_conj_flow, "conjunction {id} has no conj_id flow");
+            return Verdict::Allow;
+        }
+    }
+    let isolated = flows.keys().any(|k| {
+        k.table == dir.default_table() && k.priority == 200 && k.match_.fields.iter().all(|f| field_matches(f, dir, p))
+    });
+    if isolated { Verdict::Drop } else { Verdict::Allow }
+}
