@@ -115,14 +115,14 @@ fn write_errors_are_counted_and_writing_resumes() {
     let cfg = config(&path, Duration::from_secs(1));
     let sink = npagent::audit::RotatingWriter::new(cfg.writer.clone());
     let mut p = Pipeline::new(&cfg, Arc::new(resolver()), sink, Arc::clone(&stats));
-    p.handle(&allow_tcp_80(), t_allow()).unwrap();
+    p.handle(&allow_tcp_80(), clocks(t_allow())).unwrap();
     assert!(p.flush().is_err());
-    p.handle(&allow_tcp_80(), t_allow()).unwrap();
+    p.handle(&allow_tcp_80(), clocks(t_allow())).unwrap();
     assert!(p.flush().is_err());
     assert_eq!(stats.snapshot().write_errors, 2);
     std::fs::remove_file(&blocker).unwrap();
-    p.handle(&drop_icmp(), t_drop()).unwrap();
-    p.shutdown(t_drop() + Duration::from_millis(10)).unwrap();
+    p.handle(&drop_icmp(), clocks(t_drop())).unwrap();
+    p.shutdown(clocks(t_drop() + Duration::from_millis(10))).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(text.lines().count(), 3, "{text}");
     assert_eq!(stats.snapshot().entries_written, 3);
