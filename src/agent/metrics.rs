@@ -107,7 +107,11 @@ pub fn render(agent: &AgentMetrics, audit: &AuditStats) -> String {
             "Packet-ins shed because npagent's queues were full.",
             snap.shed_by_queue + get(&agent.packet_in_dropped_by_connection),
         ),
-        ("npagent_metrics_accept_errors_total", "Failed accepts on the metrics endpoint.", get(&agent.metrics_accept_errors)),
+        (
+            "npagent_metrics_accept_errors_total",
+            "Failed accepts on the metrics endpoint.",
+            get(&agent.metrics_accept_errors),
+        ),
         (
             "npagent_metrics_connections_refused_total",
             "Metrics connections refused because the endpoint was serving its maximum.",
