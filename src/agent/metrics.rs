@@ -95,16 +95,25 @@ pub fn render(agent: &AgentMetrics, audit: &AuditStats) -> String {
     let snap = audit.snapshot();
     let counters = [
         ("npagent_switch_reconnects_total", "Connections to the switch after the first.", get(&agent.reconnects)),
-        ("npagent_packet_ins_received_total", "Packet-ins received from the switch.", snap.packet_ins),
+        (
+            "npagent_packet_ins_received_total",
+            "Packet-ins received from the switch: decoded, undecodable, unresolved or shed.",
+            snap.packet_ins + get(&agent.packet_in_dropped_by_connection),
+        ),
         ("npagent_packet_ins_decoded_total", "Packet-ins decoded into audit entries.", snap.decoded),
         ("npagent_packet_ins_undecodable_total", "Packet-ins that could not be decoded.", snap.undecodable),
+        (
+            "npagent_packet_ins_unresolved_total",
+            "Packet-ins of an Allow rule npagent no longer knows (deleted beyond the grace period).",
+            snap.unresolved,
+        ),
         ("npagent_audit_entries_written_total", "Audit log lines written.", snap.entries_written),
         ("npagent_audit_write_errors_total", "Failed writes to the audit log.", snap.write_errors),
         ("npagent_audit_lines_discarded_total", "Audit lines discarded while the log was unwritable.", snap.lines_discarded),
         ("npagent_audit_shed_by_meter_total", "Logging packets the switch's meter dropped.", get(&agent.shed_by_meter)),
         (
             "npagent_audit_shed_by_queue_total",
-            "Packet-ins shed because npagent's queues were full.",
+            "Packet-ins shed because npagent's queues were full (or the audit logger had stopped).",
             snap.shed_by_queue + get(&agent.packet_in_dropped_by_connection),
         ),
         (

@@ -63,7 +63,7 @@ pub struct AuditStats {
     pub write_errors: AtomicU64,
     /// Lines thrown away because the file could not be written for too long.
     pub lines_discarded: AtomicU64,
-    /// Packet-ins dropped because the queue was full.
+    /// Packet-ins dropped because the queue was full (or the logger had stopped).
     pub shed_by_queue: AtomicU64,
 }
 
@@ -318,17 +318,14 @@ pub struct AuditSender {
 }
 
 impl AuditSender {
-    /// Queues a packet-in; `false` if it was shed (queue full) or the logger is gone.
+    /// Queues a packet-in; `false` if it was shed (queue full, or the logger is gone).
     pub fn submit(&self, pi: PacketIn2) -> bool {
         bump(&self.stats.packet_ins);
-        match self.tx.try_send(pi) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                bump(&self.stats.shed_by_queue);
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        let queued = self.tx.try_send(pi).is_ok();
+        if !queued {
+            bump(&self.stats.shed_by_queue);
         }
+        queued
     }
 }
 
