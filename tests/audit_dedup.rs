@@ -4,7 +4,7 @@
 mod audit_support;
 
 use audit_support::*;
-use npagent::audit::dedup::{Dedup, Now, Record};
+use npagent::audit::dedup::{Dedup, Moment, Record};
 use npagent::audit::format::{Format, Formatter};
 use npagent::audit::{entry::default_table_name, entry_from_packet_in, AuditEntry};
 use npagent::compiler::userdata::Disposition;
@@ -172,7 +172,7 @@ fn a_wall_clock_stepped_back_does_not_hold_drops() {
     // The wall clock is stepped back an hour at 500 ms; the monotonic clock goes on.
     let at = |after: u64| {
         let step = if after >= 500 { hour } else { Duration::ZERO };
-        Now { wall: start.wall + ms(after) - step, mono: start.mono + ms(after) }
+        Moment { wall: start.wall + ms(after) - step, mono: start.mono + ms(after) }
     };
     let mut dedup = Dedup::new(SEC, 1_000);
     let mut out = Vec::new();

@@ -10,7 +10,7 @@
 //! [`Dedup::tick`] plays the timer, and a record whose window has ended is also emitted before
 //! a new packet with the same key opens the next window.
 //!
-//! Windows and spans run on the monotonic clock ([`Now::mono`]); the wall clock only stamps
+//! Windows and spans run on the monotonic clock ([`Moment::mono`]); the wall clock only stamps
 //! the lines. A wall clock stepped back (NTP, an operator) must not hold Drop lines for as
 //! long as it stepped.
 
@@ -27,17 +27,17 @@ pub const DEFAULT_MAX_PENDING: usize = 65_536;
 
 /// A moment as both clocks tell it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Now {
+pub struct Moment {
     /// For the timestamps printed.
     pub wall: SystemTime,
     /// For windows and spans.
     pub mono: Instant,
 }
 
-impl Now {
+impl Moment {
     /// The current moment.
-    pub fn now() -> Now {
-        Now { wall: SystemTime::now(), mono: Instant::now() }
+    pub fn now() -> Moment {
+        Moment { wall: SystemTime::now(), mono: Instant::now() }
     }
 }
 
@@ -141,7 +141,7 @@ impl Dedup {
             out(Record::single(entry));
             return;
         }
-        let now = Now { wall: entry.time, mono };
+        let now = Moment { wall: entry.time, mono };
         let key = Key(entry);
         if let Some(p) = self.pending.get_mut(&key) {
             if mono < p.deadline {
@@ -163,7 +163,7 @@ impl Dedup {
     }
 
     /// Emits every aggregate whose window has ended by `now.mono`.
-    pub fn tick(&mut self, now: Now, out: &mut impl FnMut(Record)) {
+    pub fn tick(&mut self, now: Moment, out: &mut impl FnMut(Record)) {
         if self.pending.is_empty() {
             return;
         }
@@ -173,12 +173,12 @@ impl Dedup {
     }
 
     /// Emits every pending aggregate (shutdown).
-    pub fn flush(&mut self, now: Now, out: &mut impl FnMut(Record)) {
+    pub fn flush(&mut self, now: Moment, out: &mut impl FnMut(Record)) {
         let all: Vec<Key> = self.pending.keys().cloned().collect();
         self.emit(all, now, out);
     }
 
-    fn emit(&mut self, keys: Vec<Key>, now: Now, out: &mut impl FnMut(Record)) {
+    fn emit(&mut self, keys: Vec<Key>, now: Moment, out: &mut impl FnMut(Record)) {
         let mut due: Vec<(Key, Pending)> = keys.into_iter().filter_map(|k| self.pending.remove_entry(&k)).collect();
         due.sort_by_key(|(_, p)| p.first_mono);
         for (k, p) in due {
@@ -187,7 +187,7 @@ impl Dedup {
     }
 }
 
-fn finish(key: Key, p: Pending, now: Now) -> Record {
+fn finish(key: Key, p: Pending, now: Moment) -> Record {
     let first_seen = key.0.time;
     Record {
         entry: key.0,

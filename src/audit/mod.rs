@@ -19,7 +19,7 @@ pub mod timefmt;
 pub mod writer;
 
 pub use args::AuditArgs;
-pub use dedup::{Dedup, Now, Record};
+pub use dedup::{Dedup, Moment, Record};
 pub use entry::{entry_from_packet_in, AuditEntry, Direction, PolicyRef, RuleMeta, RuleResolver, TableNames};
 pub use format::{Format, Formatter};
 pub use packet::{PacketError, PacketInfo};
@@ -251,7 +251,7 @@ impl<R: RuleResolver + ?Sized, W: LineSink> Pipeline<R, W> {
     }
 
     /// Handles one packet-in received at `now`. Errors are already counted.
-    pub fn handle(&mut self, pi: &PacketIn2, now: Now) -> Result<(), AuditError> {
+    pub fn handle(&mut self, pi: &PacketIn2, now: Moment) -> Result<(), AuditError> {
         let stats = &self.out.stats;
         match entry_from_packet_in(pi, &*self.resolver, self.table_names, now.wall) {
             Ok(entry) => {
@@ -273,7 +273,7 @@ impl<R: RuleResolver + ?Sized, W: LineSink> Pipeline<R, W> {
     }
 
     /// Writes the aggregates whose window ended by `now`.
-    pub fn tick(&mut self, now: Now) {
+    pub fn tick(&mut self, now: Moment) {
         let out = &mut self.out;
         self.dedup.tick(now, &mut |r| out.emit(r));
     }
@@ -286,7 +286,7 @@ impl<R: RuleResolver + ?Sized, W: LineSink> Pipeline<R, W> {
     }
 
     /// Writes every pending aggregate, then flushes and syncs (shutdown).
-    pub fn shutdown(&mut self, now: Now) -> Result<(), WriteError> {
+    pub fn shutdown(&mut self, now: Moment) -> Result<(), WriteError> {
         let out = &mut self.out;
         self.dedup.flush(now, &mut |r| out.emit(r));
         let r = self.out.sink.flush_and_sync();
@@ -410,10 +410,10 @@ where
             _ = &mut stop => break,
             msg = rx.recv() => {
                 let Some(pi) = msg else { break };
-                let _ = pipeline.handle(&pi, Now::now());
+                let _ = pipeline.handle(&pi, Moment::now());
                 for _ in 1..BATCH {
                     match rx.try_recv() {
-                        Ok(pi) => { let _ = pipeline.handle(&pi, Now::now()); }
+                        Ok(pi) => { let _ = pipeline.handle(&pi, Moment::now()); }
                         Err(_) => break,
                     }
                 }
@@ -422,7 +422,7 @@ where
                 }
             }
             _ = ticker.tick() => {
-                pipeline.tick(Now::now());
+                pipeline.tick(Moment::now());
                 let _ = pipeline.flush();
                 let shed = stats.shed_by_queue.load(Ordering::Relaxed);
                 if shed > shed_reported && last_warning.is_none_or(|t| t.elapsed() >= SHED_WARNING_INTERVAL) {
@@ -435,9 +435,9 @@ where
     }
     // What was queued before the stop is audited too.
     rx.close();
-    let now = Now::now();
+    let now = Moment::now();
     while let Ok(pi) = rx.try_recv() {
         let _ = pipeline.handle(&pi, now);
     }
-    pipeline.shutdown(Now::now())
+    pipeline.shutdown(Moment::now())
 }

@@ -8,7 +8,7 @@ use npagent::model::ObjectRef;
 use ofp::packet_in2::PacketIn2;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use npagent::audit::Now;
+use npagent::audit::Moment;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -37,10 +37,10 @@ pub fn t_drop() -> SystemTime {
 
 /// The moment `wall` with a monotonic reading that advances with it (the clocks agree, as
 /// they do unless someone steps the wall clock). `wall` must be after 2020.
-pub fn clocks(wall: SystemTime) -> Now {
+pub fn clocks(wall: SystemTime) -> Moment {
     static BASE: OnceLock<Instant> = OnceLock::new();
     let since = wall.duration_since(at(1_577_836_800, 0)).expect("a time after 2020");
-    Now { wall, mono: *BASE.get_or_init(Instant::now) + since }
+    Moment { wall, mono: *BASE.get_or_init(Instant::now) + since }
 }
 
 #[derive(Default)]
