@@ -63,9 +63,10 @@ pub struct State {
     pub compiler: Option<Compiler>,
 }
 
-/// Runs the agent until `shutdown` resolves; then flushes the audit log. The flows stay on
-/// the bridge, so the datapath keeps enforcing while the agent is away.
-pub async fn run(cfg: AgentConfig, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+/// Runs the agent until `shutdown` resolves, even in the middle of a reconcile or a request
+/// to the switch; then flushes the audit log. The flows stay on the bridge, so the datapath
+/// keeps enforcing while the agent is away.
+pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let state = Arc::new(RwLock::new(State::default()));
     let metrics = Arc::new(AgentMetrics::default());
 
@@ -170,8 +171,8 @@ pub async fn run(cfg: AgentConfig, shutdown: impl std::future::Future<Output = (
     if let Some(t) = metrics_task {
         t.abort();
     }
-    // A reconcile cut short leaves the bridge as the last bundle left it (bundles are atomic):
-    // the next start dumps it and sends the difference.
+    // A reconcile cut short leaves the bridge with all of its bundle or none (bundles are
+    // atomic); the next start dumps the bridge and sends the difference.
     drop(reconciler);
     drop(switch);
     // The packet-ins already received still reach the audit log before it is flushed.
