@@ -1,6 +1,7 @@
 //! The metrics endpoint against hostile or unlucky clients: many idle connections (slowloris)
 //! and accept errors (EMFILE). `npagent run` is started as a child process with switch and
 //! OVSDB endpoints that do not exist: it keeps retrying them, and serves its metrics meanwhile.
+//! File descriptors are limited with util-linux's `prlimit`.
 
 mod support;
 
@@ -16,17 +17,17 @@ use support::agent::{npagent_bin, Metrics};
 const MAX_CONNECTIONS: usize = 64;
 
 /// An `npagent run` with nothing to talk to but its metrics clients; killed on drop.
-struct Lonely {
+struct Standalone {
     child: Child,
     log: PathBuf,
     addr: SocketAddr,
     _dir: tempfile::TempDir,
 }
 
-impl Lonely {
+impl Standalone {
     /// Starts npagent, under `prlimit --nofile=N` when `nofile` is given, and waits for its
     /// metrics endpoint.
-    fn start(nofile: Option<u32>) -> Lonely {
+    fn start(nofile: Option<u32>) -> Standalone {
         let dir = tempfile::Builder::new().prefix("npa-metrics-").tempdir().expect("temp dir");
         let manifests = dir.path().join("manifests");
         std::fs::create_dir(&manifests).expect("manifests dir");
@@ -55,7 +56,7 @@ impl Lonely {
             .stderr(err)
             .spawn()
             .expect("start npagent");
-        let mut agent = Lonely { child, log, addr: "0.0.0.0:0".parse().expect("address"), _dir: dir };
+        let mut agent = Standalone { child, log, addr: "0.0.0.0:0".parse().expect("address"), _dir: dir };
         agent.addr = agent.wait_metrics_addr();
         agent
     }
@@ -112,7 +113,7 @@ impl Lonely {
     }
 }
 
-impl Drop for Lonely {
+impl Drop for Standalone {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -136,7 +137,7 @@ fn idle_connections(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
 
 #[test]
 fn idle_connections_are_bounded_and_cannot_starve_a_scrape() {
-    let mut agent = Lonely::start(None);
+    let mut agent = Standalone::start(None);
     let baseline = agent.sockets();
     let idle = idle_connections(agent.addr, 200);
     assert!(idle.len() > 2 * MAX_CONNECTIONS, "the client opened only {} connections", idle.len());
@@ -153,7 +154,7 @@ fn idle_connections_are_bounded_and_cannot_starve_a_scrape() {
 
 #[test]
 fn the_endpoint_survives_running_out_of_file_descriptors() {
-    let mut agent = Lonely::start(Some(48));
+    let mut agent = Standalone::start(Some(48));
     // More connections than npagent has file descriptors: accepts fail with EMFILE.
     let idle = idle_connections(agent.addr, 100);
     std::thread::sleep(Duration::from_millis(500));
