@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use npagent::audit::writer::{RotatingWriter, WriterConfig};
-use npagent::audit::{AuditConfig, AuditStats, Format, LineSink, Pipeline, RuleMeta, RuleResolver};
+use npagent::audit::{AuditConfig, AuditStats, Format, LineSink, Moment, Pipeline, RuleMeta, RuleResolver};
 use npagent::compiler::userdata::{Disposition, LogUserdata};
 use npagent::model::ObjectRef;
 use ofp::packet_in2::PacketIn2;
@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// CPU time of the calling thread, or wall time where the kernel does not tell.
 enum CpuClock {
@@ -153,16 +153,17 @@ fn run<W: LineSink>(c: &mut Criterion, name: &str, format: Format, packet_ins: &
             let clock = CpuClock::start();
             for _ in 0..iters {
                 for pi in packet_ins {
-                    let _ = black_box(p.handle(pi, SystemTime::now()));
+                    let _ = black_box(p.handle(pi, Moment::now()));
                 }
-                p.tick(SystemTime::now());
+                p.tick(Moment::now());
                 let _ = p.flush();
             }
             clock.elapsed()
         })
     });
     group.finish();
-    let _ = p.shutdown(SystemTime::now() + Duration::from_secs(2));
+    let later = Moment::now();
+    let _ = p.shutdown(Moment { wall: later.wall + Duration::from_secs(2), mono: later.mono + Duration::from_secs(2) });
 }
 
 fn benches(c: &mut Criterion) {

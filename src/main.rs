@@ -144,6 +144,9 @@ fn main() -> std::process::ExitCode {
             Command::Ofp(_) => unreachable!("handled before the runtime starts"),
         }
     });
+    // The audit log is flushed by now; a blocking task still running (a manifests scan) must
+    // not hold the exit.
+    runtime.shutdown_timeout(Duration::from_millis(200));
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

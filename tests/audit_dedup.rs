@@ -4,7 +4,7 @@
 mod audit_support;
 
 use audit_support::*;
-use npagent::audit::dedup::{Dedup, Record};
+use npagent::audit::dedup::{Dedup, Moment, Record};
 use npagent::audit::format::{Format, Formatter};
 use npagent::audit::{entry::default_table_name, entry_from_packet_in, AuditEntry};
 use npagent::compiler::userdata::Disposition;
@@ -33,15 +33,16 @@ impl Run {
     }
     fn offer(&mut self, e: AuditEntry) {
         let out = &mut self.out;
-        self.dedup.offer(e, &mut |r| out.push(r));
+        let mono = clocks(e.time).mono;
+        self.dedup.offer(e, mono, &mut |r| out.push(r));
     }
     fn tick(&mut self, now: SystemTime) {
         let out = &mut self.out;
-        self.dedup.tick(now, &mut |r| out.push(r));
+        self.dedup.tick(clocks(now), &mut |r| out.push(r));
     }
     fn flush(&mut self, now: SystemTime) {
         let out = &mut self.out;
-        self.dedup.flush(now, &mut |r| out.push(r));
+        self.dedup.flush(clocks(now), &mut |r| out.push(r));
     }
 }
 
@@ -136,7 +137,7 @@ fn flush_writes_everything_pending() {
     assert!(run.out.is_empty());
     run.flush(t0 + ms(1_500));
     assert_eq!(run.out.iter().map(|r| r.count).collect::<Vec<_>>(), vec![2, 1]);
-    assert_eq!(run.out[0].span(), ms(1_500));
+    assert_eq!(run.out[0].span, ms(1_500));
     assert_eq!(run.dedup.pending(), 0);
 }
 
@@ -156,12 +157,42 @@ fn beyond_the_pending_bound_entries_are_written_at_once() {
     let mut out = Vec::new();
     for port in 0..5u16 {
         let pi = packet_in(ipv4("10.10.1.13", "10.10.1.7", UDP, &udp(port, 53, 0)), Disposition::Drop, 4, 5);
-        dedup.offer(entry(&pi, t0), &mut |r| out.push(r));
+        dedup.offer(entry(&pi, t0), clocks(t0).mono, &mut |r| out.push(r));
     }
     assert_eq!(dedup.pending(), 2);
     assert_eq!(out.len(), 3);
-    dedup.flush(t0, &mut |r| out.push(r));
+    dedup.flush(clocks(t0), &mut |r| out.push(r));
     assert_eq!(out.len(), 5);
+}
+
+#[test]
+fn a_wall_clock_stepped_back_does_not_hold_drops() {
+    let hour = Duration::from_secs(3_600);
+    let start = clocks(t_drop());
+    // The wall clock is stepped back an hour at 500 ms; the monotonic clock goes on.
+    let at = |after: u64| {
+        let step = if after >= 500 { hour } else { Duration::ZERO };
+        Moment { wall: start.wall + ms(after) - step, mono: start.mono + ms(after) }
+    };
+    let mut dedup = Dedup::new(SEC, 1_000);
+    let mut out = Vec::new();
+    for after in [0, 600] {
+        let now = at(after);
+        dedup.offer(entry(&drop_icmp(), now.wall), now.mono, &mut |r| out.push(r));
+    }
+    dedup.tick(at(999), &mut |r| out.push(r));
+    assert!(out.is_empty());
+    dedup.tick(at(1_000), &mut |r| out.push(r));
+    assert_eq!(out.len(), 1, "the aggregate is written when its second has passed on the monotonic clock");
+    assert_eq!((out[0].count, out[0].span, out[0].written_at), (2, SEC, at(1_000).wall));
+    // Packets after the step open windows of one second too.
+    let now = at(1_200);
+    dedup.offer(entry(&drop_icmp(), now.wall), now.mono, &mut |r| out.push(r));
+    dedup.tick(at(2_199), &mut |r| out.push(r));
+    assert_eq!(out.len(), 1);
+    dedup.tick(at(2_200), &mut |r| out.push(r));
+    assert_eq!(out.len(), 2);
+    assert_eq!((out[1].count, out[1].first_seen, out[1].span), (1, at(1_200).wall, SEC));
 }
 
 proptest! {

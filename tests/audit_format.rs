@@ -126,7 +126,8 @@ fn aggregate_suffix_in_text_formats() {
     let mut r = Record::single(entry(&drop_icmp(), first));
     r.count = 7;
     r.last_seen = first + Duration::from_millis(600);
-    r.written_at = first + Duration::from_nanos(1_000_512_345);
+    r.span = Duration::from_nanos(1_000_512_345);
+    r.written_at = first + r.span;
     let l = line(Format::Antrea, &r);
     assert!(l.starts_with("2023/07/04 12:33:27.221925 IngressDefaultRule "), "{l}");
     assert!(l.ends_with(" ICMP 84 <nil> [7 packets in 1.000512345s]"), "{l}");
@@ -169,7 +170,8 @@ fn json_default_drop_aggregate() {
     let mut r = Record::single(entry(&pi, first));
     r.count = 3;
     r.last_seen = first + Duration::from_millis(900);
-    r.written_at = first + Duration::from_secs(1);
+    r.span = Duration::from_secs(1);
+    r.written_at = first + r.span;
     let l = line(Format::Json, &r);
     assert!(!l.contains('\n'));
     let v: Value = serde_json::from_str(&l).unwrap();

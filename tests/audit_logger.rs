@@ -4,7 +4,9 @@ mod audit_support;
 
 use audit_support::*;
 use npagent::audit::writer::WriterConfig;
+use npagent::agent::metrics::{render, AgentMetrics};
 use npagent::audit::{AuditConfig, AuditLogger, AuditStats, Format, Pipeline};
+use std::collections::BTreeMap;
 use npagent::compiler::userdata::Disposition;
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,6 +64,52 @@ async fn lines_are_written_and_counted() {
     logger.shutdown().await.unwrap();
 }
 
+/// The samples of a metrics page, by name.
+fn samples(page: &str) -> BTreeMap<&str, u64> {
+    page.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(k, v)| Some((k, v.parse().ok()?)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_packet_in_not_audited_is_counted_on_the_metrics_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let logger = AuditLogger::spawn(config(&dir.path().join("np.log"), Duration::ZERO), Arc::new(resolver()));
+    let tx = logger.sender();
+    let stats = logger.stats();
+    tx.submit(allow_tcp_80());
+    let mut cut = allow_tcp_80();
+    cut.packet = cut.packet.slice(..30);
+    let mut foreign = allow_tcp_80();
+    foreign.userdata = None;
+    let mut bad_userdata = allow_tcp_80();
+    bad_userdata.userdata = Some(bytes::Bytes::from_static(&[1, 1]));
+    for pi in [cut, foreign, bad_userdata] {
+        tx.submit(pi);
+    }
+    tx.submit(packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1, 80, false)), Disposition::Allow, 3, 999));
+    logger.shutdown().await.unwrap();
+    assert!(!tx.submit(allow_tcp_80()), "the logger has stopped");
+    let agent = AgentMetrics::default();
+    agent.packet_in_dropped_by_connection.store(2, std::sync::atomic::Ordering::Relaxed);
+
+    let page = render(&agent, &stats);
+    let m = samples(&page);
+    let get = |k: &str| *m.get(k).unwrap_or_else(|| panic!("no {k} in {page}"));
+    assert_eq!(get("npagent_packet_ins_decoded_total"), 1);
+    assert_eq!(get("npagent_packet_ins_undecodable_total"), 3);
+    assert_eq!(get("npagent_packet_ins_unresolved_total"), 1);
+    assert_eq!(get("npagent_audit_shed_by_queue_total"), 3, "one after the stop, two by the connection");
+    let accounted: u64 = ["npagent_packet_ins_decoded_total", "npagent_packet_ins_undecodable_total"]
+        .into_iter()
+        .chain(["npagent_packet_ins_unresolved_total", "npagent_audit_shed_by_queue_total"])
+        .map(get)
+        .sum();
+    assert_eq!(get("npagent_packet_ins_received_total"), accounted, "every packet-in received is accounted for");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_writes_pending_aggregates_and_queued_packet_ins() {
     let dir = tempfile::tempdir().unwrap();
@@ -115,14 +163,14 @@ fn write_errors_are_counted_and_writing_resumes() {
     let cfg = config(&path, Duration::from_secs(1));
     let sink = npagent::audit::RotatingWriter::new(cfg.writer.clone());
     let mut p = Pipeline::new(&cfg, Arc::new(resolver()), sink, Arc::clone(&stats));
-    p.handle(&allow_tcp_80(), t_allow()).unwrap();
+    p.handle(&allow_tcp_80(), clocks(t_allow())).unwrap();
     assert!(p.flush().is_err());
-    p.handle(&allow_tcp_80(), t_allow()).unwrap();
+    p.handle(&allow_tcp_80(), clocks(t_allow())).unwrap();
     assert!(p.flush().is_err());
     assert_eq!(stats.snapshot().write_errors, 2);
     std::fs::remove_file(&blocker).unwrap();
-    p.handle(&drop_icmp(), t_drop()).unwrap();
-    p.shutdown(t_drop() + Duration::from_millis(10)).unwrap();
+    p.handle(&drop_icmp(), clocks(t_drop())).unwrap();
+    p.shutdown(clocks(t_drop() + Duration::from_millis(10))).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(text.lines().count(), 3, "{text}");
     assert_eq!(stats.snapshot().entries_written, 3);

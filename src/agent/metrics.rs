@@ -1,12 +1,31 @@
 //! Counters of the agent's own work, and the Prometheus text endpoint (`--metrics-addr`).
+//!
+//! The endpoint is a minimal HTTP/1.1 responder: every request gets the page and the
+//! connection is closed. It must outlive whatever clients do: at most [`MAX_CONNECTIONS`] are
+//! served at once (more are refused at once and counted), each has [`READ_TIMEOUT`] to send its
+//! request and [`CONNECTION_TIMEOUT`] in all, and an accept error (EMFILE, ECONNABORTED) is
+//! counted, reported at most once a minute and retried after a short backoff.
 
+use super::RateLimitedWarning;
 use crate::audit::AuditStats;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+/// Connections served at once; more are refused.
+pub const MAX_CONNECTIONS: usize = 64;
+/// How long a client has to send its request before it is answered anyway.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one connection may take in all, the answer included.
+pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
+/// First and longest pause after a failed accept (doubling in between).
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// What the reconciler and the switch side count.
 #[derive(Debug, Default)]
@@ -24,6 +43,10 @@ pub struct AgentMetrics {
     pub shed_by_meter: AtomicU64,
     /// Desired flows per table name.
     pub flows_per_table: Mutex<Vec<(String, u64)>>,
+    /// Failed accepts on the metrics endpoint.
+    pub metrics_accept_errors: AtomicU64,
+    /// Metrics connections refused because [`MAX_CONNECTIONS`] were being served.
+    pub metrics_connections_refused: AtomicU64,
 }
 
 /// Writes one metric family: help, type, and its samples (what follows the name: a suffix such
@@ -72,17 +95,36 @@ pub fn render(agent: &AgentMetrics, audit: &AuditStats) -> String {
     let snap = audit.snapshot();
     let counters = [
         ("npagent_switch_reconnects_total", "Connections to the switch after the first.", get(&agent.reconnects)),
-        ("npagent_packet_ins_received_total", "Packet-ins received from the switch.", snap.packet_ins),
+        (
+            "npagent_packet_ins_received_total",
+            "Packet-ins received from the switch: decoded, undecodable, unresolved or shed.",
+            snap.packet_ins + get(&agent.packet_in_dropped_by_connection),
+        ),
         ("npagent_packet_ins_decoded_total", "Packet-ins decoded into audit entries.", snap.decoded),
         ("npagent_packet_ins_undecodable_total", "Packet-ins that could not be decoded.", snap.undecodable),
+        (
+            "npagent_packet_ins_unresolved_total",
+            "Packet-ins of an Allow rule npagent no longer knows (deleted beyond the grace period).",
+            snap.unresolved,
+        ),
         ("npagent_audit_entries_written_total", "Audit log lines written.", snap.entries_written),
         ("npagent_audit_write_errors_total", "Failed writes to the audit log.", snap.write_errors),
         ("npagent_audit_lines_discarded_total", "Audit lines discarded while the log was unwritable.", snap.lines_discarded),
         ("npagent_audit_shed_by_meter_total", "Logging packets the switch's meter dropped.", get(&agent.shed_by_meter)),
         (
             "npagent_audit_shed_by_queue_total",
-            "Packet-ins shed because npagent's queues were full.",
+            "Packet-ins shed because npagent's queues were full (or the audit logger had stopped).",
             snap.shed_by_queue + get(&agent.packet_in_dropped_by_connection),
+        ),
+        (
+            "npagent_metrics_accept_errors_total",
+            "Failed accepts on the metrics endpoint.",
+            get(&agent.metrics_accept_errors),
+        ),
+        (
+            "npagent_metrics_connections_refused_total",
+            "Metrics connections refused because the endpoint was serving its maximum.",
+            get(&agent.metrics_connections_refused),
         ),
     ];
     for (name, help, value) in counters {
@@ -91,24 +133,54 @@ pub fn render(agent: &AgentMetrics, audit: &AuditStats) -> String {
     out
 }
 
-/// Serves the metrics as Prometheus text on every HTTP request to `addr`.
+/// Serves the metrics as Prometheus text on every HTTP request to `addr`. Returns only when
+/// `addr` cannot be bound.
 pub async fn serve(addr: SocketAddr, agent: Arc<AgentMetrics>, audit: Arc<AuditStats>) -> std::io::Result<()> {
     let listener = TcpListener::bind(addr).await?;
     tracing::info!("metrics on http://{}/metrics", listener.local_addr()?);
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+    let mut accept_warning = RateLimitedWarning::default();
     loop {
-        let (mut sock, _) = listener.accept().await?;
-        let body = render(&agent, &audit);
-        tokio::spawn(async move {
-            // Read the request head (bounded); any path answers with the metrics.
-            let mut buf = [0u8; 2048];
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), sock.read(&mut buf)).await;
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = sock.write_all(head.as_bytes()).await;
-            let _ = sock.write_all(body.as_bytes()).await;
-            let _ = sock.shutdown().await;
-        });
+        let sock = match listener.accept().await {
+            Ok((sock, _)) => sock,
+            Err(e) => {
+                let errors = agent.metrics_accept_errors.fetch_add(1, Ordering::Relaxed) + 1;
+                accept_warning.total(errors, |n| {
+                    tracing::warn!("metrics endpoint: accept failed: {e} ({n} failures so far); retrying")
+                });
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                continue;
+            }
+        };
+        backoff = ACCEPT_BACKOFF_MIN;
+        match Arc::clone(&slots).try_acquire_owned() {
+            Ok(slot) => {
+                let body = render(&agent, &audit);
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(CONNECTION_TIMEOUT, answer(sock, &body)).await;
+                    drop(slot);
+                });
+            }
+            Err(_) => {
+                // Closed at once: the client sees a reset and retries at its next scrape.
+                agent.metrics_connections_refused.fetch_add(1, Ordering::Relaxed);
+                drop(sock);
+            }
+        }
     }
+}
+
+/// Reads the request head (one read, bounded) and answers with `body`; any path gets it.
+async fn answer(mut sock: TcpStream, body: &str) {
+    let mut buf = [0u8; 2048];
+    let _ = tokio::time::timeout(READ_TIMEOUT, sock.read(&mut buf)).await;
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = sock.write_all(head.as_bytes()).await;
+    let _ = sock.write_all(body.as_bytes()).await;
+    let _ = sock.shutdown().await;
 }

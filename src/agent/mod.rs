@@ -15,17 +15,20 @@ pub use reconciler::Reconciler;
 pub use resolver::StateResolver;
 pub use store::Store;
 
-use crate::audit::{AuditConfig, AuditLogger};
+use crate::audit::{AuditConfig, AuditLogger, AuditSender};
 use crate::compiler::{tables, Compiler};
 use crate::model::LocalPort;
 use crate::source::SourceEvent;
 use crate::switch::{self, ConnectionConfig, Endpoint};
 use metrics::AgentMetrics;
+use ofp::packet_in2::PacketIn2;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// Where Namespaces, Pods and NetworkPolicies come from.
 #[derive(Debug, Clone)]
@@ -60,9 +63,10 @@ pub struct State {
     pub compiler: Option<Compiler>,
 }
 
-/// Runs the agent until `shutdown` resolves; then flushes the audit log. The flows stay on
-/// the bridge, so the datapath keeps enforcing while the agent is away.
-pub async fn run(cfg: AgentConfig, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+/// Runs the agent until `shutdown` resolves, even in the middle of a reconcile or a request
+/// to the switch; then flushes the audit log. The flows stay on the bridge, so the datapath
+/// keeps enforcing while the agent is away.
+pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let state = Arc::new(RwLock::new(State::default()));
     let metrics = Arc::new(AgentMetrics::default());
 
@@ -75,13 +79,9 @@ pub async fn run(cfg: AgentConfig, shutdown: impl std::future::Future<Output = (
         session: switch::SessionConfig { controller_id: cfg.controller_id, ..Default::default() },
         ..Default::default()
     };
-    let (switch, mut packet_ins) = switch::spawn(conn);
-    let audit_tx = audit.sender();
-    let forward = tokio::spawn(async move {
-        while let Some(pi) = packet_ins.recv().await {
-            audit_tx.submit(pi);
-        }
-    });
+    let (switch, packet_ins) = switch::spawn(conn);
+    let (stop_forward, forward_stopped) = oneshot::channel();
+    let forward = tokio::spawn(forward_packet_ins(packet_ins, audit.sender(), forward_stopped));
 
     let (source_tx, mut source_rx) = mpsc::channel::<SourceEvent>(1024);
     let source_task = match &cfg.source {
@@ -149,7 +149,9 @@ pub async fn run(cfg: AgentConfig, shutdown: impl std::future::Future<Output = (
                 reconciler.expire();
                 if last_meter_poll.elapsed() >= Duration::from_secs(10) {
                     last_meter_poll = Instant::now();
-                    reconciler.poll_meter(&mut meter_shed_warning).await;
+                    if unless_shutdown(&mut shutdown, reconciler.poll_meter(&mut meter_shed_warning)).await.is_none() {
+                        break;
+                    }
                 }
                 let dropped = switch.packet_in_dropped();
                 metrics.packet_in_dropped_by_connection.store(dropped, std::sync::atomic::Ordering::Relaxed);
@@ -158,8 +160,8 @@ pub async fn run(cfg: AgentConfig, shutdown: impl std::future::Future<Output = (
                 });
             }
         }
-        if ports_seen {
-            reconciler.reconcile().await;
+        if ports_seen && unless_shutdown(&mut shutdown, reconciler.reconcile()).await.is_none() {
+            break;
         }
     }
 
@@ -169,17 +171,56 @@ pub async fn run(cfg: AgentConfig, shutdown: impl std::future::Future<Output = (
     if let Some(t) = metrics_task {
         t.abort();
     }
-    // Dropping the last switch handles ends the connection task; the packet-ins it already
-    // queued still reach the audit log before it is flushed.
+    // A reconcile cut short leaves the bridge with all of its bundle or none (bundles are
+    // atomic); the next start dumps the bridge and sends the difference.
     drop(reconciler);
     drop(switch);
-    if tokio::time::timeout(Duration::from_secs(2), forward).await.is_err() {
-        tracing::warn!("packet-ins still arriving after 2 s of shutdown; the rest are not logged");
-    }
+    // The packet-ins already received still reach the audit log before it is flushed.
+    let _ = stop_forward.send(());
+    let _ = forward.await;
     if let Err(e) = audit.shutdown().await {
         tracing::error!("audit log: {e}");
     }
     Ok(())
+}
+
+/// Runs `work` unless `shutdown` resolves first (then `None`): a reconcile or a request to a
+/// switch that does not answer must not delay a SIGTERM.
+async fn unless_shutdown<S, W>(shutdown: &mut Pin<&mut S>, work: W) -> Option<W::Output>
+where
+    S: Future<Output = ()>,
+    W: Future,
+{
+    tokio::select! {
+        biased;
+        _ = shutdown.as_mut() => None,
+        out = work => Some(out),
+    }
+}
+
+/// Hands the switch's packet-ins to the audit logger until `stop`; then takes those already
+/// queued and ends, whatever the connection task is doing.
+async fn forward_packet_ins(
+    mut packet_ins: mpsc::Receiver<PacketIn2>,
+    audit: AuditSender,
+    mut stop: oneshot::Receiver<()>,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stop => break,
+            pi = packet_ins.recv() => match pi {
+                Some(pi) => {
+                    audit.submit(pi);
+                }
+                None => return,
+            },
+        }
+    }
+    packet_ins.close();
+    while let Ok(pi) = packet_ins.try_recv() {
+        audit.submit(pi);
+    }
 }
 
 /// A warning about a growing counter, given at most once a minute.

@@ -9,17 +9,37 @@
 //! that moment too. This module does the same, with time as an input so it is testable:
 //! [`Dedup::tick`] plays the timer, and a record whose window has ended is also emitted before
 //! a new packet with the same key opens the next window.
+//!
+//! Windows and spans run on the monotonic clock ([`Moment::mono`]); the wall clock only stamps
+//! the lines. A wall clock stepped back (NTP, an operator) must not hold Drop lines for as
+//! long as it stepped.
 
 use super::entry::AuditEntry;
 use crate::compiler::userdata::Disposition;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Default aggregation window (Antrea's fixed one second).
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(1);
 /// Default bound on pending aggregates; beyond it, new distinct entries are written at once.
 pub const DEFAULT_MAX_PENDING: usize = 65_536;
+
+/// A moment as both clocks tell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Moment {
+    /// For the timestamps printed.
+    pub wall: SystemTime,
+    /// For windows and spans.
+    pub mono: Instant,
+}
+
+impl Moment {
+    /// The current moment.
+    pub fn now() -> Moment {
+        Moment { wall: SystemTime::now(), mono: Instant::now() }
+    }
+}
 
 /// An entry ready to be written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,18 +52,16 @@ pub struct Record {
     pub last_seen: SystemTime,
     /// When the record is written: the line's timestamp.
     pub written_at: SystemTime,
+    /// Time from the first packet to the write (monotonic), as Antrea's ` [N packets in D]`
+    /// reports it.
+    pub span: Duration,
 }
 
 impl Record {
     /// A record of one packet written when it arrived.
     pub fn single(entry: AuditEntry) -> Record {
         let t = entry.time;
-        Record { entry, count: 1, first_seen: t, last_seen: t, written_at: t }
-    }
-
-    /// Time from the first packet to the write, as Antrea's ` [N packets in D]` reports it.
-    pub fn span(&self) -> Duration {
-        self.written_at.duration_since(self.first_seen).unwrap_or(Duration::ZERO)
+        Record { entry, count: 1, first_seen: t, last_seen: t, written_at: t, span: Duration::ZERO }
     }
 }
 
@@ -93,7 +111,8 @@ impl Hash for Key {
 struct Pending {
     count: u64,
     last_seen: SystemTime,
-    deadline: SystemTime,
+    first_mono: Instant,
+    deadline: Instant,
 }
 
 /// The aggregation state. Every method takes the current time and hands finished records to
@@ -116,18 +135,18 @@ impl Dedup {
         self.pending.len()
     }
 
-    /// Takes one entry (its `time` is its arrival).
-    pub fn offer(&mut self, entry: AuditEntry, out: &mut impl FnMut(Record)) {
+    /// Takes one entry that arrived at `mono` (its `time` is the same moment on the wall clock).
+    pub fn offer(&mut self, entry: AuditEntry, mono: Instant, out: &mut impl FnMut(Record)) {
         if entry.disposition == Disposition::Allow || self.window.is_zero() {
             out(Record::single(entry));
             return;
         }
-        let now = entry.time;
+        let now = Moment { wall: entry.time, mono };
         let key = Key(entry);
         if let Some(p) = self.pending.get_mut(&key) {
-            if now < p.deadline {
+            if mono < p.deadline {
                 p.count += 1;
-                p.last_seen = p.last_seen.max(now);
+                p.last_seen = p.last_seen.max(now.wall);
                 return;
             }
             // The window ended but no tick has emitted it yet: emit it now, then start anew.
@@ -139,39 +158,43 @@ impl Dedup {
             out(Record::single(key.0));
             return;
         }
-        let deadline = now.checked_add(self.window).unwrap_or(now);
-        self.pending.insert(key, Pending { count: 1, last_seen: now, deadline });
+        let deadline = mono.checked_add(self.window).unwrap_or(mono);
+        self.pending.insert(key, Pending { count: 1, last_seen: now.wall, first_mono: mono, deadline });
     }
 
-    /// Emits every aggregate whose window has ended by `now`.
-    pub fn tick(&mut self, now: SystemTime, out: &mut impl FnMut(Record)) {
+    /// Emits every aggregate whose window has ended by `now.mono`.
+    pub fn tick(&mut self, now: Moment, out: &mut impl FnMut(Record)) {
         if self.pending.is_empty() {
             return;
         }
-        let due: Vec<Key> = self.pending.iter().filter(|(_, p)| p.deadline <= now).map(|(k, _)| k.clone()).collect();
+        let due: Vec<Key> =
+            self.pending.iter().filter(|(_, p)| p.deadline <= now.mono).map(|(k, _)| k.clone()).collect();
         self.emit(due, now, out);
     }
 
     /// Emits every pending aggregate (shutdown).
-    pub fn flush(&mut self, now: SystemTime, out: &mut impl FnMut(Record)) {
+    pub fn flush(&mut self, now: Moment, out: &mut impl FnMut(Record)) {
         let all: Vec<Key> = self.pending.keys().cloned().collect();
         self.emit(all, now, out);
     }
 
-    fn emit(&mut self, keys: Vec<Key>, now: SystemTime, out: &mut impl FnMut(Record)) {
-        let mut records: Vec<Record> = keys
-            .into_iter()
-            .filter_map(|k| self.pending.remove_entry(&k))
-            .map(|(k, p)| finish(k, p, now))
-            .collect();
-        records.sort_by_key(|r| r.first_seen);
-        for r in records {
-            out(r);
+    fn emit(&mut self, keys: Vec<Key>, now: Moment, out: &mut impl FnMut(Record)) {
+        let mut due: Vec<(Key, Pending)> = keys.into_iter().filter_map(|k| self.pending.remove_entry(&k)).collect();
+        due.sort_by_key(|(_, p)| p.first_mono);
+        for (k, p) in due {
+            out(finish(k, p, now));
         }
     }
 }
 
-fn finish(key: Key, p: Pending, now: SystemTime) -> Record {
+fn finish(key: Key, p: Pending, now: Moment) -> Record {
     let first_seen = key.0.time;
-    Record { entry: key.0, count: p.count, first_seen, last_seen: p.last_seen, written_at: now.max(first_seen) }
+    Record {
+        entry: key.0,
+        count: p.count,
+        first_seen,
+        last_seen: p.last_seen,
+        written_at: now.wall,
+        span: now.mono.saturating_duration_since(p.first_mono),
+    }
 }

@@ -143,7 +143,7 @@ fn suffix(out: &mut Vec<u8>, r: &Record) {
         out.extend_from_slice(b" [");
         push_padded(out, r.count, 1);
         out.extend_from_slice(b" packets in ");
-        push_go_duration(out, r.span());
+        push_go_duration(out, r.span);
         out.push(b']');
     }
 }

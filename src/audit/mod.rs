@@ -19,7 +19,7 @@ pub mod timefmt;
 pub mod writer;
 
 pub use args::AuditArgs;
-pub use dedup::{Dedup, Record};
+pub use dedup::{Dedup, Moment, Record};
 pub use entry::{entry_from_packet_in, AuditEntry, Direction, PolicyRef, RuleMeta, RuleResolver, TableNames};
 pub use format::{Format, Formatter};
 pub use packet::{PacketError, PacketInfo};
@@ -29,7 +29,7 @@ use crate::compiler::userdata::UserdataError;
 use ofp::packet_in2::PacketIn2;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// Why a packet-in did not become an entry.
@@ -63,7 +63,7 @@ pub struct AuditStats {
     pub write_errors: AtomicU64,
     /// Lines thrown away because the file could not be written for too long.
     pub lines_discarded: AtomicU64,
-    /// Packet-ins dropped because the queue was full.
+    /// Packet-ins dropped because the queue was full (or the logger had stopped).
     pub shed_by_queue: AtomicU64,
 }
 
@@ -251,13 +251,13 @@ impl<R: RuleResolver + ?Sized, W: LineSink> Pipeline<R, W> {
     }
 
     /// Handles one packet-in received at `now`. Errors are already counted.
-    pub fn handle(&mut self, pi: &PacketIn2, now: SystemTime) -> Result<(), AuditError> {
+    pub fn handle(&mut self, pi: &PacketIn2, now: Moment) -> Result<(), AuditError> {
         let stats = &self.out.stats;
-        match entry_from_packet_in(pi, &*self.resolver, self.table_names, now) {
+        match entry_from_packet_in(pi, &*self.resolver, self.table_names, now.wall) {
             Ok(entry) => {
                 bump(&stats.decoded);
                 let out = &mut self.out;
-                self.dedup.offer(entry, &mut |r| out.emit(r));
+                self.dedup.offer(entry, now.mono, &mut |r| out.emit(r));
                 Ok(())
             }
             Err(e) => {
@@ -273,7 +273,7 @@ impl<R: RuleResolver + ?Sized, W: LineSink> Pipeline<R, W> {
     }
 
     /// Writes the aggregates whose window ended by `now`.
-    pub fn tick(&mut self, now: SystemTime) {
+    pub fn tick(&mut self, now: Moment) {
         let out = &mut self.out;
         self.dedup.tick(now, &mut |r| out.emit(r));
     }
@@ -286,7 +286,7 @@ impl<R: RuleResolver + ?Sized, W: LineSink> Pipeline<R, W> {
     }
 
     /// Writes every pending aggregate, then flushes and syncs (shutdown).
-    pub fn shutdown(&mut self, now: SystemTime) -> Result<(), WriteError> {
+    pub fn shutdown(&mut self, now: Moment) -> Result<(), WriteError> {
         let out = &mut self.out;
         self.dedup.flush(now, &mut |r| out.emit(r));
         let r = self.out.sink.flush_and_sync();
@@ -318,17 +318,14 @@ pub struct AuditSender {
 }
 
 impl AuditSender {
-    /// Queues a packet-in; `false` if it was shed (queue full) or the logger is gone.
+    /// Queues a packet-in; `false` if it was shed (queue full, or the logger is gone).
     pub fn submit(&self, pi: PacketIn2) -> bool {
         bump(&self.stats.packet_ins);
-        match self.tx.try_send(pi) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                bump(&self.stats.shed_by_queue);
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        let queued = self.tx.try_send(pi).is_ok();
+        if !queued {
+            bump(&self.stats.shed_by_queue);
         }
+        queued
     }
 }
 
@@ -413,10 +410,10 @@ where
             _ = &mut stop => break,
             msg = rx.recv() => {
                 let Some(pi) = msg else { break };
-                let _ = pipeline.handle(&pi, SystemTime::now());
+                let _ = pipeline.handle(&pi, Moment::now());
                 for _ in 1..BATCH {
                     match rx.try_recv() {
-                        Ok(pi) => { let _ = pipeline.handle(&pi, SystemTime::now()); }
+                        Ok(pi) => { let _ = pipeline.handle(&pi, Moment::now()); }
                         Err(_) => break,
                     }
                 }
@@ -425,7 +422,7 @@ where
                 }
             }
             _ = ticker.tick() => {
-                pipeline.tick(SystemTime::now());
+                pipeline.tick(Moment::now());
                 let _ = pipeline.flush();
                 let shed = stats.shed_by_queue.load(Ordering::Relaxed);
                 if shed > shed_reported && last_warning.is_none_or(|t| t.elapsed() >= SHED_WARNING_INTERVAL) {
@@ -438,9 +435,9 @@ where
     }
     // What was queued before the stop is audited too.
     rx.close();
-    let now = SystemTime::now();
+    let now = Moment::now();
     while let Ok(pi) = rx.try_recv() {
         let _ = pipeline.handle(&pi, now);
     }
-    pipeline.shutdown(SystemTime::now())
+    pipeline.shutdown(Moment::now())
 }

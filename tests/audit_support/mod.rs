@@ -8,7 +8,9 @@ use npagent::model::ObjectRef;
 use ofp::packet_in2::PacketIn2;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use npagent::audit::Moment;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub fn obj(ns: &str, name: &str) -> ObjectRef {
     ObjectRef { namespace: ns.into(), name: name.into() }
@@ -31,6 +33,14 @@ pub fn t_allow() -> SystemTime {
 /// 2023/07/04 12:33:26.221413 UTC, the time of DESIGN.md's Drop example.
 pub fn t_drop() -> SystemTime {
     at(1_688_474_006, 221_413)
+}
+
+/// The moment `wall` with a monotonic reading that advances with it (the clocks agree, as
+/// they do unless someone steps the wall clock). `wall` must be after 2020.
+pub fn clocks(wall: SystemTime) -> Moment {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    let since = wall.duration_since(at(1_577_836_800, 0)).expect("a time after 2020");
+    Moment { wall, mono: *BASE.get_or_init(Instant::now) + since }
 }
 
 #[derive(Default)]
