@@ -275,4 +275,21 @@ fn flows_of_a_full_table_are_set_aside_and_retried_with_backoff_while_the_rest_l
     eprintln!("set-aside flows landed {:.1} s after the limit was lifted", took.as_secs_f64());
     node.confirm("after the limit is lifted", &allowed);
     assert!(node.table_flows("IngressRule").len() > n);
+    node.agent.wait_log("refused before are installed now", Duration::from_secs(2));
+}
+
+#[test]
+fn a_standalone_bridge_is_made_secure_when_npagent_starts() {
+    let sb = support::Sandbox::start();
+    sb.vsctl(&["set-fail-mode", "br-int", "standalone"]);
+    let manifests = sb.dir.join("manifests");
+    std::fs::create_dir_all(&manifests).expect("manifests dir");
+    let mut agent = Agent::spawn(&sb, &manifests, &sb.dir.join("npagent.log"), &[]);
+    let started = Instant::now();
+    while sb.vsctl(&["get-fail-mode", "br-int"]).trim() != "secure" {
+        assert!(started.elapsed() < Duration::from_secs(10), "fail_mode still not secure:\n{}", agent.log_tail(20));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let line = agent.wait_log("fail_mode standalone", Duration::from_secs(2));
+    assert!(line.contains("WARN") && line.contains("secure"), "{line}");
 }

@@ -259,9 +259,9 @@ impl Reconciler {
             self.update_flow_gauges();
         }
         let mods = self.without_waiting(mods);
-        // A due flow that needs no flow_mod any more (its policy went, or it is in place).
         let wanted: BTreeSet<_> = mods.iter().map(refused::key_of).collect();
         for k in due.iter().filter(|k| !wanted.contains(*k)) {
+            // Nothing to send for it any more: its policy went, or it is in place.
             self.refused.forget(k);
         }
         if !due.is_empty() && !mods.is_empty() {
@@ -352,8 +352,14 @@ impl Reconciler {
             tracing::trace!("sent {}", crate::switch::describe_flow(f));
         }
         compiler::apply(&mut self.installed, mods);
-        for f in mods {
-            self.refused.forget(&refused::key_of(f));
+        if !self.refused.is_empty() {
+            let landed = mods.iter().filter(|f| self.refused.forget(&refused::key_of(f))).count();
+            if landed > 0 {
+                tracing::info!(
+                    "{landed} flow_mod(s) the switch refused before are installed now; {} still set aside",
+                    self.refused.len()
+                );
+            }
         }
     }
 

@@ -52,9 +52,9 @@ impl Refused {
         (e.attempts, delay)
     }
 
-    /// Forgets `key` (the switch took it, or it is no longer wanted).
-    pub fn forget(&mut self, key: &FlowKey) {
-        self.entries.remove(key);
+    /// Forgets `key` (the switch took it, or it is no longer wanted); true if it was set aside.
+    pub fn forget(&mut self, key: &FlowKey) -> bool {
+        self.entries.remove(key).is_some()
     }
 
     /// Whether `key` is set aside and not yet due for a retry.
@@ -182,7 +182,8 @@ mod tests {
         assert!(r.due(now).is_empty());
         assert_eq!(r.due(now + Duration::from_secs(1)).len(), 1);
         assert_eq!(r.record(k.clone(), now), (2, Duration::from_secs(2)));
-        r.forget(&k);
+        assert!(r.forget(&k));
+        assert!(!r.forget(&k));
         assert!(r.is_empty());
     }
 
