@@ -323,7 +323,7 @@ impl Reconciler {
                 }
             }
         }
-        self.set_aside(refused);
+        self.set_aside(refused, last_error.is_none() && batch.is_empty());
         match last_error {
             Some(e) => Err(e),
             None if !batch.is_empty() => Err(SwitchError::Protocol(format!(
@@ -363,9 +363,9 @@ impl Reconciler {
         }
     }
 
-    /// Records flows the switch refused, and says which (with their policy) and when they
-    /// are tried again.
-    fn set_aside(&mut self, refused: Vec<(FlowMod, OfpError)>) {
+    /// Records flows the switch refused, and says which (with their policy), whether the rest
+    /// of their bundle was `applied`, and when they are tried again.
+    fn set_aside(&mut self, refused: Vec<(FlowMod, OfpError)>, applied: bool) {
         if refused.is_empty() {
             return;
         }
@@ -384,8 +384,9 @@ impl Reconciler {
         }
         let more = refused.len().saturating_sub(REFUSED_SHOWN);
         let (attempts, delay) = next.unwrap_or((1, refused::BACKOFF_MIN));
+        let rest = if applied { "the rest of the bundle is applied without them" } else { "the rest of the bundle failed too" };
         tracing::error!(
-            "the switch refused {} flow_mod(s); the rest of the bundle is applied without them, retrying them in {delay:?} (refused {attempts} time(s) so far, {} flows set aside):\n  {}{}",
+            "the switch refused {} flow_mod(s); {rest}; retrying them in {delay:?} (refused {attempts} time(s) so far, {} flows set aside):\n  {}{}",
             refused.len(),
             self.refused.len(),
             lines.join("\n  "),
