@@ -256,3 +256,24 @@ async fn names_the_tables_idempotently() {
         .arg(format!("unix:{}", ovs.path("br-int.mgmt").display())));
     assert!(flows.contains("table=IngressRule"), "{flows}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standalone_or_unset_bridge_becomes_secure() {
+    let ovs = Ovs::start();
+    for (how, args) in [
+        ("standalone", &["set-fail-mode", "br-int", "standalone"][..]),
+        ("unset", &["del-fail-mode", "br-int"][..]),
+    ] {
+        ovs.vsctl(args);
+        assert_ne!(ovs.vsctl(&["get-fail-mode", "br-int"]).trim(), "secure", "{how}: precondition");
+        let (tx, rx) = watch::channel(Vec::new());
+        let task = tokio::spawn(run_ovsdb(ovs.client_endpoint(), "br-int".into(), table_names(), tx));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while ovs.vsctl(&["get-fail-mode", "br-int"]).trim() != "secure" {
+            assert!(std::time::Instant::now() < deadline, "{how}: fail_mode not made secure within 10 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        drop(rx);
+        tokio::time::timeout(Duration::from_secs(5), task).await.expect("stops").expect("join");
+    }
+}

@@ -551,3 +551,73 @@ async fn silent_switch_is_declared_dead_by_echo_and_reconnected() {
     assert!(generation >= 2);
     switch.barrier().await.expect("usable again");
 }
+
+/// Waits until the drift counter differs from `seen` (at most `within`); returns the new value.
+async fn drift_after(drift: &mut watch::Receiver<u64>, seen: u64, within: Duration) -> Option<u64> {
+    tokio::time::timeout(within, async {
+        loop {
+            let now = *drift.borrow_and_update();
+            if now != seen {
+                return now;
+            }
+            drift.changed().await.unwrap();
+        }
+    })
+    .await
+    .ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flow_monitor_reports_changes_by_others_and_not_our_own() {
+    let sb = Sandbox::start();
+    let (switch, _pi) = connect(&sb).await;
+    let mut drift = switch.subscribe_drift();
+    let start = *drift.borrow_and_update();
+
+    // Our own bundle (adds, a modify, a delete): OVS reports it abbreviated, we stay quiet.
+    let batch: Vec<FlowMod> = conjunctive_flows().into_iter().take(100).collect();
+    switch.install(batch.clone()).await.unwrap();
+    let mut m = batch[0].clone();
+    m.command = FlowModCommand::ModifyStrict;
+    m.instructions = vec![apply(vec![Action::Conjunction { id: 77, clause: 0, n_clauses: 2 }])];
+    let mut d = batch[1].clone();
+    d.command = FlowModCommand::DeleteStrict;
+    switch.install(vec![m, d]).await.unwrap();
+    switch.barrier().await.unwrap();
+    assert_eq!(drift_after(&mut drift, start, Duration::from_millis(500)).await, None, "our own changes were reported as drift");
+
+    // Someone else adds, modifies and deletes flows: each is reported.
+    let mut seen = start;
+    for cmd in [
+        vec!["add-flow", "table=7,priority=9,ip,actions=drop"],
+        vec!["mod-flows", "table=7,ip,actions=output:1"],
+        vec!["del-flows", "table=7"],
+    ] {
+        sb.ofctl(&cmd);
+        seen = drift_after(&mut drift, seen, Duration::from_secs(2))
+            .await
+            .unwrap_or_else(|| panic!("`ovs-ofctl {}` was not reported", cmd.join(" ")));
+    }
+    switch.barrier().await.expect("connection still usable");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_table_fails_the_bundle_at_commit_naming_the_first_flow_over_the_limit() {
+    let sb = Sandbox::start();
+    let (switch, _pi) = connect(&sb).await;
+    sb.vsctl(&["--", "--id=@t", "create", "Flow_Table", "flow_limit=3", "overflow_policy=refuse",
+        "--", "set", "Bridge", "br-int", "flow_tables:5=@t"]);
+    let batch: Vec<FlowMod> = (0..5u32)
+        .map(|i| flow(if i == 0 { 6 } else { 5 }, 10, vec![Oxm::EthType(0x0800), Oxm::Ipv4Src(Masked::exact(ip4(0x0a00_0000 + i)))], vec![apply(vec![])]))
+        .collect();
+    let before = sb.dump_flows();
+    match switch.install(batch).await {
+        Err(e @ SwitchError::BundleFailed { .. }) => {
+            let SwitchError::BundleFailed { index, error, .. } = &e else { unreachable!() };
+            assert_eq!(*index, 4, "flows #1-#3 fill table 5, #4 is one too many: {e}");
+            assert_eq!(error.name, Some("OFPFMFC_TABLE_FULL"), "{e}");
+        }
+        other => panic!("expected BundleFailed, got {other:?}"),
+    }
+    assert_eq!(sb.dump_flows(), before, "tables unchanged");
+}

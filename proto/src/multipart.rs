@@ -1,10 +1,12 @@
 //! MULTIPART_REQUEST / MULTIPART_REPLY (types 18/19): flow stats (multipart type 1 with OF1.5
-//! OXS stats), meter stats (type 9), and anything else kept raw.
+//! OXS stats), meter stats (type 9), flow monitors (type 16, see [`crate::flow_monitor`]),
+//! and anything else kept raw.
 //!
 //! Bodies start at the multipart header's type u16 (right after the 8-byte `ofp_header`):
 //! type u16, flags u16, pad 4, then the type's body.
 
 use crate::error::{Error, Result};
+use crate::flow_monitor::{self, FlowMonitorRequest, FlowUpdate, OFPMP_FLOW_MONITOR};
 use crate::instruction::{emit_instructions, instructions_len, parse_instructions, Instruction};
 use crate::oxm::{oxm_header, split_header, tlv, Match, Rd};
 use crate::prop::pad8;
@@ -35,6 +37,8 @@ pub enum MultipartRequestBody {
     Flow(FlowStatsRequest),
     /// Multipart type 9: meter stats for one meter or 0xffffffff (all).
     MeterStats { meter_id: u32 },
+    /// Multipart type 16: flow monitors to create, modify or delete.
+    FlowMonitor(Vec<FlowMonitorRequest>),
     /// Any other multipart type, body raw.
     Other { mp_type: u16, body: Bytes },
 }
@@ -65,6 +69,8 @@ pub struct MultipartReply {
 pub enum MultipartReplyBody {
     Flow(Vec<FlowStats>),
     MeterStats(Vec<MeterStats>),
+    /// Multipart type 16: flow monitor updates.
+    FlowMonitor(Vec<FlowUpdate>),
     Other { mp_type: u16, body: Bytes },
 }
 
@@ -148,6 +154,7 @@ impl MultipartRequest {
                 }
                 MultipartRequestBody::MeterStats { meter_id }
             }
+            OFPMP_FLOW_MONITOR => MultipartRequestBody::FlowMonitor(flow_monitor::parse_requests(rest)?),
             other => MultipartRequestBody::Other {
                 mp_type: other,
                 body: Bytes::copy_from_slice(rest),
@@ -162,6 +169,7 @@ impl MultipartRequest {
             + match &self.body {
                 MultipartRequestBody::Flow(f) => 32 + f.match_.buffer_len(),
                 MultipartRequestBody::MeterStats { .. } => 8,
+                MultipartRequestBody::FlowMonitor(v) => v.iter().map(FlowMonitorRequest::buffer_len).sum(),
                 MultipartRequestBody::Other { body, .. } => body.len(),
             }
     }
@@ -184,6 +192,10 @@ impl MultipartRequest {
                 emit_mp_header(out, OFPMP_METER_STATS, self.flags);
                 out.put_u32(*meter_id);
                 out.put_u32(0);
+            }
+            MultipartRequestBody::FlowMonitor(v) => {
+                emit_mp_header(out, OFPMP_FLOW_MONITOR, self.flags);
+                v.iter().for_each(|r| r.emit(out));
             }
             MultipartRequestBody::Other { mp_type, body } => {
                 emit_mp_header(out, *mp_type, self.flags);
@@ -259,6 +271,7 @@ impl MultipartReply {
                 }
                 MultipartReplyBody::MeterStats(v)
             }
+            OFPMP_FLOW_MONITOR => MultipartReplyBody::FlowMonitor(flow_monitor::parse_updates(rest)?),
             other => MultipartReplyBody::Other {
                 mp_type: other,
                 body: Bytes::copy_from_slice(rest),
@@ -273,6 +286,7 @@ impl MultipartReply {
             + match &self.body {
                 MultipartReplyBody::Flow(v) => v.iter().map(FlowStats::buffer_len).sum(),
                 MultipartReplyBody::MeterStats(v) => v.iter().map(MeterStats::buffer_len).sum(),
+                MultipartReplyBody::FlowMonitor(v) => v.iter().map(FlowUpdate::buffer_len).sum(),
                 MultipartReplyBody::Other { body, .. } => body.len(),
             }
     }
@@ -287,6 +301,10 @@ impl MultipartReply {
             MultipartReplyBody::MeterStats(v) => {
                 emit_mp_header(out, OFPMP_METER_STATS, self.flags);
                 v.iter().for_each(|m| m.emit(out));
+            }
+            MultipartReplyBody::FlowMonitor(v) => {
+                emit_mp_header(out, OFPMP_FLOW_MONITOR, self.flags);
+                v.iter().for_each(|u| u.emit(out));
             }
             MultipartReplyBody::Other { mp_type, body } => {
                 emit_mp_header(out, *mp_type, self.flags);

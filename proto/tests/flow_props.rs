@@ -5,6 +5,7 @@
 use bytes::{Bytes, BytesMut};
 use ofp::action::{Action, Controller2, Ct, CtZoneSrc};
 use ofp::flow_mod::{FlowMod, FlowModCommand};
+use ofp::flow_monitor::{FlowMonitorRequest, FlowUpdate, FlowUpdateFull, OFPMP_FLOW_MONITOR};
 use ofp::instruction::Instruction;
 use ofp::multipart::{
     FlowStats, FlowStatsRequest, MeterStats, MultipartReply, MultipartReplyBody, MultipartRequest,
@@ -374,6 +375,45 @@ fn meter_stats() -> impl Strategy<Value = MeterStats> {
         )
 }
 
+fn flow_monitor_request() -> impl Strategy<Value = FlowMonitorRequest> {
+    (any::<(u32, u32, u32, u16, u8, u8)>(), match_()).prop_map(
+        |((monitor_id, out_port, out_group, flags, table_id, command), match_)| FlowMonitorRequest {
+            monitor_id,
+            out_port,
+            out_group,
+            flags,
+            table_id,
+            command,
+            match_,
+        },
+    )
+}
+
+fn flow_update() -> impl Strategy<Value = FlowUpdate> {
+    prop_oneof![
+        (0u16..4, any::<(u8, u8, u16, u16, u16, u64)>(), match_(), vec(instruction(), 0..3)).prop_map(
+            |(event, (table_id, reason, idle_timeout, hard_timeout, priority, cookie), match_, instructions)| {
+                FlowUpdate::Full(FlowUpdateFull {
+                    event,
+                    table_id,
+                    reason,
+                    idle_timeout,
+                    hard_timeout,
+                    priority,
+                    cookie,
+                    match_,
+                    instructions,
+                })
+            }
+        ),
+        any::<u32>().prop_map(|xid| FlowUpdate::Abbrev { xid }),
+        Just(FlowUpdate::Paused),
+        Just(FlowUpdate::Resumed),
+        (7u16.., (0usize..4).prop_flat_map(|n| bytes_len(Just(4 + 8 * n))))
+            .prop_map(|(event, body)| FlowUpdate::Unknown { event, body }),
+    ]
+}
+
 fn mp_request() -> impl Strategy<Value = MultipartRequest> {
     let body = prop_oneof![
         (any::<(u8, u32, u32, u64, u64)>(), match_()).prop_map(
@@ -389,7 +429,9 @@ fn mp_request() -> impl Strategy<Value = MultipartRequest> {
             }
         ),
         any::<u32>().prop_map(|meter_id| MultipartRequestBody::MeterStats { meter_id }),
+        vec(flow_monitor_request(), 0..3).prop_map(MultipartRequestBody::FlowMonitor),
         (10u16.., bytes_len(0usize..40))
+            .prop_filter("a typed multipart type", |(t, _)| *t != OFPMP_FLOW_MONITOR)
             .prop_map(|(mp_type, body)| MultipartRequestBody::Other { mp_type, body }),
     ];
     (any::<u16>(), body).prop_map(|(flags, body)| MultipartRequest { flags, body })
@@ -399,7 +441,9 @@ fn mp_reply() -> impl Strategy<Value = MultipartReply> {
     let body = prop_oneof![
         vec(flow_stats(), 0..3).prop_map(MultipartReplyBody::Flow),
         vec(meter_stats(), 0..3).prop_map(MultipartReplyBody::MeterStats),
+        vec(flow_update(), 0..3).prop_map(MultipartReplyBody::FlowMonitor),
         (10u16.., bytes_len(0usize..40))
+            .prop_filter("a typed multipart type", |(t, _)| *t != OFPMP_FLOW_MONITOR)
             .prop_map(|(mp_type, body)| MultipartReplyBody::Other { mp_type, body }),
     ];
     (any::<u16>(), body).prop_map(|(flags, body)| MultipartReply { flags, body })

@@ -406,6 +406,53 @@ fn cases() -> Vec<Case> {
             ),
             &["OFPST_METER reply (OF1.5) (xid=0x31):", "meter:1 flow_count:2 packet_in_count:100 byte_in_count:6000 duration:5s bands:", "0: packet_count:40 byte_count:2400"],
         ),
+        case(
+            "flow monitor request",
+            Message::new(
+                0x32,
+                Payload::MultipartRequest(MultipartRequest {
+                    flags: 0,
+                    body: MultipartRequestBody::FlowMonitor(vec![
+                        ofp::FlowMonitorRequest::all_changes(1),
+                        ofp::FlowMonitorRequest {
+                            table_id: 3,
+                            out_port: 2,
+                            flags: ofp::flow_monitor::flags::INITIAL | ofp::flow_monitor::flags::ADD,
+                            match_: Match { fields: vec![Oxm::InPort(1)] },
+                            ..ofp::FlowMonitorRequest::all_changes(2)
+                        },
+                    ]),
+                }),
+            ),
+            &["OFPST_FLOW_MONITOR request (OF1.5) (xid=0x32):", "id=1 flags=add,delete,modify", "id=2 flags=initial,add out_port=2 table=3 in_port=1"],
+        ),
+        case(
+            "flow monitor reply",
+            Message::new(
+                0,
+                Payload::MultipartReply(MultipartReply {
+                    flags: 0,
+                    body: MultipartReplyBody::FlowMonitor(vec![
+                        ofp::FlowUpdate::Full(ofp::FlowUpdateFull {
+                            event: ofp::flow_monitor::event::ADDED,
+                            table_id: 4,
+                            reason: 0,
+                            idle_timeout: 0,
+                            hard_timeout: 0,
+                            priority: 300,
+                            cookie: 0x77,
+                            match_: Match { fields: vec![Oxm::EthType(0x0800)] },
+                            instructions: vec![Instruction::GotoTable(5)],
+                        }),
+                        ofp::FlowUpdate::Abbrev { xid: 0x99 },
+                        ofp::FlowUpdate::Paused,
+                    ]),
+                }),
+            ),
+            // OVS's printer leaves the priority out (lib/ofp-monitor.c formats the match with
+            // the default priority); the bytes carry it, as the codec's vectors check.
+            &["OFPST_FLOW_MONITOR reply (OF1.5) (xid=0x0):", "event=ADDED table=4 cookie=0x77 ip actions=goto_table:5", "event=ABBREV xid=0x99", "event=PAUSED"],
+        ),
         case("barrier request", Message::new(0x40, Payload::BarrierRequest), &["OFPT_BARRIER_REQUEST (OF1.5) (xid=0x40):"]),
         case("barrier reply", Message::new(0x40, Payload::BarrierReply), &["OFPT_BARRIER_REPLY (OF1.5) (xid=0x40):"]),
         case(

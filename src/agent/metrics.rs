@@ -35,6 +35,8 @@ pub struct AgentMetrics {
     pub flow_mods_delete: AtomicU64,
     pub bundles_committed: AtomicU64,
     pub bundles_failed: AtomicU64,
+    /// Flow_mods the switch refused (set aside and retried with backoff).
+    pub flow_mods_rejected: AtomicU64,
     /// Sum of bundle commit latencies, microseconds.
     pub bundle_latency_us_sum: AtomicU64,
     pub reconnects: AtomicU64,
@@ -81,6 +83,7 @@ pub fn render(agent: &AgentMetrics, audit: &AuditStats) -> String {
     family(&mut out, "npagent_flow_mods_total", "counter", "Flow_mods sent, by kind.", &mods);
     family(&mut out, "npagent_bundles_committed_total", "counter", "Bundles committed.", &single(get(&agent.bundles_committed)));
     family(&mut out, "npagent_bundles_failed_total", "counter", "Bundles the switch refused.", &single(get(&agent.bundles_failed)));
+    family(&mut out, "npagent_flow_mods_rejected_total", "counter", "Flow_mods the switch refused (retried with backoff).", &single(get(&agent.flow_mods_rejected)));
     let us = get(&agent.bundle_latency_us_sum);
     family(
         &mut out,

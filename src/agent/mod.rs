@@ -105,6 +105,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
 
     let mut reconciler = Reconciler::new(&cfg, switch.clone(), Arc::clone(&state), Arc::clone(&metrics));
     let mut conn_state = switch.subscribe();
+    let mut drift = switch.subscribe_drift();
     let mut ports_seen = false;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -144,6 +145,13 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
                 }
                 let st = conn_state.borrow_and_update().clone();
                 reconciler.connection_changed(&st);
+            }
+            changed = drift.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                drift.borrow_and_update();
+                reconciler.drift_detected();
             }
             _ = tick.tick() => {
                 reconciler.expire();

@@ -1,13 +1,23 @@
 //! Keeps the bridge at the compiler's desired flows: diff, one bundle, and a full resync
 //! (dump, diff) whenever the switch (re)connects or a bundle fails.
+//!
+//! Drift: when the switch reports that someone else changed its flows (its flow monitor,
+//! see [`crate::switch::SwitchHandle::subscribe_drift`]), the next reconcile dumps the flows
+//! and sends the difference to the desired state in one bundle ([`Reconciler::drift_detected`]).
+//!
+//! Refused flows: when the switch refuses flows of a bundle, those are set aside
+//! ([`refused`]), the rest goes out in a new bundle, and they are retried with backoff.
+
+mod refused;
 
 use super::metrics::AgentMetrics;
 use super::{AgentConfig, State};
 use crate::compiler::{self, tables, Change, Compiler, FlowTable, IdAllocator};
 use crate::model::LocalPort;
 use crate::source::SourceEvent;
-use crate::switch::{ConnState, SwitchError, SwitchHandle};
+use crate::switch::{ConnState, OfpError, SwitchError, SwitchHandle};
 use ofp::{FlowMod, FlowModCommand, MeterBand, MeterMod};
+use refused::Refused;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
@@ -17,6 +27,10 @@ use std::time::{Duration, Instant};
 const ID_GRACE_SECS: u64 = 120;
 /// Wait after a failed reconcile before the next try.
 const RETRY_AFTER: Duration = Duration::from_secs(2);
+/// Bundles tried in one send, each without the flows the previous one was refused for.
+const MAX_SPLITS: usize = 16;
+/// Refused flows named one per line in the log; the rest are counted.
+const REFUSED_SHOWN: usize = 8;
 
 const METER_ADD: u16 = 0;
 const METER_MODIFY: u16 = 1;
@@ -40,6 +54,10 @@ pub struct Reconciler {
     /// The current connection, if any.
     connected: Option<u64>,
     retry_at: Option<Instant>,
+    /// The switch reported foreign flow changes: dump and repair at the next reconcile.
+    drifted: bool,
+    /// Flows the switch refused, waiting for their retry.
+    refused: Refused,
 }
 
 impl Reconciler {
@@ -63,7 +81,15 @@ impl Reconciler {
             synced_generation: None,
             connected: None,
             retry_at: None,
+            drifted: false,
+            refused: Refused::default(),
         }
+    }
+
+    /// The switch says its flows were changed by someone else: the next reconcile dumps them
+    /// and repairs the difference.
+    pub fn drift_detected(&mut self) {
+        self.drifted = true;
     }
 
     fn now(&self) -> u64 {
@@ -129,7 +155,9 @@ impl Reconciler {
         }
         let result = if self.synced_generation != Some(generation) {
             self.resync(generation).await
-        } else if self.pending.is_empty() {
+        } else if self.drifted {
+            self.repair().await
+        } else if self.pending.is_empty() && self.refused.due(Instant::now()).is_empty() {
             return;
         } else {
             self.incremental().await
@@ -146,6 +174,8 @@ impl Reconciler {
 
     /// Dumps the switch, recompiles everything, sends the full diff.
     async fn resync(&mut self, generation: u64) -> Result<(), SwitchError> {
+        // A full resync repairs any drift too.
+        self.drifted = false;
         self.ensure_meter().await?;
         let dump = self.switch.dump_flows(None).await?;
         self.installed = compiler::installed_from_stats(&dump);
@@ -160,6 +190,7 @@ impl Reconciler {
             compiler.full(state.store.model(), now);
             compiler::diff(compiler.flows(), &self.installed)
         };
+        let mods = self.without_waiting(mods);
         tracing::info!(
             "resync with the switch (connection #{generation}): {} flows installed, {} flow_mods to send",
             self.installed.len(),
@@ -171,55 +202,196 @@ impl Reconciler {
         Ok(())
     }
 
-    /// Recompiles what the pending changes touch and sends the difference.
-    async fn incremental(&mut self) -> Result<(), SwitchError> {
+    /// Dumps the switch after someone else changed its flows and sends the difference to the
+    /// desired flows (brought up to date with the pending changes first).
+    async fn repair(&mut self) -> Result<(), SwitchError> {
+        // Cleared before the dump: a change reported after it is repaired by the next round.
+        self.drifted = false;
+        // Deleting a meter by hand deletes the flows using it; put it back first.
+        self.ensure_meter().await?;
+        let dump = self.switch.dump_flows(None).await?;
+        self.installed = compiler::installed_from_stats(&dump);
         let now = self.now();
         let changes = std::mem::take(&mut self.pending);
-        tracing::debug!("recompiling for {} change(s): {:?}", changes.len(), &changes[..changes.len().min(8)]);
         let (mods, flows_changed) = {
             let mut guard = write(&self.state);
             let state = &mut *guard;
             let Some(compiler) = state.compiler.as_mut() else { return Ok(()) };
-            let touched: BTreeSet<_> = compiler.update(state.store.model(), &changes, now);
-            (compiler::diff_keys(compiler.flows(), &self.installed, touched.iter()), !touched.is_empty())
+            let touched = compiler.update(state.store.model(), &changes, now);
+            (compiler::diff(compiler.flows(), &self.installed), !touched.is_empty())
         };
+        let mods = self.without_waiting(mods);
         if flows_changed {
             self.update_flow_gauges();
+        }
+        if mods.is_empty() {
+            tracing::info!("flows changed on the switch; the dump matches the desired flows, nothing to repair");
+        } else {
+            tracing::warn!(
+                "flows changed on the switch behind npagent's back: repairing with {} flow_mods ({} flows installed)",
+                mods.len(),
+                self.installed.len()
+            );
         }
         self.send(mods).await
     }
 
-    /// Sends `mods` in one bundle and records them as installed.
+    /// Recompiles what the pending changes touch and sends the difference, with the refused
+    /// flows whose retry is due.
+    async fn incremental(&mut self) -> Result<(), SwitchError> {
+        let now = self.now();
+        let changes = std::mem::take(&mut self.pending);
+        let due = self.refused.due(Instant::now());
+        if !changes.is_empty() {
+            tracing::debug!("recompiling for {} change(s): {:?}", changes.len(), &changes[..changes.len().min(8)]);
+        }
+        let (mods, flows_changed) = {
+            let mut guard = write(&self.state);
+            let state = &mut *guard;
+            let Some(compiler) = state.compiler.as_mut() else { return Ok(()) };
+            let touched: BTreeSet<_> =
+                if changes.is_empty() { BTreeSet::new() } else { compiler.update(state.store.model(), &changes, now) };
+            let flows_changed = !touched.is_empty();
+            let keys: BTreeSet<_> = touched.into_iter().chain(due.iter().cloned()).collect();
+            (compiler::diff_keys(compiler.flows(), &self.installed, keys.iter()), flows_changed)
+        };
+        if flows_changed {
+            self.update_flow_gauges();
+        }
+        let mods = self.without_waiting(mods);
+        let wanted: BTreeSet<_> = mods.iter().map(refused::key_of).collect();
+        for k in due.iter().filter(|k| !wanted.contains(*k)) {
+            // Nothing to send for it any more: its policy went, or it is in place.
+            self.refused.forget(k);
+        }
+        if !due.is_empty() && !mods.is_empty() {
+            tracing::info!("retrying {} flow_mod(s) the switch refused before", due.iter().filter(|k| wanted.contains(*k)).count());
+        }
+        self.send(mods).await
+    }
+
+    /// `mods` without those for refused flows whose retry is not due yet.
+    fn without_waiting(&self, mut mods: Vec<FlowMod>) -> Vec<FlowMod> {
+        if !self.refused.is_empty() {
+            let now = Instant::now();
+            mods.retain(|m| !self.refused.is_waiting(&refused::key_of(m), now));
+        }
+        mods
+    }
+
+    /// Sends `mods` in one bundle and records them as installed. When the switch refuses
+    /// some of them, those are set aside for a retry with backoff and the rest goes out in a
+    /// new bundle (at most [`MAX_SPLITS`] bundles; then the last error is returned).
     async fn send(&mut self, mods: Vec<FlowMod>) -> Result<(), SwitchError> {
-        if mods.is_empty() {
-            return Ok(());
-        }
-        let started = Instant::now();
-        let result = self.switch.install(mods.clone()).await;
-        match &result {
-            Ok(()) => {
-                let m = &self.metrics;
-                m.bundles_committed.fetch_add(1, Ordering::Relaxed);
-                m.bundle_latency_us_sum.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-                for f in &mods {
-                    let counter = match f.command {
-                        FlowModCommand::Add => &m.flow_mods_add,
-                        FlowModCommand::Modify | FlowModCommand::ModifyStrict => &m.flow_mods_modify,
-                        _ => &m.flow_mods_delete,
-                    };
-                    counter.fetch_add(1, Ordering::Relaxed);
-                }
-                tracing::debug!("bundle of {} flow_mods committed in {:?}", mods.len(), started.elapsed());
-                for f in mods.iter().take(16) {
-                    tracing::trace!("sent {}", crate::switch::describe_flow(f));
-                }
-                compiler::apply(&mut self.installed, &mods);
+        let mut batch = mods;
+        let mut refused: Vec<(FlowMod, OfpError)> = Vec::new();
+        let mut last_error = None;
+        for _ in 0..MAX_SPLITS {
+            if batch.is_empty() {
+                break;
             }
-            Err(_) => {
-                self.metrics.bundles_failed.fetch_add(1, Ordering::Relaxed);
+            let started = Instant::now();
+            match self.switch.install(batch.clone()).await {
+                Ok(()) => {
+                    self.committed(&batch, started);
+                    batch.clear();
+                    break;
+                }
+                Err(SwitchError::BundleFailed { index, error, also, .. }) => {
+                    self.metrics.bundles_failed.fetch_add(1, Ordering::Relaxed);
+                    let mut bad = BTreeSet::new();
+                    for (i, e) in std::iter::once((index, &error)).chain(also.iter().map(|(i, e)| (*i, e))) {
+                        for j in refused::offenders(&batch, i, e) {
+                            if bad.insert(j) {
+                                // The flow the switch named carries its own error; the others
+                                // set aside with it (same full table) share it.
+                                refused.extend(batch.get(j).map(|m| (m.clone(), e.clone())));
+                            }
+                        }
+                    }
+                    if bad.is_empty() {
+                        // An index outside the batch: nothing to set aside, give up.
+                        last_error = Some(SwitchError::BundleFailed { index, flow: String::new(), error, commit_error: None, also });
+                        break;
+                    }
+                    batch = batch.into_iter().enumerate().filter(|(i, _)| !bad.contains(i)).map(|(_, m)| m).collect();
+                }
+                Err(e) => {
+                    self.metrics.bundles_failed.fetch_add(1, Ordering::Relaxed);
+                    last_error = Some(e);
+                    break;
+                }
             }
         }
-        result
+        self.set_aside(refused, last_error.is_none() && batch.is_empty());
+        match last_error {
+            Some(e) => Err(e),
+            None if !batch.is_empty() => Err(SwitchError::Protocol(format!(
+                "{} flow_mods still refused after {MAX_SPLITS} bundles",
+                batch.len()
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts and records a committed bundle.
+    fn committed(&mut self, mods: &[FlowMod], started: Instant) {
+        let m = &self.metrics;
+        m.bundles_committed.fetch_add(1, Ordering::Relaxed);
+        m.bundle_latency_us_sum.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        for f in mods {
+            let counter = match f.command {
+                FlowModCommand::Add => &m.flow_mods_add,
+                FlowModCommand::Modify | FlowModCommand::ModifyStrict => &m.flow_mods_modify,
+                _ => &m.flow_mods_delete,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        tracing::debug!("bundle of {} flow_mods committed in {:?}", mods.len(), started.elapsed());
+        for f in mods.iter().take(16) {
+            tracing::trace!("sent {}", crate::switch::describe_flow(f));
+        }
+        compiler::apply(&mut self.installed, mods);
+        if !self.refused.is_empty() {
+            let landed = mods.iter().filter(|f| self.refused.forget(&refused::key_of(f))).count();
+            if landed > 0 {
+                tracing::info!(
+                    "{landed} flow_mod(s) the switch refused before are installed now; {} still set aside",
+                    self.refused.len()
+                );
+            }
+        }
+    }
+
+    /// Records flows the switch refused, and says which (with their policy), whether the rest
+    /// of their bundle was `applied`, and when they are tried again.
+    fn set_aside(&mut self, refused: Vec<(FlowMod, OfpError)>, applied: bool) {
+        if refused.is_empty() {
+            return;
+        }
+        self.metrics.flow_mods_rejected.fetch_add(refused.len() as u64, Ordering::Relaxed);
+        let now = Instant::now();
+        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let rules = state.compiler.as_ref().map(|c| c.rules());
+        let mut lines = Vec::new();
+        let mut next = None;
+        for (m, e) in &refused {
+            let (attempts, delay) = self.refused.record(refused::key_of(m), now);
+            next = Some(next.map_or((attempts, delay), |(a, d): (u32, Duration)| (a.max(attempts), d.min(delay))));
+            if lines.len() < REFUSED_SHOWN {
+                lines.push(refused::describe(m, e, rules));
+            }
+        }
+        let more = refused.len().saturating_sub(REFUSED_SHOWN);
+        let (attempts, delay) = next.unwrap_or((1, refused::BACKOFF_MIN));
+        let rest = if applied { "the rest of the bundle is applied without them" } else { "the rest of the bundle failed too" };
+        tracing::error!(
+            "the switch refused {} flow_mod(s); {rest}; retrying them in {delay:?} (refused {attempts} time(s) so far, {} flows set aside):\n  {}{}",
+            refused.len(),
+            self.refused.len(),
+            lines.join("\n  "),
+            if more > 0 { format!("\n  ... and {more} more") } else { String::new() }
+        );
     }
 
     /// Sets the flows-per-table gauges from the desired flows (one pass over them).

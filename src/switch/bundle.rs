@@ -3,6 +3,7 @@
 
 use super::error::{OfpError, SwitchError};
 use bytes::{BufMut, BytesMut};
+use ofp::header::msg_type::{BUNDLE_ADD_MESSAGE as OFPT_BUNDLE_ADD_MESSAGE, FLOW_MOD as OFPT_FLOW_MOD};
 use ofp::{bundle_ctrl, FlowMod};
 
 /// Bundle flags npagent uses on OPEN, every ADD and COMMIT (OVS requires them equal).
@@ -10,8 +11,6 @@ pub const BUNDLE_FLAGS: u16 = bundle_ctrl::FLAG_ATOMIC | bundle_ctrl::FLAG_ORDER
 
 /// Bytes a BUNDLE_ADD_MESSAGE adds around its inner message.
 const BUNDLE_ADD_OVERHEAD: usize = 16;
-const OFPT_FLOW_MOD: u8 = 14;
-const OFPT_BUNDLE_ADD_MESSAGE: u8 = 34;
 
 /// A bundle being sent or committed.
 #[derive(Debug)]
@@ -22,8 +21,10 @@ pub(crate) struct Bundle {
     pub flows: Vec<FlowMod>,
     /// How many BUNDLE_ADDs have been encoded so far.
     pub encoded: usize,
-    /// First error the switch gave for one of the flows: (index, error).
-    pub flow_error: Option<(usize, OfpError)>,
+    /// Errors the switch gave for flows, in arrival order: (index, error). OVS checks each
+    /// BUNDLE_ADD on arrival and goes on with the next, so all refused adds are reported;
+    /// at commit it stops at the first failing flow_mod.
+    pub flow_errors: Vec<(usize, OfpError)>,
     /// An error for the OPEN request itself.
     pub open_error: Option<OfpError>,
 }
@@ -85,13 +86,14 @@ impl Bundle {
 
     /// The error to report for this bundle, if the switch objected to anything in it.
     pub fn failure(&self, commit_error: Option<OfpError>) -> Option<SwitchError> {
-        if let Some((index, error)) = &self.flow_error {
+        if let Some(((index, error), others)) = self.flow_errors.split_first() {
             let flow = self.flows.get(*index).map(describe_flow).unwrap_or_default();
             return Some(SwitchError::BundleFailed {
                 index: *index,
                 flow,
                 error: error.clone(),
                 commit_error,
+                also: others.to_vec(),
             });
         }
         let (request, error) = match (&self.open_error, commit_error) {

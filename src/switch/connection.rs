@@ -9,7 +9,7 @@ use super::session::{Event, Reply, RequestId, Session, SessionConfig};
 use bytes::BytesMut;
 use futures::StreamExt;
 use ofp::codec::OfpCodec;
-use ofp::PacketIn2;
+use ofp::{FlowUpdate, PacketIn2};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -34,6 +34,9 @@ pub struct ConnectionConfig {
     pub request_timeout: Duration,
     /// How long an `install` may take (large bundles take seconds).
     pub install_timeout: Duration,
+    /// When the switch refuses the flow monitor, how often to report possible drift anyway
+    /// (so the owner falls back to a periodic dump-and-diff).
+    pub drift_poll_interval: Duration,
 }
 
 impl Default for ConnectionConfig {
@@ -47,6 +50,7 @@ impl Default for ConnectionConfig {
             backoff_max: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
             install_timeout: Duration::from_secs(300),
+            drift_poll_interval: Duration::from_secs(10),
         }
     }
 }
@@ -71,9 +75,10 @@ pub fn spawn(config: ConnectionConfig) -> (SwitchHandle, mpsc::Receiver<PacketIn
     let (cmd_tx, cmd_rx) = mpsc::channel(config.command_capacity.max(1));
     let (pi_tx, pi_rx) = mpsc::channel(config.packet_in_capacity.max(1));
     let (state_tx, state_rx) = watch::channel(ConnState::Disconnected { reason: None });
+    let (drift_tx, drift_rx) = watch::channel(0u64);
     let dropped = Arc::new(AtomicU64::new(0));
-    let handle = SwitchHandle::new(cmd_tx, state_rx, dropped.clone(), &config);
-    let task = Task { config, cmd_rx, state_tx, pi_tx, dropped, generation: 0 };
+    let handle = SwitchHandle::new(cmd_tx, state_rx, drift_rx, dropped.clone(), &config);
+    let task = Task { config, cmd_rx, state_tx, drift_tx, pi_tx, dropped, generation: 0, monitor_refused: false };
     tokio::spawn(task.run());
     (handle, pi_rx)
 }
@@ -82,9 +87,13 @@ struct Task {
     config: ConnectionConfig,
     cmd_rx: mpsc::Receiver<Command>,
     state_tx: watch::Sender<ConnState>,
+    /// Counts reports of flow table changes made by someone else (see [`SwitchHandle::subscribe_drift`]).
+    drift_tx: watch::Sender<u64>,
     pi_tx: mpsc::Sender<PacketIn2>,
     dropped: Arc<AtomicU64>,
     generation: u64,
+    /// The switch refused the flow monitor on this connection: poll instead.
+    monitor_refused: bool,
 }
 
 /// How one connection ended.
@@ -146,6 +155,8 @@ impl Task {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
         let start_generation = self.generation;
+        self.monitor_refused = false;
+        let mut last_drift_poll = Instant::now();
         let end = loop {
             session.poll_transmit(&mut wbuf, WRITE_HIGH_WATER);
             if let Some(reason) = self.dispatch_events(&mut session, &mut waiters) {
@@ -167,7 +178,13 @@ impl Task {
                     None => break End::HandlesGone,
                     Some(cmd) => submit(&mut session, &mut waiters, cmd),
                 },
-                _ = tick.tick() => session.tick(Instant::now()),
+                _ = tick.tick() => {
+                    session.tick(Instant::now());
+                    if self.monitor_refused && last_drift_poll.elapsed() >= self.config.drift_poll_interval {
+                        last_drift_poll = Instant::now();
+                        self.report_drift();
+                    }
+                }
             }
         };
         let end = match end {
@@ -227,6 +244,21 @@ impl Task {
                 Event::Malformed { xid, reason } => {
                     tracing::warn!(xid, %reason, "undecodable message from the switch");
                 }
+                Event::FlowsChangedElsewhere(updates) => {
+                    tracing::warn!(
+                        "flow tables changed behind npagent's back: {}",
+                        describe_updates(&updates)
+                    );
+                    self.report_drift();
+                }
+                Event::FlowMonitorRefused(error) => {
+                    tracing::warn!(
+                        %error,
+                        every = ?self.config.drift_poll_interval,
+                        "the switch refused the flow monitor: flows changed by others are found by a periodic dump instead"
+                    );
+                    self.monitor_refused = true;
+                }
                 Event::Unhandled(msg) => {
                     tracing::trace!(xid = msg.xid, "unhandled message from the switch");
                 }
@@ -234,6 +266,43 @@ impl Task {
         }
         None
     }
+
+    fn report_drift(&self) {
+        self.drift_tx.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// A short summary of flow monitor updates for the log: the first few, then a count.
+fn describe_updates(updates: &[FlowUpdate]) -> String {
+    use ofp::flow_monitor::event;
+    const SHOWN: usize = 4;
+    if updates.is_empty() {
+        return "an update that could not be decoded".to_string();
+    }
+    let mut parts: Vec<String> = updates
+        .iter()
+        .take(SHOWN)
+        .map(|u| match u {
+            FlowUpdate::Full(f) => {
+                let what = match f.event {
+                    event::ADDED => "added",
+                    event::REMOVED => "removed",
+                    event::MODIFIED => "modified",
+                    event::INITIAL => "present",
+                    _ => "changed",
+                };
+                format!("{what} table={} priority={} cookie={:#x}", f.table_id, f.priority, f.cookie)
+            }
+            FlowUpdate::Paused => "reports paused (switch out of buffer)".to_string(),
+            FlowUpdate::Resumed => "reports resumed".to_string(),
+            FlowUpdate::Abbrev { xid } => format!("own request {xid:#x}"),
+            FlowUpdate::Unknown { event, .. } => format!("unknown event {event}"),
+        })
+        .collect();
+    if updates.len() > SHOWN {
+        parts.push(format!("and {} more", updates.len() - SHOWN));
+    }
+    parts.join("; ")
 }
 
 fn lost(reason: SwitchError) -> End {

@@ -63,8 +63,9 @@ pub enum SwitchError {
     #[error("switch rejected {request}: {error}")]
     Rejected { request: String, error: OfpError },
     /// A bundle was not applied (nothing of it is in the tables) because of one of its flows.
-    #[error("bundle not applied: flow #{index} rejected with {error}{}: {flow}",
-        commit_error.as_ref().map(|e| format!(" (commit: {e})")).unwrap_or_default())]
+    #[error("bundle not applied: flow #{index} rejected with {error}{}: {flow}{}",
+        commit_error.as_ref().map(|e| format!(" (commit: {e})")).unwrap_or_default(),
+        if also.is_empty() { String::new() } else { format!(" (and {} more flows rejected)", also.len()) })]
     BundleFailed {
         /// Index of the offending flow in the batch given to `install`.
         index: usize,
@@ -74,6 +75,8 @@ pub enum SwitchError {
         error: OfpError,
         /// The error of the commit itself (OFPBFC_MSG_FAILED) when the flow failed at commit.
         commit_error: Option<OfpError>,
+        /// Further flows the switch refused, as (index, error).
+        also: Vec<(usize, OfpError)>,
     },
     /// Version negotiation or the handshake failed.
     #[error("handshake failed: {0}")]

@@ -30,6 +30,7 @@ pub(crate) struct Command {
 pub struct SwitchHandle {
     cmd: mpsc::Sender<Command>,
     state: watch::Receiver<ConnState>,
+    drift: watch::Receiver<u64>,
     dropped: Arc<AtomicU64>,
     request_timeout: Duration,
     install_timeout: Duration,
@@ -45,12 +46,14 @@ impl SwitchHandle {
     pub(crate) fn new(
         cmd: mpsc::Sender<Command>,
         state: watch::Receiver<ConnState>,
+        drift: watch::Receiver<u64>,
         dropped: Arc<AtomicU64>,
         config: &ConnectionConfig,
     ) -> Self {
         SwitchHandle {
             cmd,
             state,
+            drift,
             dropped,
             request_timeout: config.request_timeout,
             install_timeout: config.install_timeout,
@@ -65,6 +68,14 @@ impl SwitchHandle {
     /// A receiver of connection state changes (to resync after a reconnect).
     pub fn subscribe(&self) -> watch::Receiver<ConnState> {
         self.state.clone()
+    }
+
+    /// A receiver whose value grows whenever the switch reports that someone else changed its
+    /// flow tables (OpenFlow flow monitor; npagent's own changes are not reported), or, when
+    /// the switch has no flow monitor, every `drift_poll_interval`. The owner should then
+    /// dump the flows and repair the difference.
+    pub fn subscribe_drift(&self) -> watch::Receiver<u64> {
+        self.drift.clone()
     }
 
     /// Waits until the switch is connected (or already is); returns the generation and

@@ -64,6 +64,9 @@ fn nx_error_frame(xid: u32, exp_code: u16) -> Vec<u8> {
     v
 }
 
+/// The (empty) OFPMP_FLOW_MONITOR reply that confirms the monitor of the handshake.
+const MONITOR_CREATED_XID6: &str = "06130010 00000006 00100000 00000000";
+
 const FEATURES_REPLY_XID2: &str = "0606002000000002000050540000000100000100ff0000000000076f00000000";
 
 /// A session past the handshake, output drained.
@@ -78,7 +81,8 @@ fn ready_session_at(now: Instant) -> Session {
     s.handle_frame(&unhex("06000010 000000aa 00010008 00000040"), now);
     drain(&mut s);
     s.handle_frame(&unhex(FEATURES_REPLY_XID2), now);
-    s.handle_frame(&unhex("06150008 00000006"), now);
+    s.handle_frame(&unhex(MONITOR_CREATED_XID6), now);
+    s.handle_frame(&unhex("06150008 00000007"), now);
     assert!(s.is_ready());
     events(&mut s);
     s
@@ -132,14 +136,16 @@ fn handshake_sends_hello_then_configures_and_becomes_ready_after_barrier() {
          0609000c 00000003 0000ffff
          06040014 00000004 00002320 00000010 00000002
          06040018 00000005 00002320 00000014 000000000000 0007
-         06140008 00000006",
+         06120028 00000006 00100000 00000000 00000001 ffffffff ffffffff 000eff00 00010004 00000000
+         06140008 00000007",
     );
     assert_eq!(drain(&mut s), expected);
     assert!(!s.is_ready());
 
     s.handle_frame(&unhex(FEATURES_REPLY_XID2), t0());
+    s.handle_frame(&unhex(MONITOR_CREATED_XID6), t0());
     assert!(!s.is_ready(), "ready only after the barrier confirms the configuration");
-    s.handle_frame(&unhex("06150008 00000006"), t0());
+    s.handle_frame(&unhex("06150008 00000007"), t0());
     assert!(s.is_ready());
     let ev = events(&mut s);
     assert_eq!(features_of(&ev), Some(0x0000_5054_0000_0001));
@@ -153,7 +159,7 @@ fn hello_with_wider_bitmap_that_includes_1_5_is_accepted() {
     drain(&mut s);
     // OVS default protocols (1.0-1.5): bitmap 0x7e, header version 6.
     s.handle_frame(&unhex("06000010 00000011 00010008 0000007e"), t0());
-    assert_eq!(split(&drain(&mut s)).len(), 5);
+    assert_eq!(split(&drain(&mut s)).len(), 6);
 }
 
 #[test]
@@ -478,7 +484,8 @@ fn refused_add_discards_the_bundle_and_names_the_flow() {
     let Payload::BundleControl(ctrl) = &msgs[0].payload else { panic!() };
     assert_eq!(ctrl.ctrl_type, bundle_ctrl::DISCARD_REQUEST, "never commit a bundle with a refused flow");
     match &completed(&events(&mut s))[..] {
-        [(i, Err(SwitchError::BundleFailed { index, flow, error, commit_error }))] => {
+        [(i, Err(SwitchError::BundleFailed { index, flow, error, commit_error, also }))] => {
+            assert!(also.is_empty());
             assert_eq!(*i, id);
             assert_eq!(*index, 3);
             assert!(flow.contains("10.0.0.3"), "{flow}");
@@ -611,6 +618,105 @@ fn flow_mod_commands_survive_the_bundle_encoding() {
     let msgs = drain_msgs(&mut s);
     let Payload::BundleAdd(add) = &msgs[1].payload else { panic!() };
     assert_eq!(add.message.payload, Payload::FlowMod(f));
+}
+
+// ---- flow monitor ------------------------------------------------------------------------
+
+/// An unsolicited OFPMP_FLOW_MONITOR reply (xid 0) with `entries` (hex of the updates).
+fn monitor_update(entries: &str) -> Vec<u8> {
+    let body = unhex(entries);
+    let mut v = unhex("0613 0000 00000000 0010 0000 00000000");
+    v.extend_from_slice(&body);
+    let len = v.len() as u16;
+    v[2..4].copy_from_slice(&len.to_be_bytes());
+    v
+}
+
+/// OVS's "event=DELETED reason=eviction table=0 cookie=0x123456789abcdef0 in_port=1" entry
+/// (tests/ofp-print.at, FLOW_MONITOR reply, OpenFlow 1.4+).
+const REMOVED_ENTRY: &str = "0028 0002 00 05 0000 0000 8000 00000000 123456789abcdef0 0001000c 80000004 00000001 00000000";
+/// "event=ABBREV xid=0x186a0".
+const ABBREV_ENTRY: &str = "0008 0004 000186a0";
+
+fn flows_changed(events: &[Event]) -> Vec<Vec<FlowUpdate>> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::FlowsChangedElsewhere(u) => Some(u.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn foreign_changes_are_reported_and_own_abbreviated_ones_are_not() {
+    let mut s = ready_session();
+    s.handle_frame(&monitor_update(ABBREV_ENTRY), t0());
+    assert!(events(&mut s).is_empty(), "an ABBREV entry stands for our own request");
+    s.handle_frame(&monitor_update(&format!("{REMOVED_ENTRY} {ABBREV_ENTRY}")), t0());
+    let changed = flows_changed(&events(&mut s));
+    let [updates] = changed.as_slice() else { panic!("{changed:?}") };
+    let [FlowUpdate::Full(f)] = updates.as_slice() else { panic!("{updates:?}") };
+    assert_eq!((f.event, f.cookie, f.table_id), (ofp::flow_monitor::event::REMOVED, 0x1234_5678_9abc_def0, 0));
+    assert!(drain(&mut s).is_empty(), "nothing is answered");
+}
+
+#[test]
+fn paused_and_resumed_count_as_changes_and_undecodable_updates_too() {
+    let mut s = ready_session();
+    s.handle_frame(&monitor_update("0008 0005 00000000"), t0());
+    s.handle_frame(&monitor_update("0008 0006 00000000"), t0());
+    assert_eq!(flows_changed(&events(&mut s)), vec![vec![FlowUpdate::Paused], vec![FlowUpdate::Resumed]]);
+    // A full entry cut short: the message does not parse, but it still says "something changed".
+    s.handle_frame(&monitor_update("0018 0001 00 00 0000 0000 8000 00000000 0000000000000001"), t0());
+    let ev = events(&mut s);
+    assert_eq!(flows_changed(&ev), vec![Vec::<FlowUpdate>::new()]);
+    assert!(ev.iter().any(|e| matches!(e, Event::Malformed { xid: 0, .. })), "{ev:?}");
+}
+
+#[test]
+fn a_refused_flow_monitor_is_reported_and_the_session_still_comes_up() {
+    let mut s = Session::new(SessionConfig::default(), t0());
+    drain(&mut s);
+    s.handle_frame(&unhex("06000010 000000aa 00010008 00000040"), t0());
+    drain(&mut s);
+    s.handle_frame(&unhex(FEATURES_REPLY_XID2), t0());
+    // OFPBRC_BAD_STAT (type 1, code 5) for the monitor request (xid 6).
+    s.handle_frame(&error_frame(6, 1, 5), t0());
+    s.handle_frame(&unhex("06150008 00000007"), t0());
+    assert!(s.is_ready());
+    let ev = events(&mut s);
+    assert!(matches!(&ev[0], Event::FlowMonitorRefused(e) if e.error_type == 1 && e.code == 5), "{ev:?}");
+    assert!(features_of(&ev).is_some());
+}
+
+#[test]
+fn without_flow_monitor_the_handshake_does_not_ask_for_one() {
+    let mut s = Session::new(SessionConfig { flow_monitor: false, ..SessionConfig::default() }, t0());
+    drain(&mut s);
+    s.handle_frame(&unhex("06000010 000000aa 00010008 00000040"), t0());
+    let msgs = drain_msgs(&mut s);
+    assert_eq!(msgs.len(), 5);
+    assert!(!msgs.iter().any(|m| matches!(m.payload, Payload::MultipartRequest(_))));
+}
+
+#[test]
+fn every_refused_add_is_named_not_only_the_first() {
+    let mut s = ready_session();
+    s.install((0..5).map(conj_flow).collect()).unwrap();
+    let b = sent_bundle(&drain_msgs(&mut s), 5);
+    s.handle_frame(&nx_error_frame(b.add_xids[1], 15), t0());
+    s.handle_frame(&error_frame(b.add_xids[4], 5, 1), t0());
+    feed(&mut s, Message::new(b.sync_xid, Payload::BarrierReply));
+    match &completed(&events(&mut s))[..] {
+        [(_, Err(e @ SwitchError::BundleFailed { index: 1, also, .. }))] => {
+            assert_eq!(also.len(), 1);
+            assert_eq!(also[0].0, 4);
+            assert_eq!(also[0].1.name, Some("OFPFMFC_TABLE_FULL"));
+            assert!(e.to_string().contains("and 1 more"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 // ---- robustness --------------------------------------------------------------------------

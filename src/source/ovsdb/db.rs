@@ -11,7 +11,7 @@ use crate::model::{LocalPort, ObjectRef};
 /// Columns npagent monitors, per table (the `monitor` request's third parameter).
 pub fn monitor_requests() -> Value {
     json!({
-        "Bridge": {"columns": ["name", "ports", "flow_tables"]},
+        "Bridge": {"columns": ["name", "ports", "flow_tables", "fail_mode"]},
         "Port": {"columns": ["name", "interfaces", "external_ids"]},
         "Interface": {"columns": ["name", "ofport", "external_ids"]},
         "Flow_Table": {"columns": ["name"]},
@@ -24,6 +24,8 @@ pub struct Bridge {
     pub ports: Vec<String>,
     /// OpenFlow table id -> Flow_Table row uuid.
     pub flow_tables: BTreeMap<i64, String>,
+    /// `secure` or `standalone`; `None` when unset (OVS then behaves as standalone).
+    pub fail_mode: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -262,7 +264,8 @@ fn bridge(row: &Value) -> Result<Bridge, String> {
             flow_tables.insert(id, uuid(v).ok_or_else(|| format!("flow_tables value {v}"))?);
         }
     }
-    Ok(Bridge { name: name(row), ports: uuid_set(row.get("ports"))?, flow_tables })
+    let fail_mode = row.get("fail_mode").and_then(optional_string);
+    Ok(Bridge { name: name(row), ports: uuid_set(row.get("ports"))?, flow_tables, fail_mode })
 }
 
 fn port(row: &Value) -> Result<Port, String> {

@@ -5,9 +5,11 @@
 //! `watch` channel, sorted, whenever they change. It also names npagent's OpenFlow tables
 //! ([`tables`]). When OVSDB goes away it says so, keeps the last published ports (the
 //! datapath still has them) and reconnects with backoff; the monitor reply on reconnect
-//! replaces the whole state, so nothing missed meanwhile is lost.
+//! replaces the whole state, so nothing missed meanwhile is lost. Once per connection it
+//! makes the bridge's `fail_mode` `secure` ([`fail_mode`]).
 
 pub mod db;
+pub mod fail_mode;
 pub mod rpc;
 pub mod tables;
 
@@ -74,11 +76,25 @@ struct Session<'a> {
     synced: bool,
     next_id: u64,
     pending_transact: Option<u64>,
+    /// The bridge's fail_mode was looked at on this connection.
+    fail_mode_checked: bool,
+    /// The transact that sets fail_mode, while in flight: (id, the mode it replaces).
+    pending_fail_mode: Option<(u64, Option<String>)>,
 }
 
 impl<'a> Session<'a> {
     fn new(bridge: &'a str, table_names: &'a [(u8, String)], ports_tx: &'a watch::Sender<Vec<LocalPort>>) -> Self {
-        Session { bridge, table_names, ports_tx, db: Db::default(), synced: false, next_id: MONITOR_ID + 1, pending_transact: None }
+        Session {
+            bridge,
+            table_names,
+            ports_tx,
+            db: Db::default(),
+            synced: false,
+            next_id: MONITOR_ID + 1,
+            pending_transact: None,
+            fail_mode_checked: false,
+            pending_fail_mode: None,
+        }
     }
 
     /// Ok when the receivers are gone; Err when the connection fails.
@@ -150,6 +166,24 @@ impl<'a> Session<'a> {
             // The first full state is always announced, even when equal, so that consumers
             // learn that OVSDB has been read (an empty bridge is a real answer).
             self.publish(out, first);
+        } else if let Some((_, previous)) = self.pending_fail_mode.take_if(|(p, _)| Some(*p) == id) {
+            let errors = match error {
+                Some(e) => vec![e.to_string()],
+                None => tables::transact_errors(result),
+            };
+            let previous = previous.as_deref().unwrap_or("unset");
+            if errors.is_empty() {
+                tracing::warn!(
+                    "bridge {} had fail_mode {previous}, which forwards everything with NORMAL while no controller is connected; set it to secure",
+                    self.bridge
+                );
+            } else {
+                tracing::error!(
+                    "bridge {} has fail_mode {previous} and OVSDB refused to set it to secure ({}): while npagent is disconnected the bridge forwards traffic without enforcing any policy",
+                    self.bridge,
+                    errors.join("; ")
+                );
+            }
         } else if id.is_some() && id == self.pending_transact {
             self.pending_transact = None;
             let errors = match error {
@@ -193,13 +227,26 @@ impl<'a> Session<'a> {
         }
         if self.pending_transact.is_none() && !self.table_names.is_empty() {
             if let Some(ops) = tables::name_ops(&self.db, self.bridge, self.table_names) {
-                let id = self.next_id;
-                self.next_id = self.next_id.wrapping_add(1).max(MONITOR_ID + 1);
+                let id = self.transact(ops, out);
                 self.pending_transact = Some(id);
-                let mut params = vec![json!("Open_vSwitch")];
-                params.extend(ops);
-                out.push(json!({"method": "transact", "params": params, "id": id}));
             }
         }
+        if !self.fail_mode_checked && self.db.bridge(self.bridge).is_some() {
+            self.fail_mode_checked = true;
+            if let Some((previous, ops)) = fail_mode::secure_ops(&self.db, self.bridge) {
+                let id = self.transact(ops, out);
+                self.pending_fail_mode = Some((id, previous));
+            }
+        }
+    }
+
+    /// Queues a `transact` of `ops` on `out`; returns its id.
+    fn transact(&mut self, ops: Vec<Value>, out: &mut Vec<Value>) -> u64 {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1).max(MONITOR_ID + 1);
+        let mut params = vec![json!("Open_vSwitch")];
+        params.extend(ops);
+        out.push(json!({"method": "transact", "params": params, "id": id}));
+        id
     }
 }
