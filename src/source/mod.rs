@@ -113,14 +113,15 @@ impl KubeObject {
         }
     }
 
-    /// `namespace/name` (namespace "" for Namespaces); empty strings where metadata lacks them.
+    /// `namespace/name` (namespace "" for Namespaces, `default` for a namespaced object
+    /// without one, as the model's conversion has it); an empty name where metadata lacks it.
     pub fn object_ref(&self) -> ObjectRef {
         let meta = self.metadata();
         ObjectRef {
-            namespace: if self.kind().is_namespaced() {
-                meta.namespace.clone().unwrap_or_default()
-            } else {
-                String::new()
+            namespace: match meta.namespace.as_deref() {
+                _ if !self.kind().is_namespaced() => String::new(),
+                Some(ns) if !ns.is_empty() => ns.to_string(),
+                _ => "default".to_string(),
             },
             name: meta.name.clone().unwrap_or_default(),
         }
