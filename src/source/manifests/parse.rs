@@ -12,9 +12,12 @@
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use serde::Deserialize;
+use std::cell::Cell;
+
+use serde::de::DeserializeSeed;
 use serde_json::Value;
 
+use super::bounded::{self, Bounded};
 use super::Invalid;
 use crate::model::ObjectRef;
 use crate::source::{Kind, KubeObject, Sourced};
@@ -62,11 +65,20 @@ fn json_documents(text: &str) -> Result<Vec<Value>, String> {
 
 fn yaml_documents(text: &str) -> Result<Vec<Value>, String> {
     let mut docs = Vec::new();
+    let budget = Cell::new(bounded::budget_for(text.len()));
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        match Value::deserialize(doc) {
+        match Bounded(&budget).deserialize(doc) {
             Ok(v) => docs.push(v),
             Err(e) => {
                 let msg = e.to_string();
+                if bounded::is_expansion_error(&msg) {
+                    return Err(format!(
+                        "refused: YAML aliases in document {} expand to more than {} times the file's size \
+                         (a \"billion laughs\" file?)",
+                        i.saturating_add(1),
+                        bounded::BUDGET_PER_BYTE
+                    ));
+                }
                 // serde_yaml's message usually names the location itself.
                 let at = match e.location() {
                     Some(l) if !msg.contains("line ") => {
@@ -99,11 +111,12 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
         return;
     };
     let api_version = str_field(&doc, "apiVersion").unwrap_or("");
+    let kind_shown = shown(kind_str);
     let Some(kind) = Kind::from_kind_str(kind_str) else {
         if kind_str.ends_with("List") {
             if let Some(items) = doc.get("items").and_then(Value::as_array) {
                 if !allow_list {
-                    invalid(origin.to_string(), format!("nested {kind_str} is not supported"));
+                    invalid(origin.to_string(), format!("nested {kind_shown} is not supported"));
                     return;
                 }
                 let items = items.clone();
@@ -115,14 +128,14 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
         }
         let meta = doc.get("metadata");
         let named = match (meta.and_then(|m| str_field(m, "namespace")), meta.and_then(|m| str_field(m, "name"))) {
-            (Some(ns), Some(name)) => format!(" {ns}/{name}"),
-            (None, Some(name)) => format!(" {name}"),
+            (Some(ns), Some(name)) => format!(" {}/{}", shown(ns), shown(name)),
+            (None, Some(name)) => format!(" {}", shown(name)),
             _ => String::new(),
         };
         invalid(
-            format!("{origin} {kind_str}{named}"),
+            format!("{origin} {kind_shown}{named}"),
             format!(
-                "kind {kind_str} (apiVersion {api_version:?}) is not used by npagent \
+                "kind {kind_shown} (apiVersion {api_version:?}) is not used by npagent \
                  (Namespace, Pod, NetworkPolicy); skipped"
             ),
         );
@@ -170,11 +183,23 @@ fn default_namespace(ns: Option<&str>) -> String {
     }
 }
 
-fn display_ref(id: &ObjectRef) -> String {
+/// `ns/name` (`name` for cluster-scoped kinds) as origins show it: names as they are when
+/// they hold only visible ASCII, else quoted and escaped, so that no name can split or forge a
+/// log line (the model refuses such names; the report naming them must be readable).
+pub(super) fn display_ref(id: &ObjectRef) -> String {
+    let name = shown(&id.name);
     if id.namespace.is_empty() {
-        id.name.clone()
+        name
     } else {
-        id.to_string()
+        format!("{}/{name}", shown(&id.namespace))
+    }
+}
+
+fn shown(s: &str) -> String {
+    if s.bytes().all(|b| b.is_ascii_graphic()) {
+        s.to_string()
+    } else {
+        format!("{s:?}")
     }
 }
 
@@ -263,6 +288,16 @@ mod tests {
     }
 
     #[test]
+    fn names_that_could_split_a_log_line_are_shown_escaped() {
+        let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: \"a\\nb c\", namespace: x}\n---\n\
+                    apiVersion: v1\nkind: \"Odd\\nKind\"\nmetadata: {name: \"d\\ne\"}\n";
+        let p = parse_file("f.yaml", text, false);
+        let origins: Vec<String> = p.objects.iter().flatten().map(|o| o.origin.clone()).chain(p.invalid.iter().map(|i| i.origin.clone())).collect();
+        assert_eq!(origins, vec!["f.yaml#1 Pod x/\"a\\nb c\"", "f.yaml#2 \"Odd\\nKind\" \"d\\ne\""]);
+        assert!(p.invalid.iter().all(|i| !i.error.contains('\n')), "{:?}", p.invalid);
+    }
+
+    #[test]
     fn malformed_yaml_names_the_location() {
         let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\nkind: [unclosed\n";
         let p = parse_file("f.yaml", text, false);
@@ -279,6 +314,30 @@ mod tests {
             let p = parse_file("f", &text, json);
             proptest::prop_assert!(p.objects.is_some() || !p.invalid.is_empty());
         }
+    }
+
+    /// A billion-laughs document of about 100 KB: nine levels of ten aliases each, padded.
+    pub(crate) fn billion_laughs() -> String {
+        let mut text = String::from("apiVersion: v1\nkind: Pod\nmetadata: {name: lol, namespace: x}\nspec:\n");
+        text.push_str(&format!("  l0: &l0 [\"{}\"]\n", "lol".repeat(30_000)));
+        for level in 1..10 {
+            let refs = vec![format!("*l{}", level - 1); 10].join(",");
+            text.push_str(&format!("  l{level}: &l{level} [{refs}]\n"));
+        }
+        text
+    }
+
+    #[test]
+    fn an_alias_bomb_is_refused_naming_the_file() {
+        let text = billion_laughs();
+        assert!((90_000..110_000).contains(&text.len()), "{}", text.len());
+        let started = std::time::Instant::now();
+        let p = parse_file("bomb.yaml", &text, false);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+        assert!(p.objects.is_none());
+        assert_eq!(p.invalid.len(), 1, "{:?}", p.invalid);
+        assert_eq!(p.invalid[0].origin, "bomb.yaml");
+        assert!(p.invalid[0].error.contains("alias"), "{}", p.invalid[0].error);
     }
 
     #[test]
