@@ -74,15 +74,15 @@ impl Bed {
 
     /// The checks still hold after everything written so far was handled, by trace and by
     /// real packets (for a state that must not change). Handled means: a marker written
-    /// after it, a policy isolating x/c, took effect (the watcher reads in order); the marker
+    /// after it, a policy isolating y/c, took effect (the watcher reads in order); the marker
     /// is removed again afterwards.
     fn holds(&mut self, what: &str, checks: &[Check]) {
-        let marker = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: marker, namespace: x}\n\
+        let marker = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: marker, namespace: y}\n\
                       spec: {podSelector: {matchLabels: {pod: c}}}\n";
         self.put("zz-marker.yaml", marker);
-        self.converges(&format!("{what}: marker"), &[("y/c", "x/c", 81, false)]);
+        self.converges(&format!("{what}: marker"), &[("x/b", "y/c", 81, false)]);
         std::fs::remove_file(self.tb.manifests_dir().join("zz-marker.yaml")).expect("rm marker");
-        self.converges(&format!("{what}: marker removed"), &[("y/c", "x/c", 81, true)]);
+        self.converges(&format!("{what}: marker removed"), &[("x/b", "y/c", 81, true)]);
         assert!(self.agent.alive(), "{what}: npagent died:\n{}", self.agent.log_tail(30));
         let wrong = self.wrong_verdicts(checks);
         assert!(wrong.is_empty(), "{what}:\n  {}\nagent log:\n{}", wrong.join("\n  "), self.agent.log_tail(30));
@@ -214,6 +214,14 @@ spec:
 ---
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
+metadata: {namespace: x, name: mistyped}
+spec:
+  podSelector:
+    matchLabels: {pod: c}
+  ingress: 5
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
 metadata: {namespace: z, name: unreadable}
 spec:
   podSelector:
@@ -223,16 +231,24 @@ spec:
     );
     bed.converges(
         "never-valid policy fails closed",
-        &[("x/b", "y/b", 80, false), ("y/a", "y/b", 81, false), ("y/a", "y/c", 80, true), ("y/b", "y/a", 80, true)],
+        &[
+            ("x/b", "y/b", 80, false),
+            ("y/a", "y/b", 81, false),
+            ("y/a", "x/c", 80, false),
+            ("x/a", "x/c", 81, false),
+            ("y/a", "y/c", 80, true),
+            ("y/b", "y/a", 80, true),
+        ],
     );
     let line = bed.logged(&["NetworkPolicy y/never-valid", "never was valid", "fails closed", "isolated"]);
     assert!(line.contains("WARN"), "{line}");
+    bed.logged(&["NetworkPolicy x/mistyped", "invalid type", "fails closed"]);
     let line = bed.logged(&["NetworkPolicy z/unreadable", "cannot be read: ignored"]);
     assert!(line.contains("ERROR"), "{line}");
     bed.holds("an unreadable podSelector isolates nothing", &[("x/a", "z/c", 80, true), ("z/a", "z/c", 80, true)]);
 
     std::fs::remove_file(bed.tb.manifests_dir().join("never-valid.yaml")).expect("rm");
-    bed.converges("deleted", &[("x/b", "y/b", 80, true), ("y/a", "y/b", 81, true)]);
+    bed.converges("deleted", &[("x/b", "y/b", 80, true), ("y/a", "y/b", 81, true), ("y/a", "x/c", 80, true)]);
 }
 
 /// A pod manifest of x/gone holding y/a's address, in phase `phase`.

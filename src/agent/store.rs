@@ -220,21 +220,22 @@ impl Store {
     }
 
     fn upsert(&mut self, obj: Sourced<KubeObject>, now: SystemTime, changes: &mut Vec<Change>) {
-        let Sourced { origin, object } = obj;
+        let Sourced { origin, object, unreadable } = obj;
         let key = object.key();
-        let converted = match &object {
-            KubeObject::Namespace(ns) => convert::namespace(ns).map(|ns| {
+        let converted = match (&object, unreadable) {
+            (KubeObject::NetworkPolicy(np), Some(problem)) => Err(convert::unreadable_policy(np, &problem)),
+            (KubeObject::Namespace(ns), _) => convert::namespace(ns).map(|ns| {
                 self.check_logging_annotation(&ns);
                 if self.model.namespaces.get(&ns.name) != Some(&ns) {
                     changes.push(Change::Namespace(ns.name.clone()));
                     self.model.namespaces.insert(ns.name.clone(), ns);
                 }
             }),
-            KubeObject::Pod(p) => convert::pod(p).map(|pod| {
+            (KubeObject::Pod(p), _) => convert::pod(p).map(|pod| {
                 let life = convert::pod_life(p);
                 self.put_pod(pod, life.claim(now), life.deletion, changes);
             }),
-            KubeObject::NetworkPolicy(np) => convert::policy(np).map(|policy| {
+            (KubeObject::NetworkPolicy(np), None) => convert::policy(np).map(|policy| {
                 let r = ObjectRef { namespace: policy.namespace.clone(), name: policy.name.clone() };
                 if policy.affects_egress && self.egress_warned.insert(r.clone()) {
                     tracing::warn!(policy = %r, "egress rules are not enforced yet; only the ingress part of this policy is");
@@ -440,7 +441,7 @@ mod tests {
             Some("Pod") => KubeObject::Pod(serde_json::from_value(value).unwrap()),
             _ => KubeObject::NetworkPolicy(serde_json::from_value(value).unwrap()),
         };
-        Sourced { origin: "test".into(), object }
+        Sourced::new("test", object)
     }
 
     fn namespace(name: &str) -> serde_json::Value {
@@ -666,6 +667,30 @@ mod tests {
         let changes = store.apply(SourceEvent::Deleted { kind: Kind::NetworkPolicy, object: oref("x", "other") });
         assert_eq!(changes, vec![Change::Policy(oref("x", "other"))]);
         assert!(store.fail_closed.is_empty());
+    }
+
+    #[test]
+    fn a_policy_its_source_could_not_read_in_full_is_an_invalid_version() {
+        let unreadable = |name: &str| {
+            let mut s = sourced(json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                "metadata": {"namespace": "x", "name": name}, "spec": {"podSelector": {"matchLabels": {"pod": "a"}}}}));
+            s.unreadable = Some("invalid NetworkPolicy: invalid type: integer `5`, expected a sequence".into());
+            SourceEvent::Applied(s)
+        };
+        let mut store = Store::default();
+        store.apply(reset(vec![namespace("x"), policy("x", "kept", "10.0.0.0/8")]));
+        let kept = store.model().policies[&oref("x", "kept")].clone();
+        assert!(store.apply(unreadable("kept")).is_empty());
+        assert_eq!(store.model().policies[&oref("x", "kept")], kept);
+        assert!(store.invalid[&(Kind::NetworkPolicy, oref("x", "kept"))].contains("spec: invalid NetworkPolicy: invalid type"));
+
+        assert_eq!(store.apply(unreadable("new")), vec![Change::Policy(oref("x", "new"))]);
+        let p = &store.model().policies[&oref("x", "new")];
+        assert!(p.affects_ingress && p.ingress.is_empty() && p.pod_selector.match_labels.contains_key("pod"), "{p:?}");
+        assert!(store.fail_closed.contains(&oref("x", "new")));
+        // A bad name is refused, whatever else.
+        assert!(store.apply(unreadable("Bad")).is_empty());
+        assert!(!store.model().policies.contains_key(&oref("x", "Bad")));
     }
 
     #[test]

@@ -242,6 +242,16 @@ pub fn policy_isolation(np: &net::NetworkPolicy) -> Result<Policy, ConvertError>
     Ok(Policy { namespace, name, pod_selector, affects_ingress: true, affects_egress: false, ingress: Vec::new() })
 }
 
+/// The error for a NetworkPolicy its source could not read in full (`problem` says why; the
+/// object holds its name and podSelector only): a bad name or namespace if it has one, else
+/// [`ConvertError::Invalid`] at `spec`.
+pub fn unreadable_policy(np: &net::NetworkPolicy, problem: &str) -> ConvertError {
+    match policy_identity(np) {
+        Ok((ctx, ..)) => ctx.err("spec", problem),
+        Err(e) => e,
+    }
+}
+
 fn policy_identity(np: &net::NetworkPolicy) -> Result<(Ctx, String, String), ConvertError> {
     let name = name_of(&np.metadata, "NetworkPolicy", validate_object_name)?;
     let namespace = namespace_of(&np.metadata, "NetworkPolicy")?;

@@ -139,6 +139,17 @@ pub struct Sourced<T> {
     /// E.g. `manifests/x.yaml#2 NetworkPolicy x/allow` or `kube`.
     pub origin: String,
     pub object: T,
+    /// Set when the source could not read the whole object, only enough of it to fail closed
+    /// (for a NetworkPolicy: its name and podSelector, which is all `object` then holds): why.
+    /// Consumers treat it as an invalid version of the object.
+    pub unreadable: Option<String>,
+}
+
+impl<T> Sourced<T> {
+    /// An object read in full.
+    pub fn new(origin: impl Into<String>, object: T) -> Self {
+        Sourced { origin: origin.into(), object, unreadable: None }
+    }
 }
 
 /// A change reported by an object source. See the module documentation for the contract.

@@ -828,6 +828,7 @@ impl std::io::Write for HashWriter<'_> {
 fn object_hash(o: &Sourced<KubeObject>) -> u64 {
     let mut h = DefaultHasher::new();
     o.origin.hash(&mut h);
+    o.unreadable.hash(&mut h);
     // Serializing k8s-openapi types is deterministic (fixed field order, sorted maps) and
     // cannot fail; a failure would only make the object look changed.
     let written = match &o.object {

@@ -9,11 +9,15 @@
 //!   name): that document gets an [`Invalid`] and is skipped, the others are delivered. When its
 //!   kind and name can still be read, its identity goes to [`FileParse::broken`], so the caller
 //!   can keep the object's last good version.
+//! - Except a NetworkPolicy with a field of the wrong type whose podSelector still reads: it is
+//!   delivered with its name and podSelector only, marked [`Sourced::unreadable`], so that the
+//!   store fails closed for it as for any other invalid policy (and reports it).
 
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
 use std::cell::Cell;
 
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicySpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::de::DeserializeSeed;
 use serde_json::Value;
 
@@ -161,18 +165,49 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
         out.broken.push((kind, id));
         return;
     }
+    // What a NetworkPolicy needs to fail closed, read before `typed` consumes the document.
+    let selector = (kind == Kind::NetworkPolicy).then(|| pod_selector(&doc));
     match typed(kind, doc, &id) {
         Ok(object) => {
             if let Some(objects) = out.objects.as_mut() {
                 let mut object = object;
                 object.prune();
-                objects.push(Sourced { origin: culprit, object });
+                objects.push(Sourced::new(culprit, object));
             }
         }
-        Err(e) => {
-            invalid(culprit, format!("invalid {kind}: {e}"));
-            out.broken.push((kind, id));
-        }
+        Err(e) => match (selector, out.objects.as_mut()) {
+            // Handed on as it can be read, marked unreadable: the store keeps the policy's
+            // last good version or, if it never had one, isolates the selected pods (and
+            // reports it).
+            (Some(Ok(pod_selector)), Some(objects)) => {
+                let np = NetworkPolicy {
+                    metadata: ObjectMeta { name: Some(id.name.clone()), namespace: Some(id.namespace.clone()), ..Default::default() },
+                    spec: Some(NetworkPolicySpec { pod_selector, ..Default::default() }),
+                };
+                objects.push(Sourced {
+                    origin: culprit,
+                    object: KubeObject::NetworkPolicy(np),
+                    unreadable: Some(format!("invalid {kind}: {e}")),
+                });
+            }
+            _ => {
+                invalid(culprit, format!("invalid {kind}: {e}"));
+                out.broken.push((kind, id));
+            }
+        },
+    }
+}
+
+/// A NetworkPolicy document's `spec.podSelector`: `Ok(None)` when absent (all pods), `Err`
+/// when it (or `spec`) is not of the right shape.
+fn pod_selector(doc: &Value) -> Result<Option<LabelSelector>, ()> {
+    match doc.get("spec") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(spec)) => match spec.get("podSelector") {
+            None | Some(Value::Null) => Ok(None),
+            Some(s) => serde_json::from_value(s.clone()).map(Some).map_err(drop),
+        },
+        Some(_) => Err(()),
     }
 }
 
@@ -295,6 +330,29 @@ mod tests {
         let origins: Vec<String> = p.objects.iter().flatten().map(|o| o.origin.clone()).chain(p.invalid.iter().map(|i| i.origin.clone())).collect();
         assert_eq!(origins, vec!["f.yaml#1 Pod x/\"a\\nb c\"", "f.yaml#2 \"Odd\\nKind\" \"d\\ne\""]);
         assert!(p.invalid.iter().all(|i| !i.error.contains('\n')), "{:?}", p.invalid);
+    }
+
+    #[test]
+    fn a_policy_with_a_mistyped_field_is_handed_on_to_fail_closed_when_its_selector_reads() {
+        let text = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: typo, namespace: x}\n\
+                    spec: {podSelector: {matchLabels: {pod: a}}, ingress: 5}\n---\n\
+                    apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: blind, namespace: x}\n\
+                    spec: {podSelector: [pod], ingress: 5}\n---\n\
+                    apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: flat, namespace: x}\nspec: 5\n";
+        let p = parse_file("f.yaml", text, false);
+        let objects = p.objects.unwrap_or_default();
+        assert_eq!(objects.len(), 1, "{objects:?}");
+        let o = &objects[0];
+        assert_eq!(o.origin, "f.yaml#1 NetworkPolicy x/typo");
+        assert!(o.unreadable.as_deref().is_some_and(|u| u.starts_with("invalid NetworkPolicy: invalid type")), "{:?}", o.unreadable);
+        let KubeObject::NetworkPolicy(np) = &o.object else { panic!("not a policy") };
+        let spec = np.spec.clone().unwrap_or_default();
+        assert_eq!(spec.pod_selector.and_then(|s| s.match_labels).and_then(|l| l.get("pod").cloned()).as_deref(), Some("a"));
+        assert!(spec.ingress.is_none());
+        // Unreadable selectors: reported and kept as broken, as before.
+        let origins: Vec<&str> = p.invalid.iter().map(|i| i.origin.as_str()).collect();
+        assert_eq!(origins, vec!["f.yaml#2 NetworkPolicy x/blind", "f.yaml#3 NetworkPolicy x/flat"]);
+        assert_eq!(p.broken.len(), 2);
     }
 
     #[test]
