@@ -9,7 +9,6 @@ mod support;
 #[path = "e2e_scenarios/harness.rs"]
 mod harness;
 #[path = "e2e_scenarios/scenario.rs"]
-#[allow(dead_code)]
 mod scenario;
 
 use std::path::Path;

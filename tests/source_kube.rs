@@ -195,9 +195,9 @@ async fn list_watch_and_resync_after_410_gone() {
 }
 
 /// What the API server sends goes through the same store as manifests do: a policy that
-/// turns invalid (it cannot, past a real API server's validation, but an older or a lenient
-/// one, or a CRD-backed mock, may send it) keeps its last good version, also across a relist,
-/// and one that never was valid fails closed.
+/// turns invalid (the API server validates, but npagent checks some things more strictly, and
+/// an older server less) keeps its last good version, also across a relist, and one that never
+/// was valid fails closed.
 #[test]
 fn an_invalid_policy_from_the_api_server_keeps_its_last_good_version_or_fails_closed() {
     use k8s_openapi::api::networking::v1::NetworkPolicy;
