@@ -127,3 +127,35 @@ pub fn is_expansion_error(message: &str) -> bool {
     message.contains(OVER_BUDGET) || message.contains("repetition limit exceeded")
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Vec<Value>, String> {
+        let budget = Cell::new(budget_for(text.len()));
+        serde_yaml::Deserializer::from_str(text)
+            .map(|doc| Bounded(&budget).deserialize(doc).map_err(|e| e.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn documents_without_expansion_fit_the_budget() {
+        // The densest text there is: one character per node.
+        let dense = format!("[{}]", vec!["1"; 100_000].join(","));
+        assert_eq!(parse(&dense).expect("dense")[0].as_array().map(Vec::len), Some(100_000));
+        let text = format!("a: {}\nb: {{}}\nc: ~\nd: [true, 1.5, -3, .nan]\n", "x".repeat(1 << 20));
+        let v = parse(&text).expect("plain").remove(0);
+        assert_eq!(v["d"], serde_json::json!([true, 1.5, -3, null]));
+        // Anchors used a few times, as manifests do.
+        let anchors = "labels: &l {app: web, tier: front}\nselector: *l\nmore: *l\n";
+        assert_eq!(parse(anchors).expect("anchors")[0]["more"]["tier"], "front");
+    }
+
+    #[test]
+    fn expansion_past_the_budget_is_an_error() {
+        let text = format!("a: &a [\"{}\"]\nb: [*a, *a, *a, *a, *a]\n", "x".repeat(100_000));
+        let e = parse(&text).expect_err("five times the text");
+        assert!(is_expansion_error(&e), "{e}");
+    }
+}
