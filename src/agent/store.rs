@@ -83,35 +83,28 @@ impl Store {
 
     /// [`Store::apply`] with the clock reading `now`.
     pub fn apply_at(&mut self, event: SourceEvent, now: SystemTime) -> Vec<Change> {
+        // A deadline passes without an event of its own: each event also ends the claims
+        // whose time is up.
+        let mut changes = self.expire_pods(now);
         match event {
-            SourceEvent::ResetChunk { kinds, objects } => {
-                let mut changes = Vec::new();
-                self.list(&kinds, objects, now, &mut changes);
-                changes
-            }
-            SourceEvent::Reset { kinds, objects } => self.reset(&kinds, objects, now),
+            SourceEvent::ResetChunk { kinds, objects } => self.list(&kinds, objects, now, &mut changes),
+            SourceEvent::Reset { kinds, objects } => self.reset(&kinds, objects, now, &mut changes),
             SourceEvent::Applied(obj) => {
-                let mut changes = Vec::new();
                 let (kind, r) = obj.object.key();
                 if let Some(seen) = self.listing.get_mut(&kind) {
                     seen.insert(r);
                 }
                 self.upsert(obj, now, &mut changes);
-                changes
             }
             SourceEvent::Deleted { kind, object } => {
                 if let Some(seen) = self.listing.get_mut(&kind) {
                     seen.remove(&object);
                 }
-                let mut changes = Vec::new();
                 self.remove(kind, &object, &mut changes);
-                changes
             }
-            SourceEvent::Invalid { origin, error } => {
-                tracing::warn!(%origin, "{error}");
-                Vec::new()
-            }
+            SourceEvent::Invalid { origin, error } => tracing::warn!(%origin, "{error}"),
         }
+        changes
     }
 
     /// Ends the claims of pods whose deletion deadline has passed by `now` (no event may
@@ -195,18 +188,16 @@ impl Store {
     }
 
     /// Ends a listing of `kinds`: what it did not contain (here or in its chunks) is gone.
-    fn reset(&mut self, kinds: &[Kind], objects: Vec<Sourced<KubeObject>>, now: SystemTime) -> Vec<Change> {
-        let mut changes = Vec::new();
-        self.list(kinds, objects, now, &mut changes);
+    fn reset(&mut self, kinds: &[Kind], objects: Vec<Sourced<KubeObject>>, now: SystemTime, changes: &mut Vec<Change>) {
+        self.list(kinds, objects, now, changes);
         for kind in kinds {
             let seen = self.listing.remove(kind).unwrap_or_default();
             let stale: Vec<ObjectRef> = self.refs(*kind).filter(|r| !seen.contains(r)).collect();
             for r in stale {
-                self.remove(*kind, &r, &mut changes);
+                self.remove(*kind, &r, changes);
             }
             self.synced.insert(*kind);
         }
-        changes
     }
 
     fn refs(&self, kind: Kind) -> Box<dyn Iterator<Item = ObjectRef> + '_> {
@@ -774,6 +765,13 @@ mod tests {
         assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), None);
         assert!(store.model().pods[&oref("y", "t")].ips.is_empty());
         assert!(store.expire_pods(at(200)).is_empty());
+
+        // Any later event ends it too.
+        let mut store = Store::default();
+        store.apply_at(applied(terminating(30)), at(99));
+        let changes = store.apply_at(applied(namespace("y")), at(101));
+        assert_eq!(changes, vec![Change::Pod(oref("y", "t")), Change::Namespace("y".into())]);
+        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), None);
 
         let mut store = Store::default();
         store.apply_at(applied(terminating(30)), at(150));
