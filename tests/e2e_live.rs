@@ -512,8 +512,9 @@ spec:
             ("x/b", "x/a", Proto::Tcp, 80, true),
             ("x/c", "x/a", Proto::Tcp, 80, false),
             ("x/b", "y/a", Proto::Tcp, 80, false),
-            // bad-cidr and bad-selector are not enforced: y/b and z/* stay open.
-            ("x/b", "y/b", Proto::Tcp, 80, true),
+            // bad-cidr never was valid and its podSelector reads: y's pods fail closed.
+            // bad-selector's podSelector does not read: ignored, z/* stay open.
+            ("x/b", "y/b", Proto::Tcp, 80, false),
             ("x/b", "z/a", Proto::Tcp, 80, true),
         ],
         BOUND * 5,
@@ -537,5 +538,5 @@ spec:
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(live.agent.alive(), "the agent must keep running");
-    live.confirm("real packets", &[("x/b", "x/a", Proto::Tcp, 80, true), ("x/b", "y/a", Proto::Tcp, 80, false), ("x/b", "y/b", Proto::Tcp, 80, true)]);
+    live.confirm("real packets", &[("x/b", "x/a", Proto::Tcp, 80, true), ("x/b", "y/a", Proto::Tcp, 80, false), ("x/b", "y/b", Proto::Tcp, 80, false)]);
 }

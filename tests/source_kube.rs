@@ -193,3 +193,50 @@ async fn list_watch_and_resync_after_410_gone() {
     let policy_lists = seen.iter().filter(|r| r.starts_with("/apis/networking.k8s.io/v1/networkpolicies?") && !r.contains("watch=true")).count();
     assert_eq!(policy_lists, 2, "the failed list is retried: {seen:#?}");
 }
+
+/// What the API server sends goes through the same store as manifests do: a policy that
+/// turns invalid (the API server validates, but npagent checks some things more strictly, and
+/// an older server less) keeps its last good version, also across a relist, and one that never
+/// was valid fails closed.
+#[test]
+fn an_invalid_policy_from_the_api_server_keeps_its_last_good_version_or_fails_closed() {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    use kube::runtime::watcher::Event;
+    use npagent::agent::Store;
+    use npagent::model::ObjectRef;
+    use npagent::source::kube::EventMapper;
+
+    let np = |name: &str, cidr: &str| -> NetworkPolicy {
+        serde_json::from_value(json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": name, "namespace": "x", "resourceVersion": "1"},
+            "spec": {"podSelector": {"matchLabels": {"pod": "a"}}, "ingress": [{"from": [{"ipBlock": {"cidr": cidr}}]}]}
+        }))
+        .expect("policy json")
+    };
+    let r = |name: &str| ObjectRef { namespace: "x".into(), name: name.into() };
+    let mut mapper = EventMapper::<NetworkPolicy>::default();
+    let mut store = Store::default();
+    let mut feed = |store: &mut Store, events: Vec<Event<NetworkPolicy>>| {
+        for ev in events {
+            if let Some(ev) = mapper.map(ev) {
+                store.apply(ev);
+            }
+        }
+    };
+
+    feed(&mut store, vec![Event::Init, Event::InitApply(np("p", "10.10.1.12/32")), Event::InitDone]);
+    let good = store.model().policies.get(&r("p")).cloned().expect("valid policy in force");
+    feed(&mut store, vec![Event::Apply(np("p", "10.10.1.12/33"))]);
+    assert_eq!(store.model().policies.get(&r("p")), Some(&good), "kept after an invalid update");
+
+    // A relist (after a 410 Gone) with the invalid version and a never-valid policy.
+    feed(&mut store, vec![Event::Init, Event::InitApply(np("p", "10.10.1.12/33")), Event::InitApply(np("q", "300.0.0.0/8")), Event::InitDone]);
+    assert_eq!(store.model().policies.get(&r("p")), Some(&good), "kept across a relist");
+    let q = store.model().policies.get(&r("q")).expect("never valid: fails closed");
+    assert!(q.affects_ingress && q.ingress.is_empty() && q.pod_selector.match_labels.get("pod").is_some_and(|v| v == "a"), "{q:?}");
+
+    // Deleting removes the kept version and the isolation.
+    feed(&mut store, vec![Event::Delete(np("p", "10.10.1.12/33")), Event::Delete(np("q", "300.0.0.0/8"))]);
+    assert!(store.model().policies.is_empty(), "{:?}", store.model().policies);
+}

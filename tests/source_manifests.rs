@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use npagent::model::ObjectRef;
-use npagent::source::manifests::{load_dir, watch_manifests, Invalid};
+use npagent::source::manifests::{load_dir, watch_manifests, Invalid, MAX_FILE_BYTES};
 use npagent::source::{Kind, KubeObject, SourceEvent, Sourced};
 use tokio::sync::mpsc;
 
@@ -260,4 +260,65 @@ async fn a_rescan_without_content_changes_deletes_nothing() {
     let evs = w.until("pod b", |ev, _| matches!(ev, SourceEvent::Applied(o) if o.object.object_ref().name == "b")).await;
     assert!(!evs.iter().any(|e| matches!(e, SourceEvent::Deleted { .. })), "{evs:#?}");
     assert_eq!(w.store.keys(), vec!["Namespace /x", "Pod x/a", "Pod x/b"]);
+}
+
+/// A billion-laughs document of about 100 KB: a 90 KB string, nine levels of ten aliases.
+fn billion_laughs() -> String {
+    let mut text = String::from("apiVersion: v1\nkind: Pod\nmetadata: {name: lol, namespace: x}\nspec:\n");
+    text.push_str(&format!("  l0: &l0 [\"{}\"]\n", "lol".repeat(30_000)));
+    for level in 1..10 {
+        let refs = vec![format!("*l{}", level - 1); 10].join(",");
+        text.push_str(&format!("  l{level}: &l{level} [{refs}]\n"));
+    }
+    text
+}
+
+/// A valid pod manifest padded with a comment to one byte over the size limit.
+fn oversized(name: &str) -> String {
+    let head = pod(name, name);
+    let limit = usize::try_from(MAX_FILE_BYTES).expect("limit fits");
+    format!("{head}#{}\n", "x".repeat(limit - head.len()))
+}
+
+#[test]
+fn oversized_and_alias_bomb_files_are_refused_by_name_and_the_rest_is_read() {
+    let d = tempfile::tempdir().expect("tempdir");
+    write(d.path(), "a.yaml", &format!("{NS_X}---\n{}", pod("a", "a")));
+    write(d.path(), "big.yaml", &oversized("big"));
+    write(d.path(), "bomb.yaml", &billion_laughs());
+    write(d.path(), "z.yaml", &policy("p"));
+
+    let started = std::time::Instant::now();
+    let (objects, invalid) = load_dir(d.path());
+    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+    assert_eq!(keys(&objects), vec!["Namespace /x", "Pod x/a", "NetworkPolicy x/p"]);
+    assert_eq!(invalid.len(), 2, "{invalid:#?}");
+    let big = find(&invalid, "big.yaml");
+    assert!(big.origin.ends_with("big.yaml") && big.error.contains("larger than 16 MiB"), "{big:?}");
+    let bomb = find(&invalid, "bomb.yaml");
+    assert!(bomb.origin.ends_with("bomb.yaml") && bomb.error.contains("aliases"), "{bomb:?}");
+}
+
+#[tokio::test]
+async fn a_file_turned_oversized_or_alias_bomb_keeps_its_last_good_objects() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let dir = d.path();
+    write(dir, "ns.yaml", NS_X);
+    write(dir, "pods.yaml", &pod("b", "b"));
+    let mut w = Watch::start(dir);
+    w.until("initial Reset", |ev, _| matches!(ev, SourceEvent::Reset { .. })).await;
+
+    for (what, text, says) in [("oversized", oversized("b"), "larger than 16 MiB"), ("alias bomb", billion_laughs(), "aliases")] {
+        write(dir, "pods.yaml", &text);
+        let evs = w
+            .until(what, |ev, _| matches!(ev, SourceEvent::Invalid { origin, .. } if origin.ends_with("pods.yaml")))
+            .await;
+        assert!(evs.iter().all(|e| matches!(e, SourceEvent::Invalid { .. })), "{what}: {evs:#?}");
+        let Some(SourceEvent::Invalid { error, .. }) = evs.last() else { unreachable!() };
+        assert!(error.contains(says) && error.contains("keeping its last good 1"), "{what}: {error}");
+        assert_eq!(w.store.keys(), vec!["Namespace /x", "Pod x/b"], "{what}");
+    }
+    // Fixed: read again.
+    write(dir, "pods.yaml", &pod("c", "c"));
+    w.until("fixed", |_, s| s.keys() == vec!["Namespace /x", "Pod x/c"]).await;
 }

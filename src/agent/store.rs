@@ -1,21 +1,51 @@
 //! The model as the sources describe it: applies source events and bridge ports to a
 //! [`Model`], converting Kubernetes objects on the way, and reports what changed.
 //!
-//! Bad input never stops the agent: an object that does not convert is reported once (naming
-//! its origin) and left out, and every valid object stays in force.
+//! Bad input never stops the agent and never opens what was closed (fail closed):
+//! - an object whose new version does not convert keeps its last good version, with a warning
+//!   naming it (manifests and API server alike: conversion happens here);
+//! - a NetworkPolicy that never was valid isolates the pods its podSelector selects, for
+//!   ingress with nothing allowed, when that selector can be read; otherwise it is ignored;
+//! - an object whose name or namespace breaks Kubernetes' naming rules is refused outright
+//!   (nothing is kept under a name that could forge a log line);
+//! - deleting an object removes whatever the store held for it.
+//!
+//! Only live pods own IPs: the model's pods carry just the addresses they win (see
+//! [`crate::model::liveness`]), so a finished pod is no peer and no name in the audit log, and
+//! an address two pods claim belongs to one of them only.
 
 use crate::compiler::Change;
-use crate::model::{convert, LocalPort, Model, ObjectRef};
+use crate::model::{convert, ClaimRank, LocalPort, Model, ObjectRef, Pod};
 use crate::source::{Kind, KubeObject, SourceEvent, Sourced};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
+use std::time::SystemTime;
+
+/// The IPs a live pod claims, and how strongly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Claim {
+    rank: ClaimRank,
+    ips: Vec<IpAddr>,
+    /// When the claim ends by itself (the pod's deletion deadline).
+    until: Option<SystemTime>,
+}
 
 /// The model plus what the store needs to keep it honest.
 #[derive(Debug, Default)]
 pub struct Store {
     model: Model,
-    /// Pod IP -> pod, for naming the far end of an audit entry.
-    pods_by_ip: HashMap<IpAddr, ObjectRef>,
+    /// Per live pod with addresses: its claim.
+    claims: HashMap<ObjectRef, Claim>,
+    /// Per address: the pods claiming it, the winner first. The winner is the one the model's
+    /// pods give the address to, and the name of the address in the audit log.
+    claimants: HashMap<IpAddr, BTreeSet<(ClaimRank, ObjectRef)>>,
+    /// Claims that end at a deadline, by deadline.
+    deadlines: BTreeSet<(SystemTime, ObjectRef)>,
+    /// Objects whose latest version is invalid, with the problem last reported (each is
+    /// reported once, not at every relist).
+    invalid: HashMap<(Kind, ObjectRef), String>,
+    /// Policies held as a fail-closed isolation: they never were valid.
+    fail_closed: BTreeSet<ObjectRef>,
     /// Which kinds have had their initial list.
     synced: BTreeSet<Kind>,
     /// Per kind with a listing under way (chunks received, closing reset not yet): the
@@ -33,9 +63,9 @@ impl Store {
         &self.model
     }
 
-    /// The pod with this IP, if the model knows one.
+    /// The live pod that holds this IP, if the model knows one.
     pub fn pod_by_ip(&self, ip: &IpAddr) -> Option<&ObjectRef> {
-        self.pods_by_ip.get(ip)
+        self.claimants.get(ip).and_then(BTreeSet::first).map(|(_, r)| r)
     }
 
     /// True once every kind has had its initial list.
@@ -43,35 +73,57 @@ impl Store {
         Kind::ALL.iter().all(|k| self.synced.contains(k))
     }
 
-    /// Applies one source event; returns the model changes it caused.
+    /// Applies one source event; returns the model changes it caused. Pods are judged live
+    /// or finished against the system clock.
     pub fn apply(&mut self, event: SourceEvent) -> Vec<Change> {
+        self.apply_at(event, SystemTime::now())
+    }
+
+    /// [`Store::apply`] with the clock reading `now`.
+    pub fn apply_at(&mut self, event: SourceEvent, now: SystemTime) -> Vec<Change> {
+        // A deadline passes without an event of its own: each event also ends the claims
+        // whose time is up.
+        let mut changes = self.expire_pods(now);
         match event {
-            SourceEvent::ResetChunk { kinds, objects } => {
-                let mut changes = Vec::new();
-                self.list(&kinds, objects, &mut changes);
-                changes
-            }
-            SourceEvent::Reset { kinds, objects } => self.reset(&kinds, objects),
+            SourceEvent::ResetChunk { kinds, objects } => self.list(&kinds, objects, now, &mut changes),
+            SourceEvent::Reset { kinds, objects } => self.reset(&kinds, objects, now, &mut changes),
             SourceEvent::Applied(obj) => {
-                let mut changes = Vec::new();
                 let (kind, r) = obj.object.key();
                 if let Some(seen) = self.listing.get_mut(&kind) {
                     seen.insert(r);
                 }
-                self.upsert(obj, &mut changes);
-                changes
+                self.upsert(obj, now, &mut changes);
             }
             SourceEvent::Deleted { kind, object } => {
                 if let Some(seen) = self.listing.get_mut(&kind) {
                     seen.remove(&object);
                 }
-                self.remove(kind, &object).into_iter().collect()
+                self.remove(kind, &object, &mut changes);
             }
-            SourceEvent::Invalid { origin, error } => {
-                tracing::warn!(%origin, "{error}");
-                Vec::new()
-            }
+            SourceEvent::Invalid { origin, error } => tracing::warn!(%origin, "{error}"),
         }
+        changes
+    }
+
+    /// Ends the claims of pods whose deletion deadline has passed by `now` (no event may
+    /// come for them: a pod on a lost node stays Terminating); returns the changes. Meant to
+    /// be called periodically.
+    pub fn expire_pods(&mut self, now: SystemTime) -> Vec<Change> {
+        let mut changes = Vec::new();
+        while let Some((deadline, r)) = self.deadlines.first().cloned() {
+            if deadline > now {
+                break;
+            }
+            let touched = self.release(&r);
+            if let Some(pod) = self.model.pods.get_mut(&r) {
+                if !pod.ips.is_empty() {
+                    pod.ips.clear();
+                    changes.push(Change::Pod(r.clone()));
+                }
+            }
+            self.refresh_claimants(&touched, &r, &mut changes);
+        }
+        changes
     }
 
     /// Replaces the bridge ports; returns the changes.
@@ -122,30 +174,28 @@ impl Store {
 
     /// Applies part of a listing of `kinds`: converts and stores the objects, and notes them
     /// as seen by the listing.
-    fn list(&mut self, kinds: &[Kind], objects: Vec<Sourced<KubeObject>>, changes: &mut Vec<Change>) {
+    fn list(&mut self, kinds: &[Kind], objects: Vec<Sourced<KubeObject>>, now: SystemTime, changes: &mut Vec<Change>) {
         for kind in kinds {
             self.listing.entry(*kind).or_default();
         }
         for obj in objects {
             let (kind, r) = obj.object.key();
             self.listing.entry(kind).or_default().insert(r);
-            self.upsert(obj, changes);
+            self.upsert(obj, now, changes);
         }
     }
 
     /// Ends a listing of `kinds`: what it did not contain (here or in its chunks) is gone.
-    fn reset(&mut self, kinds: &[Kind], objects: Vec<Sourced<KubeObject>>) -> Vec<Change> {
-        let mut changes = Vec::new();
-        self.list(kinds, objects, &mut changes);
+    fn reset(&mut self, kinds: &[Kind], objects: Vec<Sourced<KubeObject>>, now: SystemTime, changes: &mut Vec<Change>) {
+        self.list(kinds, objects, now, changes);
         for kind in kinds {
             let seen = self.listing.remove(kind).unwrap_or_default();
             let stale: Vec<ObjectRef> = self.refs(*kind).filter(|r| !seen.contains(r)).collect();
             for r in stale {
-                changes.extend(self.remove(*kind, &r));
+                self.remove(*kind, &r, changes);
             }
             self.synced.insert(*kind);
         }
-        changes
     }
 
     fn refs(&self, kind: Kind) -> Box<dyn Iterator<Item = ObjectRef> + '_> {
@@ -158,63 +208,186 @@ impl Store {
         }
     }
 
-    fn upsert(&mut self, obj: Sourced<KubeObject>, changes: &mut Vec<Change>) {
-        let Sourced { origin, object } = obj;
-        let (kind, key) = object.key();
-        let converted = match &object {
-            KubeObject::Namespace(ns) => convert::namespace(ns).map(|ns| {
+    fn upsert(&mut self, obj: Sourced<KubeObject>, now: SystemTime, changes: &mut Vec<Change>) {
+        let Sourced { origin, object, unreadable } = obj;
+        let key = object.key();
+        let converted = match (&object, unreadable) {
+            (KubeObject::NetworkPolicy(np), Some(problem)) => Err(convert::unreadable_policy(np, &problem)),
+            (KubeObject::Namespace(ns), _) => convert::namespace(ns).map(|ns| {
                 self.check_logging_annotation(&ns);
                 if self.model.namespaces.get(&ns.name) != Some(&ns) {
                     changes.push(Change::Namespace(ns.name.clone()));
                     self.model.namespaces.insert(ns.name.clone(), ns);
                 }
             }),
-            KubeObject::Pod(pod) => convert::pod(pod).map(|pod| {
-                let r = ObjectRef { namespace: pod.namespace.clone(), name: pod.name.clone() };
-                if self.model.pods.get(&r) != Some(&pod) {
-                    self.unindex_pod_ips(&r);
-                    for ip in &pod.ips {
-                        self.pods_by_ip.insert(*ip, r.clone());
-                    }
-                    self.model.pods.insert(r.clone(), pod);
-                    changes.push(Change::Pod(r));
-                }
+            (KubeObject::Pod(p), _) => convert::pod(p).map(|pod| {
+                let life = convert::pod_life(p);
+                self.put_pod(pod, life.claim(now), life.deletion, changes);
             }),
-            KubeObject::NetworkPolicy(np) => convert::policy(np).map(|policy| {
+            (KubeObject::NetworkPolicy(np), None) => convert::policy(np).map(|policy| {
                 let r = ObjectRef { namespace: policy.namespace.clone(), name: policy.name.clone() };
-                if self.model.policies.get(&r) != Some(&policy) {
-                    self.model.policies.insert(r.clone(), policy);
-                    changes.push(Change::Policy(r));
-                }
+                self.fail_closed.remove(&r);
+                self.put_policy(r, policy, changes);
             }),
         };
-        if let Err(e) = converted {
-            // The previous valid version (if any) is dropped: an invalid object is not
-            // enforced at all, as the API server would not have admitted it.
-            tracing::warn!(%origin, "ignored: {e}");
-            changes.extend(self.remove(kind, &key));
+        match converted {
+            Ok(()) => {
+                if self.invalid.remove(&key).is_some() {
+                    tracing::info!(%origin, "{} {} is valid again and in force", key.0, display_key(&key));
+                }
+            }
+            Err(e) => self.invalid_version(&origin, key, &object, &e, changes),
         }
     }
 
-    fn remove(&mut self, kind: Kind, r: &ObjectRef) -> Option<Change> {
+    /// An object's new version does not convert: keep its last good version, fail closed for
+    /// a policy that never was valid, or leave it out.
+    fn invalid_version(
+        &mut self,
+        origin: &str,
+        key: (Kind, ObjectRef),
+        object: &KubeObject,
+        e: &convert::ConvertError,
+        changes: &mut Vec<Change>,
+    ) {
+        let (kind, r) = &key;
+        if e.is_identity() {
+            // Nothing can be held under a name the API server would refuse; none is either.
+            tracing::error!(%origin, "refused: {e}");
+            return;
+        }
+        let held = match kind {
+            Kind::Namespace => self.model.namespaces.contains_key(&r.name),
+            Kind::Pod => self.model.pods.contains_key(r),
+            Kind::NetworkPolicy => self.model.policies.contains_key(r) && !self.fail_closed.contains(r),
+        };
+        let (message, error) = if held {
+            (format!("{e}; the last good version of {kind} {} stays in force", display_key(&key)), false)
+        } else {
+            match object {
+                KubeObject::NetworkPolicy(np) => match convert::policy_isolation(np) {
+                    Ok(isolation) => {
+                        self.fail_closed.insert(r.clone());
+                        self.put_policy(r.clone(), isolation, changes);
+                        (
+                            format!(
+                                "{e}; NetworkPolicy {r} never was valid, so it fails closed: the pods its \
+                                 podSelector selects are isolated in both directions with nothing allowed"
+                            ),
+                            false,
+                        )
+                    }
+                    Err(_) => {
+                        self.remove(*kind, r, changes);
+                        (format!("{e}; NetworkPolicy {r} never was valid and its podSelector cannot be read: ignored"), true)
+                    }
+                },
+                _ => (format!("{e}; {kind} {} ignored", display_key(&key)), true),
+            }
+        };
+        if self.invalid.get(&key) != Some(&message) {
+            if error {
+                tracing::error!(%origin, "{message}");
+            } else {
+                tracing::warn!(%origin, "{message}");
+            }
+            self.invalid.insert(key, message);
+        }
+    }
+
+    fn put_policy(&mut self, r: ObjectRef, policy: crate::model::Policy, changes: &mut Vec<Change>) {
+        if self.model.policies.get(&r) != Some(&policy) {
+            self.model.policies.insert(r.clone(), policy);
+            changes.push(Change::Policy(r));
+        }
+    }
+
+    /// Stores a converted pod with its claim (`None`: it has finished and claims no IP),
+    /// giving every pod whose addresses changed hands its new IPs.
+    fn put_pod(&mut self, mut pod: Pod, claim: Option<ClaimRank>, until: Option<SystemTime>, changes: &mut Vec<Change>) {
+        let r = ObjectRef { namespace: pod.namespace.clone(), name: pod.name.clone() };
+        let mut touched = self.release(&r);
+        if let Some(rank) = claim.filter(|_| !pod.ips.is_empty()) {
+            for ip in &pod.ips {
+                self.claimants.entry(*ip).or_default().insert((rank, r.clone()));
+                touched.insert(*ip);
+            }
+            if let Some(deadline) = until {
+                self.deadlines.insert((deadline, r.clone()));
+            }
+            self.claims.insert(r.clone(), Claim { rank, ips: std::mem::take(&mut pod.ips), until });
+        }
+        pod.ips = self.won_ips(&r);
+        if self.model.pods.get(&r) != Some(&pod) {
+            self.model.pods.insert(r.clone(), pod);
+            changes.push(Change::Pod(r.clone()));
+        }
+        self.refresh_claimants(&touched, &r, changes);
+    }
+
+    /// Withdraws a pod's claim; returns the addresses it claimed.
+    fn release(&mut self, r: &ObjectRef) -> BTreeSet<IpAddr> {
+        let Some(claim) = self.claims.remove(r) else { return BTreeSet::new() };
+        if let Some(deadline) = claim.until {
+            self.deadlines.remove(&(deadline, r.clone()));
+        }
+        for ip in &claim.ips {
+            if let Some(set) = self.claimants.get_mut(ip) {
+                set.remove(&(claim.rank, r.clone()));
+                if set.is_empty() {
+                    self.claimants.remove(ip);
+                }
+            }
+        }
+        claim.ips.into_iter().collect()
+    }
+
+    /// The addresses of `r`'s claim that it wins, in the pod's order.
+    fn won_ips(&self, r: &ObjectRef) -> Vec<IpAddr> {
+        let Some(claim) = self.claims.get(r) else { return Vec::new() };
+        claim.ips.iter().filter(|ip| self.pod_by_ip(ip) == Some(r)).copied().collect()
+    }
+
+    /// Gives the other claimants of `ips` (all but `except`) the addresses they now win.
+    fn refresh_claimants(&mut self, ips: &BTreeSet<IpAddr>, except: &ObjectRef, changes: &mut Vec<Change>) {
+        let others: BTreeSet<ObjectRef> = ips
+            .iter()
+            .filter_map(|ip| self.claimants.get(ip))
+            .flatten()
+            .map(|(_, p)| p.clone())
+            .filter(|p| p != except)
+            .collect();
+        for p in others {
+            let won = self.won_ips(&p);
+            if let Some(pod) = self.model.pods.get_mut(&p) {
+                if pod.ips != won {
+                    pod.ips = won;
+                    changes.push(Change::Pod(p));
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, kind: Kind, r: &ObjectRef, changes: &mut Vec<Change>) {
+        self.invalid.remove(&(kind, r.clone()));
         match kind {
             Kind::Namespace => {
                 self.logging_warned.remove(&r.name);
-                self.model.namespaces.remove(&r.name).map(|_| Change::Namespace(r.name.clone()))
+                if self.model.namespaces.remove(&r.name).is_some() {
+                    changes.push(Change::Namespace(r.name.clone()));
+                }
             }
             Kind::Pod => {
-                self.unindex_pod_ips(r);
-                self.model.pods.remove(r).map(|_| Change::Pod(r.clone()))
+                let touched = self.release(r);
+                if self.model.pods.remove(r).is_some() {
+                    changes.push(Change::Pod(r.clone()));
+                }
+                self.refresh_claimants(&touched, r, changes);
             }
-            Kind::NetworkPolicy => self.model.policies.remove(r).map(|_| Change::Policy(r.clone())),
-        }
-    }
-
-    fn unindex_pod_ips(&mut self, r: &ObjectRef) {
-        if let Some(old) = self.model.pods.get(r) {
-            for ip in &old.ips {
-                if self.pods_by_ip.get(ip) == Some(r) {
-                    self.pods_by_ip.remove(ip);
+            Kind::NetworkPolicy => {
+                self.fail_closed.remove(r);
+                if self.model.policies.remove(r).is_some() {
+                    changes.push(Change::Policy(r.clone()));
                 }
             }
         }
@@ -233,6 +406,15 @@ impl Store {
     }
 }
 
+/// `ns/name`, or `name` for cluster-scoped kinds.
+fn display_key((kind, r): &(Kind, ObjectRef)) -> String {
+    if kind.is_namespaced() {
+        r.to_string()
+    } else {
+        r.name.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,7 +426,7 @@ mod tests {
             Some("Pod") => KubeObject::Pod(serde_json::from_value(value).unwrap()),
             _ => KubeObject::NetworkPolicy(serde_json::from_value(value).unwrap()),
         };
-        Sourced { origin: "test".into(), object }
+        Sourced::new("test", object)
     }
 
     fn namespace(name: &str) -> serde_json::Value {
@@ -274,7 +456,7 @@ mod tests {
         assert_eq!(a.model().namespaces, b.model().namespaces);
         assert_eq!(a.model().pods, b.model().pods);
         assert_eq!(a.model().policies, b.model().policies);
-        assert_eq!(a.pods_by_ip, b.pods_by_ip);
+        assert_eq!(a.claimants, b.claimants);
     }
 
     fn chunk(objects: Vec<serde_json::Value>) -> SourceEvent {
@@ -375,16 +557,265 @@ mod tests {
         assert_eq!(store.pod_by_ip(&"10.0.0.1".parse().unwrap()), None);
     }
 
+    fn applied(value: serde_json::Value) -> SourceEvent {
+        SourceEvent::Applied(sourced(value))
+    }
+
+    fn policy_with_selector(ns: &str, name: &str, operator: &str) -> serde_json::Value {
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+               "metadata": {"namespace": ns, "name": name},
+               "spec": {"podSelector": {"matchExpressions": [{"key": "pod", "operator": operator, "values": ["a"]}]},
+                        "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}]}]}})
+    }
+
     #[test]
-    fn an_invalid_object_is_left_out_and_the_valid_ones_stay() {
+    fn an_invalid_policy_leaves_the_valid_ones_alone() {
         let mut store = Store::default();
-        store.apply(reset(vec![namespace("x"), policy("x", "good", "10.0.0.0/8"), policy("x", "bad", "10.0.0.0/33")]));
+        store.apply(reset(vec![namespace("x"), policy("x", "good", "10.0.0.0/8"), pod("x", "p", "10.0.0.1")]));
+        // Never valid, and its (absent = empty) podSelector reads: it fails closed.
+        store.apply(applied(policy("x", "bad", "10.0.0.0/33")));
         let policies: Vec<_> = store.model().policies.keys().cloned().collect();
-        assert_eq!(policies, vec![oref("x", "good")]);
-        // A valid policy that turns invalid is no longer enforced.
-        let changes = store.apply(SourceEvent::Applied(sourced(policy("x", "good", "300.0.0.0/8"))));
-        assert_eq!(changes, vec![Change::Policy(oref("x", "good"))]);
+        assert_eq!(policies, vec![oref("x", "bad"), oref("x", "good")]);
+        assert_eq!(store.model().policies[&oref("x", "good")].ingress.len(), 1, "the valid one is untouched");
+    }
+
+    #[test]
+    fn a_policy_that_turns_invalid_keeps_its_last_good_version() {
+        let mut store = Store::default();
+        store.apply(reset(vec![namespace("x"), policy("x", "p", "10.10.1.12/32"), policy_with_selector("x", "s", "In")]));
+        let good_p = store.model().policies[&oref("x", "p")].clone();
+        let good_s = store.model().policies[&oref("x", "s")].clone();
+
+        // An ipBlock /33 and a selector operator Bogus: nothing changes in the model.
+        assert!(store.apply(applied(policy("x", "p", "10.10.1.12/33"))).is_empty());
+        assert!(store.apply(applied(policy_with_selector("x", "s", "Bogus"))).is_empty());
+        assert_eq!(store.model().policies[&oref("x", "p")], good_p);
+        assert_eq!(store.model().policies[&oref("x", "s")], good_s);
+        let warned = &store.invalid[&(Kind::NetworkPolicy, oref("x", "p"))];
+        assert!(warned.contains("10.10.1.12/33") && warned.contains("last good version of NetworkPolicy x/p stays in force"), "{warned}");
+        let warned = &store.invalid[&(Kind::NetworkPolicy, oref("x", "s"))];
+        assert!(warned.contains("\"Bogus\"") && warned.contains("x/s stays in force"), "{warned}");
+        // Still invalid at a relist (kube mode): still kept, still the same report.
+        let changes = store.apply(reset(vec![namespace("x"), policy("x", "p", "10.10.1.12/33"), policy_with_selector("x", "s", "Bogus")]));
+        assert!(changes.is_empty(), "{changes:?}");
+        assert_eq!(store.model().policies[&oref("x", "p")], good_p);
+
+        // Fixed: the new version replaces the kept one.
+        let changes = store.apply(applied(policy("x", "p", "10.10.1.13/32")));
+        assert_eq!(changes, vec![Change::Policy(oref("x", "p"))]);
+        assert_ne!(store.model().policies[&oref("x", "p")], good_p);
+        assert!(!store.invalid.contains_key(&(Kind::NetworkPolicy, oref("x", "p"))));
+
+        // Deleting the invalid object removes its kept version.
+        let changes = store.apply(SourceEvent::Deleted { kind: Kind::NetworkPolicy, object: oref("x", "s") });
+        assert_eq!(changes, vec![Change::Policy(oref("x", "s"))]);
+        assert!(!store.model().policies.contains_key(&oref("x", "s")));
+        assert!(store.invalid.is_empty());
+    }
+
+    #[test]
+    fn a_policy_that_never_was_valid_fails_closed_when_its_selector_reads() {
+        let mut store = Store::default();
+        store.apply(reset(vec![namespace("x")]));
+        let bad_rule = json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"namespace": "x", "name": "np"},
+            "spec": {"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"],
+                     "ingress": [{"from": [{"ipBlock": {"cidr": "10.10.1.12/33"}}]}]}});
+        let changes = store.apply(applied(bad_rule));
+        assert_eq!(changes, vec![Change::Policy(oref("x", "np"))]);
+        let p = &store.model().policies[&oref("x", "np")];
+        assert!(p.affects_ingress && !p.affects_egress && p.ingress.is_empty(), "{p:?}");
+        assert_eq!(p.pod_selector.match_labels.get("pod").map(String::as_str), Some("a"));
+        assert!(store.invalid[&(Kind::NetworkPolicy, oref("x", "np"))].contains("fails closed"));
+
+        // Another invalid version whose selector still reads: the isolation follows it.
+        store.apply(applied(policy("x", "np", "10.0.0.0/33")));
+        assert!(store.model().policies[&oref("x", "np")].pod_selector.match_labels.is_empty());
+        // One whose selector does not read: ignored, nothing isolated by it.
+        let changes = store.apply(applied(policy_with_selector("x", "np", "Bogus")));
+        assert_eq!(changes, vec![Change::Policy(oref("x", "np"))]);
         assert!(store.model().policies.is_empty());
+        assert!(store.invalid[&(Kind::NetworkPolicy, oref("x", "np"))].contains("cannot be read: ignored"));
+
+        // Fail closed again, then fixed: the real policy; then an invalid edit keeps that one.
+        store.apply(applied(policy("x", "np", "10.0.0.0/33")));
+        assert!(store.model().policies[&oref("x", "np")].ingress.is_empty());
+        store.apply(applied(policy("x", "np", "10.0.0.0/8")));
+        assert_eq!(store.model().policies[&oref("x", "np")].ingress.len(), 1);
+        assert!(store.invalid.is_empty() && store.fail_closed.is_empty());
+        store.apply(applied(policy("x", "np", "10.0.0.0/33")));
+        assert_eq!(store.model().policies[&oref("x", "np")].ingress.len(), 1, "last good, not fail-closed");
+
+        // Deleted while fail-closed: gone.
+        store.apply(applied(policy("x", "other", "10.0.0.0/33")));
+        assert!(store.fail_closed.contains(&oref("x", "other")));
+        let changes = store.apply(SourceEvent::Deleted { kind: Kind::NetworkPolicy, object: oref("x", "other") });
+        assert_eq!(changes, vec![Change::Policy(oref("x", "other"))]);
+        assert!(store.fail_closed.is_empty());
+    }
+
+    #[test]
+    fn a_policy_its_source_could_not_read_in_full_is_an_invalid_version() {
+        let unreadable = |name: &str| {
+            let mut s = sourced(json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                "metadata": {"namespace": "x", "name": name}, "spec": {"podSelector": {"matchLabels": {"pod": "a"}}}}));
+            s.unreadable = Some("invalid NetworkPolicy: invalid type: integer `5`, expected a sequence".into());
+            SourceEvent::Applied(s)
+        };
+        let mut store = Store::default();
+        store.apply(reset(vec![namespace("x"), policy("x", "kept", "10.0.0.0/8")]));
+        let kept = store.model().policies[&oref("x", "kept")].clone();
+        assert!(store.apply(unreadable("kept")).is_empty());
+        assert_eq!(store.model().policies[&oref("x", "kept")], kept);
+        assert!(store.invalid[&(Kind::NetworkPolicy, oref("x", "kept"))].contains("spec: invalid NetworkPolicy: invalid type"));
+
+        assert_eq!(store.apply(unreadable("new")), vec![Change::Policy(oref("x", "new"))]);
+        let p = &store.model().policies[&oref("x", "new")];
+        assert!(p.affects_ingress && p.ingress.is_empty() && p.pod_selector.match_labels.contains_key("pod"), "{p:?}");
+        assert!(store.fail_closed.contains(&oref("x", "new")));
+        // A bad name is refused, whatever else.
+        assert!(store.apply(unreadable("Bad")).is_empty());
+        assert!(!store.model().policies.contains_key(&oref("x", "Bad")));
+    }
+
+    #[test]
+    fn pods_and_namespaces_that_turn_invalid_keep_their_last_good_version() {
+        let mut store = Store::default();
+        store.apply(reset(vec![namespace("x"), pod("x", "a", "10.0.0.1")]));
+        let mut bad = pod("x", "a", "10.0.0.2");
+        bad["metadata"]["labels"] = json!({"-bad": "v"});
+        assert!(store.apply(applied(bad)).is_empty());
+        assert_eq!(store.model().pods[&oref("x", "a")].ips, vec!["10.0.0.1".parse::<IpAddr>().unwrap()]);
+        let mut bad = namespace("x");
+        bad["metadata"]["labels"] = json!({"k": "bad value"});
+        assert!(store.apply(applied(bad)).is_empty());
+        assert!(store.model().namespaces.contains_key("x"));
+        // A new invalid pod is left out.
+        let mut bad = pod("x", "b", "10.0.0.3");
+        bad["status"]["podIP"] = json!("10.0.0.300");
+        assert!(store.apply(applied(bad)).is_empty());
+        assert!(!store.model().pods.contains_key(&oref("x", "b")));
+    }
+
+    #[test]
+    fn names_the_api_server_would_refuse_are_refused() {
+        let mut store = Store::default();
+        store.apply(reset(vec![namespace("x")]));
+        for (ns, name) in [("x", "a b"), ("x", "a\nx/forged 10.0.0.1"), ("x", "A"), ("x", "-a"), ("bad ns", "a"), ("X", "a")] {
+            assert!(store.apply(applied(pod(ns, name, "10.0.0.1"))).is_empty(), "pod {ns:?}/{name:?}");
+            assert!(store.apply(applied(policy(ns, name, "10.0.0.0/33"))).is_empty(), "policy {ns:?}/{name:?}");
+            assert!(store.apply(applied(policy(ns, name, "10.0.0.0/8"))).is_empty(), "policy {ns:?}/{name:?}");
+        }
+        assert!(store.apply(applied(namespace("x.y"))).is_empty());
+        assert!(store.apply(applied(namespace("x\n"))).is_empty());
+        assert_eq!(store.model().pods.len() + store.model().policies.len(), 0);
+        assert_eq!(store.model().namespaces.keys().collect::<Vec<_>>(), vec!["x"]);
+        assert_eq!(store.pod_by_ip(&"10.0.0.1".parse().unwrap()), None);
+        assert!(store.invalid.is_empty(), "refused, not held: {:?}", store.invalid);
+    }
+
+    fn pod_in(ns: &str, name: &str, ip: &str, phase: &str, created: &str) -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"namespace": ns, "name": name, "creationTimestamp": created},
+               "spec": {"containers": []}, "status": {"podIP": ip, "phase": phase}})
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn finished_pods_hold_no_ip() {
+        let mut store = Store::default();
+        store.apply(reset(vec![namespace("y")]));
+        for phase in ["Succeeded", "Failed"] {
+            store.apply(applied(pod_in("y", "gone", "10.0.0.1", phase, "2026-01-01T00:00:00Z")));
+            assert!(store.model().pods[&oref("y", "gone")].ips.is_empty(), "{phase}");
+            assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), None, "{phase}");
+        }
+        // A running pod that finishes loses its address.
+        store.apply(applied(pod_in("y", "job", "10.0.0.2", "Running", "2026-01-01T00:00:00Z")));
+        assert_eq!(store.pod_by_ip(&ip("10.0.0.2")), Some(&oref("y", "job")));
+        let changes = store.apply(applied(pod_in("y", "job", "10.0.0.2", "Succeeded", "2026-01-01T00:00:00Z")));
+        assert_eq!(changes, vec![Change::Pod(oref("y", "job"))]);
+        assert!(store.model().pods[&oref("y", "job")].ips.is_empty());
+        assert_eq!(store.pod_by_ip(&ip("10.0.0.2")), None);
+    }
+
+    #[test]
+    fn pods_past_their_deletion_deadline_hold_no_ip() {
+        let at = |s: u64| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        let terminating = |grace: i64| {
+            let mut p = pod_in("y", "t", "10.0.0.1", "Running", "1970-01-01T00:00:00Z");
+            p["metadata"]["deletionTimestamp"] = json!("1970-01-01T00:01:40Z"); // 100 s
+            p["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+            p
+        };
+        let mut store = Store::default();
+        store.apply_at(applied(terminating(30)), at(99));
+        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), Some(&oref("y", "t")), "within the grace period");
+        assert!(store.expire_pods(at(99)).is_empty());
+        assert_eq!(store.expire_pods(at(100)), vec![Change::Pod(oref("y", "t"))]);
+        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), None);
+        assert!(store.model().pods[&oref("y", "t")].ips.is_empty());
+        assert!(store.expire_pods(at(200)).is_empty());
+
+        // Any later event ends it too.
+        let mut store = Store::default();
+        store.apply_at(applied(terminating(30)), at(99));
+        let changes = store.apply_at(applied(namespace("y")), at(101));
+        assert_eq!(changes, vec![Change::Pod(oref("y", "t")), Change::Namespace("y".into())]);
+        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), None);
+
+        let mut store = Store::default();
+        store.apply_at(applied(terminating(30)), at(150));
+        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), None, "past the deadline when it arrives");
+        let mut store = Store::default();
+        store.apply_at(applied(terminating(0)), at(1));
+        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), None, "forced deletion");
+    }
+
+    #[test]
+    fn an_ip_two_pods_claim_belongs_to_the_running_then_the_newer_one() {
+        let t1 = "2026-01-01T00:00:00Z";
+        let t2 = "2026-01-02T00:00:00Z";
+        // Whatever the order of events, the same pod wins.
+        let objects = || {
+            vec![
+                pod_in("x", "old", "10.0.0.1", "Running", t1),
+                pod_in("x", "new", "10.0.0.1", "Running", t2),
+                pod_in("x", "pending", "10.0.0.1", "Pending", "2026-01-03T00:00:00Z"),
+                pod_in("x", "done", "10.0.0.1", "Succeeded", "2026-01-04T00:00:00Z"),
+            ]
+        };
+        for order in [[0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2]] {
+            let mut store = Store::default();
+            let all = objects();
+            for i in order {
+                store.apply(applied(all[i].clone()));
+            }
+            assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), Some(&oref("x", "new")), "{order:?}");
+            let holders: Vec<_> = store.model().pods.values().filter(|p| !p.ips.is_empty()).map(|p| p.name.clone()).collect();
+            assert_eq!(holders, vec!["new"], "{order:?}");
+        }
+
+        let mut store = Store::default();
+        store.apply(reset(objects()));
+        // The winner goes: the next one takes the address over, and says so.
+        let changes = store.apply(SourceEvent::Deleted { kind: Kind::Pod, object: oref("x", "new") });
+        assert_eq!(changes, vec![Change::Pod(oref("x", "new")), Change::Pod(oref("x", "old"))]);
+        assert_eq!(store.model().pods[&oref("x", "old")].ips, vec![ip("10.0.0.1")]);
+        // The old one finishes: the pending one is all that is left.
+        let changes = store.apply(applied(pod_in("x", "old", "10.0.0.1", "Failed", t1)));
+        assert_eq!(changes, vec![Change::Pod(oref("x", "old")), Change::Pod(oref("x", "pending"))]);
+        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), Some(&oref("x", "pending")));
+
+        // Equal claims: the name order decides.
+        let mut store = Store::default();
+        store.apply(applied(pod_in("y", "b", "10.0.0.9", "Running", t1)));
+        store.apply(applied(pod_in("x", "z", "10.0.0.9", "Running", t1)));
+        assert_eq!(store.pod_by_ip(&ip("10.0.0.9")), Some(&oref("x", "z")));
+        assert!(store.model().pods[&oref("y", "b")].ips.is_empty());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! them, so that a manifest the API server would refuse is refused here too, with the object
 //! and the field path named.
 
+use super::liveness::{Phase, PodLife};
 use super::{
     Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, Namespace, Peer, Policy, PortRef,
     PortSpec, Protocol, Requirement, SelectorOp,
@@ -10,6 +11,9 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::networking::v1 as net;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use super::names::{
+    validate_label_key, validate_label_value, validate_namespace_name, validate_object_name,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
@@ -30,6 +34,18 @@ pub enum ConvertError {
     /// The object has no `metadata.name`.
     #[error("{kind} without metadata.name")]
     MissingName { kind: &'static str },
+    /// `metadata.name` or `metadata.namespace` breaks Kubernetes' naming rules. The value is
+    /// shown quoted and escaped: it may hold anything, a newline included.
+    #[error("{kind} with {field} {value:?}: {message}")]
+    BadName { kind: &'static str, field: &'static str, value: String, message: String },
+}
+
+impl ConvertError {
+    /// Whether the object's identity itself is unusable (no name, or a bad name or namespace):
+    /// nothing can be kept or enforced under it.
+    pub fn is_identity(&self) -> bool {
+        matches!(self, ConvertError::MissingName { .. } | ConvertError::BadName { .. })
+    }
 }
 
 /// Names the object being converted, for error messages.
@@ -49,23 +65,44 @@ impl Ctx {
     }
 }
 
-fn name_of(meta: &meta::ObjectMeta, kind: &'static str) -> Result<String, ConvertError> {
-    match meta.name.as_deref() {
-        Some(n) if !n.is_empty() => Ok(n.to_string()),
-        _ => Err(ConvertError::MissingName { kind }),
-    }
+/// `metadata.name`, validated with `rule` (names are printed in logs: see [`super::names`]).
+fn name_of(
+    meta: &meta::ObjectMeta,
+    kind: &'static str,
+    rule: fn(&str) -> Result<(), String>,
+) -> Result<String, ConvertError> {
+    let name = match meta.name.as_deref() {
+        Some(n) if !n.is_empty() => n,
+        _ => return Err(ConvertError::MissingName { kind }),
+    };
+    rule(name).map_err(|message| ConvertError::BadName {
+        kind,
+        field: "metadata.name",
+        value: name.to_string(),
+        message,
+    })?;
+    Ok(name.to_string())
 }
 
-fn namespace_of(meta: &meta::ObjectMeta) -> String {
-    match meta.namespace.as_deref() {
-        Some(ns) if !ns.is_empty() => ns.to_string(),
-        _ => "default".to_string(),
-    }
+/// `metadata.namespace` (`default` when absent, as kubectl and the API server fill it in),
+/// validated as a Namespace name.
+fn namespace_of(meta: &meta::ObjectMeta, kind: &'static str) -> Result<String, ConvertError> {
+    let ns = match meta.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => ns,
+        _ => "default",
+    };
+    validate_namespace_name(ns).map_err(|message| ConvertError::BadName {
+        kind,
+        field: "metadata.namespace",
+        value: ns.to_string(),
+        message,
+    })?;
+    Ok(ns.to_string())
 }
 
 /// Converts a Namespace; the `kubernetes.io/metadata.name` label is always set to its name.
 pub fn namespace(ns: &core::Namespace) -> Result<Namespace, ConvertError> {
-    let name = name_of(&ns.metadata, "Namespace")?;
+    let name = name_of(&ns.metadata, "Namespace", validate_namespace_name)?;
     let ctx = Ctx { kind: "Namespace", object: name.clone() };
     let mut labels = ns.metadata.labels.clone().unwrap_or_default();
     validate_labels(&ctx, "metadata.labels", &labels)?;
@@ -76,8 +113,8 @@ pub fn namespace(ns: &core::Namespace) -> Result<Namespace, ConvertError> {
 /// Converts a Pod: labels, IPs (`status.podIPs`, else `status.podIP`), named container ports
 /// and the node.
 pub fn pod(p: &core::Pod) -> Result<super::Pod, ConvertError> {
-    let name = name_of(&p.metadata, "Pod")?;
-    let namespace = namespace_of(&p.metadata);
+    let name = name_of(&p.metadata, "Pod", validate_object_name)?;
+    let namespace = namespace_of(&p.metadata, "Pod")?;
     let ctx = Ctx { kind: "Pod", object: format!("{namespace}/{name}") };
     let labels = p.metadata.labels.clone().unwrap_or_default();
     validate_labels(&ctx, "metadata.labels", &labels)?;
@@ -116,25 +153,47 @@ pub fn pod(p: &core::Pod) -> Result<super::Pod, ConvertError> {
                     .filter(|p| *p != 0)
                     .ok_or_else(|| ctx.err(format!("{path}.containerPort"), format!("invalid port {}", cp.container_port)))?;
                 let protocol = protocol(&ctx, &format!("{path}.protocol"), cp.protocol.as_deref())?;
-                ports.push(ContainerPort { name: cp.name.clone().filter(|n| !n.is_empty()), port, protocol });
+                let name = cp.name.clone().filter(|n| !n.is_empty());
+                if let Some(n) = &name {
+                    validate_port_name(n).map_err(|m| ctx.err(format!("{path}.name"), format!("invalid port name {n:?}: {m}")))?;
+                }
+                ports.push(ContainerPort { name, port, protocol });
             }
         }
     }
     Ok(super::Pod { namespace, name, labels, ips, ports, node })
 }
 
+/// What decides whether a pod is still a policy peer: `status.phase` (`Pending` when the
+/// pod has no status yet, as the API server defaults it), `metadata.creationTimestamp` and the
+/// deletion deadline. Pure: the caller judges it against its own clock
+/// ([`PodLife::claim`]).
+pub fn pod_life(p: &core::Pod) -> PodLife {
+    let phase = match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        None | Some("Pending") => Phase::Pending,
+        Some("Running") => Phase::Running,
+        Some("Succeeded") => Phase::Succeeded,
+        Some("Failed") => Phase::Failed,
+        Some(_) => Phase::Unknown,
+    };
+    let time = |t: &meta::Time| std::time::SystemTime::from(t.0);
+    let deletion = p.metadata.deletion_timestamp.as_ref().map(|t| {
+        // Grace period 0 is a forced deletion: gone at once, whatever the clocks say.
+        if p.metadata.deletion_grace_period_seconds == Some(0) {
+            std::time::SystemTime::UNIX_EPOCH
+        } else {
+            time(t)
+        }
+    });
+    PodLife { phase, created: p.metadata.creation_timestamp.as_ref().map(time), deletion }
+}
+
 /// Converts a NetworkPolicy (networking.k8s.io/v1), defaulting `policyTypes` as the API
 /// server does: Ingress always, Egress when egress rules are present.
 pub fn policy(np: &net::NetworkPolicy) -> Result<Policy, ConvertError> {
-    let name = name_of(&np.metadata, "NetworkPolicy")?;
-    let namespace = namespace_of(&np.metadata);
-    let ctx = Ctx { kind: "NetworkPolicy", object: format!("{namespace}/{name}") };
+    let (ctx, namespace, name) = policy_identity(np)?;
     let spec = np.spec.clone().unwrap_or_default();
-
-    let pod_selector = match &spec.pod_selector {
-        Some(s) => selector(&ctx, "spec.podSelector", s)?,
-        None => LabelSelector::everything(),
-    };
+    let pod_selector = policy_pod_selector(&ctx, spec.pod_selector.as_ref())?;
 
     let has_egress_rules = spec.egress.as_ref().is_some_and(|e| !e.is_empty());
     let (affects_ingress, affects_egress) = match spec.policy_types.as_deref() {
@@ -185,6 +244,41 @@ pub fn policy(np: &net::NetworkPolicy) -> Result<Policy, ConvertError> {
         egress.push(EgressRule { to, ports });
     }
     Ok(Policy { namespace, name, pod_selector, affects_ingress, affects_egress, ingress, egress })
+}
+
+/// The fail-closed stand-in for a NetworkPolicy that does not convert: its name and
+/// podSelector only, isolating the selected pods in both directions with nothing allowed
+/// (whatever it meant to allow, or in which direction, is unknown). `Err` when not even those
+/// can be read.
+pub fn policy_isolation(np: &net::NetworkPolicy) -> Result<Policy, ConvertError> {
+    let (ctx, namespace, name) = policy_identity(np)?;
+    let pod_selector = policy_pod_selector(&ctx, np.spec.as_ref().and_then(|s| s.pod_selector.as_ref()))?;
+    Ok(Policy { namespace, name, pod_selector, affects_ingress: true, affects_egress: true, ingress: Vec::new(), egress: Vec::new() })
+}
+
+/// The error for a NetworkPolicy its source could not read in full (`problem` says why; the
+/// object holds its name and podSelector only): a bad name or namespace if it has one, else
+/// [`ConvertError::Invalid`] at `spec`.
+pub fn unreadable_policy(np: &net::NetworkPolicy, problem: &str) -> ConvertError {
+    match policy_identity(np) {
+        Ok((ctx, ..)) => ctx.err("spec", problem),
+        Err(e) => e,
+    }
+}
+
+fn policy_identity(np: &net::NetworkPolicy) -> Result<(Ctx, String, String), ConvertError> {
+    let name = name_of(&np.metadata, "NetworkPolicy", validate_object_name)?;
+    let namespace = namespace_of(&np.metadata, "NetworkPolicy")?;
+    let ctx = Ctx { kind: "NetworkPolicy", object: format!("{namespace}/{name}") };
+    Ok((ctx, namespace, name))
+}
+
+/// `spec.podSelector`; absent = every pod of the namespace.
+fn policy_pod_selector(ctx: &Ctx, s: Option<&meta::LabelSelector>) -> Result<LabelSelector, ConvertError> {
+    match s {
+        Some(s) => selector(ctx, "spec.podSelector", s),
+        None => Ok(LabelSelector::everything()),
+    }
 }
 
 fn convert_peer(ctx: &Ctx, path: &str, peer: &net::NetworkPolicyPeer) -> Result<Peer, ConvertError> {
@@ -302,51 +396,6 @@ fn validate_labels(ctx: &Ctx, path: &str, labels: &BTreeMap<String, String>) -> 
         validate_label_value(v).map_err(|m| ctx.err(format!("{path}.{k}"), format!("invalid label value {v:?}: {m}")))?;
     }
     Ok(())
-}
-
-/// `[prefix/]name`: prefix a DNS-1123 subdomain (≤ 253), name a qualified name part (≤ 63).
-pub fn validate_label_key(key: &str) -> Result<(), String> {
-    let name = match key.split_once('/') {
-        Some((prefix, name)) => {
-            if prefix.is_empty() || prefix.len() > 253 || !is_dns1123_subdomain(prefix) {
-                return Err("prefix must be a DNS-1123 subdomain of at most 253 characters".into());
-            }
-            name
-        }
-        None => key,
-    };
-    if name.is_empty() || name.len() > 63 || !is_qualified_name_part(name) {
-        return Err("name part must be 1-63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric".into());
-    }
-    Ok(())
-}
-
-/// Empty, or ≤ 63 alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric.
-pub fn validate_label_value(v: &str) -> Result<(), String> {
-    if v.is_empty() {
-        return Ok(());
-    }
-    if v.len() > 63 || !is_qualified_name_part(v) {
-        return Err("must be at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric".into());
-    }
-    Ok(())
-}
-
-fn is_qualified_name_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    let (Some(first), Some(last)) = (b.first(), b.last()) else { return false };
-    first.is_ascii_alphanumeric()
-        && last.is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
-fn is_dns1123_subdomain(s: &str) -> bool {
-    s.split('.').all(|label| {
-        let b = label.as_bytes();
-        let (Some(first), Some(last)) = (b.first(), b.last()) else { return false };
-        let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-        alnum(first) && alnum(last) && b.iter().all(|c| alnum(c) || *c == b'-')
-    })
 }
 
 /// IANA service name: 1-15 lowercase alphanumerics and '-', at least one letter, no leading,
@@ -610,6 +659,60 @@ mod tests {
         ];
         for (spec, want) in cases {
             assert_eq!(err_text(spec), want);
+        }
+    }
+
+    #[test]
+    fn names_are_validated_and_shown_escaped() {
+        let named = |ns: &str, name: &str| {
+            serde_json::from_value::<net::NetworkPolicy>(json!({"metadata": {"name": name, "namespace": ns}, "spec": {}}))
+                .expect("policy json")
+        };
+        assert_eq!(
+            policy(&named("x", "a b\nc")).unwrap_err().to_string(),
+            "NetworkPolicy with metadata.name \"a b\\nc\": must be a DNS-1123 subdomain of at most 253 characters: \
+             lowercase alphanumerics, '-' or '.', starting and ending alphanumeric"
+        );
+        let e = policy(&named("x.y", "p")).unwrap_err();
+        assert!(e.is_identity() && e.to_string().starts_with("NetworkPolicy with metadata.namespace \"x.y\": must be a DNS-1123 label"), "{e}");
+        assert!(policy_isolation(&named("x", "A")).unwrap_err().is_identity());
+        let p: core::Pod = serde_json::from_value(json!({"metadata": {"name": "a\n", "namespace": "x"}})).unwrap();
+        assert!(pod(&p).unwrap_err().to_string().contains("\"a\\n\""));
+        let ns: core::Namespace = serde_json::from_value(json!({"metadata": {"name": "a.b"}})).unwrap();
+        assert!(namespace(&ns).unwrap_err().is_identity());
+        assert!(!policy(&np(json!({"podSelector": {"matchLabels": {"-": "x"}}}))).unwrap_err().is_identity());
+    }
+
+    #[test]
+    fn the_isolation_of_an_invalid_policy_keeps_its_selector_only() {
+        let bad = np(json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"],
+            "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/33"}}]}]}));
+        assert!(policy(&bad).is_err());
+        let p = policy_isolation(&bad).unwrap();
+        assert_eq!((p.namespace.as_str(), p.name.as_str()), ("x", "p"));
+        assert!(p.affects_ingress && !p.affects_egress && p.ingress.is_empty());
+        assert_eq!(p.pod_selector.match_labels.get("pod").map(String::as_str), Some("a"));
+        let unreadable = np(json!({"podSelector": {"matchExpressions": [{"key": "pod", "operator": "Bogus"}]}}));
+        assert!(policy_isolation(&unreadable).is_err());
+    }
+
+    #[test]
+    fn pod_life_reads_phase_times_and_forced_deletion() {
+        use std::time::{Duration, SystemTime};
+        let life = |v: serde_json::Value| pod_life(&serde_json::from_value::<core::Pod>(v).unwrap());
+        let l = life(json!({"metadata": {"name": "a"}}));
+        assert_eq!((l.phase, l.created, l.deletion), (Phase::Pending, None, None));
+        let l = life(json!({"metadata": {"name": "a", "creationTimestamp": "1970-01-01T00:00:10Z",
+            "deletionTimestamp": "1970-01-01T00:01:00Z", "deletionGracePeriodSeconds": 30},
+            "status": {"phase": "Running"}}));
+        assert_eq!(l.phase, Phase::Running);
+        assert_eq!(l.created, Some(SystemTime::UNIX_EPOCH + Duration::from_secs(10)));
+        assert_eq!(l.deletion, Some(SystemTime::UNIX_EPOCH + Duration::from_secs(60)));
+        let l = life(json!({"metadata": {"name": "a", "deletionTimestamp": "2999-01-01T00:00:00Z",
+            "deletionGracePeriodSeconds": 0}}));
+        assert_eq!(l.deletion, Some(SystemTime::UNIX_EPOCH), "forced deletion: gone at once");
+        for (s, want) in [("Succeeded", Phase::Succeeded), ("Failed", Phase::Failed), ("Unknown", Phase::Unknown), ("Odd", Phase::Unknown)] {
+            assert_eq!(life(json!({"metadata": {"name": "a"}, "status": {"phase": s}})).phase, want);
         }
     }
 

@@ -3,8 +3,11 @@
 //! [`convert`]; everything above works on these.
 
 pub mod convert;
+pub mod liveness;
+pub mod names;
 pub mod selector;
 
+pub use liveness::{ClaimRank, Phase, PodLife};
 pub use selector::{LabelSelector, Requirement, SelectorOp};
 
 use std::collections::BTreeMap;
@@ -55,7 +58,9 @@ pub struct Pod {
     pub namespace: String,
     pub name: String,
     pub labels: Labels,
-    /// `status.podIPs` (or `status.podIP`); empty until the pod has an address.
+    /// `status.podIPs` (or `status.podIP`); empty until the pod has an address. In the
+    /// agent's model only the addresses the pod holds: none once it has finished, none that a
+    /// pod with a stronger claim has (see [`liveness`]).
     pub ips: Vec<IpAddr>,
     pub ports: Vec<ContainerPort>,
     pub node: Option<String>,

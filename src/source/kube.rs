@@ -87,7 +87,7 @@ impl<K: Watched> EventMapper<K> {
         let sourced = |o: K| {
             let mut object = o.wrap();
             object.prune();
-            Sourced { origin: ORIGIN.to_string(), object }
+            Sourced::new(ORIGIN, object)
         };
         match ev {
             Event::Init => {
@@ -205,7 +205,7 @@ mod tests {
         let applied = m.map(Event::Apply(pod("a")));
         assert_eq!(
             applied,
-            Some(SourceEvent::Applied(Sourced { origin: "kube".into(), object: KubeObject::Pod(pod("a")) }))
+            Some(SourceEvent::Applied(Sourced::new("kube", KubeObject::Pod(pod("a")))))
         );
         let deleted = m.map(Event::Delete(pod("a")));
         assert_eq!(

@@ -113,14 +113,15 @@ impl KubeObject {
         }
     }
 
-    /// `namespace/name` (namespace "" for Namespaces); empty strings where metadata lacks them.
+    /// `namespace/name` (namespace "" for Namespaces, `default` for a namespaced object
+    /// without one, as the model's conversion has it); an empty name where metadata lacks it.
     pub fn object_ref(&self) -> ObjectRef {
         let meta = self.metadata();
         ObjectRef {
-            namespace: if self.kind().is_namespaced() {
-                meta.namespace.clone().unwrap_or_default()
-            } else {
-                String::new()
+            namespace: match meta.namespace.as_deref() {
+                _ if !self.kind().is_namespaced() => String::new(),
+                Some(ns) if !ns.is_empty() => ns.to_string(),
+                _ => "default".to_string(),
             },
             name: meta.name.clone().unwrap_or_default(),
         }
@@ -138,6 +139,17 @@ pub struct Sourced<T> {
     /// E.g. `manifests/x.yaml#2 NetworkPolicy x/allow` or `kube`.
     pub origin: String,
     pub object: T,
+    /// Set when the source could not read the whole object, only enough of it to fail closed
+    /// (for a NetworkPolicy: its name and podSelector, which is all `object` then holds): why.
+    /// Consumers treat it as an invalid version of the object.
+    pub unreadable: Option<String>,
+}
+
+impl<T> Sourced<T> {
+    /// An object read in full.
+    pub fn new(origin: impl Into<String>, object: T) -> Self {
+        Sourced { origin: origin.into(), object, unreadable: None }
+    }
 }
 
 /// A change reported by an object source. See the module documentation for the contract.

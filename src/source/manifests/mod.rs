@@ -13,6 +13,9 @@
 //! - The same object (kind, namespace, name) in several places: the last one in path order
 //!   (and document order within a file) wins; the others are reported.
 //! - If DIR itself cannot be listed, the last known objects stay.
+//! - Bounded inputs: a file larger than [`MAX_FILE_BYTES`] is refused as a whole, and so is
+//!   a YAML file whose aliases expand far beyond its size (a "billion laughs" file): both
+//!   count as malformed files, named in the report.
 //!
 //! Write files atomically (write a temporary file, then rename it into place, as
 //! `kubectl`-style tools and ConfigMap volumes do): a file caught half-written is parsed as
@@ -38,6 +41,7 @@
 //! [`SourceEvent::ResetChunk`] before it parses more, so that a large directory's objects never
 //! exist all at once.
 
+mod bounded;
 pub mod parse;
 
 use std::collections::hash_map::{DefaultHasher, Entry as MapEntry};
@@ -60,6 +64,9 @@ const DEBOUNCE: Duration = Duration::from_millis(20);
 const BATCH_BYTES: u64 = 1 << 20;
 /// Guards against symlink loops.
 const MAX_DEPTH: usize = 16;
+/// The largest manifest file read: a larger one is refused (its last good objects, if any,
+/// stay), so that one file cannot exhaust the agent's memory.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
 /// Input that could not be used: who (file, document, kind, object) and why.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -477,9 +484,12 @@ impl DirState {
             let file = path.display().to_string();
             let previous = self.files.remove(&path);
             let (hash, defs, objects) = match loaded {
-                Loaded::Failed(error) => {
-                    scan.invalid.push(Invalid { origin: file, error });
+                Loaded::Failed(mut error) => {
                     let (hash, defs) = previous.map(|p| (p.hash, p.defs)).unwrap_or_default();
+                    if !defs.is_empty() {
+                        error.push_str(&format!("; keeping its last good {} object(s)", defs.len()));
+                    }
+                    scan.invalid.push(Invalid { origin: file, error });
                     // Unchanged definitions: put back as they were.
                     self.files.insert(path, FileState { stamp, hash, defs });
                     continue;
@@ -683,11 +693,27 @@ fn load_all(todo: &[(PathBuf, Stamp, Option<u64>)]) -> Vec<Loaded> {
     })
 }
 
+/// Reads a whole manifest file, refusing one larger than [`MAX_FILE_BYTES`] (checked on what
+/// is read, not on the size the metadata claims, so a file growing meanwhile is caught too).
+fn read_manifest(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!(
+            "refused: larger than {} MiB, the limit for a manifest file",
+            MAX_FILE_BYTES >> 20
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Reads a file; parses it unless its content hash is `previous`.
 fn load(path: &Path, previous: Option<u64>) -> Loaded {
-    let bytes = match std::fs::read(path) {
+    let bytes = match read_manifest(path) {
         Ok(b) => b,
-        Err(e) => return Loaded::Failed(format!("cannot read: {e}")),
+        Err(e) => return Loaded::Failed(e),
     };
     let hash = content_hash(&bytes);
     if previous == Some(hash) {
@@ -751,7 +777,7 @@ fn merge_parse(
 /// its last good version). Reports when that is not possible.
 fn fetch(path: &Path, def: &Def, invalid: &mut Vec<Invalid>) -> Option<Sourced<KubeObject>> {
     let file = path.display().to_string();
-    let found = std::fs::read(path).ok().and_then(|bytes| {
+    let found = read_manifest(path).ok().and_then(|bytes| {
         let text = std::str::from_utf8(&bytes).ok()?;
         let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
         let wanted = origin(path, def);
@@ -772,8 +798,7 @@ fn fetch(path: &Path, def: &Def, invalid: &mut Vec<Invalid>) -> Option<Sourced<K
 fn origin(path: &Path, def: &Def) -> String {
     let (kind, r) = &def.key;
     let item = if def.pos.item > 0 { format!(".{}", def.pos.item) } else { String::new() };
-    let name = if r.namespace.is_empty() { r.name.clone() } else { r.to_string() };
-    format!("{}#{}{item} {kind} {name}", path.display(), def.pos.doc)
+    format!("{}#{}{item} {kind} {}", path.display(), def.pos.doc, parse::display_ref(r))
 }
 
 /// Reads the position back from an origin `file#D[.I] ...`.
@@ -803,6 +828,7 @@ impl std::io::Write for HashWriter<'_> {
 fn object_hash(o: &Sourced<KubeObject>) -> u64 {
     let mut h = DefaultHasher::new();
     o.origin.hash(&mut h);
+    o.unreadable.hash(&mut h);
     // Serializing k8s-openapi types is deterministic (fixed field order, sorted maps) and
     // cannot fail; a failure would only make the object look changed.
     let written = match &o.object {

@@ -9,12 +9,19 @@
 //!   name): that document gets an [`Invalid`] and is skipped, the others are delivered. When its
 //!   kind and name can still be read, its identity goes to [`FileParse::broken`], so the caller
 //!   can keep the object's last good version.
+//! - Except a NetworkPolicy with a field of the wrong type whose podSelector still reads: it is
+//!   delivered with its name and podSelector only, marked [`Sourced::unreadable`], so that the
+//!   store fails closed for it as for any other invalid policy (and reports it).
+
+use std::cell::Cell;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use serde::Deserialize;
+use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicySpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use serde::de::DeserializeSeed;
 use serde_json::Value;
 
+use super::bounded::{self, Bounded};
 use super::Invalid;
 use crate::model::ObjectRef;
 use crate::source::{Kind, KubeObject, Sourced};
@@ -62,11 +69,20 @@ fn json_documents(text: &str) -> Result<Vec<Value>, String> {
 
 fn yaml_documents(text: &str) -> Result<Vec<Value>, String> {
     let mut docs = Vec::new();
+    let budget = Cell::new(bounded::budget_for(text.len()));
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        match Value::deserialize(doc) {
+        match Bounded(&budget).deserialize(doc) {
             Ok(v) => docs.push(v),
             Err(e) => {
                 let msg = e.to_string();
+                if bounded::is_expansion_error(&msg) {
+                    return Err(format!(
+                        "refused: YAML aliases in document {} expand to more than {} times the file's size \
+                         (a \"billion laughs\" file?)",
+                        i.saturating_add(1),
+                        bounded::BUDGET_PER_BYTE
+                    ));
+                }
                 // serde_yaml's message usually names the location itself.
                 let at = match e.location() {
                     Some(l) if !msg.contains("line ") => {
@@ -99,11 +115,12 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
         return;
     };
     let api_version = str_field(&doc, "apiVersion").unwrap_or("");
+    let kind_shown = shown(kind_str);
     let Some(kind) = Kind::from_kind_str(kind_str) else {
         if kind_str.ends_with("List") {
             if let Some(items) = doc.get("items").and_then(Value::as_array) {
                 if !allow_list {
-                    invalid(origin.to_string(), format!("nested {kind_str} is not supported"));
+                    invalid(origin.to_string(), format!("nested {kind_shown} is not supported"));
                     return;
                 }
                 let items = items.clone();
@@ -115,14 +132,14 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
         }
         let meta = doc.get("metadata");
         let named = match (meta.and_then(|m| str_field(m, "namespace")), meta.and_then(|m| str_field(m, "name"))) {
-            (Some(ns), Some(name)) => format!(" {ns}/{name}"),
-            (None, Some(name)) => format!(" {name}"),
+            (Some(ns), Some(name)) => format!(" {}/{}", shown(ns), shown(name)),
+            (None, Some(name)) => format!(" {}", shown(name)),
             _ => String::new(),
         };
         invalid(
-            format!("{origin} {kind_str}{named}"),
+            format!("{origin} {kind_shown}{named}"),
             format!(
-                "kind {kind_str} (apiVersion {api_version:?}) is not used by npagent \
+                "kind {kind_shown} (apiVersion {api_version:?}) is not used by npagent \
                  (Namespace, Pod, NetworkPolicy); skipped"
             ),
         );
@@ -148,18 +165,49 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
         out.broken.push((kind, id));
         return;
     }
+    // What a NetworkPolicy needs to fail closed, read before `typed` consumes the document.
+    let selector = (kind == Kind::NetworkPolicy).then(|| pod_selector(&doc));
     match typed(kind, doc, &id) {
         Ok(object) => {
             if let Some(objects) = out.objects.as_mut() {
                 let mut object = object;
                 object.prune();
-                objects.push(Sourced { origin: culprit, object });
+                objects.push(Sourced::new(culprit, object));
             }
         }
-        Err(e) => {
-            invalid(culprit, format!("invalid {kind}: {e}"));
-            out.broken.push((kind, id));
-        }
+        Err(e) => match (selector, out.objects.as_mut()) {
+            // Handed on as it can be read, marked unreadable: the store keeps the policy's
+            // last good version or, if it never had one, isolates the selected pods (and
+            // reports it).
+            (Some(Ok(pod_selector)), Some(objects)) => {
+                let np = NetworkPolicy {
+                    metadata: ObjectMeta { name: Some(id.name.clone()), namespace: Some(id.namespace.clone()), ..Default::default() },
+                    spec: Some(NetworkPolicySpec { pod_selector, ..Default::default() }),
+                };
+                objects.push(Sourced {
+                    origin: culprit,
+                    object: KubeObject::NetworkPolicy(np),
+                    unreadable: Some(format!("invalid {kind}: {e}")),
+                });
+            }
+            _ => {
+                invalid(culprit, format!("invalid {kind}: {e}"));
+                out.broken.push((kind, id));
+            }
+        },
+    }
+}
+
+/// A NetworkPolicy document's `spec.podSelector`: `Ok(None)` when absent (all pods), `Err`
+/// when it (or `spec`) is not of the right shape.
+fn pod_selector(doc: &Value) -> Result<Option<LabelSelector>, ()> {
+    match doc.get("spec") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(spec)) => match spec.get("podSelector") {
+            None | Some(Value::Null) => Ok(None),
+            Some(s) => serde_json::from_value(s.clone()).map(Some).map_err(drop),
+        },
+        Some(_) => Err(()),
     }
 }
 
@@ -170,11 +218,23 @@ fn default_namespace(ns: Option<&str>) -> String {
     }
 }
 
-fn display_ref(id: &ObjectRef) -> String {
+/// `ns/name` (`name` for cluster-scoped kinds) as origins show it: names as they are when
+/// they hold only visible ASCII, else quoted and escaped, so that no name can split or forge a
+/// log line (the model refuses such names; the report naming them must be readable).
+pub(super) fn display_ref(id: &ObjectRef) -> String {
+    let name = shown(&id.name);
     if id.namespace.is_empty() {
-        id.name.clone()
+        name
     } else {
-        id.to_string()
+        format!("{}/{name}", shown(&id.namespace))
+    }
+}
+
+fn shown(s: &str) -> String {
+    if s.bytes().all(|b| b.is_ascii_graphic()) {
+        s.to_string()
+    } else {
+        format!("{s:?}")
     }
 }
 
@@ -263,6 +323,39 @@ mod tests {
     }
 
     #[test]
+    fn names_that_could_split_a_log_line_are_shown_escaped() {
+        let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: \"a\\nb c\", namespace: x}\n---\n\
+                    apiVersion: v1\nkind: \"Odd\\nKind\"\nmetadata: {name: \"d\\ne\"}\n";
+        let p = parse_file("f.yaml", text, false);
+        let origins: Vec<String> = p.objects.iter().flatten().map(|o| o.origin.clone()).chain(p.invalid.iter().map(|i| i.origin.clone())).collect();
+        assert_eq!(origins, vec!["f.yaml#1 Pod x/\"a\\nb c\"", "f.yaml#2 \"Odd\\nKind\" \"d\\ne\""]);
+        assert!(p.invalid.iter().all(|i| !i.error.contains('\n')), "{:?}", p.invalid);
+    }
+
+    #[test]
+    fn a_policy_with_a_mistyped_field_is_handed_on_to_fail_closed_when_its_selector_reads() {
+        let text = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: typo, namespace: x}\n\
+                    spec: {podSelector: {matchLabels: {pod: a}}, ingress: 5}\n---\n\
+                    apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: blind, namespace: x}\n\
+                    spec: {podSelector: [pod], ingress: 5}\n---\n\
+                    apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: flat, namespace: x}\nspec: 5\n";
+        let p = parse_file("f.yaml", text, false);
+        let objects = p.objects.unwrap_or_default();
+        assert_eq!(objects.len(), 1, "{objects:?}");
+        let o = &objects[0];
+        assert_eq!(o.origin, "f.yaml#1 NetworkPolicy x/typo");
+        assert!(o.unreadable.as_deref().is_some_and(|u| u.starts_with("invalid NetworkPolicy: invalid type")), "{:?}", o.unreadable);
+        let KubeObject::NetworkPolicy(np) = &o.object else { panic!("not a policy") };
+        let spec = np.spec.clone().unwrap_or_default();
+        assert_eq!(spec.pod_selector.and_then(|s| s.match_labels).and_then(|l| l.get("pod").cloned()).as_deref(), Some("a"));
+        assert!(spec.ingress.is_none());
+        // Unreadable selectors: reported and kept as broken, as before.
+        let origins: Vec<&str> = p.invalid.iter().map(|i| i.origin.as_str()).collect();
+        assert_eq!(origins, vec!["f.yaml#2 NetworkPolicy x/blind", "f.yaml#3 NetworkPolicy x/flat"]);
+        assert_eq!(p.broken.len(), 2);
+    }
+
+    #[test]
     fn malformed_yaml_names_the_location() {
         let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\nkind: [unclosed\n";
         let p = parse_file("f.yaml", text, false);
@@ -279,6 +372,30 @@ mod tests {
             let p = parse_file("f", &text, json);
             proptest::prop_assert!(p.objects.is_some() || !p.invalid.is_empty());
         }
+    }
+
+    /// A billion-laughs document of about 100 KB: nine levels of ten aliases each, padded.
+    pub(crate) fn billion_laughs() -> String {
+        let mut text = String::from("apiVersion: v1\nkind: Pod\nmetadata: {name: lol, namespace: x}\nspec:\n");
+        text.push_str(&format!("  l0: &l0 [\"{}\"]\n", "lol".repeat(30_000)));
+        for level in 1..10 {
+            let refs = vec![format!("*l{}", level - 1); 10].join(",");
+            text.push_str(&format!("  l{level}: &l{level} [{refs}]\n"));
+        }
+        text
+    }
+
+    #[test]
+    fn an_alias_bomb_is_refused_naming_the_file() {
+        let text = billion_laughs();
+        assert!((90_000..110_000).contains(&text.len()), "{}", text.len());
+        let started = std::time::Instant::now();
+        let p = parse_file("bomb.yaml", &text, false);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+        assert!(p.objects.is_none());
+        assert_eq!(p.invalid.len(), 1, "{:?}", p.invalid);
+        assert_eq!(p.invalid[0].origin, "bomb.yaml");
+        assert!(p.invalid[0].error.contains("alias"), "{}", p.invalid[0].error);
     }
 
     #[test]
