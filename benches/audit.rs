@@ -5,6 +5,7 @@
 //! wall time would also count the time other processes take the core from it. Where that
 //! file cannot be read, wall time is used.
 
+use npagent::compiler::tables;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use npagent::audit::writer::{RotatingWriter, WriterConfig};
@@ -113,7 +114,7 @@ fn allows() -> Vec<PacketIn2> {
     (0..4_096u32)
         .map(|i| {
             let frame = syn(0x0a0a_0000 + 200 + i % 4_000, 0x0a0a_0000 + i % 200, 30_000 + i as u16, 8080);
-            packet_in(frame, Disposition::Allow, 3, i % 1_000)
+            packet_in(frame, Disposition::Allow, tables::INGRESS_RULE, i % 1_000)
         })
         .collect()
 }
@@ -124,7 +125,7 @@ fn drops() -> Vec<PacketIn2> {
         .map(|i| {
             let k = i % 64;
             let frame = syn(0x0a0a_1000 + k, 0x0a0a_0000 + k, 40_000 + k as u16, 80);
-            packet_in(frame, Disposition::Drop, 4, 10 + k)
+            packet_in(frame, Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 10 + k)
         })
         .collect()
 }

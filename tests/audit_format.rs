@@ -2,16 +2,17 @@
 
 mod audit_support;
 
+use npagent::compiler::tables;
 use audit_support::*;
 use npagent::audit::format::{Format, Formatter};
-use npagent::audit::{entry::default_table_name, entry_from_packet_in, AuditEntry, AuditError, Record};
+use npagent::audit::{entry_from_packet_in, AuditEntry, AuditError, Record};
 use npagent::compiler::userdata::Disposition;
 use ofp::packet_in2::PacketIn2;
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime};
 
 fn entry(pi: &PacketIn2, now: SystemTime) -> AuditEntry {
-    entry_from_packet_in(pi, &resolver(), default_table_name, now).unwrap()
+    entry_from_packet_in(pi, &resolver(), now).unwrap()
 }
 
 fn line(format: Format, r: &Record) -> String {
@@ -46,35 +47,35 @@ fn antrea_default_drop_icmp_is_designs_example() {
 fn antrea_fields_udp_sctp_igmp_ipv6() {
     let cases: Vec<(PacketIn2, [&str; 14])> = vec![
         (
-            packet_in(ipv4("10.10.1.13", "10.10.1.7", UDP, &udp(5353, 53, 32)), Disposition::Allow, 3, 18),
+            packet_in(ipv4("10.10.1.13", "10.10.1.7", UDP, &udp(5353, 53, 32)), Disposition::Allow, tables::INGRESS_RULE, 18),
             [
                 "IngressRule", "K8sNetworkPolicy:x/named", "ingress-0", "Ingress", "Allow", "190", "default/nettool",
                 "10.10.1.13", "5353", "10.10.1.7", "53", "UDP", "60", "audit-me",
             ],
         ),
         (
-            packet_in(ipv4("10.10.1.13", "10.10.1.7", SCTP, &sctp(3000, 5000)), Disposition::Drop, 4, 5),
+            packet_in(ipv4("10.10.1.13", "10.10.1.7", SCTP, &sctp(3000, 5000)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5),
             [
                 "IngressDefaultRule", "K8sNetworkPolicy", "<nil>", "Ingress", "Drop", "<nil>", "default/nettool",
                 "10.10.1.13", "3000", "10.10.1.7", "5000", "SCTP", "52", "<nil>",
             ],
         ),
         (
-            packet_in(ipv4("10.10.9.9", "10.10.1.7", IGMP, &igmp()), Disposition::Drop, 4, 5),
+            packet_in(ipv4("10.10.9.9", "10.10.1.7", IGMP, &igmp()), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5),
             [
                 "IngressDefaultRule", "K8sNetworkPolicy", "<nil>", "Ingress", "Drop", "<nil>", "default/nettool",
                 "10.10.9.9", "<nil>", "10.10.1.7", "<nil>", "IGMP", "28", "<nil>",
             ],
         ),
         (
-            packet_in(ipv6("fd00::13", "fd00::7", TCP, &[], &tcp(40000, 8080, true)), Disposition::Allow, 3, 17),
+            packet_in(ipv6("fd00::13", "fd00::7", TCP, &[], &tcp(40000, 8080, true)), Disposition::Allow, tables::INGRESS_RULE, 17),
             [
                 "IngressRule", "K8sNetworkPolicy:default/allow-tcp-80", "<nil>", "Ingress", "Allow", "190",
                 "default/nettool", "fd00::13", "40000", "fd00::7", "8080", "TCP", "80", "<nil>",
             ],
         ),
         (
-            packet_in(ipv6("fd00::13", "fd00::7", ICMPV6, &[], &icmp_echo(56)), Disposition::Drop, 4, 5),
+            packet_in(ipv6("fd00::13", "fd00::7", ICMPV6, &[], &icmp_echo(56)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5),
             [
                 "IngressDefaultRule", "K8sNetworkPolicy", "<nil>", "Ingress", "Drop", "<nil>", "default/nettool",
                 "fd00::13", "<nil>", "fd00::7", "<nil>", "IPv6-ICMP", "104", "<nil>",
@@ -82,7 +83,7 @@ fn antrea_fields_udp_sctp_igmp_ipv6() {
         ),
         (
             // Unknown ofport and an unknown destination: applied-to is <nil>. GRE: unknown protocol.
-            packet_in(ipv4("10.10.1.13", "10.10.2.2", 47, &[0; 8]), Disposition::Drop, 4, 99),
+            packet_in(ipv4("10.10.1.13", "10.10.2.2", 47, &[0; 8]), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 99),
             [
                 "IngressDefaultRule", "K8sNetworkPolicy", "<nil>", "Ingress", "Drop", "<nil>", "<nil>", "10.10.1.13",
                 "<nil>", "10.10.2.2", "<nil>", "UnknownProtocol", "28", "<nil>",
@@ -102,10 +103,10 @@ fn antrea_fields_udp_sctp_igmp_ipv6() {
 fn antrea_v1_lines_are_prs_examples() {
     let mut res = resolver();
     res.rules.get_mut(&17).unwrap().policy = obj("default", "test-np-log");
-    let allow = packet_in(ipv4("10.10.1.82", "10.10.1.84", TCP, &tcp(49518, 80, true)), Disposition::Allow, 3, 17);
-    let drop = packet_in(ipv4("10.10.1.83", "10.10.1.84", TCP, &tcp(38608, 80, true)), Disposition::Drop, 4, 5);
-    let ping = packet_in(ipv4("10.10.1.83", "10.10.1.84", ICMP, &icmp_echo(56)), Disposition::Drop, 4, 5);
-    let e = |pi: &PacketIn2| Record::single(entry_from_packet_in(pi, &res, default_table_name, t_allow()).unwrap());
+    let allow = packet_in(ipv4("10.10.1.82", "10.10.1.84", TCP, &tcp(49518, 80, true)), Disposition::Allow, tables::INGRESS_RULE, 17);
+    let drop = packet_in(ipv4("10.10.1.83", "10.10.1.84", TCP, &tcp(38608, 80, true)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5);
+    let ping = packet_in(ipv4("10.10.1.83", "10.10.1.84", ICMP, &icmp_echo(56)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5);
+    let e = |pi: &PacketIn2| Record::single(entry_from_packet_in(pi, &res, t_allow()).unwrap());
     assert_eq!(
         line(Format::AntreaV1, &e(&allow)),
         "2023/07/04 12:31:02.801442 IngressRule K8sNetworkPolicy:default/test-np-log Allow 190 10.10.1.82 49518 10.10.1.84 80 TCP 60"
@@ -165,7 +166,7 @@ fn json_names_both_ends() {
 
 #[test]
 fn json_default_drop_aggregate() {
-    let pi = packet_in(ipv4("10.20.0.5", "10.10.1.7", ICMP, &icmp_echo(56)), Disposition::Drop, 4, 5);
+    let pi = packet_in(ipv4("10.20.0.5", "10.10.1.7", ICMP, &icmp_echo(56)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5);
     let first = t_drop();
     let mut r = Record::single(entry(&pi, first));
     r.count = 3;
@@ -192,22 +193,54 @@ fn unresolvable_packet_ins_are_errors() {
     let res = resolver();
     let mut pi = allow_tcp_80();
     pi.userdata = None;
-    assert_eq!(entry_from_packet_in(&pi, &res, default_table_name, t_allow()), Err(AuditError::NoUserdata));
+    assert_eq!(entry_from_packet_in(&pi, &res, t_allow()), Err(AuditError::NoUserdata));
     let mut pi = allow_tcp_80();
     pi.userdata = Some(bytes::Bytes::from_static(&[1, 1]));
-    assert!(matches!(entry_from_packet_in(&pi, &res, default_table_name, t_allow()), Err(AuditError::Userdata(_))));
-    let pi = packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1, 2, false)), Disposition::Allow, 3, 4242);
-    assert_eq!(entry_from_packet_in(&pi, &res, default_table_name, t_allow()), Err(AuditError::UnknownRule(4242)));
+    assert!(matches!(entry_from_packet_in(&pi, &res, t_allow()), Err(AuditError::Userdata(_))));
+    let pi = packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1, 2, false)), Disposition::Allow, tables::INGRESS_RULE, 4242);
+    assert_eq!(entry_from_packet_in(&pi, &res, t_allow()), Err(AuditError::UnknownRule(4242)));
     let mut pi = allow_tcp_80();
     pi.packet = pi.packet.slice(..30);
-    assert!(matches!(entry_from_packet_in(&pi, &res, default_table_name, t_allow()), Err(AuditError::Packet(_))));
+    assert!(matches!(entry_from_packet_in(&pi, &res, t_allow()), Err(AuditError::Packet(_))));
+}
+
+/// Egress lines name the source pod as the applied-to pod, in every format; Antrea 1.8's 10
+/// fields have no direction and no pods, so they differ only by the table.
+#[test]
+fn egress_lines_name_the_source_pod() {
+    let mut res = resolver();
+    res.ports.insert(6, obj("default", "client"));
+    let allow = packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(57050, 80, true)), Disposition::Allow, tables::EGRESS_RULE, 17);
+    let drop = packet_in(ipv4("10.10.1.13", "10.10.1.7", ICMP, &icmp_echo(56)), Disposition::Drop, tables::EGRESS_DEFAULT_RULE, 6);
+    let e = |pi: &PacketIn2| Record::single(entry_from_packet_in(pi, &res, t_allow()).unwrap());
+    assert_eq!(
+        line(Format::Antrea, &e(&allow)),
+        "2023/07/04 12:31:02.801442 EgressRule K8sNetworkPolicy:default/allow-tcp-80 <nil> Egress Allow 190 \
+         default/client 10.10.1.13 57050 10.10.1.7 80 TCP 60 <nil>"
+    );
+    assert_eq!(
+        line(Format::Antrea, &e(&drop)),
+        "2023/07/04 12:31:02.801442 EgressDefaultRule K8sNetworkPolicy <nil> Egress Drop <nil> default/client \
+         10.10.1.13 <nil> 10.10.1.7 <nil> ICMP 84 <nil>"
+    );
+    assert_eq!(
+        line(Format::AntreaV1, &e(&allow)),
+        "2023/07/04 12:31:02.801442 EgressRule K8sNetworkPolicy:default/allow-tcp-80 Allow 190 10.10.1.13 57050 10.10.1.7 80 TCP 60"
+    );
+    let j: Value = serde_json::from_str(&line(Format::Json, &e(&drop))).unwrap();
+    assert_eq!(j["direction"], "Egress");
+    assert_eq!(j["applied_to"], json!({"namespace": "default", "pod": "client"}));
+    assert_eq!(j["source"]["pod"], "client");
+    assert_eq!(j["destination"]["pod"], "nettool");
+    // Without the port in the rule table, the source pod by its address.
+    let unknown_port = packet_in(ipv4("10.10.1.13", "10.10.1.7", ICMP, &icmp_echo(56)), Disposition::Drop, tables::EGRESS_DEFAULT_RULE, 99);
+    assert_eq!(fields(&line(Format::Antrea, &e(&unknown_port)))[8], "default/client");
 }
 
 #[test]
-fn unknown_table_prints_its_id() {
+fn a_table_without_logging_flows_is_refused() {
     let pi = packet_in(ipv4("10.10.1.13", "10.10.1.7", ICMP, &icmp_echo(8)), Disposition::Drop, 42, 5);
-    let l = line(Format::Antrea, &Record::single(entry(&pi, t_allow())));
-    assert_eq!(fields(&l)[2], "42");
+    assert_eq!(entry_from_packet_in(&pi, &resolver(), t_allow()), Err(AuditError::UnknownTable(42)));
 }
 
 #[test]
@@ -216,8 +249,8 @@ fn free_form_values_stay_one_field() {
     let rule = res.rules.get_mut(&18).unwrap();
     rule.rule_name = Some("allow web\nnow".into());
     rule.log_label = Some(String::new());
-    let pi = packet_in(ipv4("10.10.1.13", "10.10.1.7", UDP, &udp(5353, 53, 32)), Disposition::Allow, 3, 18);
-    let e = entry_from_packet_in(&pi, &res, default_table_name, t_allow()).unwrap();
+    let pi = packet_in(ipv4("10.10.1.13", "10.10.1.7", UDP, &udp(5353, 53, 32)), Disposition::Allow, tables::INGRESS_RULE, 18);
+    let e = entry_from_packet_in(&pi, &res, t_allow()).unwrap();
     let l = line(Format::Antrea, &Record::single(e));
     let f = fields(&l);
     assert_eq!(f.len(), 16, "{l}");

@@ -2,6 +2,7 @@
 
 mod audit_support;
 
+use npagent::compiler::tables;
 use audit_support::*;
 use npagent::audit::writer::WriterConfig;
 use npagent::agent::metrics::{render, AgentMetrics};
@@ -48,7 +49,7 @@ async fn lines_are_written_and_counted() {
     let mut foreign = allow_tcp_80();
     foreign.userdata = None;
     assert!(tx.submit(foreign));
-    assert!(tx.submit(packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1, 80, false)), Disposition::Allow, 3, 999)));
+    assert!(tx.submit(packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1, 80, false)), Disposition::Allow, tables::INGRESS_RULE, 999)));
 
     // The Allow line appears at once; the drops after their window, aggregated.
     wait_for(|| std::fs::read_to_string(&path).is_ok_and(|t| t.lines().count() == 2)).await;
@@ -89,7 +90,7 @@ async fn every_packet_in_not_audited_is_counted_on_the_metrics_page() {
     for pi in [cut, foreign, bad_userdata] {
         tx.submit(pi);
     }
-    tx.submit(packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1, 80, false)), Disposition::Allow, 3, 999));
+    tx.submit(packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1, 80, false)), Disposition::Allow, tables::INGRESS_RULE, 999));
     logger.shutdown().await.unwrap();
     assert!(!tx.submit(allow_tcp_80()), "the logger has stopped");
     let agent = AgentMetrics::default();

@@ -4,7 +4,7 @@ mod audit_support;
 
 use audit_support::*;
 use npagent::audit::packet::{decode, PacketError, PacketInfo};
-use npagent::audit::{entry::default_table_name, entry_from_packet_in};
+use npagent::audit::{entry_from_packet_in};
 use npagent::compiler::userdata::Disposition;
 use proptest::prelude::*;
 
@@ -114,7 +114,7 @@ fn truncated_packet_ins_never_panic_in_the_whole_path() {
         for len in 0..=frame.len() {
             for d in [Disposition::Allow, Disposition::Drop] {
                 let pi = packet_in(frame[..len].to_vec(), d, 3, 17);
-                let _ = entry_from_packet_in(&pi, &res, default_table_name, t_allow());
+                let _ = entry_from_packet_in(&pi, &res, t_allow());
             }
         }
     }

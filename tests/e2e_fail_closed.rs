@@ -236,7 +236,9 @@ spec:
             ("y/a", "x/c", 80, false),
             ("x/a", "x/c", 81, false),
             ("y/a", "y/c", 80, true),
-            ("y/b", "y/a", 80, true),
+            // Isolated in both directions: y/b sends nothing either.
+            ("y/b", "y/a", 80, false),
+            ("y/c", "y/a", 80, true),
         ],
     );
     let line = bed.logged(&["NetworkPolicy y/never-valid", "never was valid", "fails closed", "isolated"]);

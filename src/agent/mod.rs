@@ -70,9 +70,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
     let state = Arc::new(RwLock::new(State::default()));
     let metrics = Arc::new(AgentMetrics::default());
 
-    let mut audit_cfg = cfg.audit.clone();
-    audit_cfg.table_names = tables::table_name;
-    let audit = AuditLogger::spawn(audit_cfg, Arc::new(StateResolver::new(Arc::clone(&state))));
+    let audit = AuditLogger::spawn(cfg.audit.clone(), Arc::new(StateResolver::new(Arc::clone(&state))));
 
     let conn = ConnectionConfig {
         endpoint: cfg.ofp.clone(),

@@ -624,7 +624,7 @@ mod tests {
         let changes = store.apply(applied(bad_rule));
         assert_eq!(changes, vec![Change::Policy(oref("x", "np"))]);
         let p = &store.model().policies[&oref("x", "np")];
-        assert!(p.affects_ingress && !p.affects_egress && p.ingress.is_empty(), "{p:?}");
+        assert!(p.affects_ingress && p.affects_egress && p.ingress.is_empty() && p.egress.is_empty(), "{p:?}");
         assert_eq!(p.pod_selector.match_labels.get("pod").map(String::as_str), Some("a"));
         assert!(store.invalid[&(Kind::NetworkPolicy, oref("x", "np"))].contains("fails closed"));
 

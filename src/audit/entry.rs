@@ -3,7 +3,9 @@
 
 use super::packet::{self, PacketError};
 use super::AuditError;
+use crate::compiler::tables;
 use crate::compiler::userdata::{Disposition, LogUserdata};
+pub use crate::compiler::Direction;
 use crate::model::ObjectRef;
 use std::borrow::Cow;
 use std::net::IpAddr;
@@ -32,23 +34,6 @@ pub trait RuleResolver {
     fn pod_by_ofport(&self, ofport: u32) -> Option<ObjectRef>;
     /// Any pod the model knows with this IP (local or remote).
     fn pod_by_ip(&self, ip: IpAddr) -> Option<ObjectRef>;
-}
-
-/// Direction of the rule that logged the packet. Only ingress is enforced today.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Direction {
-    Ingress,
-    Egress,
-}
-
-impl Direction {
-    /// `Ingress` or `Egress`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Ingress => "Ingress",
-            Direction::Egress => "Egress",
-        }
-    }
 }
 
 /// `Allow` or `Drop`.
@@ -93,7 +78,8 @@ pub struct AuditEntry {
     pub disposition: Disposition,
     /// OpenFlow priority of the rule; `None` for a default drop.
     pub priority: Option<u16>,
-    /// The local pod the policy applies to.
+    /// The local pod the policy applies to: the destination for ingress, the source for
+    /// egress.
     pub applied_to: Option<ObjectRef>,
     pub src_ip: IpAddr,
     pub dst_ip: IpAddr,
@@ -111,41 +97,33 @@ pub struct AuditEntry {
     pub dst_pod: Option<ObjectRef>,
 }
 
-/// Maps a table id to its name.
-pub type TableNames = fn(u8) -> Option<&'static str>;
-
-/// The tables that carry logging flows today (ids of DESIGN.md §3's pipeline).
-pub fn default_table_name(id: u8) -> Option<&'static str> {
-    match id {
-        3 => Some("IngressRule"),
-        4 => Some("IngressDefaultRule"),
-        _ => None,
-    }
-}
-
 /// Builds the entry for one packet-in received at `now`.
 pub fn entry_from_packet_in(
     pi: &ofp::packet_in2::PacketIn2,
     resolver: &(impl RuleResolver + ?Sized),
-    table_names: TableNames,
     now: SystemTime,
 ) -> Result<AuditEntry, AuditError> {
     let userdata = pi.userdata.as_deref().ok_or(AuditError::NoUserdata)?;
     let userdata = LogUserdata::decode(userdata)?;
+    let direction = Direction::of_table(userdata.table_id).ok_or(AuditError::UnknownTable(userdata.table_id))?;
     let pkt = packet::decode(&pi.packet).map_err(|e: PacketError| AuditError::Packet(e))?;
     let src_pod = resolver.pod_by_ip(pkt.src_ip);
     let dst_pod = resolver.pod_by_ip(pkt.dst_ip);
+    let local_end = match direction {
+        Direction::Ingress => &dst_pod,
+        Direction::Egress => &src_pod,
+    };
     let (policy, rule_name, priority, log_label, applied_to) = match userdata.disposition {
         Disposition::Allow => {
             let rule = resolver.allow_rule(userdata.rule_id).ok_or(AuditError::UnknownRule(userdata.rule_id))?;
-            (Some(rule.policy), rule.rule_name, Some(rule.priority), rule.log_label, dst_pod.clone())
+            (Some(rule.policy), rule.rule_name, Some(rule.priority), rule.log_label, local_end.clone())
         }
         Disposition::Drop => {
-            let applied_to = resolver.pod_by_ofport(userdata.rule_id).or_else(|| dst_pod.clone());
+            let applied_to = resolver.pod_by_ofport(userdata.rule_id).or_else(|| local_end.clone());
             (None, None, None, None, applied_to)
         }
     };
-    let table = match table_names(userdata.table_id) {
+    let table = match tables::table_name(userdata.table_id) {
         Some(name) => Cow::Borrowed(name),
         None => Cow::Owned(userdata.table_id.to_string()),
     };
@@ -154,7 +132,7 @@ pub fn entry_from_packet_in(
         table,
         policy: PolicyRef { policy },
         rule_name,
-        direction: Direction::Ingress,
+        direction,
         disposition: userdata.disposition,
         priority,
         applied_to,

@@ -20,7 +20,7 @@ pub mod writer;
 
 pub use args::AuditArgs;
 pub use dedup::{Dedup, Moment, Record};
-pub use entry::{entry_from_packet_in, AuditEntry, Direction, PolicyRef, RuleMeta, RuleResolver, TableNames};
+pub use entry::{entry_from_packet_in, AuditEntry, Direction, PolicyRef, RuleMeta, RuleResolver};
 pub use format::{Format, Formatter};
 pub use packet::{PacketError, PacketInfo};
 pub use writer::{RotatingWriter, WriteError, WriterConfig};
@@ -44,6 +44,8 @@ pub enum AuditError {
     Packet(#[from] PacketError),
     #[error("no rule known for conjunction id {0}")]
     UnknownRule(u32),
+    #[error("packet-in from table {0}, which holds no logging flows of npagent's")]
+    UnknownTable(u8),
 }
 
 /// Counters for the metrics endpoint. All monotonic.
@@ -165,7 +167,6 @@ pub struct AuditConfig {
     pub dedup_window: Duration,
     /// Bound on pending aggregates.
     pub max_pending_aggregates: usize,
-    pub table_names: TableNames,
     pub writer: WriterConfig,
     /// Capacity of the packet-in queue.
     pub queue_capacity: usize,
@@ -180,7 +181,6 @@ impl Default for AuditConfig {
             node: String::new(),
             dedup_window: dedup::DEFAULT_WINDOW,
             max_pending_aggregates: dedup::DEFAULT_MAX_PENDING,
-            table_names: entry::default_table_name,
             writer: WriterConfig::default(),
             queue_capacity: 16_384,
             tick: Duration::from_millis(100),
@@ -228,7 +228,6 @@ impl<W: LineSink> Output<W> {
 /// The synchronous core: packet-in in, lines out. Time is always an argument.
 pub struct Pipeline<R: ?Sized, W> {
     resolver: Arc<R>,
-    table_names: TableNames,
     dedup: Dedup,
     out: Output<W>,
 }
@@ -238,7 +237,6 @@ impl<R: RuleResolver + ?Sized, W: LineSink> Pipeline<R, W> {
     pub fn new(cfg: &AuditConfig, resolver: Arc<R>, sink: W, stats: Arc<AuditStats>) -> Self {
         Pipeline {
             resolver,
-            table_names: cfg.table_names,
             dedup: Dedup::new(cfg.dedup_window, cfg.max_pending_aggregates),
             out: Output {
                 formatter: Formatter::new(cfg.format, cfg.node.clone()),
@@ -253,7 +251,7 @@ impl<R: RuleResolver + ?Sized, W: LineSink> Pipeline<R, W> {
     /// Handles one packet-in received at `now`. Errors are already counted.
     pub fn handle(&mut self, pi: &PacketIn2, now: Moment) -> Result<(), AuditError> {
         let stats = &self.out.stats;
-        match entry_from_packet_in(pi, &*self.resolver, self.table_names, now.wall) {
+        match entry_from_packet_in(pi, &*self.resolver, now.wall) {
             Ok(entry) => {
                 bump(&stats.decoded);
                 let out = &mut self.out;

@@ -690,7 +690,7 @@ mod tests {
         assert!(policy(&bad).is_err());
         let p = policy_isolation(&bad).unwrap();
         assert_eq!((p.namespace.as_str(), p.name.as_str()), ("x", "p"));
-        assert!(p.affects_ingress && !p.affects_egress && p.ingress.is_empty());
+        assert!(p.affects_ingress && p.affects_egress && p.ingress.is_empty() && p.egress.is_empty());
         assert_eq!(p.pod_selector.match_labels.get("pod").map(String::as_str), Some("a"));
         let unreadable = np(json!({"podSelector": {"matchExpressions": [{"key": "pod", "operator": "Bogus"}]}}));
         assert!(policy_isolation(&unreadable).is_err());

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use npagent::audit::{RuleMeta, RuleResolver};
+use npagent::compiler::tables;
 use npagent::compiler::userdata::{Disposition, LogUserdata};
 use npagent::model::ObjectRef;
 use ofp::packet_in2::PacketIn2;
@@ -203,10 +204,10 @@ pub fn packet_in(frame: Vec<u8>, disposition: Disposition, table_id: u8, rule_id
 
 /// A SYN from default/client (10.10.1.13:57050) to default/nettool port 80, allowed by conj 17.
 pub fn allow_tcp_80() -> PacketIn2 {
-    packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(57050, 80, true)), Disposition::Allow, 3, 17)
+    packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(57050, 80, true)), Disposition::Allow, tables::INGRESS_RULE, 17)
 }
 
 /// A ping from default/client to the isolated default/nettool (ofport 5), default drop.
 pub fn drop_icmp() -> PacketIn2 {
-    packet_in(ipv4("10.10.1.13", "10.10.1.7", ICMP, &icmp_echo(56)), Disposition::Drop, 4, 5)
+    packet_in(ipv4("10.10.1.13", "10.10.1.7", ICMP, &icmp_echo(56)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5)
 }
