@@ -332,9 +332,17 @@ fn logging_flags_follow_the_namespace() {
 }
 
 #[test]
-fn unknown_namespace_or_pod_does_not_break_compilation() {
+fn a_local_pod_the_model_does_not_know_fails_closed() {
+    // A bridge port whose Pod the model lacks (its manifest never was valid): any policy of
+    // its namespace might select it, so each isolates it, with nothing allowed.
     let mut m = base().with_policy(policy("ghost", "p", LabelSelector::everything(), vec![rule(vec![], vec![])]));
-    m = m.with_port(port(9, "ghost", "nobody", 9));
+    m = m.with_port(port(9, "ghost", "nobody", 9)).with_port(port(10, "quiet", "nobody", 10));
     let f = flows(&m);
+    assert_eq!(verdict(&f, &tcp_to(XB, 9, 80)), Drop);
+    assert_eq!(policy_eval::verdict(&f, Direction::Egress, &Packet { peer: XB.parse().unwrap(), ofport: 9, proto: 6, dport: 80 }), Allow);
+    // A namespace without policies isolates nobody.
+    assert_eq!(verdict(&f, &tcp_to(XB, 10, 80)), Allow);
+    // Once the pod is known, the policy's rules apply to it.
+    let f = flows(&m.with_pod(pod("ghost", "nobody", &[], &["10.9.0.9"])));
     assert_eq!(verdict(&f, &tcp_to(XB, 9, 80)), Allow);
 }

@@ -216,20 +216,24 @@ pub(super) fn compile_policy(lk: &Lookup<'_>, ids: &mut IdAllocator, cfg: &Confi
     if !policy.affects_ingress && !policy.affects_egress {
         return c;
     }
-    let applied: Vec<Applied<'_>> = lk
-        .local_by_ns
-        .get(&policy.namespace)
-        .into_iter()
-        .flatten()
-        .filter_map(|o| {
-            let port = lk.ports.get(o)?;
-            let pod = lk.model.pods.get(&port.pod)?;
-            policy.pod_selector.matches(&pod.labels).then_some(Applied { ofport: *o, pod_ref: &port.pod, pod })
-        })
-        .collect();
-    if applied.is_empty() {
+    let mut applied = Vec::new();
+    // Local ports whose pod the model does not have (a Pod manifest that never was valid, or
+    // not seen yet): their labels are unknown, so every policy of their namespace isolates
+    // them, with nothing allowed.
+    let mut unreadable = Vec::new();
+    for o in lk.local_by_ns.get(&policy.namespace).into_iter().flatten() {
+        let Some(port) = lk.ports.get(o) else { continue };
+        match lk.model.pods.get(&port.pod) {
+            Some(pod) if policy.pod_selector.matches(&pod.labels) => applied.push(Applied { ofport: *o, pod_ref: &port.pod, pod }),
+            Some(_) => {}
+            None => unreadable.push(*o),
+        }
+    }
+    if applied.is_empty() && unreadable.is_empty() {
         return c;
     }
+    // Rules only for pods the policy can be seen to select.
+    let has_applied = !applied.is_empty();
     let mut pc = PolicyCompiler {
         lk,
         ids,
@@ -237,19 +241,20 @@ pub(super) fn compile_policy(lk: &Lookup<'_>, ids: &mut IdAllocator, cfg: &Confi
         r,
         policy,
         applied,
+        unreadable,
         logging: namespace_logging(lk.model, &policy.namespace),
         c: &mut c,
     };
     if policy.affects_ingress {
         pc.isolate(Direction::Ingress);
-        for (ri, rule) in policy.ingress.iter().enumerate() {
+        for (ri, rule) in policy.ingress.iter().enumerate().take_while(|_| has_applied) {
             let Ok(ri) = u32::try_from(ri) else { break };
             pc.ingress_rule(ri, &rule.from, &rule.ports);
         }
     }
     if policy.affects_egress {
         pc.isolate(Direction::Egress);
-        for (ri, rule) in policy.egress.iter().enumerate() {
+        for (ri, rule) in policy.egress.iter().enumerate().take_while(|_| has_applied) {
             let Ok(ri) = u32::try_from(ri) else { break };
             pc.egress_rule(ri, &rule.to, &rule.ports);
         }
@@ -276,13 +281,14 @@ struct PolicyCompiler<'a, 'm> {
     r: &'a ObjectRef,
     policy: &'a Policy,
     applied: Vec<Applied<'m>>,
+    unreadable: Vec<u32>,
     logging: bool,
     c: &'a mut Compiled,
 }
 
 impl PolicyCompiler<'_, '_> {
     fn isolate(&mut self, direction: Direction) {
-        self.c.isolates.extend(self.applied.iter().map(|a| (direction, a.ofport)));
+        self.c.isolates.extend(self.applied.iter().map(|a| a.ofport).chain(self.unreadable.iter().copied()).map(|o| (direction, o)));
     }
 
     /// Ingress: named ports resolve on the applied-to pods, so they split into port groups.
