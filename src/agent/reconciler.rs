@@ -132,12 +132,17 @@ impl Reconciler {
         }
     }
 
-    /// Forgets rules whose grace period is over.
+    /// Forgets rules whose grace period is over, and ends the IP claims of pods whose
+    /// deletion deadline passed (a quiet cluster sends no event at that moment).
     pub fn expire(&mut self) {
         let now = self.now();
-        if let Some(c) = self.state().compiler.as_mut() {
+        let mut state = self.state();
+        if let Some(c) = state.compiler.as_mut() {
             c.expire(now);
         }
+        let changes = state.store.expire_pods(std::time::SystemTime::now());
+        drop(state);
+        self.pending.extend(changes);
     }
 
     /// Brings the switch to the desired state, if the inputs are complete and it is connected.
