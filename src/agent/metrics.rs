@@ -41,6 +41,8 @@ pub struct AgentMetrics {
     pub bundle_latency_us_sum: AtomicU64,
     pub reconnects: AtomicU64,
     pub packet_in_dropped_by_connection: AtomicU64,
+    /// Packet-ins the switch connection's strict parser rejected.
+    pub packet_in_malformed: AtomicU64,
     /// Packets the switch's meter dropped on their way to npagent (meter band stats).
     pub shed_by_meter: AtomicU64,
     /// Desired flows per table name.
@@ -101,10 +103,14 @@ pub fn render(agent: &AgentMetrics, audit: &AuditStats) -> String {
         (
             "npagent_packet_ins_received_total",
             "Packet-ins received from the switch: decoded, undecodable, unresolved or shed.",
-            snap.packet_ins + get(&agent.packet_in_dropped_by_connection),
+            snap.packet_ins + get(&agent.packet_in_dropped_by_connection) + get(&agent.packet_in_malformed),
         ),
         ("npagent_packet_ins_decoded_total", "Packet-ins decoded into audit entries.", snap.decoded),
-        ("npagent_packet_ins_undecodable_total", "Packet-ins that could not be decoded.", snap.undecodable),
+        (
+            "npagent_packet_ins_undecodable_total",
+            "Packet-ins that could not be decoded (the message, its userdata or its frame).",
+            snap.undecodable + get(&agent.packet_in_malformed),
+        ),
         (
             "npagent_packet_ins_unresolved_total",
             "Packet-ins of an Allow rule npagent no longer knows (deleted beyond the grace period).",

@@ -161,6 +161,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
                 }
                 let dropped = switch.packet_in_dropped();
                 metrics.packet_in_dropped_by_connection.store(dropped, std::sync::atomic::Ordering::Relaxed);
+                metrics.packet_in_malformed.store(switch.packet_in_malformed(), std::sync::atomic::Ordering::Relaxed);
                 queue_shed_warning.total(dropped, |n| {
                     tracing::warn!("{n} packet-ins shed so far: npagent's packet-in queue was full (see npagent_audit_shed_by_queue_total)")
                 });

@@ -76,11 +76,22 @@ pub fn spawn(config: ConnectionConfig) -> (SwitchHandle, mpsc::Receiver<PacketIn
     let (pi_tx, pi_rx) = mpsc::channel(config.packet_in_capacity.max(1));
     let (state_tx, state_rx) = watch::channel(ConnState::Disconnected { reason: None });
     let (drift_tx, drift_rx) = watch::channel(0u64);
-    let dropped = Arc::new(AtomicU64::new(0));
-    let handle = SwitchHandle::new(cmd_tx, state_rx, drift_rx, dropped.clone(), &config);
-    let task = Task { config, cmd_rx, state_tx, drift_tx, pi_tx, dropped, generation: 0, monitor_refused: false };
+    let counters = Arc::new(Counters::default());
+    let handle = SwitchHandle::new(cmd_tx, state_rx, drift_rx, counters.clone(), &config);
+    let task = Task { config, cmd_rx, state_tx, drift_tx, pi_tx, counters, generation: 0, monitor_refused: false };
     tokio::spawn(task.run());
     (handle, pi_rx)
+}
+
+/// What the connection task counts and never loses silently.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// Packet-ins dropped because the packet-in stream was full (or its receiver gone).
+    pub packet_ins_dropped: AtomicU64,
+    /// Packet-ins the strict parser rejected.
+    pub packet_ins_malformed: AtomicU64,
+    /// Other messages from the switch that did not decode and answered no request.
+    pub other_malformed: AtomicU64,
 }
 
 struct Task {
@@ -90,7 +101,7 @@ struct Task {
     /// Counts reports of flow table changes made by someone else (see [`SwitchHandle::subscribe_drift`]).
     drift_tx: watch::Sender<u64>,
     pi_tx: mpsc::Sender<PacketIn2>,
-    dropped: Arc<AtomicU64>,
+    counters: Arc<Counters>,
     generation: u64,
     /// The switch refused the flow monitor on this connection: poll instead.
     monitor_refused: bool,
@@ -231,7 +242,7 @@ impl Task {
                 }
                 Event::PacketIn2(pi) => {
                     if self.pi_tx.try_send(pi).is_err() {
-                        self.dropped.fetch_add(1, Ordering::Relaxed);
+                        self.counters.packet_ins_dropped.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 Event::PacketIn(_) => {
@@ -241,8 +252,14 @@ impl Task {
                 Event::UnsolicitedError { xid, error } => {
                     tracing::warn!(xid, %error, "error from the switch for no request in flight");
                 }
-                Event::Malformed { xid, reason } => {
-                    tracing::warn!(xid, %reason, "undecodable message from the switch");
+                Event::Malformed { xid, reason, packet_in } => {
+                    let c = &self.counters;
+                    let seen = if packet_in { &c.packet_ins_malformed } else { &c.other_malformed };
+                    // The first of each kind, then every 1000th: a flood must not flood the log.
+                    let n = seen.fetch_add(1, Ordering::Relaxed);
+                    if n % 1000 == 0 {
+                        tracing::warn!(xid, %reason, packet_in, "undecodable message from the switch ({} so far)", n + 1);
+                    }
                 }
                 Event::FlowsChangedElsewhere(updates) => {
                     tracing::warn!(

@@ -1,10 +1,10 @@
 //! [`SwitchHandle`]: the cloneable, async face of the switch connection.
 
-use super::connection::{ConnState, ConnectionConfig};
+use super::connection::{ConnState, ConnectionConfig, Counters};
 use super::error::SwitchError;
 use super::session::Reply;
 use ofp::{FlowMod, FlowStats, GroupMod, Message, MeterMod, MeterStats, PacketOut, Payload};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -31,7 +31,7 @@ pub struct SwitchHandle {
     cmd: mpsc::Sender<Command>,
     state: watch::Receiver<ConnState>,
     drift: watch::Receiver<u64>,
-    dropped: Arc<AtomicU64>,
+    counters: Arc<Counters>,
     request_timeout: Duration,
     install_timeout: Duration,
 }
@@ -47,14 +47,14 @@ impl SwitchHandle {
         cmd: mpsc::Sender<Command>,
         state: watch::Receiver<ConnState>,
         drift: watch::Receiver<u64>,
-        dropped: Arc<AtomicU64>,
+        counters: Arc<Counters>,
         config: &ConnectionConfig,
     ) -> Self {
         SwitchHandle {
             cmd,
             state,
             drift,
-            dropped,
+            counters,
             request_timeout: config.request_timeout,
             install_timeout: config.install_timeout,
         }
@@ -99,7 +99,12 @@ impl SwitchHandle {
 
     /// Packet-ins dropped because the packet-in stream was full (or its receiver gone).
     pub fn packet_in_dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        self.counters.packet_ins_dropped.load(Ordering::Relaxed)
+    }
+
+    /// Packet-ins the strict parser rejected (a malformed NXT_PACKET_IN2 or OFPT_PACKET_IN).
+    pub fn packet_in_malformed(&self) -> u64 {
+        self.counters.packet_ins_malformed.load(Ordering::Relaxed)
     }
 
     /// Installs `flows` atomically in one bundle; returns once the switch committed it. On

@@ -107,8 +107,9 @@ pub enum Event {
     EchoAnswered { xid: u32 },
     /// An error whose xid belongs to no request in flight.
     UnsolicitedError { xid: u32, error: OfpError },
-    /// A message that could not be decoded and belongs to no request in flight.
-    Malformed { xid: u32, reason: String },
+    /// A message that could not be decoded and belongs to no request in flight;
+    /// `packet_in` when its header says it is a packet-in (standard or NXT_PACKET_IN2).
+    Malformed { xid: u32, reason: String, packet_in: bool },
     /// The flow tables changed behind the session's back: flows added, removed or modified
     /// by someone else, or the switch paused/resumed its reports (changes may be missing),
     /// or a report could not be decoded (empty list). The owner should dump and repair.
@@ -360,7 +361,7 @@ impl Session {
                         self.events.push_back(Event::FlowsChangedElsewhere(Vec::new()));
                     }
                     self.reply_bad_request(xid, frame);
-                    self.events.push_back(Event::Malformed { xid, reason });
+                    self.events.push_back(Event::Malformed { xid, reason, packet_in: is_packet_in(frame) });
                 }
             },
         }
@@ -835,6 +836,19 @@ impl Session {
 const FLOW_MONITOR_STEP: &str = "FLOW_MONITOR";
 
 /// Whether `frame` is an OFPT_MULTIPART_REPLY of type OFPMP_FLOW_MONITOR.
+/// Whether a frame's header says OFPT_PACKET_IN or NXT_PACKET_IN2, whatever its body holds.
+fn is_packet_in(frame: &[u8]) -> bool {
+    use ofp::header::{msg_type, nx_type};
+    match frame.get(1).copied() {
+        Some(msg_type::PACKET_IN) => true,
+        Some(msg_type::EXPERIMENTER) => {
+            frame.get(8..12) == Some(&ofp::NX_VENDOR_ID.to_be_bytes()[..])
+                && frame.get(12..16) == Some(&nx_type::PACKET_IN2.to_be_bytes()[..])
+        }
+        _ => false,
+    }
+}
+
 fn is_flow_monitor_reply(frame: &[u8]) -> bool {
     frame.get(1) == Some(&ofp::header::msg_type::MULTIPART_REPLY)
         && frame.get(8..10) == Some(&ofp::flow_monitor::OFPMP_FLOW_MONITOR.to_be_bytes()[..])

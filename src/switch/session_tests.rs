@@ -384,7 +384,7 @@ fn undecodable_reply_fails_its_request_and_unknown_garbage_is_reported() {
     assert!(matches!(&completed(&events(&mut s))[..], [(i, Err(SwitchError::Protocol(_)))] if *i == id));
     bad[4..8].copy_from_slice(&0x777u32.to_be_bytes());
     s.handle_frame(&bad, t0());
-    assert!(matches!(&events(&mut s)[..], [Event::Malformed { xid: 0x777, .. }]));
+    assert!(matches!(&events(&mut s)[..], [Event::Malformed { xid: 0x777, packet_in: false, .. }]));
     // The switch is told, with its own xid and the start of the message.
     match &drain_msgs(&mut s)[..] {
         [Message { xid: 0x777, payload: Payload::Error(ErrorMsg::Standard { error_type: 1, code: 6, data }), .. }] => {
@@ -659,6 +659,14 @@ fn foreign_changes_are_reported_and_own_abbreviated_ones_are_not() {
     let [FlowUpdate::Full(f)] = updates.as_slice() else { panic!("{updates:?}") };
     assert_eq!((f.event, f.cookie, f.table_id), (ofp::flow_monitor::event::REMOVED, 0x1234_5678_9abc_def0, 0));
     assert!(drain(&mut s).is_empty(), "nothing is answered");
+}
+
+#[test]
+fn a_packet_in_the_strict_parser_rejects_is_reported_as_one() {
+    let mut s = ready_session();
+    // NXT_PACKET_IN2 whose packet property claims 16 bytes and has 4.
+    s.handle_frame(&unhex("06040018 00000042 00002320 0000001e 0000 0010 00000000"), t0());
+    assert!(matches!(&events(&mut s)[..], [Event::Malformed { xid: 0x42, packet_in: true, .. }]));
 }
 
 #[test]
