@@ -37,7 +37,8 @@ impl Node {
         let agent = Agent::spawn(&tb.sandbox, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"), &[]);
         let node = Node { tb, _agent: agent };
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !(node.tb.reaches("x/b", "x/a", Port::Udp80) && !node.tb.reaches("x/c", "x/a", Port::Udp80)) {
+        let enforced = |tb: &Testbed| tb.reaches("x/b", "x/a", Port::Udp80) && !tb.reaches("x/c", "x/a", Port::Udp80);
+        while !enforced(&node.tb) {
             assert!(Instant::now() < deadline, "policy not enforced within 20 s");
         }
         node
