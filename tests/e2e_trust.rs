@@ -26,7 +26,7 @@ spec:
 
 struct Node {
     tb: Testbed,
-    _agent: Agent,
+    agent: Option<Agent>,
 }
 
 impl Node {
@@ -35,7 +35,7 @@ impl Node {
         let tb = Testbed::start();
         write_atomic(&tb.manifests_dir().join("a-from-b.yaml"), A_FROM_B);
         let agent = Agent::spawn(&tb.sandbox, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"), &[]);
-        let node = Node { tb, _agent: agent };
+        let node = Node { tb, agent: Some(agent) };
         let deadline = Instant::now() + Duration::from_secs(20);
         let enforced = |tb: &Testbed| tb.reaches("x/b", "x/a", Port::Udp80) && !tb.reaches("x/c", "x/a", Port::Udp80);
         while !enforced(&node.tb) {
@@ -52,6 +52,33 @@ impl Node {
         let out = self.tb.pod_exec(id, &all);
         assert!(out.status.success(), "attack.py {args:?} in {id}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Stops npagent; its flows stay on the bridge.
+    fn stop_agent(&mut self) {
+        if let Some(agent) = self.agent.take() {
+            assert!(agent.stop().success(), "npagent did not exit cleanly");
+        }
+    }
+
+    /// Whether a datagram forged with `victim`'s address, sent by `attacker` to `target`:80,
+    /// is answered (the echo lands on the victim, where a listener counts it).
+    fn forged_datagram_answered(&self, attacker: &str, victim: &str, target: &str, sport: u16) -> bool {
+        let (victim, target) = (self.tb.pod(victim), self.tb.pod(target));
+        let sport = sport.to_string();
+        let mut listener = Command::new("ip")
+            .args(["netns", "exec", &victim.netns, "python3", repo_path("testbed/attack.py").to_str().unwrap()])
+            .args(["udp-listen", "--port", &sport, "--timeout", "2"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start listener");
+        let mut ready = String::new();
+        BufReader::new(listener.stderr.take().unwrap()).read_line(&mut ready).unwrap();
+        assert_eq!(ready.trim(), "ready");
+        self.attack(attacker, &["udp-spoof", "--src", &victim.ip, "--sport", &sport, "--dst", &target.ip, "--dport", "80", "--count", "5"]);
+        let out = listener.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim() != "0"
     }
 
     /// Pod `id`'s neighbour entry for `ip`, as `ip neigh` prints it.
@@ -94,26 +121,25 @@ fn group_and_unknown_destination_macs_do_not_skip_ingress_policy() {
 #[test]
 fn forged_source_address_is_dropped() {
     let node = Node::start();
-    let (a, b) = (node.tb.pod("x/a"), node.tb.pod("x/b"));
-    // x/a echoes to whatever source a datagram claims: forged as x/b's, the echo lands on
-    // x/b, where a listener counts it.
-    let mut listener = Command::new("ip")
-        .args(["netns", "exec", &b.netns, "python3", repo_path("testbed/attack.py").to_str().unwrap()])
-        .args(["udp-listen", "--port", "40001", "--timeout", "3"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start listener");
-    let mut ready = String::new();
-    BufReader::new(listener.stderr.take().unwrap()).read_line(&mut ready).unwrap();
-    assert_eq!(ready.trim(), "ready");
-    for attacker in ["y/a", "x/c"] {
-        node.attack(attacker, &["udp-spoof", "--src", &b.ip, "--sport", "40001", "--dst", &a.ip, "--dport", "80", "--count", "5"]);
+    for (attacker, sport) in [("y/a", 40001), ("x/c", 40003)] {
+        assert!(!node.forged_datagram_answered(attacker, "x/b", "x/a", sport), "{attacker}'s datagram forged as x/b's reached x/a");
     }
-    let out = listener.wait_with_output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "a datagram forged as x/b's reached x/a and was answered");
     // Control: x/b itself gets its echo.
+    let a = node.tb.pod("x/a");
     assert_eq!(node.attack("x/b", &["udp-echo", "--dst", &a.ip, "--dport", "80", "--sport", "40002"]), "1");
+}
+
+/// The flows stay when npagent stops, and so does the protection: no window for a hostile pod
+/// while the agent restarts.
+#[test]
+fn enforcement_holds_while_npagent_is_down() {
+    let mut node = Node::start();
+    node.stop_agent();
+    assert!(!node.forged_datagram_answered("y/a", "x/b", "x/a", 40005), "forged datagram answered while npagent was down");
+    let a = node.tb.pod("x/a");
+    node.set_neighbour("x/c", &a.ip, Some("ff:ff:ff:ff:ff:ff"));
+    assert!(!node.tb.reaches("x/c", "x/a", Port::Udp80), "x/c reached isolated x/a through a broadcast MAC while npagent was down");
+    assert!(node.tb.reaches("x/b", "x/a", Port::Udp80), "the allowed pod lost x/a while npagent was down");
 }
 
 #[test]
