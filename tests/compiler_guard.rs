@@ -31,6 +31,8 @@ struct Frame {
     src: IpAddr,
     dst: IpAddr,
     arp_sha: [u8; 6],
+    /// ICMPv6 neighbour discovery: (type, target).
+    nd: Option<(u8, IpAddr)>,
 }
 
 const BROADCAST: [u8; 6] = [0xff; 6];
@@ -63,9 +65,9 @@ fn matches(f: &Oxm, p: &Frame, reg1: Option<u32>) -> bool {
         Oxm::Ipv6Src(m) => v6(p.src).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets()))),
         Oxm::Ipv6Dst(m) => v6(p.dst).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets()))),
         Oxm::ArpSha(m) => masked_eq(p.arp_sha, m.value, m.mask),
-        // The frames here are UDP or ARP, never neighbour discovery.
-        Oxm::IpProto(proto) => *proto == 17,
-        Oxm::Icmpv6Type(_) | Oxm::Ipv6NdTarget(_) => false,
+        Oxm::IpProto(proto) => *proto == if p.nd.is_some() { 58 } else { 17 },
+        Oxm::Icmpv6Type(t) => p.nd.is_some_and(|(kind, _)| kind == *t),
+        Oxm::Ipv6NdTarget(m) => p.nd.is_some_and(|(_, target)| v6(target).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets())))),
         // A new, valid connection.
         Oxm::CtState(m) => {
             let state = 0x21; // +new+trk
@@ -138,11 +140,16 @@ fn model() -> Model {
 fn udp(in_port: u32, dl_src: [u8; 6], src: &str, dl_dst: [u8; 6], dst: &str) -> Frame {
     let src = ip(src);
     let eth_type = if src.is_ipv4() { 0x0800 } else { 0x86dd };
-    Frame { in_port, dl_src, dl_dst, eth_type, src, dst: ip(dst), arp_sha: dl_src }
+    Frame { in_port, dl_src, dl_dst, eth_type, src, dst: ip(dst), arp_sha: dl_src, nd: None }
+}
+
+/// A neighbour solicitation (135) or advertisement (136) for `target`, from `src`.
+fn nd(in_port: u32, dl_src: [u8; 6], src: &str, kind: u8, target: &str) -> Frame {
+    Frame { nd: Some((kind, ip(target))), ..udp(in_port, dl_src, src, IP6_MULTICAST, "ff02::1") }
 }
 
 fn arp(in_port: u32, dl_src: [u8; 6], spa: &str, sha: [u8; 6], tpa: &str) -> Frame {
-    Frame { in_port, dl_src, dl_dst: BROADCAST, eth_type: 0x0806, src: ip(spa), dst: ip(tpa), arp_sha: sha }
+    Frame { in_port, dl_src, dl_dst: BROADCAST, eth_type: 0x0806, src: ip(spa), dst: ip(tpa), arp_sha: sha, nd: None }
 }
 
 #[test]
@@ -170,6 +177,14 @@ fn a_pod_port_sends_only_as_its_pod() {
         arp(1, b, "10.0.0.1", a, "10.0.0.3"),
         Frame { eth_type: 0x88cc, ..udp(1, a, "10.0.0.1", b, "10.0.0.2") },
     ] {
+        assert_eq!(fate(flows, &f), Dropped, "{f:?}");
+    }
+    // Neighbour discovery (x/a has fd00::1): solicitations from its own, link-local or the
+    // unspecified address; advertisements only for its own or a link-local address.
+    for f in [nd(1, a, "fd00::1", 135, "fd00::2"), nd(1, a, "fe80::1", 135, "fd00::2"), nd(1, a, "::", 135, "fd00::1"), nd(1, a, "fd00::1", 136, "fd00::1"), nd(1, a, "fe80::1", 136, "fe80::1")] {
+        assert_eq!(fate(flows, &f), Normal, "{f:?}");
+    }
+    for f in [nd(1, a, "fd00::2", 135, "fd00::9"), nd(1, a, "fd00::1", 136, "fd00::2"), nd(1, b, "fd00::1", 135, "fd00::2"), nd(2, b, "fe80::2", 135, "fd00::1")] {
         assert_eq!(fate(flows, &f), Dropped, "{f:?}");
     }
     // A port whose MAC or addresses OVSDB does not give sends nothing.
