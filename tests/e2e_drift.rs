@@ -12,11 +12,10 @@ mod scenario;
 
 use std::time::{Duration, Instant};
 
-use harness::trace_verdict;
 use npagent::compiler::tables;
 use scenario::Proto;
 use support::agent::Agent;
-use support::{write_atomic, Port, Testbed};
+use support::{write_atomic, Testbed};
 
 /// The bound the issue sets for drift repair.
 const REPAIR_BOUND: Duration = Duration::from_secs(2);
@@ -48,7 +47,7 @@ spec:
     - {protocol: TCP, port: 80}
 "#;
 
-type Check = (&'static str, &'static str, Proto, u16, bool);
+type Check = harness::Check<'static>;
 
 struct Node {
     tb: Testbed,
@@ -70,56 +69,14 @@ impl Node {
         node
     }
 
-    /// Polls trace verdicts until all hold; returns how long it took, or panics after `limit`.
+    /// Waits for the trace verdicts (see [`harness::wait_verdicts`]).
     fn wait_verdicts(&mut self, what: &str, checks: &[Check], limit: Duration) -> Duration {
-        let start = Instant::now();
-        loop {
-            let wrong = self.wrong_verdicts(checks);
-            if wrong.is_empty() {
-                return start.elapsed();
-            }
-            if start.elapsed() > limit || !self.agent.alive() {
-                panic!(
-                    "{what}: not converged after {:.2} s (agent alive: {}):\n  {}\nflows:\n{}\nagent log:\n{}",
-                    start.elapsed().as_secs_f64(),
-                    self.agent.alive(),
-                    wrong.join("\n  "),
-                    self.tb.sandbox.dump_flows().join("\n"),
-                    self.agent.log_tail(30)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        harness::wait_verdicts(&self.tb, &mut self.agent, what, checks, limit)
     }
 
-    fn wrong_verdicts(&self, checks: &[Check]) -> Vec<String> {
-        let mut wrong = Vec::new();
-        for (from, to, proto, port, want) in checks {
-            let (f, t) = (self.tb.pod(from), self.tb.pod(to));
-            match trace_verdict(&self.tb, &f, &t, *proto, *port) {
-                Ok(got) if got == *want => {}
-                Ok(got) => wrong.push(format!("{from} -> {to} {}/{port}: expected {want}, traced {got}", proto.name())),
-                Err(e) => wrong.push(e),
-            }
-        }
-        wrong
-    }
-
-    /// The same checks with real packets (TCP/UDP 80/81 only).
+    /// The same checks with real packets.
     fn confirm(&self, what: &str, checks: &[Check]) {
-        self.tb.sandbox.flush_datapath();
-        let from: Vec<&str> = checks.iter().map(|c| c.0).collect();
-        let to: Vec<&str> = checks.iter().map(|c| c.1).collect();
-        let r = self.tb.probe(&from, &to);
-        for (f, t, proto, port, want) in checks {
-            let p = match (proto, port) {
-                (Proto::Tcp, 80) => Port::Tcp80,
-                (Proto::Tcp, 81) => Port::Tcp81,
-                (Proto::Udp, 80) => Port::Udp80,
-                _ => continue,
-            };
-            assert_eq!(r.get(f, t, p), *want, "{what}: real packets {f} -> {t} {p} disagree with the trace\n{r}");
-        }
+        harness::confirm(&self.tb, what, checks);
     }
 
     /// The flows of table `name`, as `dump-flows --names` prints them.

@@ -14,16 +14,13 @@ mod scenario;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use harness::trace_verdict;
+use harness::Check;
 use scenario::Proto;
 use support::agent::Agent;
-use support::{write_atomic, Port, Testbed};
+use support::{write_atomic, Testbed};
 
 /// How long a change may take to show in the flows here (generous: no timing is measured).
 const CONVERGE: Duration = Duration::from_secs(10);
-
-/// (from, to, TCP port, reachable?)
-type Check<'a> = (&'a str, &'a str, u16, bool);
 
 struct Bed {
     tb: Testbed,
@@ -40,7 +37,7 @@ impl Bed {
 
     fn with(tb: Testbed, agent: Agent) -> Bed {
         let mut bed = Bed { tb, agent };
-        bed.converges("pipeline installed", &[("y/a", "x/a", 80, true)]);
+        bed.converges("pipeline installed", &[("y/a", "x/a", Proto::Tcp, 80, true)]);
         bed
     }
 
@@ -50,24 +47,7 @@ impl Bed {
 
     /// Waits for the trace verdicts to hold, then confirms them with real packets.
     fn converges(&mut self, what: &str, checks: &[Check]) {
-        let start = Instant::now();
-        loop {
-            let wrong = self.wrong_verdicts(checks);
-            if wrong.is_empty() {
-                break;
-            }
-            if start.elapsed() > CONVERGE || !self.agent.alive() {
-                panic!(
-                    "{what}: not converged after {:?} (agent alive: {}):\n  {}\nflows:\n{}\nagent log:\n{}",
-                    start.elapsed(),
-                    self.agent.alive(),
-                    wrong.join("\n  "),
-                    self.tb.sandbox.dump_flows().join("\n"),
-                    self.agent.log_tail(30)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        harness::wait_verdicts(&self.tb, &mut self.agent, what, checks, CONVERGE);
         self.confirm(what, checks);
     }
 
@@ -79,9 +59,9 @@ impl Bed {
         let marker = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: marker, namespace: y}\n\
                       spec: {podSelector: {matchLabels: {pod: c}}}\n";
         self.put("zz-marker.yaml", marker);
-        self.converges(&format!("{what}: marker"), &[("x/b", "y/c", 81, false)]);
+        self.converges(&format!("{what}: marker"), &[("x/b", "y/c", Proto::Tcp, 81, false)]);
         std::fs::remove_file(self.tb.manifests_dir().join("zz-marker.yaml")).expect("rm marker");
-        self.converges(&format!("{what}: marker removed"), &[("x/b", "y/c", 81, true)]);
+        self.converges(&format!("{what}: marker removed"), &[("x/b", "y/c", Proto::Tcp, 81, true)]);
         assert!(self.agent.alive(), "{what}: npagent died:\n{}", self.agent.log_tail(30));
         let wrong = self.wrong_verdicts(checks);
         assert!(wrong.is_empty(), "{what}:\n  {}\nagent log:\n{}", wrong.join("\n  "), self.agent.log_tail(30));
@@ -89,26 +69,11 @@ impl Bed {
     }
 
     fn wrong_verdicts(&self, checks: &[Check]) -> Vec<String> {
-        let mut wrong = Vec::new();
-        for (from, to, port, want) in checks {
-            match trace_verdict(&self.tb, &self.tb.pod(from), &self.tb.pod(to), Proto::Tcp, *port) {
-                Ok(got) if got == *want => {}
-                Ok(got) => wrong.push(format!("{from} -> {to} tcp/{port}: expected {want}, traced {got}")),
-                Err(e) => wrong.push(e),
-            }
-        }
-        wrong
+        harness::wrong_verdicts(&self.tb, checks)
     }
 
     fn confirm(&self, what: &str, checks: &[Check]) {
-        self.tb.sandbox.flush_datapath();
-        let from: Vec<&str> = checks.iter().map(|c| c.0).collect();
-        let to: Vec<&str> = checks.iter().map(|c| c.1).collect();
-        let r = self.tb.probe(&from, &to);
-        for (f, t, port, want) in checks {
-            let p = if *port == 80 { Port::Tcp80 } else { Port::Tcp81 };
-            assert_eq!(r.get(f, t, p), *want, "{what}: real packets {f} -> {t} {p:?} disagree with the trace\n{r}");
-        }
+        harness::confirm(&self.tb, what, checks);
     }
 
     /// Waits for a line of the agent's log holding every one of `needles`; returns it.
@@ -158,11 +123,11 @@ spec:
 "#;
 
 const ONLY_XB: &[Check] = &[
-    ("x/b", "x/a", 80, true),
-    ("y/a", "x/a", 80, false),
-    ("x/c", "x/a", 80, false),
-    ("x/b", "x/a", 81, false),
-    ("y/a", "y/b", 80, true),
+    ("x/b", "x/a", Proto::Tcp, 80, true),
+    ("y/a", "x/a", Proto::Tcp, 80, false),
+    ("x/c", "x/a", Proto::Tcp, 80, false),
+    ("x/b", "x/a", Proto::Tcp, 81, false),
+    ("y/a", "y/b", Proto::Tcp, 80, true),
 ];
 
 #[test]
@@ -179,9 +144,9 @@ fn an_edit_that_makes_a_policy_invalid_keeps_its_last_good_version() {
 
     // Fixed to another valid version: that one applies (x/c instead of x/b).
     bed.put("fc-cidr.yaml", &CIDR_POLICY.replace("10.10.1.12/32", "10.10.1.13/32"));
-    bed.converges("cidr fixed", &[("x/c", "x/a", 80, true), ("x/b", "x/a", 80, false), ("y/a", "x/a", 80, false)]);
+    bed.converges("cidr fixed", &[("x/c", "x/a", Proto::Tcp, 80, true), ("x/b", "x/a", Proto::Tcp, 80, false), ("y/a", "x/a", Proto::Tcp, 80, false)]);
     std::fs::remove_file(bed.tb.manifests_dir().join("fc-cidr.yaml")).expect("rm");
-    bed.converges("cidr policy deleted", &[("y/a", "x/a", 80, true)]);
+    bed.converges("cidr policy deleted", &[("y/a", "x/a", Proto::Tcp, 80, true)]);
 
     bed.put("fc-selector.yaml", SELECTOR_POLICY);
     bed.converges("selector policy", ONLY_XB);
@@ -191,7 +156,7 @@ fn an_edit_that_makes_a_policy_invalid_keeps_its_last_good_version() {
 
     // Deleting the invalid object removes its kept version.
     std::fs::remove_file(bed.tb.manifests_dir().join("fc-selector.yaml")).expect("rm");
-    bed.converges("invalid policy deleted", &[("y/a", "x/a", 80, true), ("x/c", "x/a", 80, true)]);
+    bed.converges("invalid policy deleted", &[("y/a", "x/a", Proto::Tcp, 80, true), ("x/c", "x/a", Proto::Tcp, 80, true)]);
 }
 
 #[test]
@@ -231,14 +196,14 @@ spec:
     bed.converges(
         "never-valid policy fails closed",
         &[
-            ("x/b", "y/b", 80, false),
-            ("y/a", "y/b", 81, false),
-            ("y/a", "x/c", 80, false),
-            ("x/a", "x/c", 81, false),
-            ("y/a", "y/c", 80, true),
+            ("x/b", "y/b", Proto::Tcp, 80, false),
+            ("y/a", "y/b", Proto::Tcp, 81, false),
+            ("y/a", "x/c", Proto::Tcp, 80, false),
+            ("x/a", "x/c", Proto::Tcp, 81, false),
+            ("y/a", "y/c", Proto::Tcp, 80, true),
             // Isolated in both directions: y/b sends nothing either.
-            ("y/b", "y/a", 80, false),
-            ("y/c", "y/a", 80, true),
+            ("y/b", "y/a", Proto::Tcp, 80, false),
+            ("y/c", "y/a", Proto::Tcp, 80, true),
         ],
     );
     let line = bed.logged(&["NetworkPolicy y/never-valid", "never was valid", "fails closed", "isolated"]);
@@ -246,10 +211,10 @@ spec:
     bed.logged(&["NetworkPolicy x/mistyped", "invalid type", "fails closed"]);
     let line = bed.logged(&["NetworkPolicy z/unreadable", "cannot be read: ignored"]);
     assert!(line.contains("ERROR"), "{line}");
-    bed.holds("an unreadable podSelector isolates nothing", &[("x/a", "z/c", 80, true), ("z/a", "z/c", 80, true)]);
+    bed.holds("an unreadable podSelector isolates nothing", &[("x/a", "z/c", Proto::Tcp, 80, true), ("z/a", "z/c", Proto::Tcp, 80, true)]);
 
     std::fs::remove_file(bed.tb.manifests_dir().join("never-valid.yaml")).expect("rm");
-    bed.converges("deleted", &[("x/b", "y/b", 80, true), ("y/a", "y/b", 81, true), ("y/a", "x/c", 80, true)]);
+    bed.converges("deleted", &[("x/b", "y/b", Proto::Tcp, 80, true), ("y/a", "y/b", Proto::Tcp, 81, true), ("y/a", "x/c", Proto::Tcp, 80, true)]);
 }
 
 /// A pod manifest of x/gone holding y/a's address, in phase `phase`.
@@ -302,7 +267,7 @@ fn a_finished_pod_holding_a_peers_ip_allows_nothing_and_names_nobody() {
     let mut bed = Bed { tb, agent };
 
     // y/a owns 10.10.2.11; the finished x/gone that once had it is no peer.
-    bed.converges("finished pod is no peer", &[("y/a", "x/a", 80, false), ("y/a", "x/a", 81, false), ("x/b", "x/a", 80, false)]);
+    bed.converges("finished pod is no peer", &[("y/a", "x/a", Proto::Tcp, 80, false), ("y/a", "x/a", Proto::Tcp, 81, false), ("x/b", "x/a", Proto::Tcp, 80, false)]);
     let start = Instant::now();
     let lines = loop {
         let lines = lines_from(&np_log, "10.10.2.11");
@@ -321,9 +286,9 @@ fn a_finished_pod_holding_a_peers_ip_allows_nothing_and_names_nobody() {
 
     // Control: while x/gone runs, the same address is its, and allowed.
     bed.put("pod-x-gone.yaml", &gone_pod("Running"));
-    bed.converges("running pod is a peer", &[("y/a", "x/a", 80, true), ("x/b", "x/a", 80, false)]);
+    bed.converges("running pod is a peer", &[("y/a", "x/a", Proto::Tcp, 80, true), ("x/b", "x/a", Proto::Tcp, 80, false)]);
     bed.put("pod-x-gone.yaml", &gone_pod("Failed"));
-    bed.converges("failed pod is no peer again", &[("y/a", "x/a", 80, false), ("y/a", "y/b", 80, true)]);
+    bed.converges("failed pod is no peer again", &[("y/a", "x/a", Proto::Tcp, 80, false), ("y/a", "y/b", Proto::Tcp, 80, true)]);
 }
 
 /// A billion-laughs document of about 100 KB: a 90 KB string, nine levels of ten aliases.
@@ -346,7 +311,7 @@ fn oversized_and_alias_bomb_manifests_are_refused_and_enforcement_goes_on() {
     let deny_z = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny, namespace: z}\n\
                   spec: {podSelector: {}, policyTypes: [Ingress]}\n";
     bed.put("deny-z.yaml", deny_z);
-    bed.converges("z isolated", &[("x/a", "z/a", 80, false), ("x/a", "y/a", 80, true)]);
+    bed.converges("z isolated", &[("x/a", "z/a", Proto::Tcp, 80, false), ("x/a", "y/a", Proto::Tcp, 80, true)]);
 
     // Each would open z (allow everything into it) if it were read.
     bed.put("bomb.yaml", &billion_laughs());
@@ -361,7 +326,7 @@ fn oversized_and_alias_bomb_manifests_are_refused_and_enforcement_goes_on() {
          name: \"x\\n2026/01/01 00:00:00.000000 IngressRule K8sNetworkPolicy:z/forged\"\nspec: {podSelector: {}, ingress: [{}]}\n",
     );
 
-    bed.holds("z stays isolated", &[("x/a", "z/a", 80, false), ("y/b", "z/b", 81, false), ("x/a", "y/a", 80, true)]);
+    bed.holds("z stays isolated", &[("x/a", "z/a", Proto::Tcp, 80, false), ("y/b", "z/b", Proto::Tcp, 81, false), ("x/a", "y/a", Proto::Tcp, 80, true)]);
     let line = bed.logged(&["bomb.yaml", "aliases"]);
     eprintln!("bomb: {line}");
     let line = bed.logged(&["big.yaml", "larger than 16 MiB"]);
@@ -373,5 +338,5 @@ fn oversized_and_alias_bomb_manifests_are_refused_and_enforcement_goes_on() {
 
     // The agent keeps serving: a new valid policy applies.
     bed.put("deny-y.yaml", &deny_z.replace("namespace: z", "namespace: y"));
-    bed.converges("y isolated too", &[("x/a", "y/a", 80, false), ("x/a", "z/b", 80, false), ("z/a", "x/b", 80, true)]);
+    bed.converges("y isolated too", &[("x/a", "y/a", Proto::Tcp, 80, false), ("x/a", "z/b", Proto::Tcp, 80, false), ("z/a", "x/b", Proto::Tcp, 80, true)]);
 }

@@ -7,10 +7,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::scenario::{PodId, Probe, Proto};
-use crate::support::testbed::{Pod, Testbed};
+use crate::support::agent::Agent;
+use crate::support::testbed::{Pod, Port, Testbed};
 
 /// An exclusive lock shared by every end-to-end test that measures convergence, across test
 /// processes (cargo-nextest runs each test in a process of its own): on two cores, a second
@@ -129,6 +130,63 @@ pub fn trace_all(tb: &Testbed, pods: &[Pod], probes: &[Probe]) -> Vec<(Probe, Re
             .collect();
         handles.into_iter().flat_map(|h| h.join().expect("trace thread")).collect()
     })
+}
+
+/// One expected verdict of a running agent: (from, to, protocol, port, reachable?).
+pub type Check<'a> = (&'a str, &'a str, Proto, u16, bool);
+
+/// The checks whose trace verdict differs from what they expect, described.
+pub fn wrong_verdicts(tb: &Testbed, checks: &[Check]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (from, to, proto, port, want) in checks {
+        match trace_verdict(tb, &tb.pod(from), &tb.pod(to), *proto, *port) {
+            Ok(got) if got == *want => {}
+            Ok(got) => wrong.push(format!("{from} -> {to} {}/{port}: expected {want}, traced {got}", proto.name())),
+            Err(e) => wrong.push(e),
+        }
+    }
+    wrong
+}
+
+/// Polls trace verdicts until every check holds; returns how long it took. Panics, with the
+/// flows and the agent's log, after `limit` or when the agent has died.
+pub fn wait_verdicts(tb: &Testbed, agent: &mut Agent, what: &str, checks: &[Check], limit: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        let wrong = wrong_verdicts(tb, checks);
+        let elapsed = start.elapsed();
+        if wrong.is_empty() {
+            return elapsed;
+        }
+        if elapsed > limit || !agent.alive() {
+            panic!(
+                "{what}: not converged after {:.2} s (agent alive: {}):\n  {}\nflows:\n{}\nagent log:\n{}",
+                elapsed.as_secs_f64(),
+                agent.alive(),
+                wrong.join("\n  "),
+                tb.sandbox.dump_flows().join("\n"),
+                agent.log_tail(30)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The same checks with real packets (the prober's TCP 80/81 and UDP 80; others are skipped).
+pub fn confirm(tb: &Testbed, what: &str, checks: &[Check]) {
+    tb.sandbox.flush_datapath();
+    let from: Vec<&str> = checks.iter().map(|c| c.0).collect();
+    let to: Vec<&str> = checks.iter().map(|c| c.1).collect();
+    let r = tb.probe(&from, &to);
+    for (f, t, proto, port, want) in checks {
+        let p = match (proto, port) {
+            (Proto::Tcp, 80) => Port::Tcp80,
+            (Proto::Tcp, 81) => Port::Tcp81,
+            (Proto::Udp, 80) => Port::Udp80,
+            _ => continue,
+        };
+        assert_eq!(r.get(f, t, p), *want, "{what}: real packets {f} -> {t} {p} disagree with the trace\n{r}");
+    }
 }
 
 #[cfg(test)]
