@@ -622,14 +622,15 @@ pub fn mismatches(expect: &Expectation, probes: &[Probe], observed: &Observed) -
 /// `A` (expected denied, allowed), `?` (not observed), `-` (self, not probed).
 pub fn truth_table(expect: &Expectation, pods: &BTreeSet<PodId>, ports: &BTreeSet<PortKey>, observed: &Observed) -> String {
     let mut out = String::new();
+    let w = pods.iter().map(|p| p.to_string().len()).max().unwrap_or(3) + 2;
     for port in ports {
-        out.push_str(&format!("{port}  (rows: from, columns: to)\n      "));
+        out.push_str(&format!("{port}  (rows: from, columns: to)\n{:w$} ", ""));
         for to in pods {
-            out.push_str(&format!("{:>5}", to.to_string()));
+            out.push_str(&format!("{:>w$}", to.to_string()));
         }
         out.push('\n');
         for from in pods {
-            out.push_str(&format!("{:>5} ", from.to_string()));
+            out.push_str(&format!("{:>w$} ", from.to_string()));
             for to in pods {
                 let cell = if from == to {
                     '-'
@@ -643,7 +644,7 @@ pub fn truth_table(expect: &Expectation, pods: &BTreeSet<PodId>, ports: &BTreeSe
                         (_, None) => '?',
                     }
                 };
-                out.push_str(&format!("{cell:>5}"));
+                out.push_str(&format!("{cell:>w$}"));
             }
             out.push('\n');
         }
