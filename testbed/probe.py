@@ -11,9 +11,11 @@
           FROM TO PROTO/PORT 1|0
       TCP counts as reachable when the handshake completes, UDP when the echo comes back.
 
-  probe.py matrix STATE_DIR [--timeout S] [--from ns/name,...] [--to ns/name,...] [--table]
+  probe.py matrix STATE_DIR [--timeout S] [--from ID,...] [--to ID,...] [--outside] [--table]
       Probe all pairs of the testbed in STATE_DIR (its pods.tsv) in parallel, one probe-from
-      per source pod through `ip netns exec`. Prints the probe lines sorted, or with --table
+      per source through `ip netns exec`. --from and --to may name pods and outside hosts
+      (outside.tsv, ids outside/NAME); without them every pod is a source and a target, and
+      with --outside every outside host too. Prints the probe lines sorted, or with --table
       one truth table per port in the style of upstream Kubernetes' netpol e2e tests
       ('.' reachable, 'X' not).
 """
@@ -129,21 +131,32 @@ def cmd_probe_from(args):
         print("%s %s %s %d" % (args.src, to, port, 1 if ok else 0))
 
 
-def read_pods(state):
-    """pods.tsv: ns name ip mac ofport netns iface, one pod a line."""
-    pods = []
-    with open(os.path.join(state, "pods.tsv")) as f:
+def read_hosts(state, table):
+    """pods.tsv or outside.tsv (absent: none): ns name ip mac ofport netns iface, one a line."""
+    hosts = []
+    path = os.path.join(state, table)
+    if table != "pods.tsv" and not os.path.exists(path):
+        return hosts
+    with open(path) as f:
         for line in f:
             fields = line.split()
             if len(fields) >= 6 and not line.startswith("#"):
-                pods.append({"id": fields[0] + "/" + fields[1], "ip": fields[2], "netns": fields[5]})
-    return pods
+                hosts.append({"id": fields[0] + "/" + fields[1], "ip": fields[2], "netns": fields[5]})
+    return hosts
 
 
 def cmd_matrix(args):
-    pods = read_pods(args.state)
-    srcs = [p for p in pods if not args.src or p["id"] in args.src.split(",")]
-    dsts = [p for p in pods if not args.to or p["id"] in args.to.split(",")]
+    pods = read_hosts(args.state, "pods.tsv")
+    outside = read_hosts(args.state, "outside.tsv")
+    default = pods + outside if args.outside else pods
+
+    def pick(sel):
+        if not sel:
+            return default
+        return [h for h in pods + outside if h["id"] in sel.split(",")]
+
+    srcs = pick(args.src)
+    dsts = pick(args.to)
     targets = ["%s=%s" % (p["id"], p["ip"]) for p in dsts]
     me = os.path.abspath(__file__)
     procs = []
@@ -203,6 +216,7 @@ def main():
     m.add_argument("--timeout", type=float, default=float(os.environ.get("NPA_PROBE_TIMEOUT", "0.5")))
     m.add_argument("--from", dest="src", default="")
     m.add_argument("--to", default="")
+    m.add_argument("--outside", action="store_true", help="outside hosts too, by default")
     m.add_argument("--table", action="store_true")
     args = ap.parse_args()
     if args.cmd == "serve":

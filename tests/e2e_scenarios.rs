@@ -1,14 +1,16 @@
-//! End-to-end NetworkPolicy scenarios: real packets between the testbed's nine pods, with
-//! npagent enforcing the policies of `testbed/scenarios/*.yaml` (format: `scenario.rs`).
+//! End-to-end NetworkPolicy scenarios: real packets between the testbed's nine pods (and its
+//! outside hosts where a scenario names them), with npagent enforcing the policies of
+//! `testbed/scenarios/*.yaml` (format: `scenario.rs`).
 //!
 //! One testbed and one npagent (manifests mode) serve every scenario, one after the other.
 //! For each step the scenario's manifests go into the agent's directory; the prober then
-//! checks every ordered pair of distinct pods on TCP 80, TCP 81 and UDP 80 (SCTP, absent from
-//! the test kernel, through `ofproto/trace`) until the expectation holds and keeps holding
-//! after the agent's one-second convergence bound, or a deadline passes. Failures print a
-//! truth table per port, every wrong probe, the flows and the agent's log; the test fails at
-//! the end if any scenario failed. `NPA_SCENARIOS=word,word` runs the scenarios whose file
-//! name contains one of the words. Needs root.
+//! checks every ordered pair of distinct endpoints on TCP 80, TCP 81 and UDP 80 (SCTP, absent
+//! from the test kernel, through `ofproto/trace`) until the expectation holds and keeps
+//! holding after the agent's one-second convergence bound, or a deadline passes; then
+//! `npagent flows` has to print exactly the bridge's flows. Failures print a truth table per
+//! port, every wrong probe, the flows and the agent's log; the test fails at the end if any
+//! scenario failed. `NPA_SCENARIOS=word,word` runs the scenarios whose file name contains one
+//! of the words. Needs root.
 
 mod support;
 
@@ -23,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde_yaml::Value;
 
-use harness::trace_all;
+use harness::{flows_command_diff, trace_all};
 use scenario::{
     all_probes, docs_yaml, mismatches, obj_key, split_docs, truth_table, Base, ObjKey, Observed,
     PodId, PortKey, Probe, Proto, Scenario, Step,
@@ -128,7 +130,6 @@ impl ManifestDir {
             }
         }
         let _ = std::fs::remove_file(&self.policies);
-        let _ = &self.dir;
     }
 }
 
@@ -141,10 +142,13 @@ fn support_port(k: PortKey) -> Option<Port> {
     }
 }
 
-/// Probes everything `probes` names: real traffic for the probed ports, traces for the rest.
-fn observe(tb: &Testbed, probes: &[Probe]) -> (Observed, Vec<String>) {
+/// Probes everything `probes` names (among `endpoints`): real traffic for the probed ports,
+/// traces for the rest.
+fn observe(tb: &Testbed, endpoints: &BTreeSet<PodId>, probes: &[Probe]) -> (Observed, Vec<String>) {
     tb.sandbox.flush_datapath();
-    let reach = tb.probe_all();
+    let ids: Vec<String> = endpoints.iter().map(PodId::to_string).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let reach = tb.probe(&ids, &ids);
     let mut observed = Observed::new();
     let mut traced = Vec::new();
     for p in probes {
@@ -157,8 +161,7 @@ fn observe(tb: &Testbed, probes: &[Probe]) -> (Observed, Vec<String>) {
     }
     let mut errors = Vec::new();
     if !traced.is_empty() {
-        let pods = tb.pods();
-        for (p, v) in trace_all(tb, &pods, &traced) {
+        for (p, v) in trace_all(tb, &tb.hosts(), &traced) {
             match v {
                 Ok(v) => {
                     observed.insert(p, v);
@@ -177,21 +180,28 @@ struct StepResult {
     report: String,
 }
 
-fn run_step(tb: &Testbed, agent: &Agent, pods: &BTreeSet<PodId>, dir: &mut ManifestDir, step: &Step) -> StepResult {
+fn run_step(tb: &Testbed, agent: &Agent, base: &Base, dir: &mut ManifestDir, step: &Step) -> StepResult {
     let mut ports: BTreeSet<PortKey> = PortKey::PROBED.into_iter().collect();
     ports.extend(step.expect.extra_ports());
-    let probes = all_probes(pods, &ports);
+    let endpoints = step.expect.endpoints(&base.pods(), &base.outside_hosts());
+    let probes = all_probes(&endpoints, &ports);
     let start = Instant::now();
     dir.apply(step);
     let mut first_match: Option<Duration> = None;
     loop {
-        let (observed, errors) = observe(tb, &probes);
+        let (observed, errors) = observe(tb, &endpoints, &probes);
         let wrong = mismatches(&step.expect, &probes, &observed);
         let elapsed = start.elapsed();
         if wrong.is_empty() && errors.is_empty() {
             let at = *first_match.get_or_insert(elapsed);
             if elapsed >= SETTLE {
-                return StepResult { ok: true, elapsed: at, report: String::new() };
+                let differ = flows_command_diff(tb, &dir.dir);
+                let report = if differ.is_empty() {
+                    String::new()
+                } else {
+                    format!("`npagent flows` and the bridge differ:\n  {}\n", differ.join("\n  "))
+                };
+                return StepResult { ok: differ.is_empty(), elapsed: at, report };
             }
             std::thread::sleep(SETTLE.saturating_sub(elapsed));
             continue;
@@ -216,7 +226,7 @@ fn run_step(tb: &Testbed, agent: &Agent, pods: &BTreeSet<PodId>, dir: &mut Manif
                 report.push_str(&format!("  error: {e}\n"));
             }
             report.push_str("truth tables (. allowed, x denied, as expected; X denied but expected allowed; A allowed but expected denied):\n");
-            report.push_str(&truth_table(&step.expect, pods, &ports, &observed));
+            report.push_str(&truth_table(&step.expect, &endpoints, &ports, &observed));
             report.push_str("flows:\n");
             for f in tb.sandbox.dump_flows() {
                 report.push_str(&format!("  {f}\n"));
@@ -237,12 +247,15 @@ fn selected(s: &Scenario) -> bool {
 #[test]
 fn scenarios_on_the_testbed() {
     let _serial = harness::timing_lock();
-    let tb = Testbed::start();
+    let tb = Testbed::start_with_outside();
     let mut dir = ManifestDir::open(&tb.manifests_dir());
-    let base = dir.base();
+    let outside: Vec<(String, String)> = tb.outside_hosts().iter().map(|h| (h.id(), h.ip.clone())).collect();
+    let base = dir.base().with_outside(&outside).unwrap_or_else(|e| panic!("{e}"));
     let scenarios = Scenario::load_dir(&scenarios_dir(), &base).unwrap_or_else(|e| panic!("{e}"));
     let pods = base.pods();
     assert_eq!(pods.len(), 9, "the testbed should have nine pods: {pods:?}");
+    assert_eq!(outside, Testbed::planned_outside_hosts(), "the outside hosts are the planned ones");
+    let endpoints: BTreeSet<PodId> = pods.iter().chain(&base.outside_hosts()).cloned().collect();
     let mut agent = Agent::spawn(&tb.sandbox, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"), &[]);
 
     // The pipeline has to be in place before anything is reachable (fail_mode=secure).
@@ -258,8 +271,8 @@ fn scenarios_on_the_testbed() {
         if !agent.alive() {
             break;
         }
-        let probes = all_probes(&pods, &PortKey::PROBED.into_iter().collect());
-        let (observed, _) = observe(&tb, &probes);
+        let probes = all_probes(&endpoints, &PortKey::PROBED.into_iter().collect());
+        let (observed, _) = observe(&tb, &endpoints, &probes);
         if mismatches(&baseline.expect, &probes, &observed).is_empty() {
             up = true;
             break;
@@ -273,7 +286,7 @@ fn scenarios_on_the_testbed() {
         agent.log_tail(40),
         tb.sandbox.dump_flows().join("\n")
     );
-    eprintln!("npagent up, all pods reachable after {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!("npagent up, all pods and outside hosts reachable after {:.1} s", started.elapsed().as_secs_f64());
 
     let mut failed = Vec::new();
     let mut passed = 0;
@@ -281,7 +294,7 @@ fn scenarios_on_the_testbed() {
     for s in scenarios.iter().filter(|s| selected(s)) {
         let mut ok = true;
         for (i, step) in s.steps.iter().enumerate() {
-            let r = run_step(&tb, &agent, &pods, &mut dir, step);
+            let r = run_step(&tb, &agent, &base, &mut dir, step);
             let label = if s.steps.len() > 1 {
                 format!("{} step {} ({})", s.file, i + 1, step.doc)
             } else {
@@ -324,11 +337,14 @@ fn scenarios_on_the_testbed() {
 }
 
 /// Every scenario file parses, its patterns are valid, its manifests are valid Kubernetes
-/// objects, and together the scenarios cover every ingress semantic of the issue.
+/// objects, and together the scenarios cover every ingress and egress semantic of the issues.
 #[test]
 fn scenario_files_are_valid() {
-    let base = Base::load(&repo_manifests_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let base = Base::load(&repo_manifests_dir())
+        .and_then(|b| b.with_outside(&Testbed::planned_outside_hosts()))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(base.pods().len(), 9);
+    assert_eq!(base.outside_hosts().len(), 2);
     assert_eq!(base.ips().len(), 9, "every testbed pod has status.podIP");
     let scenarios = Scenario::load_dir(&scenarios_dir(), &base).unwrap_or_else(|e| panic!("{e}"));
     assert!(scenarios.len() >= 30, "only {} scenarios", scenarios.len());
@@ -378,22 +394,25 @@ fn scenario_files_are_valid() {
     for s in &scenarios {
         for step in &s.steps {
             if step.patched.keys().any(|k| k.kind == "Pod") && s.steps.len() > 1 {
-                seen.insert("pod relabel step");
+                seen.insert("pod relabel step".to_owned());
             }
             if step.patched.keys().any(|k| k.kind == "Namespace") && s.steps.len() > 1 {
-                seen.insert("namespace relabel step");
+                seen.insert("namespace relabel step".to_owned());
             }
             for p in &step.policies {
                 features(p, &mut seen);
             }
             let namespaces: BTreeSet<_> = step.policies.iter().map(|p| obj_key(p).expect("key").namespace).collect();
             if namespaces.len() < step.policies.len() {
-                seen.insert("several policies in one namespace");
+                seen.insert("several policies in one namespace".to_owned());
             }
             for l in &step.expect.lines {
                 if l.text.contains("sctp/") {
-                    seen.insert("sctp expectation");
+                    seen.insert("sctp expectation".to_owned());
                 }
+            }
+            if step.expect.endpoints(&base.pods(), &base.outside_hosts()).len() > base.pods().len() {
+                seen.insert("outside hosts probed".to_owned());
             }
         }
     }
@@ -429,114 +448,157 @@ fn scenario_files_are_valid() {
         "pod relabel step",
         "namespace relabel step",
         "sctp expectation",
+        // egress (issue 8)
+        "missing egress",
+        "egress: []",
+        "egress: [{}]",
+        "empty to",
+        "egress empty ports",
+        "egress podSelector peer",
+        "egress matchLabels",
+        "egress namespaceSelector",
+        "egress pod and namespace selector in one peer",
+        "egress ipBlock",
+        "egress ipBlock except",
+        "egress numeric port",
+        "egress named port",
+        "egress protocol UDP",
+        "policyTypes defaulted with egress",
+        "policyTypes Ingress and Egress",
+        "outside hosts probed",
     ];
-    let missing: Vec<_> = wanted.iter().filter(|w| !seen.contains(*w)).collect();
+    let missing: Vec<_> = wanted.iter().filter(|w| !seen.contains(**w)).collect();
     assert!(missing.is_empty(), "no scenario covers: {missing:?}");
-
 }
 
-/// Records which semantics a NetworkPolicy document uses.
-fn features(p: &Value, seen: &mut BTreeSet<&'static str>) {
+/// Records which semantics a NetworkPolicy document uses. Rule features carry the direction:
+/// `empty from`, `ingress: []`, `ipBlock` for ingress; `empty to`, `egress: []`,
+/// `egress ipBlock` for egress.
+fn features(p: &Value, seen: &mut BTreeSet<String>) {
     let spec = p.get("spec").cloned().unwrap_or(Value::Null);
     let types = spec.get("policyTypes").and_then(Value::as_sequence);
+    let has_type = |t: &str| types.is_some_and(|ts| ts.iter().any(|v| v.as_str() == Some(t)));
     match types {
         None => {
-            seen.insert("policyTypes defaulted");
+            seen.insert("policyTypes defaulted".into());
+            if spec.get("egress").is_some() {
+                seen.insert("policyTypes defaulted with egress".into());
+            }
         }
         Some(t) if t.iter().all(|v| v.as_str() == Some("Egress")) => {
-            seen.insert("policyTypes Egress only");
+            seen.insert("policyTypes Egress only".into());
+        }
+        Some(_) if has_type("Ingress") && has_type("Egress") => {
+            seen.insert("policyTypes Ingress and Egress".into());
         }
         _ => {}
     }
-    let ingress = spec.get("ingress");
-    match ingress.and_then(Value::as_sequence) {
-        None if types.is_some_and(|t| t.iter().any(|v| v.as_str() == Some("Ingress"))) => {
-            seen.insert("missing ingress");
-        }
-        Some(rules) if rules.is_empty() => {
-            seen.insert("ingress: []");
-        }
-        _ => {}
+    if let Some(sel) = spec.get("podSelector") {
+        selector_features(sel, &mut |name: &str| {
+            seen.insert(name.to_owned());
+        });
     }
-    selector_features(spec.get("podSelector"), seen);
-    for rule in ingress.and_then(Value::as_sequence).into_iter().flatten() {
-        if rule.as_mapping().is_some_and(|m| m.is_empty()) {
-            seen.insert("ingress: [{}]");
+    for (dir, peers_key, prefix) in [("ingress", "from", ""), ("egress", "to", "egress ")] {
+        let rules = spec.get(dir).and_then(Value::as_sequence);
+        match rules {
+            None if has_type(if dir == "ingress" { "Ingress" } else { "Egress" }) => {
+                seen.insert(format!("missing {dir}"));
+            }
+            Some(r) if r.is_empty() => {
+                seen.insert(format!("{dir}: []"));
+            }
+            _ => {}
         }
-        match rule.get("from").and_then(Value::as_sequence) {
-            Some(from) if from.is_empty() => {
-                seen.insert("empty from");
+        for rule in rules.into_iter().flatten() {
+            if rule.as_mapping().is_some_and(|m| m.is_empty()) {
+                seen.insert(format!("{dir}: [{{}}]"));
             }
-            Some(from) => {
-                if from.len() > 1 {
-                    seen.insert("several peers");
-                }
-                for peer in from {
-                    let ps = peer.get("podSelector");
-                    let ns = peer.get("namespaceSelector");
-                    if ps.is_some() && ns.is_some() {
-                        seen.insert("pod and namespace selector in one peer");
-                    }
-                    if ns.is_some() {
-                        seen.insert("namespaceSelector");
-                    }
-                    if ns.and_then(Value::as_mapping).is_some_and(|m| m.is_empty()) {
-                        seen.insert("empty namespaceSelector");
-                    }
-                    if ns.is_none() && ps.and_then(Value::as_mapping).is_some_and(|m| m.is_empty()) {
-                        seen.insert("empty podSelector peer");
-                    }
-                    selector_features(ps, seen);
-                    selector_features(ns, seen);
-                    if let Some(b) = peer.get("ipBlock") {
-                        seen.insert("ipBlock");
-                        if b.get("except").is_some() {
-                            seen.insert("ipBlock except");
-                        }
-                    }
-                }
-            }
-            None => {}
-        }
-        match rule.get("ports").and_then(Value::as_sequence) {
-            Some(ports) if ports.is_empty() => {
-                seen.insert("empty ports");
-            }
-            Some(ports) => {
-                for port in ports {
-                    match port.get("protocol").and_then(Value::as_str) {
-                        Some("TCP") => seen.insert("protocol TCP"),
-                        Some("UDP") => seen.insert("protocol UDP"),
-                        Some("SCTP") => seen.insert("protocol SCTP"),
-                        _ => seen.insert("protocol defaulted"),
-                    };
-                    match port.get("port") {
-                        Some(Value::Number(_)) => seen.insert("numeric port"),
-                        Some(Value::String(_)) => seen.insert("named port"),
-                        _ => seen.insert("port without number"),
-                    };
-                    if port.get("endPort").is_some() {
-                        seen.insert("endPort");
-                    }
-                }
-            }
-            None => {}
+            rule_features(rule, peers_key, prefix, seen);
         }
     }
 }
 
-fn selector_features(sel: Option<&Value>, seen: &mut BTreeSet<&'static str>) {
-    let Some(sel) = sel else { return };
+/// The features of one ingress (`from`) or egress (`to`) rule, named with `prefix`.
+fn rule_features(rule: &Value, peers_key: &str, prefix: &str, seen: &mut BTreeSet<String>) {
+    // the rule's features, by name without the prefix
+    let mut names: Vec<&'static str> = Vec::new();
+    let mut saw = |name: &'static str| names.push(name);
+    match rule.get(peers_key).and_then(Value::as_sequence) {
+        Some(peers) if peers.is_empty() => {
+            seen.insert(format!("empty {peers_key}"));
+        }
+        Some(peers) => {
+            if peers.len() > 1 {
+                saw("several peers");
+            }
+            for peer in peers {
+                let ps = peer.get("podSelector");
+                let ns = peer.get("namespaceSelector");
+                if ps.is_some() && ns.is_some() {
+                    saw("pod and namespace selector in one peer");
+                }
+                if ps.is_some() && ns.is_none() {
+                    saw("podSelector peer");
+                }
+                if ns.is_some() {
+                    saw("namespaceSelector");
+                }
+                if ns.and_then(Value::as_mapping).is_some_and(|m| m.is_empty()) {
+                    saw("empty namespaceSelector");
+                }
+                if ns.is_none() && ps.and_then(Value::as_mapping).is_some_and(|m| m.is_empty()) {
+                    saw("empty podSelector peer");
+                }
+                if let Some(b) = peer.get("ipBlock") {
+                    saw("ipBlock");
+                    if b.get("except").is_some() {
+                        saw("ipBlock except");
+                    }
+                }
+                for sel in [ps, ns].into_iter().flatten() {
+                    selector_features(sel, &mut saw);
+                }
+            }
+        }
+        None => {}
+    }
+    match rule.get("ports").and_then(Value::as_sequence) {
+        Some(ports) if ports.is_empty() => saw("empty ports"),
+        Some(ports) => {
+            for port in ports {
+                saw(match port.get("protocol").and_then(Value::as_str) {
+                    Some("TCP") => "protocol TCP",
+                    Some("UDP") => "protocol UDP",
+                    Some("SCTP") => "protocol SCTP",
+                    _ => "protocol defaulted",
+                });
+                saw(match port.get("port") {
+                    Some(Value::Number(_)) => "numeric port",
+                    Some(Value::String(_)) => "named port",
+                    _ => "port without number",
+                });
+                if port.get("endPort").is_some() {
+                    saw("endPort");
+                }
+            }
+        }
+        None => {}
+    }
+    seen.extend(names.into_iter().map(|n| format!("{prefix}{n}")));
+}
+
+/// The features of one label selector, to `saw`.
+fn selector_features(sel: &Value, saw: &mut impl FnMut(&'static str)) {
     if sel.get("matchLabels").is_some() {
-        seen.insert("matchLabels");
+        saw("matchLabels");
     }
     for e in sel.get("matchExpressions").and_then(Value::as_sequence).into_iter().flatten() {
         match e.get("operator").and_then(Value::as_str) {
-            Some("In") => seen.insert("matchExpressions In"),
-            Some("NotIn") => seen.insert("matchExpressions NotIn"),
-            Some("Exists") => seen.insert("matchExpressions Exists"),
-            Some("DoesNotExist") => seen.insert("matchExpressions DoesNotExist"),
-            _ => false,
-        };
+            Some("In") => saw("matchExpressions In"),
+            Some("NotIn") => saw("matchExpressions NotIn"),
+            Some("Exists") => saw("matchExpressions Exists"),
+            Some("DoesNotExist") => saw("matchExpressions DoesNotExist"),
+            _ => {}
+        }
     }
 }

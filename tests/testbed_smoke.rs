@@ -216,6 +216,49 @@ fn manifests_describe_the_live_pods() {
     assert_eq!(labels, want);
 }
 
+/// The outside hosts: ports of the node's own (no external_ids at all), addresses in the pods'
+/// /16 (reached on-link, both ways), listening like the pods, and neither pods nor manifests.
+#[test]
+fn outside_hosts_are_node_ports_on_the_pods_link() {
+    let tb = Testbed::start_with_outside();
+    let hosts = tb.outside_hosts();
+    let listed: Vec<(String, String)> = hosts.iter().map(|h| (h.id(), h.ip.clone())).collect();
+    assert_eq!(listed, Testbed::planned_outside_hosts());
+    assert_eq!(listed, [("outside/h1".to_owned(), "10.10.200.10".to_owned()), ("outside/h2".to_owned(), "10.10.201.10".to_owned())]);
+    for h in &hosts {
+        assert_eq!(tb.sandbox.ofport(&h.iface), h.ofport);
+        let ids = tb.sandbox.vsctl(&["get", "Interface", &h.iface, "external_ids"]);
+        assert_eq!(ids.trim(), "{}", "{}: the port of an outside host carries no external_ids", h.id());
+        let link = tb.pod_exec(&h.id(), &["ip", "-br", "addr", "show", "dev", "eth0"]);
+        assert!(String::from_utf8_lossy(&link.stdout).contains(&format!("{}/16", h.ip)), "{link:?}");
+    }
+    assert_eq!(tb.pod_ids(), Reachability::standard_pods(), "outside hosts are not pods");
+    let manifests = std::fs::read_dir(tb.manifests_dir()).expect("manifests").count();
+    assert_eq!(manifests, 10, "no manifest for an outside host");
+
+    let mut ids = tb.pod_ids();
+    ids.extend(hosts.iter().map(|h| h.id()));
+    let mut none = Reachability::new(&ids, false);
+    none.allow_loopback();
+    none.assert_matches(&tb.probe_all_with_outside());
+
+    forward_all(&tb);
+    tb.assert_reachability(&Reachability::new(&ids, true));
+    // requests to outside/h2 dropped (its own connections' replies still pass)
+    let h2 = tb.host("outside/h2");
+    for flow in [
+        format!("priority=100,tcp,nw_dst={},tcp_flags=+syn-ack,actions=drop", h2.ip),
+        format!("priority=100,udp,nw_dst={},tp_dst=80,actions=drop", h2.ip),
+    ] {
+        tb.sandbox.ofctl(&["add-flow", &flow]);
+    }
+    tb.sandbox.flush_datapath();
+    let mut expected = Reachability::new(&ids, true);
+    expected.expect_all_ingress("outside/h2", false).allow_loopback();
+    assert_eq!(expected.count(false), 10 * 3);
+    tb.assert_reachability(&expected);
+}
+
 #[test]
 fn pods_come_and_go() {
     let tb = Testbed::start();

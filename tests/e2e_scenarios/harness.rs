@@ -1,7 +1,7 @@
 //! What the end-to-end tests need beside the npagent fixture (`support::agent`): a lock that
-//! serialises the timed tests, and verdicts beyond the prober: SCTP (the test kernel has
-//! none) and quick per-pair checks through `ofproto/trace`, which reads the switch's flow
-//! tables, not its datapath cache.
+//! serialises the timed tests, verdicts beyond the prober: SCTP (the test kernel has none)
+//! and quick per-pair checks through `ofproto/trace`, which reads the switch's flow tables,
+//! not its datapath cache; and `npagent flows` held against the bridge.
 #![allow(dead_code)]
 
 use std::fs;
@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::scenario::{PodId, Probe, Proto};
-use crate::support::agent::Agent;
+use crate::support::agent::{npagent_bin, Agent};
 use crate::support::testbed::{Pod, Port, Testbed};
 
 /// An exclusive lock shared by every end-to-end test that measures convergence, across test
@@ -187,6 +187,45 @@ pub fn confirm(tb: &Testbed, what: &str, checks: &[Check]) {
         };
         assert_eq!(r.get(f, t, p), *want, "{what}: real packets {f} -> {t} {p} disagree with the trace\n{r}");
     }
+}
+
+/// How `npagent flows` (on the testbed's switch and OVSDB, with the manifests in `manifests`)
+/// differs from `ovs-ofctl dump-flows --no-stats --names`: one line per flow only one of them
+/// has; empty when they agree. The bridge is read again a few times over a second, in case
+/// the agent was still committing a bundle.
+pub fn flows_command_diff(tb: &Testbed, manifests: &Path) -> Vec<String> {
+    let sb = &tb.sandbox;
+    let mut differ = Vec::new();
+    for _ in 0..5 {
+        let out = Command::new(npagent_bin())
+            .args(["flows", "--ofp", &sb.ofp, "--ovsdb", &sb.ovsdb, "--manifests"])
+            .arg(manifests)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run npagent flows");
+        if !out.status.success() {
+            return vec![format!("npagent flows failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr))];
+        }
+        let mut printed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect();
+        printed.sort();
+        let bridge = sb.dump_flows();
+        differ = printed
+            .iter()
+            .filter(|f| bridge.binary_search(f).is_err())
+            .map(|f| format!("only in `npagent flows`: {f}"))
+            .chain(bridge.iter().filter(|f| printed.binary_search(f).is_err()).map(|f| format!("only on the bridge: {f}")))
+            .collect();
+        if differ.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    differ
 }
 
 #[cfg(test)]

@@ -22,6 +22,11 @@
 //! sctp. Traffic from a pod to itself is never checked (upstream's netpol suite ignores loopback
 //! too: CNIs disagree on it). Manifests may use `{{ip:NS/POD}}` (the pod's IPv4 address) and
 //! `{{net:NS/POD/LEN}}` (the /LEN network holding it), filled from the testbed's Pod objects.
+//!
+//! The testbed's outside hosts (`outside/h1`, `outside/h2`: not pods, behind ports of the
+//! node's own) are endpoints like the pods in patterns and templates. A step probes them, to
+//! and from every pod, when one of its lines names them with a pattern that matches no pod
+//! (`outside/*`, `outside/h1`, `*/h2`); then `*` includes them too.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -156,6 +161,11 @@ impl PodPat {
     pub fn matches(&self, p: &PodId) -> bool {
         self.ns.as_deref().is_none_or(|ns| ns == p.ns) && self.pod.as_deref().is_none_or(|n| n == p.pod)
     }
+
+    /// Does the pattern name some of `hosts` and none of `pods`?
+    fn names_only(&self, hosts: &BTreeSet<PodId>, pods: &BTreeSet<PodId>) -> bool {
+        hosts.iter().any(|h| self.matches(h)) && !pods.iter().any(|p| self.matches(p))
+    }
 }
 
 /// `*`, `proto/*` or `proto/port`.
@@ -246,6 +256,17 @@ impl Expectation {
         self.lines.iter().rev().find(|l| l.matches(p)).is_none_or(|l| l.allow)
     }
 
+    /// The endpoints a step probes: the pods, and the outside hosts when a line names them
+    /// with a pattern that matches no pod.
+    pub fn endpoints(&self, pods: &BTreeSet<PodId>, outside: &BTreeSet<PodId>) -> BTreeSet<PodId> {
+        let named = self.lines.iter().any(|l| l.from.names_only(outside, pods) || l.to.names_only(outside, pods));
+        let mut all = pods.clone();
+        if named {
+            all.extend(outside.iter().cloned());
+        }
+        all
+    }
+
     /// Ports checked beyond [`PortKey::PROBED`]: those an expectation names explicitly (SCTP).
     pub fn extra_ports(&self) -> BTreeSet<PortKey> {
         self.lines
@@ -256,7 +277,7 @@ impl Expectation {
     }
 }
 
-/// All probes of a step: every ordered pair of distinct pods on every port.
+/// All probes of a step: every ordered pair of distinct endpoints on every port.
 pub fn all_probes(pods: &BTreeSet<PodId>, ports: &BTreeSet<PortKey>) -> Vec<Probe> {
     let mut out = Vec::new();
     for port in ports {
@@ -331,10 +352,13 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
-/// The testbed's own objects (Namespaces and Pods), one document per object.
+/// The testbed's own objects (Namespaces and Pods), one document per object, and its outside
+/// hosts.
 #[derive(Debug, Clone, Default)]
 pub struct Base {
     pub objects: BTreeMap<ObjKey, Value>,
+    /// The outside hosts (`outside/h1`) and their IPv4 addresses.
+    pub outside: BTreeMap<PodId, Ipv4Addr>,
 }
 
 impl Base {
@@ -355,6 +379,20 @@ impl Base {
             }
         }
         Ok(base)
+    }
+
+    /// Adds the outside hosts: (`outside/NAME`, IPv4 address) each.
+    pub fn with_outside(mut self, hosts: &[(String, String)]) -> Result<Self, String> {
+        for (id, ip) in hosts {
+            let ip = ip.parse().map_err(|_| format!("outside host {id}: bad IPv4 address {ip:?}"))?;
+            self.outside.insert(PodId::parse(id)?, ip);
+        }
+        Ok(self)
+    }
+
+    /// The outside hosts.
+    pub fn outside_hosts(&self) -> BTreeSet<PodId> {
+        self.outside.keys().cloned().collect()
     }
 
     /// The testbed's pods.
@@ -488,8 +526,10 @@ impl Scenario {
                 ))
             }
         };
-        let universe = base.pods();
-        let ips = base.ips();
+        let mut universe = base.pods();
+        universe.extend(base.outside_hosts());
+        let mut ips = base.ips();
+        ips.extend(base.outside.iter().map(|(id, ip)| (id.clone(), *ip)));
         let mut steps = Vec::new();
         let mut manifests = String::new();
         for (i, rs) in raw_steps.into_iter().enumerate() {
@@ -582,14 +622,15 @@ pub fn mismatches(expect: &Expectation, probes: &[Probe], observed: &Observed) -
 /// `A` (expected denied, allowed), `?` (not observed), `-` (self, not probed).
 pub fn truth_table(expect: &Expectation, pods: &BTreeSet<PodId>, ports: &BTreeSet<PortKey>, observed: &Observed) -> String {
     let mut out = String::new();
+    let w = pods.iter().map(|p| p.to_string().len()).max().unwrap_or(3) + 2;
     for port in ports {
-        out.push_str(&format!("{port}  (rows: from, columns: to)\n      "));
+        out.push_str(&format!("{port}  (rows: from, columns: to)\n{:w$} ", ""));
         for to in pods {
-            out.push_str(&format!("{:>5}", to.to_string()));
+            out.push_str(&format!("{:>w$}", to.to_string()));
         }
         out.push('\n');
         for from in pods {
-            out.push_str(&format!("{:>5} ", from.to_string()));
+            out.push_str(&format!("{:>w$} ", from.to_string()));
             for to in pods {
                 let cell = if from == to {
                     '-'
@@ -603,7 +644,7 @@ pub fn truth_table(expect: &Expectation, pods: &BTreeSet<PodId>, ports: &BTreeSe
                         (_, None) => '?',
                     }
                 };
-                out.push_str(&format!("{cell:>5}"));
+                out.push_str(&format!("{cell:>w$}"));
             }
             out.push('\n');
         }
@@ -711,6 +752,32 @@ mod tests {
         for bad in ["{{ip:q/b}}", "{{net:y/b/33}}", "{{net:y/b}}", "{{foo}}", "{{ip:y/b"] {
             assert!(render(bad, &ips).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn outside_hosts_are_probed_where_a_line_names_only_them() {
+        let b = base().with_outside(&[("outside/h1".into(), "10.10.200.10".into())]).unwrap();
+        let (pods, outside) = (b.pods(), b.outside_hosts());
+        let endpoints = |lines: &str| {
+            let s = Scenario::parse("t.yaml", &format!("name: t\ndoc: d\nexpect: [{lines}]\n"), &b).unwrap();
+            s.steps[0].expect.endpoints(&pods, &outside).len()
+        };
+        assert_eq!(endpoints(""), 9);
+        assert_eq!(endpoints("deny *->*, deny */a->x/*"), 9, "patterns that match pods do not name outside hosts");
+        assert_eq!(endpoints("deny x/a->outside/h1"), 10);
+        assert_eq!(endpoints("deny */h1->x/*"), 10);
+        assert_eq!(endpoints("deny outside/*->x/*"), 10);
+        let s = Scenario::parse("t.yaml", "name: t\ndoc: d\nexpect: [deny *->*]\n", &b).unwrap();
+        let all = s.steps[0].expect.endpoints(&pods, &outside);
+        let probes = all_probes(&all, &PortKey::PROBED.into_iter().collect());
+        assert_eq!(probes.len(), 9 * 8 * 3, "{all:?}");
+        let ips = {
+            let mut ips = b.ips();
+            ips.extend(b.outside.clone());
+            ips
+        };
+        assert_eq!(render("{{net:outside/h1/24}}", &ips).unwrap(), "10.10.200.0/24");
+        assert!(Scenario::parse("t.yaml", "name: t\ndoc: d\nexpect: [deny outside/h9->*]\n", &b).is_err());
     }
 
     #[test]

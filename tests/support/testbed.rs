@@ -1,5 +1,7 @@
 //! The nine pods of the upstream netpol e2e model (namespaces x, y, z; pods a, b, c) on a
-//! [`Sandbox`], and reachability matrices probed with real packets (`testbed/probe.py`).
+//! [`Sandbox`], optionally the outside hosts (`outside/h1`, `outside/h2`: network namespaces
+//! behind ports of the node's own, see `testbed/testbed`), and reachability matrices probed
+//! with real packets (`testbed/probe.py`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -45,7 +47,9 @@ impl fmt::Display for Port {
     }
 }
 
-/// One testbed pod, as `testbed/testbed` created it (a line of its pods.tsv).
+/// One testbed pod, as `testbed/testbed` created it (a line of its pods.tsv), or an outside
+/// host (a line of outside.tsv: namespace `outside`, a port without pod external_ids, no Pod
+/// manifest).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pod {
     /// Kubernetes namespace (`x`).
@@ -89,12 +93,35 @@ impl Testbed {
 
     /// The nine standard pods on an existing sandbox.
     pub fn on(sandbox: Sandbox) -> Testbed {
+        Testbed::up(sandbox, &[])
+    }
+
+    /// A fresh sandbox with the nine standard pods and the outside hosts
+    /// ([`Testbed::outside_hosts`]).
+    pub fn start_with_outside() -> Testbed {
+        Testbed::up(Sandbox::start(), &["--outside"])
+    }
+
+    fn up(sandbox: Sandbox, options: &[&str]) -> Testbed {
         run(Command::new("bash")
             .arg(repo_path("testbed/testbed"))
             .arg("up")
-            .arg(&sandbox.dir));
+            .arg(&sandbox.dir)
+            .args(options));
         let state = sandbox.dir.join("testbed");
         Testbed { sandbox, state }
+    }
+
+    /// The outside hosts `testbed/testbed` creates (`--outside`): id (`outside/h1`) and IPv4
+    /// address each, from the script itself. Needs neither root nor a testbed.
+    pub fn planned_outside_hosts() -> Vec<(String, String)> {
+        let out = run(Command::new("bash").arg(repo_path("testbed/testbed")).arg("outside-hosts"));
+        out.lines()
+            .filter_map(|l| {
+                let mut f = l.split('\t');
+                Some((f.next()?.to_owned(), f.next()?.to_owned()))
+            })
+            .collect()
     }
 
     /// Namespace and Pod manifests of the live pods (one file per object), for
@@ -105,18 +132,47 @@ impl Testbed {
 
     /// The pods, in creation order.
     pub fn pods(&self) -> Vec<Pod> {
-        let text = std::fs::read_to_string(self.state.join("pods.tsv")).expect("read pods.tsv");
+        self.read_table("pods.tsv")
+    }
+
+    /// The outside hosts (none unless the testbed was started with them).
+    pub fn outside_hosts(&self) -> Vec<Pod> {
+        if self.state.join("outside.tsv").exists() {
+            self.read_table("outside.tsv")
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The pods, then the outside hosts.
+    pub fn hosts(&self) -> Vec<Pod> {
+        let mut all = self.pods();
+        all.extend(self.outside_hosts());
+        all
+    }
+
+    /// The pod or outside host `id`; panics if there is none.
+    pub fn host(&self, id: &str) -> Pod {
+        self.hosts()
+            .into_iter()
+            .find(|p| p.id() == id)
+            .unwrap_or_else(|| panic!("no pod or outside host {id} in the testbed"))
+    }
+
+    /// One of the testbed's tables (pods.tsv, outside.tsv).
+    fn read_table(&self, name: &str) -> Vec<Pod> {
+        let text = std::fs::read_to_string(self.state.join(name)).unwrap_or_else(|e| panic!("read {name}: {e}"));
         text.lines()
             .filter(|l| !l.trim().is_empty())
             .map(|l| {
                 let f: Vec<&str> = l.split('\t').collect();
-                assert_eq!(f.len(), 7, "bad pods.tsv line: {l}");
+                assert_eq!(f.len(), 7, "bad {name} line: {l}");
                 Pod {
                     namespace: f[0].to_owned(),
                     name: f[1].to_owned(),
                     ip: f[2].to_owned(),
                     mac: f[3].to_owned(),
-                    ofport: f[4].parse().expect("ofport in pods.tsv"),
+                    ofport: f[4].parse().unwrap_or_else(|_| panic!("ofport in {name}: {l}")),
                     netns: f[5].to_owned(),
                     iface: f[6].to_owned(),
                 }
@@ -157,10 +213,10 @@ impl Testbed {
             .args([namespace, name]));
     }
 
-    /// Runs a command inside pod `id`'s network namespace (`ping`, `nc`, ...) and returns
-    /// its output whatever the exit status.
+    /// Runs a command inside the network namespace of pod (or outside host) `id` (`ping`,
+    /// `nc`, ...) and returns its output whatever the exit status.
     pub fn pod_exec(&self, id: &str, args: &[&str]) -> std::process::Output {
-        let pod = self.pod(id);
+        let pod = self.host(id);
         super::sandbox::output(Command::new("ip").args(["netns", "exec", &pod.netns]).args(args))
     }
 
@@ -175,8 +231,15 @@ impl Testbed {
         self.probe(&[], &[])
     }
 
-    /// Probes from the pods `from` to the pods `to` (`ns/name`; empty means all), with the
-    /// default timeout (0.5 s, or `NPA_PROBE_TIMEOUT` seconds).
+    /// Probes every pod and outside host pair on every port, like [`Testbed::probe_all`].
+    pub fn probe_all_with_outside(&self) -> Reachability {
+        let ids: Vec<String> = self.hosts().iter().map(Pod::id).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.probe(&ids, &ids)
+    }
+
+    /// Probes from `from` to `to` (pods `ns/name` or outside hosts `outside/name`; empty
+    /// means every pod), with the default timeout (0.5 s, or `NPA_PROBE_TIMEOUT` seconds).
     pub fn probe(&self, from: &[&str], to: &[&str]) -> Reachability {
         self.probe_with_timeout(from, to, None)
     }
@@ -198,12 +261,15 @@ impl Testbed {
             cmd.arg(format!("--timeout={t}"));
         }
         let out = run(&mut cmd);
-        let ids = self.pod_ids();
+        // the prober's choice: every pod when empty, else the named pods and hosts in order
+        let pods = self.pod_ids();
+        let hosts: Vec<String> = self.hosts().iter().map(Pod::id).collect();
         let pick = |sel: &[&str]| -> Vec<String> {
-            ids.iter()
-                .filter(|id| sel.is_empty() || sel.contains(&id.as_str()))
-                .cloned()
-                .collect()
+            if sel.is_empty() {
+                pods.clone()
+            } else {
+                hosts.iter().filter(|id| sel.contains(&id.as_str())).cloned().collect()
+            }
         };
         let mut r = Reachability::between(&pick(from), &pick(to), false);
         let mut seen = 0;
