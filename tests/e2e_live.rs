@@ -1,9 +1,10 @@
 //! Live changes on a running npagent (manifests mode) and a real switch: policies applied,
 //! modified and deleted, pods and namespaces relabelled, pods added and removed each take
 //! effect within one second, for ingress and egress (a connection between local pods needs
-//! both the source's egress and the destination's ingress; replies pass either way); a restart of npagent changes nothing on the bridge (no flow_mod,
-//! no counter reset) and the datapath keeps enforcing meanwhile; after ovs-vswitchd restarts,
-//! npagent restores enforcement by itself. Quick verdicts come from `ofproto/trace` (the flow
+//! both the source's egress and the destination's ingress; replies pass either way); a
+//! restart of npagent changes nothing on the bridge (no flow_mod, no counter reset) and the
+//! datapath keeps enforcing meanwhile; after ovs-vswitchd restarts, npagent restores
+//! enforcement by itself. Quick verdicts come from `ofproto/trace` (the flow
 //! tables npagent controls), and every phase is confirmed with real packets. Needs root.
 
 mod support;
@@ -355,8 +356,9 @@ fn restart_without_churn() {
 impl Live {
     /// With the policies in place and `checks` holding: probes every pair (so counters move),
     /// restarts npagent, and asserts that the flows stayed while it was away and that the
-    /// restart sent no flow_mod (OVS's vconn log) and reset no counter or age.
-    fn assert_restart_without_churn(&mut self, checks: &[(&str, &str, Proto, u16, bool)]) {
+    /// restart sent no flow_mod (OVS's vconn log) and reset no counter or age. Returns the
+    /// flows with their statistics of before the restart.
+    fn assert_restart_without_churn(&mut self, checks: &[(&str, &str, Proto, u16, bool)]) -> BTreeMap<String, FlowStats> {
         self.converges("policy", checks);
         self.tb.probe_all(); // traffic, so counters move
         let before = flows_with_stats(&self.tb);
@@ -406,6 +408,7 @@ impl Live {
             new.lines().filter(|l| l.contains("OFPT_FLOW_MOD") || l.contains("NXT_FLOW_MOD ")).collect();
         assert!(mods.is_empty(), "npagent sent {} flow_mods after a restart with unchanged inputs:\n{}", mods.len(), mods.join("\n"));
         self.confirm("after restart", checks);
+        before
     }
 }
 
@@ -585,9 +588,13 @@ fn egress_policy_apply_modify_delete_within_one_second() {
             ("x/a", "x/b", Proto::Udp, 80, false),
             ("x/a", "x/c", Proto::Tcp, 80, false),
             ("x/a", "y/b", Proto::Tcp, 80, false),
-            // Egress isolation of x/a says nothing about others, nor about x/a's ingress.
+            // Egress isolation of x/a says nothing about others, nor about x/a's ingress:
+            // connections into x/a pass, and so do x/a's replies (established, not new).
             ("x/c", "x/b", Proto::Tcp, 81, true),
             ("y/a", "x/a", Proto::Tcp, 81, true),
+            ("x/b", "x/a", Proto::Tcp, 80, true),
+            ("x/b", "x/a", Proto::Udp, 80, true),
+            ("x/c", "x/a", Proto::Udp, 80, true),
         ],
     );
 
@@ -744,11 +751,16 @@ fn egress_restart_without_churn() {
     let mut live = Live::start();
     live.put("egress", EGRESS_A_TO_B);
     live.put("ingress", ALLOW_FROM_B);
-    live.assert_restart_without_churn(&[
+    let before = live.assert_restart_without_churn(&[
         ("x/a", "x/b", Proto::Tcp, 80, true),
         ("x/a", "x/c", Proto::Tcp, 80, false),
         ("x/a", "y/a", Proto::Udp, 80, false),
         ("x/b", "x/a", Proto::Tcp, 80, true),
         ("y/a", "x/a", Proto::Tcp, 80, false),
     ]);
+    // The kept counters include the egress flows': the allow and the default drop counted.
+    for wanted in ["table=EgressRule, priority=190,conj_id=", "table=EgressDefaultRule, priority=200,in_port="] {
+        let counted = before.iter().filter(|(f, _)| f.contains(wanted)).map(|(_, s)| s.n_packets).sum::<u64>();
+        assert!(counted > 0, "no packets counted by {wanted}: {before:#?}");
+    }
 }
