@@ -998,14 +998,14 @@ fn switch_restart_reinstalls_the_current_flag() {
 }
 
 // ---------------------------------------------------------------------------------------
-// 7: egress lines, field by field, in the antrea and json formats
+// 7: egress lines, field by field, in the antrea, json and antrea-v1 formats
 
 /// x/a is isolated for egress (TCP 80 to x/b only) and x logs: each allowed connection logs
 /// one `EgressRule` Allow line, x/a's dropped datagrams one aggregated `EgressDefaultRule`
 /// Drop line per destination, all applied to the source x/a; x/a's replies to connections
 /// others open are no new connections and log nothing.
 #[test]
-fn egress_lines_field_by_field_antrea_and_json() {
+fn egress_lines_field_by_field_in_every_format() {
     let tb = Testbed::start();
     let sb = &tb.sandbox;
     set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "true")])]);
@@ -1094,6 +1094,28 @@ fn egress_lines_field_by_field_antrea_and_json() {
     assert!(d["priority"].is_null() && d["policy"]["namespace"].is_null() && d["policy"]["name"].is_null(), "{d}");
     assert_eq!((&d["destination"]["ip"], &d["destination"]["namespace"], &d["destination"]["pod"]), (&xc.ip.as_str().into(), &"x".into(), &"c".into()), "{d}");
     assert_eq!((&d["protocol"], &d["length"], &d["count"]), (&"UDP".into(), &UDP_TRAFFIC_IP_LEN.into(), &3.into()), "{d}");
+
+    // antrea-v1 has no direction: the table names it, as in Antrea 1.8.
+    let v1_log = logs.path().join("v1.log");
+    let agent = Agent::start(sb, &tb.manifests_dir(), &v1_log, &["--audit-format", "antrea-v1"]);
+    assert_eq!(traffic(&tb, "x/a", "tcp", &xb.ip, 80, 1, 0), 1);
+    assert_eq!(traffic(&tb, "x/a", "udp-same", &xc.ip, 80, 3, 100), 3);
+    wait_until(Duration::from_secs(5), "two antrea-v1 lines", || read_lines(&v1_log).len() >= 2);
+    assert!(agent.stop().success());
+    let v1 = read_lines(&v1_log);
+    assert_eq!(v1.len(), 2, "{v1:#?}");
+    let fields = |line: &str| -> Vec<String> { line.get(27..).unwrap_or_default().split(' ').map(str::to_owned).collect() };
+    let allow = fields(&v1[0]);
+    assert!(is_port(&allow[5]), "{}", v1[0]);
+    assert_eq!(allow.join(" "), format!("EgressRule K8sNetworkPolicy:x/{ALLOW_XA_XB} Allow 190 {} {} {} 80 TCP 60", xa.ip, allow[5], xb.ip));
+    let (body, n, _) = split_aggregate(&v1[1]);
+    let drop = fields(body);
+    assert_eq!(n, 3, "{}", v1[1]);
+    assert!(is_port(&drop[5]), "{}", v1[1]);
+    assert_eq!(
+        drop.join(" "),
+        format!("EgressDefaultRule K8sNetworkPolicy Drop -1 {} {} {} 80 UDP {UDP_TRAFFIC_IP_LEN}", xa.ip, drop[5], xc.ip)
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1235,4 +1257,61 @@ fn egress_toggle_modifies_only_logging_flows_in_place() {
         before = now;
     }
     assert!(agent.stop().success());
+}
+
+// ---------------------------------------------------------------------------------------
+// 9: egress logging across an agent restart
+
+/// Logging turned off in x while npagent is away: the restart modifies exactly x/a's egress
+/// default drop and the egress policy's `conj_id` flow, counters kept, and nothing is
+/// logged afterwards; a restart with unchanged inputs sends nothing.
+#[test]
+fn egress_logging_flag_changed_while_the_agent_is_away() {
+    let (tb, logs) = (Testbed::start(), log_dir());
+    let np_log = logs.path().join("np.log");
+    let sb = &tb.sandbox;
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "true")])]);
+    add_egress_xa_xb(&tb);
+    let (xa, xb, xc) = (tb.pod("x/a"), tb.pod("x/b"), tb.pod("x/c"));
+    let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &[]);
+    assert_eq!(traffic(&tb, "x/a", "udp-same", &xc.ip, 80, 4, 100), 4);
+    assert_eq!(traffic(&tb, "x/a", "tcp", &xb.ip, 80, 1, 0), 1);
+    wait_until(Duration::from_secs(5), "the lines", || read_lines(&np_log).len() == 2);
+    assert!(agent.stop().success());
+    let mut before = BTreeMap::new();
+    wait_until(Duration::from_secs(5), "drop counter", || {
+        before = dump_flows(sb);
+        egress_drop_flow(&before, &xa).n_packets == 4
+    });
+
+    // Unchanged inputs: nothing sent.
+    let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(agent.metrics().flow_mods(), 0, "a restart with unchanged inputs sent flow_mods");
+    assert!(agent.stop().success());
+
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "false")])]);
+    let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    let m = agent.metrics();
+    assert_eq!(m.count("npagent_flow_mods_total{kind=\"modify\"}"), 2, "x/a's egress drop flow and the policy's allow flow");
+    assert_eq!(m.flow_mods(), 2);
+    let after = dump_flows(sb);
+    assert_eq!(after.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>());
+    for (key, b) in &before {
+        let a = &after[key];
+        assert_eq!(a.n_packets, b.n_packets, "{key}: counter reset");
+        assert!(a.duration > b.duration, "{key} re-added over the restart");
+        if a.actions != b.actions {
+            assert!(key.starts_with("EgressDefaultRule ") || key.contains("conj_id="), "{key} changed: {} -> {}", b.actions, a.actions);
+        }
+    }
+    assert_eq!(egress_drop_flow(&after, &xa).actions, "drop");
+    assert!(!after.values().any(|f| f.actions.contains("controller(")), "a stale logging flag survived the restart");
+    sb.flush_datapath();
+    assert_eq!(traffic(&tb, "x/a", "udp-same", &xc.ip, 80, 4, 100), 4);
+    assert_eq!(traffic(&tb, "x/a", "tcp", &xb.ip, 80, 1, 0), 1);
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert!(agent.stop().success());
+    assert_eq!(read_lines(&np_log).len(), 2, "logging is off: {:#?}", read_lines(&np_log));
 }
