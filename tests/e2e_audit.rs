@@ -239,6 +239,17 @@ fn received_flow_mods(sb: &Sandbox, from: usize) -> Vec<String> {
     tail.lines().filter(|l| l.contains("OFPT_FLOW_MOD")).map(str::to_owned).collect()
 }
 
+/// Waits until OVS logged `n` flow_mods after byte `from` of its log (ovs-vswitchd writes
+/// its log from a thread of its own), gives it a moment for more, and returns them,
+/// asserting there are exactly `n` (`what` names the step in failures).
+fn expect_received_flow_mods(sb: &Sandbox, from: usize, n: usize, what: &str) -> Vec<String> {
+    wait_until(Duration::from_secs(3), "flow_mods in the vswitchd log", || received_flow_mods(sb, from).len() >= n);
+    std::thread::sleep(Duration::from_millis(200));
+    let received = received_flow_mods(sb, from);
+    assert_eq!(received.len(), n, "{what}: flow_mods OVS received:\n{}", received.join("\n"));
+    received
+}
+
 fn vswitchd_log_len(sb: &Sandbox) -> usize {
     std::fs::metadata(sb.dir.join("vswitchd.log")).map(|m| m.len() as usize).unwrap_or(0)
 }
@@ -623,13 +634,7 @@ fn toggle_modifies_drop_flows_in_place() {
             assert_eq!(a.actions, b.actions, "step {step}: y's drop flows untouched");
         }
         // OVS's own record: only x's flows were modified, with MOD_STRICT, nothing else sent.
-        // (ovs-vswitchd writes its log from a thread of its own: give it a moment)
-        wait_until(Duration::from_secs(3), "flow_mods in the vswitchd log", || {
-            received_flow_mods(sb, log_at).len() as u64 >= modified
-        });
-        std::thread::sleep(Duration::from_millis(200));
-        let received = received_flow_mods(sb, log_at);
-        assert_eq!(received.len() as u64, modified, "step {step}: flow_mods OVS received:\n{}", received.join("\n"));
+        let received = expect_received_flow_mods(sb, log_at, modified as usize, &format!("step {step}"));
         for fm in &received {
             assert!(fm.contains("MOD_STRICT"), "step {step}: {fm}");
             let x_drop = fm.contains(&format!("priority=200,reg1={:#x} ", xa.ofport));
@@ -671,9 +676,7 @@ fn toggle_modifies_drop_flows_in_place() {
     let m1 = agent.metrics();
     assert_eq!(m1.flow_mods() - m0.flow_mods(), modifies_per_toggle.expect("toggled"));
     let toggle = modifies_per_toggle.expect("toggled");
-    wait_until(Duration::from_secs(3), "flow_mods in the vswitchd log", || received_flow_mods(sb, log_at).len() as u64 >= toggle);
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(received_flow_mods(sb, log_at).len() as u64, toggle, "flow_mods OVS received for an unrelated change and a toggle");
+    expect_received_flow_mods(sb, log_at, toggle as usize, "an unrelated change and a toggle");
     // also: an invalid value is false (and draws a warning naming the namespace)
     set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "yes")]), ("y", on)]);
     let warning = agent.wait_log("yes", Duration::from_secs(5));
@@ -1231,10 +1234,7 @@ fn egress_toggle_modifies_only_logging_flows_in_place() {
             assert_eq!(drop_flow(&after, xa.ofport).actions, "drop", "step {step}");
         }
         // OVS's own record: four MOD_STRICTs of those flows, nothing else.
-        wait_until(Duration::from_secs(3), "flow_mods in the vswitchd log", || received_flow_mods(sb, log_at).len() >= 4);
-        std::thread::sleep(Duration::from_millis(200));
-        let received = received_flow_mods(sb, log_at);
-        assert_eq!(received.len(), 4, "step {step}: flow_mods OVS received:\n{}", received.join("\n"));
+        let received = expect_received_flow_mods(sb, log_at, 4, &format!("step {step}"));
         let egress_drop = format!("priority=200,in_port={} ", xa.ofport);
         let ingress_drop = format!("priority=200,reg1={:#x} ", xa.ofport);
         for fm in &received {
