@@ -1,6 +1,7 @@
 //! Live changes on a running npagent (manifests mode) and a real switch: policies applied,
 //! modified and deleted, pods and namespaces relabelled, pods added and removed each take
-//! effect within one second, for ingress and egress (a connection between local pods needs
+//! effect within one second, for ingress and egress (a new pod is a new egress peer and a
+//! new egress-isolated source; a connection between local pods needs
 //! both the source's egress and the destination's ingress; replies pass either way); a
 //! restart of npagent changes nothing on the bridge (no flow_mod, no counter reset) and the
 //! datapath keeps enforcing meanwhile; after ovs-vswitchd restarts, npagent restores
@@ -296,24 +297,32 @@ spec:
     );
     assert_ne!(live.tb.sandbox.dump_flows(), before, "a new pod adds flows");
 
-    live.tb.del_pod("x", "d");
-    let start = Instant::now();
-    loop {
-        let now = live.tb.sandbox.dump_flows();
-        if now == before {
-            break;
-        }
-        if start.elapsed() > Duration::from_secs(5) {
-            let extra: Vec<_> = now.iter().filter(|f| !before.contains(f)).collect();
-            let gone: Vec<_> = before.iter().filter(|f| !now.contains(f)).collect();
-            panic!("pod removed: flows not back to their state before the pod after 5 s\nextra: {extra:#?}\nmissing: {gone:#?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let took = start.elapsed();
-    eprintln!("pod removed: flows back after {:.3} s", took.as_secs_f64());
-    assert!(took <= BOUND, "pod removal took {took:?}");
+    live.del_pod_converges("x", "d", &before);
     live.confirm("after removal", &[("x/b", "x/a", Proto::Tcp, 80, false), ("y/a", "x/b", Proto::Tcp, 80, false)]);
+}
+
+impl Live {
+    /// Removes pod `ns/name` and asserts that within [`BOUND`] the bridge holds exactly the
+    /// flows `before` (those of before the pod was added).
+    fn del_pod_converges(&self, ns: &str, name: &str, before: &[String]) {
+        self.tb.del_pod(ns, name);
+        let start = Instant::now();
+        loop {
+            let now = self.tb.sandbox.dump_flows();
+            if now == before {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(5) {
+                let extra: Vec<_> = now.iter().filter(|f| !before.contains(f)).collect();
+                let gone: Vec<_> = before.iter().filter(|f| !now.contains(f)).collect();
+                panic!("pod removed: flows not back to their state before the pod after 5 s\nextra: {extra:#?}\nmissing: {gone:#?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let took = start.elapsed();
+        eprintln!("pod removed: flows back after {:.3} s", took.as_secs_f64());
+        assert!(took <= BOUND, "pod removal took {took:?}");
+    }
 }
 
 /// One flow of `dump-flows` with its statistics split off.
@@ -763,4 +772,54 @@ fn egress_restart_without_churn() {
         let counted = before.iter().filter(|(f, _)| f.contains(wanted)).map(|(_, s)| s.n_packets).sum::<u64>();
         assert!(counted > 0, "no packets counted by {wanted}: {before:#?}");
     }
+}
+
+/// A new pod is a new egress peer and, in a namespace with an egress deny-all, a new
+/// egress-isolated source; removing it restores the flows of before.
+#[test]
+fn egress_pod_add_and_remove_within_one_second() {
+    let _serial = harness::timing_lock();
+    let mut live = Live::start();
+    live.put(
+        "p",
+        r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: x, name: deny-all-egress}
+spec:
+  podSelector: {}
+  policyTypes: [Egress]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: x, name: a-to-d}
+spec:
+  podSelector:
+    matchLabels: {pod: a}
+  policyTypes: [Egress]
+  egress:
+  - to:
+    - podSelector:
+        matchLabels: {pod: d}
+"#,
+    );
+    live.converges(
+        "egress policies",
+        &[("x/a", "x/b", Proto::Tcp, 80, false), ("x/b", "y/a", Proto::Tcp, 80, false), ("y/a", "x/a", Proto::Tcp, 80, true)],
+    );
+    let before = live.tb.sandbox.dump_flows();
+
+    live.tb.add_pod("x", "d", "10.10.1.14");
+    live.converges(
+        "pod added",
+        &[
+            ("x/a", "x/d", Proto::Tcp, 80, true),
+            ("x/a", "x/d", Proto::Udp, 80, true),
+            ("x/d", "y/a", Proto::Tcp, 80, false),
+            ("x/d", "x/a", Proto::Udp, 80, false),
+            ("y/a", "x/d", Proto::Tcp, 81, true),
+        ],
+    );
+    live.del_pod_converges("x", "d", &before);
+    live.confirm("after removal", &[("x/a", "x/b", Proto::Tcp, 80, false), ("x/b", "y/a", Proto::Tcp, 80, false)]);
 }
