@@ -1,12 +1,12 @@
 //! Live changes on a running npagent (manifests mode) and a real switch: policies applied,
 //! modified and deleted, pods and namespaces relabelled, pods added and removed each take
 //! effect within one second, for ingress and egress (a new pod is a new egress peer and a
-//! new egress-isolated source; a connection between local pods needs
-//! both the source's egress and the destination's ingress; replies pass either way); a
-//! restart of npagent changes nothing on the bridge (no flow_mod, no counter reset) and the
-//! datapath keeps enforcing meanwhile; after ovs-vswitchd restarts, npagent restores
-//! enforcement by itself. Quick verdicts come from `ofproto/trace` (the flow
-//! tables npagent controls), and every phase is confirmed with real packets. Needs root.
+//! new egress-isolated source; a connection between local pods needs both the source's
+//! egress and the destination's ingress; replies pass either way); a restart of npagent
+//! changes nothing on the bridge (no flow_mod, no counter reset) and the datapath keeps
+//! enforcing meanwhile; after ovs-vswitchd restarts, npagent restores enforcement by itself.
+//! Quick verdicts come from `ofproto/trace` (the flow tables npagent controls), and every
+//! phase is confirmed with real packets. Needs root.
 
 mod support;
 
@@ -426,38 +426,62 @@ fn switch_restart_recovery() {
     let _serial = harness::timing_lock();
     let mut live = Live::start();
     live.put("p", ALLOW_FROM_B);
-    let checks = [
+    live.assert_switch_restart_recovers(&[
         ("y/a", "x/a", Proto::Tcp, 80, false),
         ("x/b", "x/a", Proto::Tcp, 80, true),
         ("x/b", "x/a", Proto::Udp, 80, false),
         ("y/a", "y/b", Proto::Tcp, 81, true),
-    ];
-    live.converges("policy", &checks);
-    let before = live.tb.sandbox.dump_flows();
+    ]);
+}
 
-    live.tb.sandbox.restart_vswitchd();
-    let t0 = Instant::now();
-    let took = live.wait_verdicts("after ovs-vswitchd restart", &checks, Duration::from_secs(15));
-    eprintln!("enforcement back {:.3} s after ovs-vswitchd answered again", took.as_secs_f64());
-    // Same bridge, same ports: the same flows.
-    let deadline = t0 + Duration::from_secs(15);
-    while live.tb.sandbox.dump_flows() != before && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
+#[test]
+fn egress_switch_restart_recovery() {
+    let _serial = harness::timing_lock();
+    let mut live = Live::start();
+    live.put("p", EGRESS_A_TO_B);
+    live.assert_switch_restart_recovers(&[
+        ("x/a", "x/b", Proto::Tcp, 80, true),
+        ("x/a", "x/b", Proto::Udp, 80, false),
+        ("x/a", "y/a", Proto::Tcp, 80, false),
+        ("y/a", "x/a", Proto::Tcp, 81, true),
+    ]);
+}
+
+impl Live {
+    /// With the policies in place and `checks` holding: restarts ovs-vswitchd and asserts
+    /// that npagent restores the same flows and the same verdicts by itself.
+    fn assert_switch_restart_recovers(&mut self, checks: &[(&str, &str, Proto, u16, bool)]) {
+        self.converges("policy", checks);
+        let before = self.tb.sandbox.dump_flows();
+
+        self.tb.sandbox.restart_vswitchd();
+        let t0 = Instant::now();
+        let took = self.wait_verdicts("after ovs-vswitchd restart", checks, Duration::from_secs(15));
+        eprintln!("enforcement back {:.3} s after ovs-vswitchd answered again", took.as_secs_f64());
+        // Same bridge, same ports: the same flows.
+        let deadline = t0 + Duration::from_secs(15);
+        while self.tb.sandbox.dump_flows() != before && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let after = self.tb.sandbox.dump_flows();
+        assert_eq!(after, before, "flows after the switch restart differ from before");
+        self.confirm("after switch restart", checks);
+        assert!(self.agent.alive(), "npagent exited when the switch restarted:\n{}", self.agent.log_tail(30));
     }
-    let after = live.tb.sandbox.dump_flows();
-    assert_eq!(after, before, "flows after the switch restart differ from before");
-    live.confirm("after switch restart", &checks);
-    assert!(live.agent.alive(), "npagent exited when the switch restarted:\n{}", live.agent.log_tail(30));
 }
 
 /// `npagent flows` prints exactly what `ovs-ofctl dump-flows --no-stats --names` shows on the
-/// bridge npagent enforces.
+/// bridge npagent enforces (an ingress and an egress policy in place).
 #[test]
 fn flows_command_matches_bridge() {
     let _serial = harness::timing_lock();
     let mut live = Live::start();
     live.put("p", ALLOW_FROM_B);
-    live.converges("policy", &[("y/a", "x/a", Proto::Tcp, 80, false), ("x/b", "x/a", Proto::Tcp, 80, true)]);
+    live.put("egress", EGRESS_A_TO_B);
+    live.converges(
+        "policies",
+        &[("y/a", "x/a", Proto::Tcp, 80, false), ("x/b", "x/a", Proto::Tcp, 80, true), ("x/a", "x/c", Proto::Tcp, 80, false)],
+    );
     let out = std::process::Command::new(npagent_bin())
         .args(["flows", "--ofp", &live.tb.sandbox.ofp, "--ovsdb", &live.tb.sandbox.ovsdb, "--manifests"])
         .arg(live.tb.manifests_dir())
