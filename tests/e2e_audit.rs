@@ -1,5 +1,6 @@
 //! Audit logging end to end: `npagent run` on the testbed (nine pods on a real userspace
-//! OVS), real packets, and the np.log lines, flows, meter and metrics they lead to.
+//! OVS), real packets, and the np.log lines, flows, meter and metrics they lead to, for
+//! ingress and egress.
 //!
 //! Each test has a testbed of its own (tests run in parallel) and starts the agent as a
 //! child process with its own audit log; it stops it with SIGTERM, which flushes the log.
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use support::agent::Agent;
-use support::{write_atomic, Port, Reachability, Sandbox, Testbed};
+use support::{write_atomic, Pod, Port, Reachability, Sandbox, Testbed};
 
 // ---------------------------------------------------------------------------------------
 // Manifests
@@ -19,6 +20,7 @@ use support::{write_atomic, Port, Reachability, Sandbox, Testbed};
 const ANTREA_KEY: &str = "networkpolicy.antrea.io/enable-logging";
 const ALIAS_KEY: &str = "policy.antrea.io/enable-np-logging";
 const ALLOW_XB_XA: &str = "allow-xb-to-xa-tcp80";
+const ALLOW_XA_XB: &str = "allow-xa-to-xb-tcp80";
 
 /// Rewrites namespaces.yaml: Namespaces x, y, z (label `ns: <name>`) with the annotations
 /// given for each (`(namespace, [(key, value)])`; others get none).
@@ -53,6 +55,14 @@ fn add_deny_ingress(tb: &Testbed, ns: &str, name: &str) {
         "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  podSelector: {{}}\n  policyTypes:\n  - Ingress\n"
     );
     write_atomic(&tb.manifests_dir().join(format!("{name}-{ns}.yaml")), &text);
+}
+
+/// A policy isolating x/a for egress: it may open TCP 80 to x/b, nothing else.
+fn add_egress_xa_xb(tb: &Testbed) {
+    let text = format!(
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: {ALLOW_XA_XB}\n  namespace: x\nspec:\n  podSelector:\n    matchLabels:\n      pod: a\n  policyTypes:\n  - Egress\n  egress:\n  - to:\n    - podSelector:\n        matchLabels:\n          pod: b\n    ports:\n    - protocol: TCP\n      port: 80\n"
+    );
+    write_atomic(&tb.manifests_dir().join(format!("{ALLOW_XA_XB}.yaml")), &text);
 }
 
 /// A testbed with logging on in namespace x and the example policy letting x/b reach x/a
@@ -192,6 +202,14 @@ fn drop_flow(flows: &BTreeMap<String, FlowStat>, ofport: u32) -> FlowStat {
         .clone()
 }
 
+/// The egress default drop flow of `pod` (matched on the port it sends from).
+fn egress_drop_flow(flows: &BTreeMap<String, FlowStat>, pod: &Pod) -> FlowStat {
+    flows
+        .get(&format!("EgressDefaultRule priority=200,in_port=\"{}\"", pod.iface))
+        .unwrap_or_else(|| panic!("no egress default drop flow for {}: {flows:#?}", pod.id()))
+        .clone()
+}
+
 /// Packets that entered the logging meter, and those its band dropped.
 fn meter_stats(sb: &Sandbox) -> (u64, u64) {
     let text = sb.ofctl(&["meter-stats", "meter=1"]);
@@ -219,6 +237,17 @@ fn received_flow_mods(sb: &Sandbox, from: usize) -> Vec<String> {
     let log = std::fs::read(sb.dir.join("vswitchd.log")).expect("vswitchd.log");
     let tail = String::from_utf8_lossy(log.get(from..).unwrap_or_default()).into_owned();
     tail.lines().filter(|l| l.contains("OFPT_FLOW_MOD")).map(str::to_owned).collect()
+}
+
+/// Waits until OVS logged `n` flow_mods after byte `from` of its log (ovs-vswitchd writes
+/// its log from a thread of its own), gives it a moment for more, and returns them,
+/// asserting there are exactly `n` (`what` names the step in failures).
+fn expect_received_flow_mods(sb: &Sandbox, from: usize, n: usize, what: &str) -> Vec<String> {
+    wait_until(Duration::from_secs(3), "flow_mods in the vswitchd log", || received_flow_mods(sb, from).len() >= n);
+    std::thread::sleep(Duration::from_millis(200));
+    let received = received_flow_mods(sb, from);
+    assert_eq!(received.len(), n, "{what}: flow_mods OVS received:\n{}", received.join("\n"));
+    received
 }
 
 fn vswitchd_log_len(sb: &Sandbox) -> usize {
@@ -605,13 +634,7 @@ fn toggle_modifies_drop_flows_in_place() {
             assert_eq!(a.actions, b.actions, "step {step}: y's drop flows untouched");
         }
         // OVS's own record: only x's flows were modified, with MOD_STRICT, nothing else sent.
-        // (ovs-vswitchd writes its log from a thread of its own: give it a moment)
-        wait_until(Duration::from_secs(3), "flow_mods in the vswitchd log", || {
-            received_flow_mods(sb, log_at).len() as u64 >= modified
-        });
-        std::thread::sleep(Duration::from_millis(200));
-        let received = received_flow_mods(sb, log_at);
-        assert_eq!(received.len() as u64, modified, "step {step}: flow_mods OVS received:\n{}", received.join("\n"));
+        let received = expect_received_flow_mods(sb, log_at, modified as usize, &format!("step {step}"));
         for fm in &received {
             assert!(fm.contains("MOD_STRICT"), "step {step}: {fm}");
             let x_drop = fm.contains(&format!("priority=200,reg1={:#x} ", xa.ofport));
@@ -653,9 +676,7 @@ fn toggle_modifies_drop_flows_in_place() {
     let m1 = agent.metrics();
     assert_eq!(m1.flow_mods() - m0.flow_mods(), modifies_per_toggle.expect("toggled"));
     let toggle = modifies_per_toggle.expect("toggled");
-    wait_until(Duration::from_secs(3), "flow_mods in the vswitchd log", || received_flow_mods(sb, log_at).len() as u64 >= toggle);
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(received_flow_mods(sb, log_at).len() as u64, toggle, "flow_mods OVS received for an unrelated change and a toggle");
+    expect_received_flow_mods(sb, log_at, toggle as usize, "an unrelated change and a toggle");
     // also: an invalid value is false (and draws a warning naming the namespace)
     set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "yes")]), ("y", on)]);
     let warning = agent.wait_log("yes", Duration::from_secs(5));
@@ -977,4 +998,320 @@ fn switch_restart_reinstalls_the_current_flag() {
     });
     assert_eq!(meter_stats(sb), (5, 0));
     assert!(agent.stop().success());
+}
+
+// ---------------------------------------------------------------------------------------
+// 7: egress lines, field by field, in the antrea, json and antrea-v1 formats
+
+/// x/a is isolated for egress (TCP 80 to x/b only) and x logs: each allowed connection logs
+/// one `EgressRule` Allow line, x/a's dropped datagrams one aggregated `EgressDefaultRule`
+/// Drop line per destination, all applied to the source x/a; x/a's replies to connections
+/// others open are no new connections and log nothing.
+#[test]
+fn egress_lines_field_by_field_in_every_format() {
+    let tb = Testbed::start();
+    let sb = &tb.sandbox;
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "true")])]);
+    add_egress_xa_xb(&tb);
+    let logs = log_dir();
+    let np_log = logs.path().join("np.log");
+    let (xa, xb, xc, ya) = (tb.pod("x/a"), tb.pod("x/b"), tb.pod("x/c"), tb.pod("y/a"));
+
+    let started = SystemTime::now();
+    let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &[]);
+    assert_eq!(traffic(&tb, "x/a", "tcp", &xb.ip, 80, 3, 0), 3);
+    // One socket each: one 5-tuple per destination, so one aggregate each. y is not
+    // annotated, but the applied-to pod (the source) is in x.
+    assert_eq!(traffic(&tb, "x/a", "udp-same", &xc.ip, 80, 20, 100), 20);
+    assert_eq!(traffic(&tb, "x/a", "udp-same", &ya.ip, 80, 5, 100), 5);
+    assert_eq!(traffic(&tb, "y/a", "tcp", &xa.ip, 81, 2, 0), 2, "x/a answers connections into it");
+    wait_until(Duration::from_secs(5), "five lines", || read_lines(&np_log).len() >= 5);
+    std::thread::sleep(Duration::from_millis(1_500)); // any further line would be written by now
+    let (meter_in, meter_dropped) = meter_stats(sb);
+    assert!(agent.stop().success());
+    let ended = SystemTime::now();
+
+    let raw = read_lines(&np_log);
+    let lines: Vec<Line> = raw.iter().map(|l| parse_antrea(l)).collect();
+    assert_eq!(lines.len(), 5, "three Allow lines and two Drop aggregates:\n{}", raw.join("\n"));
+    for l in &lines {
+        assert_time_within(l, started, ended);
+        assert!(is_port(&l.src_port), "{l:?}");
+    }
+    // Every field, in Antrea's order (the timestamp is 27 characters).
+    let body = |i: usize| -> &str { split_aggregate(&raw[i]).0.get(27..).unwrap_or_default() };
+    let allows: Vec<usize> = (0..lines.len()).filter(|i| lines[*i].disposition == "Allow").collect();
+    assert_eq!(allows.len(), 3, "one Allow line per connection:\n{}", raw.join("\n"));
+    for &i in &allows {
+        let expected = format!(
+            "EgressRule K8sNetworkPolicy:x/{ALLOW_XA_XB} <nil> Egress Allow 190 x/a {} {} {} 80 TCP 60 <nil>",
+            xa.ip, lines[i].src_port, xb.ip
+        );
+        assert_eq!(body(i), expected);
+        assert_eq!(lines[i].packets, 1);
+    }
+    let ports: std::collections::BTreeSet<&str> = allows.iter().map(|i| lines[*i].src_port.as_str()).collect();
+    assert_eq!(ports.len(), 3, "three connections, three source ports");
+    for (dst, n) in [(&xc, 20), (&ya, 5)] {
+        let i = (0..lines.len())
+            .find(|i| lines[*i].disposition == "Drop" && lines[*i].dst_ip == dst.ip)
+            .unwrap_or_else(|| panic!("no Drop line to {}:\n{}", dst.id(), raw.join("\n")));
+        let expected = format!(
+            "EgressDefaultRule K8sNetworkPolicy <nil> Egress Drop <nil> x/a {} {} {} 80 UDP {UDP_TRAFFIC_IP_LEN} <nil>",
+            xa.ip, lines[i].src_port, dst.ip
+        );
+        assert_eq!(body(i), expected);
+        assert_eq!(lines[i].packets, n, "deduplicated into one aggregate: {}", raw[i]);
+        // (like the ingress aggregates: the first datagram may wait for ARP)
+        assert!(lines[i].span.expect("aggregate span") < Duration::from_secs(2), "{}", raw[i]);
+    }
+    assert_eq!(meter_dropped, 0);
+    assert_eq!(packets(&lines), meter_in, "packets in the log vs packet-ins OVS sent");
+
+    // json: both ends named.
+    let json_log = logs.path().join("np.json");
+    let agent = Agent::start(sb, &tb.manifests_dir(), &json_log, &["--audit-format", "json"]);
+    assert_eq!(traffic(&tb, "x/a", "tcp", &xb.ip, 80, 1, 0), 1);
+    assert_eq!(traffic(&tb, "x/a", "udp-same", &xc.ip, 80, 3, 100), 3);
+    wait_until(Duration::from_secs(5), "two json lines", || read_lines(&json_log).len() >= 2);
+    assert!(agent.stop().success());
+    let objs: Vec<serde_json::Value> = read_lines(&json_log)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(objs.len(), 2, "{objs:#?}");
+    let (a, d) = (&objs[0], &objs[1]);
+    for o in [a, d] {
+        assert_eq!(o["direction"], "Egress", "{o}");
+        assert_eq!(o["applied_to"], serde_json::json!({"namespace": "x", "pod": "a"}), "{o}");
+        assert_eq!((&o["source"]["ip"], &o["source"]["namespace"], &o["source"]["pod"]), (&xa.ip.as_str().into(), &"x".into(), &"a".into()), "{o}");
+        assert!(o["source"]["port"].as_u64().is_some_and(|p| p > 0 && p <= 65_535), "{o}");
+        assert_eq!(o["destination"]["port"], 80, "{o}");
+        assert_eq!(o["policy"]["kind"], "K8sNetworkPolicy", "{o}");
+    }
+    assert_eq!((&a["table"], &a["disposition"], &a["priority"]), (&"EgressRule".into(), &"Allow".into(), &190.into()), "{a}");
+    assert_eq!((&a["policy"]["namespace"], &a["policy"]["name"]), (&"x".into(), &ALLOW_XA_XB.into()), "{a}");
+    assert_eq!((&a["destination"]["ip"], &a["destination"]["namespace"], &a["destination"]["pod"]), (&xb.ip.as_str().into(), &"x".into(), &"b".into()), "{a}");
+    assert_eq!((&a["protocol"], &a["length"], &a["count"]), (&"TCP".into(), &60.into(), &1.into()), "{a}");
+    assert_eq!((&d["table"], &d["disposition"]), (&"EgressDefaultRule".into(), &"Drop".into()), "{d}");
+    assert!(d["priority"].is_null() && d["policy"]["namespace"].is_null() && d["policy"]["name"].is_null(), "{d}");
+    assert_eq!((&d["destination"]["ip"], &d["destination"]["namespace"], &d["destination"]["pod"]), (&xc.ip.as_str().into(), &"x".into(), &"c".into()), "{d}");
+    assert_eq!((&d["protocol"], &d["length"], &d["count"]), (&"UDP".into(), &UDP_TRAFFIC_IP_LEN.into(), &3.into()), "{d}");
+
+    // antrea-v1 has no direction: the table names it, as in Antrea 1.8.
+    let v1_log = logs.path().join("v1.log");
+    let agent = Agent::start(sb, &tb.manifests_dir(), &v1_log, &["--audit-format", "antrea-v1"]);
+    assert_eq!(traffic(&tb, "x/a", "tcp", &xb.ip, 80, 1, 0), 1);
+    assert_eq!(traffic(&tb, "x/a", "udp-same", &xc.ip, 80, 3, 100), 3);
+    wait_until(Duration::from_secs(5), "two antrea-v1 lines", || read_lines(&v1_log).len() >= 2);
+    assert!(agent.stop().success());
+    let v1 = read_lines(&v1_log);
+    assert_eq!(v1.len(), 2, "{v1:#?}");
+    let fields = |line: &str| -> Vec<String> { line.get(27..).unwrap_or_default().split(' ').map(str::to_owned).collect() };
+    let allow = fields(&v1[0]);
+    assert!(is_port(&allow[5]), "{}", v1[0]);
+    assert_eq!(allow.join(" "), format!("EgressRule K8sNetworkPolicy:x/{ALLOW_XA_XB} Allow 190 {} {} {} 80 TCP 60", xa.ip, allow[5], xb.ip));
+    let (body, n, _) = split_aggregate(&v1[1]);
+    let drop = fields(body);
+    assert_eq!(n, 3, "{}", v1[1]);
+    assert!(is_port(&drop[5]), "{}", v1[1]);
+    assert_eq!(
+        drop.join(" "),
+        format!("EgressDefaultRule K8sNetworkPolicy Drop -1 {} {} {} 80 UDP {UDP_TRAFFIC_IP_LEN}", xa.ip, drop[5], xc.ip)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 8: the toggle with egress: only the logging flows of both directions change, in place
+
+/// x/a is isolated both ways (egress: TCP 80 to x/b; ingress: TCP 80 from x/b). Toggling x's
+/// logging modifies exactly its two default drops (EgressDefaultRule, IngressDefaultRule)
+/// and the two policies' `conj_id` flows, with MOD_STRICT, counters and ages kept; every
+/// line of both directions comes iff logging is on.
+#[test]
+fn egress_toggle_modifies_only_logging_flows_in_place() {
+    let tb = Testbed::start();
+    let sb = &tb.sandbox;
+    let on: &[(&str, &str)] = &[(ANTREA_KEY, "true")];
+    let off: &[(&str, &str)] = &[(ANTREA_KEY, "false")];
+    set_namespaces(&tb, &[("x", on)]);
+    add_egress_xa_xb(&tb);
+    add_example(&tb, ALLOW_XB_XA);
+    let logs = log_dir();
+    let np_log = logs.path().join("np.log");
+    let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &["--audit-dedup-window", "200ms"]);
+    sb.appctl(&["vlog/set", "vconn:file:dbg"]);
+    sb.appctl(&["vlog/disable-rate-limit", "vconn"]);
+    let (xa, xb, xc) = (tb.pod("x/a"), tb.pod("x/b"), tb.pod("x/c"));
+
+    // Into both drop flows of x/a (to x/c, from x/c) and both allow flows (x/a -> x/b,
+    // x/b -> x/a, TCP 80).
+    let send = |drops: u32| {
+        assert_eq!(traffic(&tb, "x/a", "udp-same", &xc.ip, 80, drops, 200), drops);
+        assert_eq!(traffic(&tb, "x/c", "udp-same", &xa.ip, 80, drops, 200), drops);
+        assert_eq!(traffic(&tb, "x/a", "tcp", &xb.ip, 80, 1, 0), 1);
+        assert_eq!(traffic(&tb, "x/b", "tcp", &xa.ip, 80, 1, 0), 1);
+    };
+    let drop_counts = |f: &BTreeMap<String, FlowStat>| (egress_drop_flow(f, &xa).n_packets, drop_flow(f, xa.ofport).n_packets);
+    let settle = |want: u64| -> BTreeMap<String, FlowStat> {
+        let mut flows = BTreeMap::new();
+        wait_until(Duration::from_secs(5), "drop counters", || {
+            flows = dump_flows(sb);
+            drop_counts(&flows) == (want, want)
+        });
+        flows
+    };
+    // Packets logged since line `from`, by "<direction> <disposition>".
+    let logged = |from: usize| -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for l in read_lines(&np_log).iter().skip(from).map(|l| parse_antrea(l)) {
+            *out.entry(format!("{} {}", l.direction, l.disposition)).or_default() += l.packets;
+        }
+        out
+    };
+    let all_logged = |drops: u64| -> BTreeMap<String, u64> {
+        [("Egress Allow", 1), ("Egress Drop", drops), ("Ingress Allow", 1), ("Ingress Drop", drops)]
+            .into_iter()
+            .map(|(k, n)| (k.to_owned(), n))
+            .collect()
+    };
+    let wait_logged = |from: usize, want: &BTreeMap<String, u64>| {
+        let waited = Instant::now();
+        while logged(from) != *want && waited.elapsed() < Duration::from_secs(3) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(logged(from), *want, "log since line {from}:\n{}", read_lines(&np_log)[from..].join("\n"));
+    };
+    send(7);
+    let mut before = settle(7);
+    wait_logged(0, &all_logged(7));
+    let conj_flows = |f: &BTreeMap<String, FlowStat>| -> Vec<FlowStat> {
+        f.values().filter(|s| s.matches.contains("conj_id=")).cloned().collect()
+    };
+    assert_eq!(
+        conj_flows(&before).iter().map(|f| f.table.as_str()).collect::<Vec<_>>(),
+        ["EgressRule", "IngressRule"],
+        "one conj_id flow per policy"
+    );
+
+    for (step, logging) in [(1, false), (2, true), (3, false), (4, true)] {
+        let m0 = agent.metrics();
+        let log_at = vswitchd_log_len(sb);
+        let lines_at = read_lines(&np_log).len();
+        set_namespaces(&tb, &[("x", if logging { on } else { off })]);
+        wait_until(Duration::from_secs(5), "the toggle reaches the switch", || {
+            egress_drop_flow(&dump_flows(sb), &xa).actions.contains("controller(") == logging
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let m1 = agent.metrics();
+        let after = dump_flows(sb);
+
+        // Modified, not re-added: the same flows, counters and ages kept.
+        assert_eq!(after.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "step {step}: flow set changed");
+        for kind in ["add", "delete"] {
+            let key = format!("npagent_flow_mods_total{{kind=\"{kind}\"}}");
+            assert_eq!(m1.count(&key), m0.count(&key), "step {step}: {kind} on a toggle");
+        }
+        let key = "npagent_flow_mods_total{kind=\"modify\"}";
+        assert_eq!(m1.count(key) - m0.count(key), 4, "step {step}: two drop flows and two conj_id flows modified");
+        let logging_flows = [egress_drop_flow(&after, &xa), drop_flow(&after, xa.ofport)]
+            .into_iter()
+            .chain(conj_flows(&after))
+            .map(|f| format!("{} {}", f.table, f.matches))
+            .collect::<Vec<_>>();
+        for (key, b) in &before {
+            let a = &after[key];
+            assert!(a.n_packets >= b.n_packets, "step {step}: counters of {key} reset");
+            assert!(a.duration >= b.duration, "step {step}: {key} was re-added (duration {} -> {})", b.duration, a.duration);
+            if logging_flows.contains(key) {
+                assert_eq!(a.actions.contains("controller("), logging, "step {step}: {key}: {}", a.actions);
+            } else {
+                assert_eq!(a.actions, b.actions, "step {step}: {key} is no logging flow but changed");
+            }
+        }
+        if !logging {
+            assert_eq!(egress_drop_flow(&after, &xa).actions, "drop", "step {step}");
+            assert_eq!(drop_flow(&after, xa.ofport).actions, "drop", "step {step}");
+        }
+        // OVS's own record: four MOD_STRICTs of those flows, nothing else.
+        let received = expect_received_flow_mods(sb, log_at, 4, &format!("step {step}"));
+        let egress_drop = format!("priority=200,in_port={} ", xa.ofport);
+        let ingress_drop = format!("priority=200,reg1={:#x} ", xa.ofport);
+        for fm in &received {
+            assert!(fm.contains("MOD_STRICT"), "step {step}: {fm}");
+            assert!(
+                fm.contains(&egress_drop) || fm.contains(&ingress_drop) || fm.contains("priority=190,conj_id="),
+                "step {step}: a flow_mod for something else than x/a's logging flows: {fm}"
+            );
+        }
+        for want in [&egress_drop, &ingress_drop] {
+            assert!(received.iter().any(|fm| fm.contains(want.as_str())), "step {step}: no flow_mod with {want}:\n{}", received.join("\n"));
+        }
+
+        // Traffic after the toggle (no cached datapath flow of before): counted by the same
+        // flows, logged in both directions only when on.
+        sb.flush_datapath();
+        send(3);
+        let now = settle(drop_counts(&after).0 + 3);
+        wait_logged(lines_at, &if logging { all_logged(3) } else { BTreeMap::new() });
+        before = now;
+    }
+    assert!(agent.stop().success());
+}
+
+// ---------------------------------------------------------------------------------------
+// 9: egress logging across an agent restart
+
+/// Logging turned off in x while npagent is away: the restart modifies exactly x/a's egress
+/// default drop and the egress policy's `conj_id` flow, counters kept, and nothing is
+/// logged afterwards; a restart with unchanged inputs sends nothing.
+#[test]
+fn egress_logging_flag_changed_while_the_agent_is_away() {
+    let (tb, logs) = (Testbed::start(), log_dir());
+    let np_log = logs.path().join("np.log");
+    let sb = &tb.sandbox;
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "true")])]);
+    add_egress_xa_xb(&tb);
+    let (xa, xb, xc) = (tb.pod("x/a"), tb.pod("x/b"), tb.pod("x/c"));
+    let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &[]);
+    assert_eq!(traffic(&tb, "x/a", "udp-same", &xc.ip, 80, 4, 100), 4);
+    assert_eq!(traffic(&tb, "x/a", "tcp", &xb.ip, 80, 1, 0), 1);
+    wait_until(Duration::from_secs(5), "the lines", || read_lines(&np_log).len() == 2);
+    assert!(agent.stop().success());
+    let mut before = BTreeMap::new();
+    wait_until(Duration::from_secs(5), "drop counter", || {
+        before = dump_flows(sb);
+        egress_drop_flow(&before, &xa).n_packets == 4
+    });
+
+    // Unchanged inputs: nothing sent.
+    let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(agent.metrics().flow_mods(), 0, "a restart with unchanged inputs sent flow_mods");
+    assert!(agent.stop().success());
+
+    set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "false")])]);
+    let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    let m = agent.metrics();
+    assert_eq!(m.count("npagent_flow_mods_total{kind=\"modify\"}"), 2, "x/a's egress drop flow and the policy's allow flow");
+    assert_eq!(m.flow_mods(), 2);
+    let after = dump_flows(sb);
+    assert_eq!(after.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>());
+    for (key, b) in &before {
+        let a = &after[key];
+        assert_eq!(a.n_packets, b.n_packets, "{key}: counter reset");
+        assert!(a.duration > b.duration, "{key} re-added over the restart");
+        if a.actions != b.actions {
+            assert!(key.starts_with("EgressDefaultRule ") || key.contains("conj_id="), "{key} changed: {} -> {}", b.actions, a.actions);
+        }
+    }
+    assert_eq!(egress_drop_flow(&after, &xa).actions, "drop");
+    assert!(!after.values().any(|f| f.actions.contains("controller(")), "a stale logging flag survived the restart");
+    sb.flush_datapath();
+    assert_eq!(traffic(&tb, "x/a", "udp-same", &xc.ip, 80, 4, 100), 4);
+    assert_eq!(traffic(&tb, "x/a", "tcp", &xb.ip, 80, 1, 0), 1);
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert!(agent.stop().success());
+    assert_eq!(read_lines(&np_log).len(), 2, "logging is off: {:#?}", read_lines(&np_log));
 }

@@ -1,9 +1,12 @@
 //! Live changes on a running npagent (manifests mode) and a real switch: policies applied,
 //! modified and deleted, pods and namespaces relabelled, pods added and removed each take
-//! effect within one second; a restart of npagent changes nothing on the bridge (no flow_mod,
-//! no counter reset) and the datapath keeps enforcing meanwhile; after ovs-vswitchd restarts,
-//! npagent restores enforcement by itself. Quick verdicts come from `ofproto/trace` (the flow
-//! tables npagent controls), and every phase is confirmed with real packets. Needs root.
+//! effect within one second, for ingress and egress (a new pod is a new egress peer and a
+//! new egress-isolated source; a connection between local pods needs both the source's
+//! egress and the destination's ingress; replies pass either way); a restart of npagent
+//! changes nothing on the bridge (no flow_mod, no counter reset) and the datapath keeps
+//! enforcing meanwhile; after ovs-vswitchd restarts, npagent restores enforcement by itself.
+//! Quick verdicts come from `ofproto/trace` (the flow tables npagent controls), and every
+//! phase is confirmed with real packets. Needs root.
 
 mod support;
 
@@ -294,24 +297,32 @@ spec:
     );
     assert_ne!(live.tb.sandbox.dump_flows(), before, "a new pod adds flows");
 
-    live.tb.del_pod("x", "d");
-    let start = Instant::now();
-    loop {
-        let now = live.tb.sandbox.dump_flows();
-        if now == before {
-            break;
-        }
-        if start.elapsed() > Duration::from_secs(5) {
-            let extra: Vec<_> = now.iter().filter(|f| !before.contains(f)).collect();
-            let gone: Vec<_> = before.iter().filter(|f| !now.contains(f)).collect();
-            panic!("pod removed: flows not back to their state before the pod after 5 s\nextra: {extra:#?}\nmissing: {gone:#?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let took = start.elapsed();
-    eprintln!("pod removed: flows back after {:.3} s", took.as_secs_f64());
-    assert!(took <= BOUND, "pod removal took {took:?}");
+    live.del_pod_converges("x", "d", &before);
     live.confirm("after removal", &[("x/b", "x/a", Proto::Tcp, 80, false), ("y/a", "x/b", Proto::Tcp, 80, false)]);
+}
+
+impl Live {
+    /// Removes pod `ns/name` and asserts that within [`BOUND`] the bridge holds exactly the
+    /// flows `before` (those of before the pod was added).
+    fn del_pod_converges(&self, ns: &str, name: &str, before: &[String]) {
+        self.tb.del_pod(ns, name);
+        let start = Instant::now();
+        loop {
+            let now = self.tb.sandbox.dump_flows();
+            if now == before {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(5) {
+                let extra: Vec<_> = now.iter().filter(|f| !before.contains(f)).collect();
+                let gone: Vec<_> = before.iter().filter(|f| !now.contains(f)).collect();
+                panic!("pod removed: flows not back to their state before the pod after 5 s\nextra: {extra:#?}\nmissing: {gone:#?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let took = start.elapsed();
+        eprintln!("pod removed: flows back after {:.3} s", took.as_secs_f64());
+        assert!(took <= BOUND, "pod removal took {took:?}");
+    }
 }
 
 /// One flow of `dump-flows` with its statistics split off.
@@ -348,56 +359,66 @@ fn restart_without_churn() {
     let _serial = harness::timing_lock();
     let mut live = Live::start();
     live.put("p", ALLOW_FROM_B);
-    let checks = [("y/a", "x/a", Proto::Tcp, 80, false), ("x/b", "x/a", Proto::Tcp, 80, true)];
-    live.converges("policy", &checks);
-    live.tb.probe_all(); // traffic, so counters move
-    let before = flows_with_stats(&live.tb);
-    assert!(before.values().any(|s| s.n_packets > 0), "no flow counted packets");
+    live.assert_restart_without_churn(&[("y/a", "x/a", Proto::Tcp, 80, false), ("x/b", "x/a", Proto::Tcp, 80, true)]);
+}
 
-    let status = live.agent.stop_report();
-    eprintln!("npagent stopped: {status}");
-    let after_stop = flows_with_stats(&live.tb);
-    assert_eq!(
-        after_stop.keys().collect::<Vec<_>>(),
-        before.keys().collect::<Vec<_>>(),
-        "npagent removed or changed flows on exit"
-    );
-    // The datapath keeps enforcing while no agent runs.
-    live.confirm("agent stopped", &checks);
+impl Live {
+    /// With the policies in place and `checks` holding: probes every pair (so counters move),
+    /// restarts npagent, and asserts that the flows stayed while it was away and that the
+    /// restart sent no flow_mod (OVS's vconn log) and reset no counter or age. Returns the
+    /// flows with their statistics of before the restart.
+    fn assert_restart_without_churn(&mut self, checks: &[(&str, &str, Proto, u16, bool)]) -> BTreeMap<String, FlowStats> {
+        self.converges("policy", checks);
+        self.tb.probe_all(); // traffic, so counters move
+        let before = flows_with_stats(&self.tb);
+        assert!(before.values().any(|s| s.n_packets > 0), "no flow counted packets");
 
-    live.tb.sandbox.appctl(&["vlog/set", "vconn:file:dbg"]);
-    let log_path = live.tb.sandbox.dir.join("vswitchd.log");
-    let log_start = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
-    let t0 = Instant::now();
-    live.agent = Agent::spawn(&live.tb.sandbox, &live.tb.manifests_dir(), &live.tb.sandbox.dir.join("npagent.log"), &[]);
-    // Let it connect, dump and (not) reconcile.
-    std::thread::sleep(Duration::from_secs(3));
-    assert!(live.agent.alive(), "npagent died after restart:\n{}", live.agent.log_tail(30));
-    let after = flows_with_stats(&live.tb);
-    let elapsed = t0.elapsed().as_secs_f64();
-    live.tb.sandbox.appctl(&["vlog/set", "vconn:file:info"]);
+        let status = self.agent.stop_report();
+        eprintln!("npagent stopped: {status}");
+        let after_stop = flows_with_stats(&self.tb);
+        assert_eq!(
+            after_stop.keys().collect::<Vec<_>>(),
+            before.keys().collect::<Vec<_>>(),
+            "npagent removed or changed flows on exit"
+        );
+        // The datapath keeps enforcing while no agent runs.
+        self.confirm("agent stopped", checks);
 
-    assert_eq!(
-        after.keys().collect::<Vec<_>>(),
-        before.keys().collect::<Vec<_>>(),
-        "the flows differ after the restart"
-    );
-    let mut reset = Vec::new();
-    for (flow, b) in &before {
-        let a = &after[flow];
-        if a.duration + 0.001 < b.duration + elapsed - 0.5 || a.n_packets < b.n_packets {
-            reset.push(format!("{flow}: duration {} -> {}, n_packets {} -> {}", b.duration, a.duration, b.n_packets, a.n_packets));
+        self.tb.sandbox.appctl(&["vlog/set", "vconn:file:dbg"]);
+        let log_path = self.tb.sandbox.dir.join("vswitchd.log");
+        let log_start = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
+        let t0 = Instant::now();
+        self.agent = Agent::spawn(&self.tb.sandbox, &self.tb.manifests_dir(), &self.tb.sandbox.dir.join("npagent.log"), &[]);
+        // Let it connect, dump and (not) reconcile.
+        std::thread::sleep(Duration::from_secs(3));
+        assert!(self.agent.alive(), "npagent died after restart:\n{}", self.agent.log_tail(30));
+        let after = flows_with_stats(&self.tb);
+        let elapsed = t0.elapsed().as_secs_f64();
+        self.tb.sandbox.appctl(&["vlog/set", "vconn:file:info"]);
+
+        assert_eq!(
+            after.keys().collect::<Vec<_>>(),
+            before.keys().collect::<Vec<_>>(),
+            "the flows differ after the restart"
+        );
+        let mut reset = Vec::new();
+        for (flow, b) in &before {
+            let a = &after[flow];
+            if a.duration + 0.001 < b.duration + elapsed - 0.5 || a.n_packets < b.n_packets {
+                reset.push(format!("{flow}: duration {} -> {}, n_packets {} -> {}", b.duration, a.duration, b.n_packets, a.n_packets));
+            }
         }
-    }
-    assert!(reset.is_empty(), "flows reset by the restart:\n{}", reset.join("\n"));
+        assert!(reset.is_empty(), "flows reset by the restart:\n{}", reset.join("\n"));
 
-    let log = std::fs::read(&log_path).unwrap_or_default();
-    let new = String::from_utf8_lossy(log.get(log_start as usize..).unwrap_or_default());
-    assert!(new.contains("vconn"), "no vconn debug log after the restart: is the switch logging to {}?", log_path.display());
-    let mods: Vec<&str> =
-        new.lines().filter(|l| l.contains("OFPT_FLOW_MOD") || l.contains("NXT_FLOW_MOD ")).collect();
-    assert!(mods.is_empty(), "npagent sent {} flow_mods after a restart with unchanged inputs:\n{}", mods.len(), mods.join("\n"));
-    live.confirm("after restart", &checks);
+        let log = std::fs::read(&log_path).unwrap_or_default();
+        let new = String::from_utf8_lossy(log.get(log_start as usize..).unwrap_or_default());
+        assert!(new.contains("vconn"), "no vconn debug log after the restart: is the switch logging to {}?", log_path.display());
+        let mods: Vec<&str> =
+            new.lines().filter(|l| l.contains("OFPT_FLOW_MOD") || l.contains("NXT_FLOW_MOD ")).collect();
+        assert!(mods.is_empty(), "npagent sent {} flow_mods after a restart with unchanged inputs:\n{}", mods.len(), mods.join("\n"));
+        self.confirm("after restart", checks);
+        before
+    }
 }
 
 #[test]
@@ -405,38 +426,62 @@ fn switch_restart_recovery() {
     let _serial = harness::timing_lock();
     let mut live = Live::start();
     live.put("p", ALLOW_FROM_B);
-    let checks = [
+    live.assert_switch_restart_recovers(&[
         ("y/a", "x/a", Proto::Tcp, 80, false),
         ("x/b", "x/a", Proto::Tcp, 80, true),
         ("x/b", "x/a", Proto::Udp, 80, false),
         ("y/a", "y/b", Proto::Tcp, 81, true),
-    ];
-    live.converges("policy", &checks);
-    let before = live.tb.sandbox.dump_flows();
+    ]);
+}
 
-    live.tb.sandbox.restart_vswitchd();
-    let t0 = Instant::now();
-    let took = live.wait_verdicts("after ovs-vswitchd restart", &checks, Duration::from_secs(15));
-    eprintln!("enforcement back {:.3} s after ovs-vswitchd answered again", took.as_secs_f64());
-    // Same bridge, same ports: the same flows.
-    let deadline = t0 + Duration::from_secs(15);
-    while live.tb.sandbox.dump_flows() != before && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
+#[test]
+fn egress_switch_restart_recovery() {
+    let _serial = harness::timing_lock();
+    let mut live = Live::start();
+    live.put("p", EGRESS_A_TO_B);
+    live.assert_switch_restart_recovers(&[
+        ("x/a", "x/b", Proto::Tcp, 80, true),
+        ("x/a", "x/b", Proto::Udp, 80, false),
+        ("x/a", "y/a", Proto::Tcp, 80, false),
+        ("y/a", "x/a", Proto::Tcp, 81, true),
+    ]);
+}
+
+impl Live {
+    /// With the policies in place and `checks` holding: restarts ovs-vswitchd and asserts
+    /// that npagent restores the same flows and the same verdicts by itself.
+    fn assert_switch_restart_recovers(&mut self, checks: &[(&str, &str, Proto, u16, bool)]) {
+        self.converges("policy", checks);
+        let before = self.tb.sandbox.dump_flows();
+
+        self.tb.sandbox.restart_vswitchd();
+        let t0 = Instant::now();
+        let took = self.wait_verdicts("after ovs-vswitchd restart", checks, Duration::from_secs(15));
+        eprintln!("enforcement back {:.3} s after ovs-vswitchd answered again", took.as_secs_f64());
+        // Same bridge, same ports: the same flows.
+        let deadline = t0 + Duration::from_secs(15);
+        while self.tb.sandbox.dump_flows() != before && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let after = self.tb.sandbox.dump_flows();
+        assert_eq!(after, before, "flows after the switch restart differ from before");
+        self.confirm("after switch restart", checks);
+        assert!(self.agent.alive(), "npagent exited when the switch restarted:\n{}", self.agent.log_tail(30));
     }
-    let after = live.tb.sandbox.dump_flows();
-    assert_eq!(after, before, "flows after the switch restart differ from before");
-    live.confirm("after switch restart", &checks);
-    assert!(live.agent.alive(), "npagent exited when the switch restarted:\n{}", live.agent.log_tail(30));
 }
 
 /// `npagent flows` prints exactly what `ovs-ofctl dump-flows --no-stats --names` shows on the
-/// bridge npagent enforces.
+/// bridge npagent enforces (an ingress and an egress policy in place).
 #[test]
 fn flows_command_matches_bridge() {
     let _serial = harness::timing_lock();
     let mut live = Live::start();
     live.put("p", ALLOW_FROM_B);
-    live.converges("policy", &[("y/a", "x/a", Proto::Tcp, 80, false), ("x/b", "x/a", Proto::Tcp, 80, true)]);
+    live.put("egress", EGRESS_A_TO_B);
+    live.converges(
+        "policies",
+        &[("y/a", "x/a", Proto::Tcp, 80, false), ("x/b", "x/a", Proto::Tcp, 80, true), ("x/a", "x/c", Proto::Tcp, 80, false)],
+    );
     let out = std::process::Command::new(npagent_bin())
         .args(["flows", "--ofp", &live.tb.sandbox.ofp, "--ovsdb", &live.tb.sandbox.ovsdb, "--manifests"])
         .arg(live.tb.manifests_dir())
@@ -539,4 +584,266 @@ spec:
     }
     assert!(live.agent.alive(), "the agent must keep running");
     live.confirm("real packets", &[("x/b", "x/a", Proto::Tcp, 80, true), ("x/b", "y/a", Proto::Tcp, 80, false), ("x/b", "y/b", Proto::Tcp, 80, false)]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Egress: the same live changes for the other half of NetworkPolicy. Every check of these
+// tests that expects `false` for a pod sending out is one only egress enforcement can give.
+
+/// x/a may open TCP 80 to x/b and nothing else (egress-isolated).
+const EGRESS_A_TO_B: &str = r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: x, name: live-egress}
+spec:
+  podSelector:
+    matchLabels: {pod: a}
+  policyTypes: [Egress]
+  egress:
+  - to:
+    - podSelector:
+        matchLabels: {pod: b}
+    ports:
+    - {protocol: TCP, port: 80}
+"#;
+
+#[test]
+fn egress_policy_apply_modify_delete_within_one_second() {
+    let _serial = harness::timing_lock();
+    let mut live = Live::start();
+
+    live.put("p", EGRESS_A_TO_B);
+    live.converges(
+        "egress apply",
+        &[
+            ("x/a", "x/b", Proto::Tcp, 80, true),
+            ("x/a", "x/b", Proto::Tcp, 81, false),
+            ("x/a", "x/b", Proto::Udp, 80, false),
+            ("x/a", "x/c", Proto::Tcp, 80, false),
+            ("x/a", "y/b", Proto::Tcp, 80, false),
+            // Egress isolation of x/a says nothing about others, nor about x/a's ingress:
+            // connections into x/a pass, and so do x/a's replies (established, not new).
+            ("x/c", "x/b", Proto::Tcp, 81, true),
+            ("y/a", "x/a", Proto::Tcp, 81, true),
+            ("x/b", "x/a", Proto::Tcp, 80, true),
+            ("x/b", "x/a", Proto::Udp, 80, true),
+            ("x/c", "x/a", Proto::Udp, 80, true),
+        ],
+    );
+
+    live.put("p", &EGRESS_A_TO_B.replace("port: 80}", "port: 81}"));
+    live.converges(
+        "egress port changed",
+        &[("x/a", "x/b", Proto::Tcp, 80, false), ("x/a", "x/b", Proto::Tcp, 81, true), ("x/a", "x/c", Proto::Tcp, 81, false)],
+    );
+
+    live.put("p", &EGRESS_A_TO_B.replace("port: 80}", "port: 81}").replace("{pod: b}", "{pod: c}"));
+    live.converges(
+        "egress peer changed",
+        &[("x/a", "x/b", Proto::Tcp, 81, false), ("x/a", "x/c", Proto::Tcp, 81, true), ("x/a", "x/c", Proto::Tcp, 80, false)],
+    );
+
+    live.delete("p");
+    live.converges(
+        "egress delete",
+        &[
+            ("x/a", "x/b", Proto::Tcp, 80, true),
+            ("x/a", "x/c", Proto::Udp, 80, true),
+            ("x/a", "y/b", Proto::Tcp, 81, true),
+        ],
+    );
+}
+
+#[test]
+fn egress_relabel_destination_pod_and_namespace_within_one_second() {
+    let _serial = harness::timing_lock();
+    let mut live = Live::start();
+    live.put(
+        "p",
+        r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: x, name: egress-friends}
+spec:
+  podSelector:
+    matchLabels: {pod: a}
+  policyTypes: [Egress]
+  egress:
+  - to:
+    - namespaceSelector: {}
+      podSelector:
+        matchLabels: {role: friend}
+    - namespaceSelector:
+        matchLabels: {team: blue}
+"#,
+    );
+    live.converges("egress policy", &[("x/a", "z/b", Proto::Tcp, 80, false), ("x/a", "y/a", Proto::Tcp, 80, false)]);
+
+    live.patch("Pod", "z", "b", "{metadata: {labels: {role: friend}}}");
+    live.converges(
+        "destination pod relabelled into the allowed set",
+        &[("x/a", "z/b", Proto::Tcp, 80, true), ("x/a", "z/b", Proto::Udp, 80, true), ("x/a", "z/a", Proto::Tcp, 80, false)],
+    );
+
+    live.patch("Namespace", "", "y", "{metadata: {labels: {team: blue}}}");
+    live.converges(
+        "destination namespace relabelled into the allowed set",
+        &[
+            ("x/a", "y/a", Proto::Tcp, 80, true),
+            ("x/a", "y/c", Proto::Udp, 80, true),
+            ("x/a", "z/a", Proto::Tcp, 80, false),
+        ],
+    );
+
+    live.patch("Pod", "z", "b", "{metadata: {labels: {role: null}}}");
+    live.converges(
+        "destination pod relabelled out of the allowed set",
+        &[("x/a", "z/b", Proto::Tcp, 80, false), ("x/a", "y/a", Proto::Tcp, 80, true)],
+    );
+    live.patch("Namespace", "", "y", "{metadata: {labels: {team: null}}}");
+    live.converges(
+        "destination namespace relabelled out of the allowed set",
+        &[("x/a", "y/a", Proto::Tcp, 80, false), ("x/a", "y/c", Proto::Udp, 80, false)],
+    );
+
+    // A relabel that makes the policy select a pod isolates it for egress.
+    live.patch("Pod", "x", "c", "{metadata: {labels: {pod: a}}}");
+    live.converges(
+        "source pod relabelled into the policy",
+        &[("x/c", "y/a", Proto::Tcp, 80, false), ("x/c", "x/b", Proto::Tcp, 80, false), ("x/b", "x/c", Proto::Tcp, 80, true)],
+    );
+}
+
+/// Between two local pods a new connection needs the source's egress and the
+/// destination's ingress: x/a sends only TCP 80 to x/b; x/b accepts from x/c only, then
+/// from x/a on every port.
+#[test]
+fn egress_and_ingress_must_both_allow_between_local_pods() {
+    let _serial = harness::timing_lock();
+    let mut live = Live::start();
+    let ingress_b = |from: &str| {
+        format!(
+            "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{namespace: x, name: live-ingress-b}}\nspec:\n  podSelector:\n    matchLabels: {{pod: b}}\n  ingress:\n  - from:\n    - podSelector:\n        matchLabels: {{pod: {from}}}\n"
+        )
+    };
+    live.put("egress", EGRESS_A_TO_B);
+    live.put("ingress", &ingress_b("c"));
+    live.converges(
+        "egress allows, ingress does not",
+        &[("x/a", "x/b", Proto::Tcp, 80, false), ("x/c", "x/b", Proto::Tcp, 80, true), ("x/c", "x/b", Proto::Tcp, 81, true)],
+    );
+
+    live.put("ingress", &ingress_b("a"));
+    live.converges(
+        "both allow, or only ingress",
+        &[
+            ("x/a", "x/b", Proto::Tcp, 80, true),
+            ("x/a", "x/b", Proto::Tcp, 81, false),
+            ("x/a", "x/b", Proto::Udp, 80, false),
+            ("x/c", "x/b", Proto::Tcp, 80, false),
+        ],
+    );
+}
+
+/// Replies of allowed connections pass an egress-isolated pod: x/a sends only TCP 80 to
+/// x/b, x/b sends nothing new at all (`egress: []`). x/b's SYN-ACKs to x/a pass, as do x/a's
+/// replies to connections others open (x/a is not isolated for ingress), while x/a itself
+/// opens nothing else.
+#[test]
+fn egress_isolated_pods_still_reply() {
+    let _serial = harness::timing_lock();
+    let mut live = Live::start();
+    live.put("a", &EGRESS_A_TO_B.replace("{protocol: TCP, port: 80}", "{protocol: TCP, port: 80}\n    - {protocol: UDP, port: 80}"));
+    live.put(
+        "b",
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {namespace: x, name: live-b-sends-nothing}\nspec:\n  podSelector:\n    matchLabels: {pod: b}\n  policyTypes: [Egress]\n  egress: []\n",
+    );
+    live.converges(
+        "replies pass",
+        &[
+            // x/b's handshake replies and UDP echoes pass its own egress isolation.
+            ("x/a", "x/b", Proto::Tcp, 80, true),
+            ("x/a", "x/b", Proto::Udp, 80, true),
+            ("x/a", "x/b", Proto::Tcp, 81, false),
+            // x/b opens nothing, not even to x/a, which would accept it.
+            ("x/b", "x/a", Proto::Tcp, 80, false),
+            ("x/b", "x/c", Proto::Udp, 80, false),
+            // x/a answers connections from pods it may not send to itself.
+            ("x/c", "x/a", Proto::Tcp, 81, true),
+            ("x/c", "x/a", Proto::Udp, 80, true),
+            ("y/a", "x/a", Proto::Tcp, 80, true),
+            ("x/a", "x/c", Proto::Tcp, 81, false),
+            ("x/a", "x/c", Proto::Udp, 80, false),
+        ],
+    );
+}
+
+#[test]
+fn egress_restart_without_churn() {
+    let _serial = harness::timing_lock();
+    let mut live = Live::start();
+    live.put("egress", EGRESS_A_TO_B);
+    live.put("ingress", ALLOW_FROM_B);
+    let before = live.assert_restart_without_churn(&[
+        ("x/a", "x/b", Proto::Tcp, 80, true),
+        ("x/a", "x/c", Proto::Tcp, 80, false),
+        ("x/a", "y/a", Proto::Udp, 80, false),
+        ("x/b", "x/a", Proto::Tcp, 80, true),
+        ("y/a", "x/a", Proto::Tcp, 80, false),
+    ]);
+    // The kept counters include the egress flows': the allow and the default drop counted.
+    for wanted in ["table=EgressRule, priority=190,conj_id=", "table=EgressDefaultRule, priority=200,in_port="] {
+        let counted = before.iter().filter(|(f, _)| f.contains(wanted)).map(|(_, s)| s.n_packets).sum::<u64>();
+        assert!(counted > 0, "no packets counted by {wanted}: {before:#?}");
+    }
+}
+
+/// A new pod is a new egress peer and, in a namespace with an egress deny-all, a new
+/// egress-isolated source; removing it restores the flows of before.
+#[test]
+fn egress_pod_add_and_remove_within_one_second() {
+    let _serial = harness::timing_lock();
+    let mut live = Live::start();
+    live.put(
+        "p",
+        r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: x, name: deny-all-egress}
+spec:
+  podSelector: {}
+  policyTypes: [Egress]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: x, name: a-to-d}
+spec:
+  podSelector:
+    matchLabels: {pod: a}
+  policyTypes: [Egress]
+  egress:
+  - to:
+    - podSelector:
+        matchLabels: {pod: d}
+"#,
+    );
+    live.converges(
+        "egress policies",
+        &[("x/a", "x/b", Proto::Tcp, 80, false), ("x/b", "y/a", Proto::Tcp, 80, false), ("y/a", "x/a", Proto::Tcp, 80, true)],
+    );
+    let before = live.tb.sandbox.dump_flows();
+
+    live.tb.add_pod("x", "d", "10.10.1.14");
+    live.converges(
+        "pod added",
+        &[
+            ("x/a", "x/d", Proto::Tcp, 80, true),
+            ("x/a", "x/d", Proto::Udp, 80, true),
+            ("x/d", "y/a", Proto::Tcp, 80, false),
+            ("x/d", "x/a", Proto::Udp, 80, false),
+            ("y/a", "x/d", Proto::Tcp, 81, true),
+        ],
+    );
+    live.del_pod_converges("x", "d", &before);
+    live.confirm("after removal", &[("x/a", "x/b", Proto::Tcp, 80, false), ("x/b", "y/a", Proto::Tcp, 80, false)]);
 }
