@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 
 use serde_yaml::Value;
 
-use harness::trace_verdict;
+use harness::Check;
 use scenario::{docs_yaml, merge_patch, obj_key, split_docs, Proto};
 use support::agent::{npagent_bin, Agent};
-use support::{write_atomic, Port, Testbed};
+use support::{write_atomic, Testbed};
 
 
 /// The bound the issue sets for a manifest change to be enforced.
@@ -84,65 +84,22 @@ impl Live {
         panic!("no manifest holds {kind} {namespace}/{name}");
     }
 
-    /// Polls trace verdicts until all hold; returns how long it took, or panics after `limit`.
-    fn wait_verdicts(&mut self, what: &str, checks: &[(&str, &str, Proto, u16, bool)], limit: Duration) -> Duration {
-        let start = Instant::now();
-        loop {
-            let wrong = self.wrong_verdicts(checks);
-            let elapsed = start.elapsed();
-            if wrong.is_empty() {
-                return elapsed;
-            }
-            if elapsed > limit || !self.agent.alive() {
-                panic!(
-                    "{what}: not converged after {:.2} s (agent alive: {}):\n  {}\nflows:\n{}\nagent log:\n{}",
-                    elapsed.as_secs_f64(),
-                    self.agent.alive(),
-                    wrong.join("\n  "),
-                    self.tb.sandbox.dump_flows().join("\n"),
-                    self.agent.log_tail(30)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn wrong_verdicts(&self, checks: &[(&str, &str, Proto, u16, bool)]) -> Vec<String> {
-        let mut wrong = Vec::new();
-        for (from, to, proto, port, want) in checks {
-            let (f, t) = (self.tb.pod(from), self.tb.pod(to));
-            match trace_verdict(&self.tb, &f, &t, *proto, *port) {
-                Ok(got) if got == *want => {}
-                Ok(got) => wrong.push(format!("{from} -> {to} {}/{port}: expected {want}, traced {got}", proto.name())),
-                Err(e) => wrong.push(e),
-            }
-        }
-        wrong
+    /// Waits for the trace verdicts (see [`harness::wait_verdicts`]).
+    fn wait_verdicts(&mut self, what: &str, checks: &[Check], limit: Duration) -> Duration {
+        harness::wait_verdicts(&self.tb, &mut self.agent, what, checks, limit)
     }
 
     /// Like [`Live::wait_verdicts`], and asserts the change took at most [`BOUND`].
-    fn converges(&mut self, what: &str, checks: &[(&str, &str, Proto, u16, bool)]) {
+    fn converges(&mut self, what: &str, checks: &[Check]) {
         let took = self.wait_verdicts(what, checks, Duration::from_secs(5));
         eprintln!("{what}: converged after {:.3} s", took.as_secs_f64());
         assert!(took <= BOUND, "{what}: took {:.3} s, more than {BOUND:?}", took.as_secs_f64());
         self.confirm(what, checks);
     }
 
-    /// The same checks with real packets (TCP/UDP 80/81 only).
-    fn confirm(&self, what: &str, checks: &[(&str, &str, Proto, u16, bool)]) {
-        self.tb.sandbox.flush_datapath();
-        let from: Vec<&str> = checks.iter().map(|c| c.0).collect();
-        let to: Vec<&str> = checks.iter().map(|c| c.1).collect();
-        let r = self.tb.probe(&from, &to);
-        for (f, t, proto, port, want) in checks {
-            let p = match (proto, port) {
-                (Proto::Tcp, 80) => Port::Tcp80,
-                (Proto::Tcp, 81) => Port::Tcp81,
-                (Proto::Udp, 80) => Port::Udp80,
-                _ => continue,
-            };
-            assert_eq!(r.get(f, t, p), *want, "{what}: real packets {f} -> {t} {p} disagree with the trace\n{r}");
-        }
+    /// The same checks with real packets.
+    fn confirm(&self, what: &str, checks: &[Check]) {
+        harness::confirm(&self.tb, what, checks);
     }
 }
 
@@ -367,7 +324,7 @@ impl Live {
     /// restarts npagent, and asserts that the flows stayed while it was away and that the
     /// restart sent no flow_mod (OVS's vconn log) and reset no counter or age. Returns the
     /// flows with their statistics of before the restart.
-    fn assert_restart_without_churn(&mut self, checks: &[(&str, &str, Proto, u16, bool)]) -> BTreeMap<String, FlowStats> {
+    fn assert_restart_without_churn(&mut self, checks: &[Check]) -> BTreeMap<String, FlowStats> {
         self.converges("policy", checks);
         self.tb.probe_all(); // traffic, so counters move
         let before = flows_with_stats(&self.tb);
@@ -450,7 +407,7 @@ fn egress_switch_restart_recovery() {
 impl Live {
     /// With the policies in place and `checks` holding: restarts ovs-vswitchd and asserts
     /// that npagent restores the same flows and the same verdicts by itself.
-    fn assert_switch_restart_recovers(&mut self, checks: &[(&str, &str, Proto, u16, bool)]) {
+    fn assert_switch_restart_recovers(&mut self, checks: &[Check]) {
         self.converges("policy", checks);
         let before = self.tb.sandbox.dump_flows();
 
