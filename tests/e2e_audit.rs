@@ -725,8 +725,10 @@ fn packet_in_rate_limits_entries_never_allowed_traffic() {
     assert!((logged as f64) <= bound, "{logged} packets logged in {elapsed:.1} s, more than rate and burst allow ({bound})");
     assert!(logged >= 2 * RATE, "{logged} packets logged: not even the burst");
     assert_eq!(logged, meter_in - meter_dropped, "every packet-in the meter let through is logged");
+    // Allow and Drop copies share the meter, so under this flood the Allow lines are a sample
+    // (on a loaded machine it can be empty): fewer than the connections, never more.
     let allow_lines = lines.iter().filter(|l| l.disposition == "Allow").count();
-    assert!(allow_lines > 0 && allow_lines < 400, "{allow_lines} Allow lines");
+    assert!(allow_lines < 400, "{allow_lines} Allow lines");
 }
 
 // ---------------------------------------------------------------------------------------
