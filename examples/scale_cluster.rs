@@ -1,7 +1,7 @@
 //! Helper of `scripts/bench-scale`: the compiler's synthetic cluster as manifests, and the
 //! manifest-change latency loop.
 //!
-//! - `scale_cluster gen DIR [small] [baseline]` writes `npagent::compiler::synthetic::cluster`
+//! - `scale_cluster gen DIR [small] [baseline|egress]` writes `npagent::compiler::synthetic::cluster`
 //!   (the scale target, or a 10x smaller cluster; with `baseline` the same cluster without its
 //!   egress sections, `cluster_without_egress`) as YAML, one file per namespace (`DIR/nsI.yaml`:
 //!   the Namespace, its Pods, its NetworkPolicies), then reads the directory back through
@@ -35,12 +35,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["gen", dir, opts @ ..] if opts.iter().all(|o| *o == "small" || *o == "baseline") => {
+        ["gen", dir, opts @ ..] if opts.iter().all(|o| ["small", "baseline", "egress"].contains(o)) => {
             let spec = Spec { small: opts.contains(&"small"), egress: !opts.contains(&"baseline") };
             gen(Path::new(dir), spec)
         }
         ["churn", dir, log, n, kind, rest @ ..] => churn(Path::new(dir), Path::new(log), n, kind, rest.first().copied()),
-        _ => Err("usage: scale_cluster gen DIR [small] [baseline] | churn DIR LOG N policy|pod|egress|egress-pod [OFP]".into()),
+        _ => Err("usage: scale_cluster gen DIR [small] [baseline|egress] | churn DIR LOG N policy|pod|egress|egress-pod [OFP]".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
