@@ -1,11 +1,21 @@
 //! Compiler benchmarks at the scale target: 10,000 NetworkPolicies, 100,000 pods, 1,000
 //! namespaces, 100 local pods (synthetic cluster of `npagent::compiler::synthetic`).
+//! `BENCH_CLUSTER=egress` (default) is `synthetic::cluster`, an egress section in a third of the
+//! policies; `BENCH_CLUSTER=baseline` is `synthetic::cluster_without_egress`, the same cluster
+//! Ingress-only. Benchmark ids carry the cluster's name (`compiler/full_compile/egress`).
 //!
 //! - `full_compile`: a fresh compiler over the whole cluster.
-//! - `policy_change`: one policy changed (ports toggled), recompute + diff of the touched keys.
+//! - `policy_change`: one policy changed (ingress ports toggled), recompute + diff of the
+//!   touched keys.
 //! - `pod_relabel`: one pod relabelled in and out of a peer selector, recompute + diff.
 //! - `pod_relabel_broad`: the same against a policy whose peer selects the front tier of every
 //!   namespace (~33,000 source pods, as many clause flows).
+//! - egress cluster only: `egress_change` (ns110/np9, which selects ns110's local pod: its first
+//!   egress rule toggles TCP 5432 <-> 5433), `egress_pod_relabel` (remote pod ns110/pod5 in and
+//!   out of that rule's `to`), `named_egress_change` (ns110/np0, whose egress rule's named port
+//!   resolves on ~130 destination pods: a numeric port added and removed) and
+//!   `named_egress_pod_relabel` (ns111/pod4, a destination of that rule, relabelled out of and
+//!   back into its `to`: the policy is recompiled, not patched).
 //!
 //! After the criterion groups, a plain loop prints p50/p99/max of the incremental paths and
 //! the process's peak RSS (VmHWM), which criterion does not report.
@@ -13,7 +23,7 @@
 
 use criterion::{BenchmarkId, Criterion};
 use std::hint::black_box;
-use npagent::compiler::synthetic::{cluster, ns_name, oref, pod_name, tcp, ClusterSpec};
+use npagent::compiler::synthetic::{cluster, cluster_without_egress, ns_name, oref, pod_name, tcp, ClusterSpec};
 use npagent::compiler::{compile, diff_keys, Change, Compiler, Config, FlowTable, IdAllocator};
 use npagent::model::Model;
 use std::time::{Duration, Instant};
@@ -24,6 +34,17 @@ fn spec() -> ClusterSpec {
         _ => ClusterSpec::TARGET,
     }
 }
+
+/// `BENCH_CLUSTER`: `egress` (default) or `baseline`.
+fn egress() -> bool {
+    match std::env::var("BENCH_CLUSTER").as_deref() {
+        Ok("baseline") => false,
+        Ok("egress") | Err(_) => true,
+        Ok(other) => panic!("BENCH_CLUSTER={other:?}: egress or baseline"),
+    }
+}
+
+type Case = (&'static str, fn(&mut Toggle) -> usize);
 
 struct Toggle {
     model: Model,
@@ -66,6 +87,44 @@ impl Toggle {
         self.apply(&[Change::Pod(r)])
     }
 
+    /// Toggles the first egress rule of ns110/np9 (to app4 pods) between TCP 5432 and 5433.
+    fn egress_change(&mut self) -> usize {
+        self.n += 1;
+        let r = oref(&ns_name(110), "np9");
+        let p = self.model.policies.get_mut(&r).expect("ns110/np9");
+        p.egress[0].ports = vec![tcp(if self.n % 2 == 0 { 5432 } else { 5433 })];
+        self.apply(&[Change::Policy(r)])
+    }
+
+    /// Relabels remote pod ns110/pod5 into and out of ns110/np9's egress `to` (app=app4).
+    fn egress_pod_relabel(&mut self) -> usize {
+        self.n += 1;
+        let r = oref(&ns_name(110), &pod_name(5));
+        let app = if self.n % 2 == 0 { "app5" } else { "app4" };
+        self.model.pods.get_mut(&r).expect("ns110/pod5").labels.insert("app".into(), app.into());
+        self.apply(&[Change::Pod(r)])
+    }
+
+    /// Adds and removes TCP 9000 next to the named port of ns110/np0's egress rule.
+    fn named_egress_change(&mut self) -> usize {
+        self.n += 1;
+        let r = oref(&ns_name(110), "np0");
+        let p = self.model.policies.get_mut(&r).expect("ns110/np0");
+        let named = p.egress[0].ports[0].clone();
+        p.egress[0].ports = if self.n % 2 == 0 { vec![named] } else { vec![named, tcp(9000)] };
+        self.apply(&[Change::Policy(r)])
+    }
+
+    /// Relabels ns111/pod4 (tier=back, a destination of ns110/np0's named-port egress rule) out
+    /// of and back into that rule's `to`.
+    fn named_egress_pod_relabel(&mut self) -> usize {
+        self.n += 1;
+        let r = oref(&ns_name(111), &pod_name(4));
+        let tier = if self.n % 2 == 0 { "back" } else { "front" };
+        self.model.pods.get_mut(&r).expect("ns111/pod4").labels.insert("tier".into(), tier.into());
+        self.apply(&[Change::Pod(r)])
+    }
+
     fn apply(&mut self, changes: &[Change]) -> usize {
         let touched = self.compiler.update(&self.model, changes, self.n);
         let mods = diff_keys(self.compiler.flows(), &self.installed, &touched);
@@ -89,16 +148,19 @@ fn vm_hwm_kib() -> u64 {
 
 fn main() {
     let spec = spec();
+    let egress = egress();
+    let name = if egress { "egress" } else { "baseline" };
     let t = Instant::now();
-    let model = cluster(spec);
+    let model = if egress { cluster(spec) } else { cluster_without_egress(spec) };
     let gen = t.elapsed();
     let rss_model = vm_hwm_kib();
     let t = Instant::now();
     let first = compile(&model, Config::default(), IdAllocator::new(60), 0);
     let first_compile = t.elapsed();
     let rss_compiled = vm_hwm_kib();
+    let with_egress = model.policies.values().filter(|p| p.affects_egress).count();
     println!(
-        "cluster {spec:?}: generated in {gen:?} (peak RSS {} MiB); first full compile {first_compile:?}: {} flows, {} rules; peak RSS {} MiB",
+        "cluster {name} {spec:?} ({with_egress} policies with Egress): generated in {gen:?} (peak RSS {} MiB); first full compile {first_compile:?}: {} flows, {} rules; peak RSS {} MiB",
         rss_model / 1024,
         first.flows().len(),
         first.rules().rules().len(),
@@ -110,7 +172,7 @@ fn main() {
     {
         let mut g = c.benchmark_group("compiler");
         g.sample_size(10).measurement_time(Duration::from_secs(20));
-        g.bench_with_input(BenchmarkId::new("full_compile", "target"), &model, |b, m| {
+        g.bench_with_input(BenchmarkId::new("full_compile", name), &model, |b, m| {
             b.iter(|| black_box(compile(m, Config::default(), IdAllocator::new(60), 0)))
         });
         g.finish();
@@ -132,21 +194,29 @@ fn main() {
     model.policies.insert(oref(&ns_name(0), "broad"), broad);
     let mut tog = Toggle::new(model);
     println!("with the broad policy: {} flows", tog.compiler.flows().len());
+
+    let mut cases: Vec<Case> =
+        vec![("policy_change", Toggle::policy_change), ("pod_relabel", Toggle::pod_relabel), ("pod_relabel_broad", Toggle::pod_relabel_broad)];
+    // The egress cases name namespaces of the target cluster.
+    if egress && spec.namespaces == ClusterSpec::TARGET.namespaces {
+        cases.extend([
+            ("egress_change", Toggle::egress_change as fn(&mut Toggle) -> usize),
+            ("egress_pod_relabel", Toggle::egress_pod_relabel),
+            ("named_egress_change", Toggle::named_egress_change),
+            ("named_egress_pod_relabel", Toggle::named_egress_pod_relabel),
+        ]);
+    }
     {
         let mut g = c.benchmark_group("compiler");
         g.sample_size(100);
-        g.bench_function("policy_change", |b| b.iter(|| black_box(tog.policy_change())));
-        g.bench_function("pod_relabel", |b| b.iter(|| black_box(tog.pod_relabel())));
-        g.bench_function("pod_relabel_broad", |b| b.iter(|| black_box(tog.pod_relabel_broad())));
+        for (case, f) in &cases {
+            g.bench_function(BenchmarkId::new(*case, name), |b| b.iter(|| black_box(f(&mut tog))));
+        }
         g.finish();
     }
     c.final_summary();
 
-    for (name, f) in [
-        ("policy_change", Toggle::policy_change as fn(&mut Toggle) -> usize),
-        ("pod_relabel", Toggle::pod_relabel),
-        ("pod_relabel_broad", Toggle::pod_relabel_broad),
-    ] {
+    for (case, f) in &cases {
         let mut times = Vec::with_capacity(2000);
         let mut mods = 0;
         for _ in 0..2000 {
@@ -155,7 +225,7 @@ fn main() {
             times.push(t.elapsed());
         }
         let (p50, p99, max) = percentiles(times);
-        println!("{name}: recompute + diff p50 {p50:?} p99 {p99:?} max {max:?} ({mods} flow_mods per change)");
+        println!("{case}/{name}: recompute + diff p50 {p50:?} p99 {p99:?} max {max:?} ({mods} flow_mods per change)");
     }
-    println!("peak RSS at end: {} MiB", vm_hwm_kib() / 1024);
+    println!("peak RSS at end ({name}): {} MiB", vm_hwm_kib() / 1024);
 }

@@ -1,25 +1,29 @@
 //! Helper of `scripts/bench-scale`: the compiler's synthetic cluster as manifests, and the
 //! manifest-change latency loop.
 //!
-//! - `scale_cluster gen DIR [small]` writes `npagent::compiler::synthetic::cluster` (the
-//!   scale target, or a 10x smaller cluster) as YAML, one file per namespace (`DIR/nsI.yaml`:
+//! - `scale_cluster gen DIR [small] [baseline|egress]` writes `npagent::compiler::synthetic::cluster`
+//!   (the scale target, or a 10x smaller cluster; with `baseline` the same cluster without its
+//!   egress sections, `cluster_without_egress`) as YAML, one file per namespace (`DIR/nsI.yaml`:
 //!   the Namespace, its Pods, its NetworkPolicies), then reads the directory back through
 //!   npagent's own manifest loader and conversion and checks that it gives the same model.
 //!   The bridge ports of the local pods go to stdout, one per line:
 //!   `ofport interface namespace pod ip mac`.
-//! - `scale_cluster churn DIR LOG N KIND [OFP]` changes namespace ns0 N times by atomically
-//!   replacing `DIR/ns0.yaml` (write a temporary file, rename) and waits each time for the
+//! - `scale_cluster churn DIR LOG N KIND [OFP]` changes namespace ns0 (ns110 for the egress
+//!   kinds) N times by atomically replacing `DIR/ns0.yaml` (write a temporary file, rename) and waits each time for the
 //!   agent's debug line `bundle of N flow_mods committed` in LOG (the agent's stderr). KIND is
-//!   `policy` (np0's TCP port toggles between 80 and 8080) or `pod` (remote pod5 relabelled
-//!   into and out of np0's peer selector, app5 <-> app1). Prints one line per change:
+//!   `policy` (np0's TCP port toggles between 80 and 8080), `pod` (remote pod5 relabelled
+//!   into and out of np0's peer selector, app5 <-> app1), `egress` (the first egress rule of
+//!   ns110/np9, which selects ns110's local pod: TCP 5432 <-> 5433, in `ns110.yaml`) or
+//!   `egress-pod` (ns110/pod5 relabelled into and out of that rule's `to` selector,
+//!   app5 <-> app4); the last two need the cluster with egress. Prints one line per change:
 //!   `i rename_to_scan_ms rename_to_commit_ms flow_mods` and checks every 10th change on the
 //!   bridge with `ovs-ofctl dump-flows` when OFP is given.
 //!
 //! Timestamps: the rename is timed with the wall clock right after `rename(2)` returns; the
 //! agent's lines carry tracing-subscriber's UTC timestamps (microseconds), same machine.
 
-use npagent::compiler::synthetic::{cluster, ns_name, oref, pod_name, tcp, ClusterSpec};
-use npagent::model::{convert, LabelSelector, Model, Peer, PortRef, Protocol, SelectorOp};
+use npagent::compiler::synthetic::{cluster, cluster_without_egress, ns_name, oref, pod_name, tcp, ClusterSpec};
+use npagent::model::{convert, LabelSelector, Model, Peer, PortRef, PortSpec, Protocol, SelectorOp};
 use npagent::source::manifests::load_dir;
 use npagent::source::KubeObject;
 use serde_json::{json, Value};
@@ -31,10 +35,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["gen", dir] => gen(Path::new(dir), ClusterSpec::TARGET),
-        ["gen", dir, "small"] => gen(Path::new(dir), small()),
+        ["gen", dir, opts @ ..] if opts.iter().all(|o| ["small", "baseline", "egress"].contains(o)) => {
+            let spec = Spec { small: opts.contains(&"small"), egress: !opts.contains(&"baseline") };
+            gen(Path::new(dir), spec)
+        }
         ["churn", dir, log, n, kind, rest @ ..] => churn(Path::new(dir), Path::new(log), n, kind, rest.first().copied()),
-        _ => Err("usage: scale_cluster gen DIR [small] | churn DIR LOG N policy|pod [OFP]".into()),
+        _ => Err("usage: scale_cluster gen DIR [small] [baseline|egress] | churn DIR LOG N policy|pod|egress|egress-pod [OFP]".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -45,28 +51,43 @@ fn main() -> ExitCode {
     }
 }
 
-fn small() -> ClusterSpec {
-    ClusterSpec { namespaces: 100, pods_per_ns: 100, policies_per_ns: 10, local_pods: 10 }
+/// Which cluster: the scale target or 10x smaller, with or without egress sections.
+#[derive(Clone, Copy)]
+struct Spec {
+    small: bool,
+    egress: bool,
 }
 
-fn spec_for(dir: &Path) -> ClusterSpec {
-    // `gen` leaves a marker so `churn` rebuilds the same model.
-    match std::fs::read_to_string(dir.join(".spec")).as_deref() {
-        Ok("small\n") => small(),
-        _ => ClusterSpec::TARGET,
+impl Spec {
+    fn model(self) -> Model {
+        let size = if self.small {
+            ClusterSpec { namespaces: 100, pods_per_ns: 100, policies_per_ns: 10, local_pods: 10 }
+        } else {
+            ClusterSpec::TARGET
+        };
+        if self.egress { cluster(size) } else { cluster_without_egress(size) }
+    }
+
+    fn marker(self) -> String {
+        format!("{}{}\n", if self.small { "small" } else { "target" }, if self.egress { "" } else { " baseline" })
     }
 }
 
-fn gen(dir: &Path, spec: ClusterSpec) -> Result<(), String> {
-    let model = cluster(spec);
+fn spec_for(dir: &Path) -> Spec {
+    // `gen` leaves a marker so `churn` rebuilds the same model.
+    let marker = std::fs::read_to_string(dir.join(".spec")).unwrap_or_default();
+    Spec { small: marker.starts_with("small"), egress: !marker.contains("baseline") }
+}
+
+fn gen(dir: &Path, spec: Spec) -> Result<(), String> {
+    let model = spec.model();
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let started = Instant::now();
     for ns in model.namespaces.keys() {
         let text = namespace_file(&model, ns)?;
         std::fs::write(dir.join(format!("{ns}.yaml")), text).map_err(|e| format!("{ns}: {e}"))?;
     }
-    let marker = if spec.namespaces == ClusterSpec::TARGET.namespaces { "target\n" } else { "small\n" };
-    std::fs::write(dir.join(".spec"), marker).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join(".spec"), spec.marker()).map_err(|e| e.to_string())?;
     eprintln!("wrote {} namespaces, {} pods, {} policies in {:?}", model.namespaces.len(), model.pods.len(), model.policies.len(), started.elapsed());
 
     // Read back through the agent's loader: the manifests must mean exactly the model.
@@ -135,34 +156,18 @@ fn namespace_file(model: &Model, ns: &str) -> Result<String, String> {
         if p.affects_egress {
             types.push("Egress");
         }
-        let ingress: Vec<Value> = p
-            .ingress
-            .iter()
-            .map(|r| {
-                let from: Vec<Value> = r.from.iter().map(peer).collect();
-                let ports: Vec<Value> = r
-                    .ports
-                    .iter()
-                    .map(|s| {
-                        let mut v = json!({"protocol": protocol(s.protocol)});
-                        match &s.port {
-                            Some(PortRef::Number(n)) => v["port"] = json!(n),
-                            Some(PortRef::Name(name)) => v["port"] = json!(name),
-                            None => {}
-                        }
-                        if let Some(e) = s.end_port {
-                            v["endPort"] = json!(e);
-                        }
-                        v
-                    })
-                    .collect();
-                json!({"from": from, "ports": ports})
-            })
-            .collect();
+        let ingress: Vec<Value> =
+            p.ingress.iter().map(|r| json!({"from": r.from.iter().map(peer).collect::<Vec<_>>(), "ports": ports(&r.ports)})).collect();
+        let egress: Vec<Value> =
+            p.egress.iter().map(|r| json!({"to": r.to.iter().map(peer).collect::<Vec<_>>(), "ports": ports(&r.ports)})).collect();
+        let mut spec = json!({"podSelector": selector(&p.pod_selector), "policyTypes": types, "ingress": ingress});
+        if p.affects_egress {
+            spec["egress"] = json!(egress);
+        }
         docs.push(json!({
             "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": {"namespace": p.namespace, "name": p.name},
-            "spec": {"podSelector": selector(&p.pod_selector), "policyTypes": types, "ingress": ingress},
+            "spec": spec,
         }));
     }
     let mut text = String::new();
@@ -171,6 +176,24 @@ fn namespace_file(model: &Model, ns: &str) -> Result<String, String> {
         text.push_str(&serde_yaml::to_string(&d).map_err(|e| e.to_string())?);
     }
     Ok(text)
+}
+
+fn ports(specs: &[PortSpec]) -> Vec<Value> {
+    specs
+        .iter()
+        .map(|s| {
+            let mut v = json!({"protocol": protocol(s.protocol)});
+            match &s.port {
+                Some(PortRef::Number(n)) => v["port"] = json!(n),
+                Some(PortRef::Name(name)) => v["port"] = json!(name),
+                None => {}
+            }
+            if let Some(e) = s.end_port {
+                v["endPort"] = json!(e);
+            }
+            v
+        })
+        .collect()
 }
 
 fn protocol(p: Protocol) -> &'static str {
@@ -294,11 +317,14 @@ fn now_secs() -> f64 {
 
 fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Result<(), String> {
     let n: usize = n.parse().map_err(|_| format!("bad count {n:?}"))?;
-    if kind != "policy" && kind != "pod" {
+    if !["policy", "pod", "egress", "egress-pod"].contains(&kind) {
         return Err(format!("unknown change kind {kind:?}"));
     }
-    let mut model = cluster(spec_for(dir));
-    let ns = ns_name(0);
+    let mut model = spec_for(dir).model();
+    let ns = ns_name(if kind.starts_with("egress") { 110 } else { 0 });
+    if kind.starts_with("egress") && model.policies.get(&oref(&ns, "np9")).is_none_or(|p| p.egress.is_empty()) {
+        return Err(format!("{kind}: {ns}/np9 has no egress rule in this cluster"));
+    }
     let target: PathBuf = dir.join(format!("{ns}.yaml"));
     let tmp: PathBuf = dir.join(format!(".{ns}.yaml.tmp"));
     let mut tail = LogTail::open(log)?;
@@ -306,14 +332,24 @@ fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Resu
     for i in 1..=n {
         // Odd changes move away from the generated state, even ones back to it.
         let away = i % 2 == 1;
-        let marker = if kind == "policy" {
-            let p = model.policies.get_mut(&oref(&ns, "np0")).ok_or("np0")?;
-            p.ingress[0].ports = vec![tcp(if away { 8080 } else { 80 })];
-            "tp_dst=8080"
-        } else {
-            let p = model.pods.get_mut(&oref(&ns, &pod_name(5))).ok_or("pod5")?;
-            p.labels.insert("app".into(), if away { "app1" } else { "app5" }.into());
-            "nw_src=10.0.0.5"
+        let (marker, filter) = match kind {
+            "policy" => {
+                let p = model.policies.get_mut(&oref(&ns, "np0")).ok_or("np0")?;
+                p.ingress[0].ports = vec![tcp(if away { 8080 } else { 80 })];
+                ("tp_dst=8080", "tcp,tp_dst=8080")
+            }
+            "egress" => {
+                let p = model.policies.get_mut(&oref(&ns, "np9")).ok_or("np9")?;
+                p.egress[0].ports = vec![tcp(if away { 5433 } else { 5432 })];
+                ("tp_dst=5433", "tcp,tp_dst=5433")
+            }
+            "pod" | "egress-pod" => {
+                let p = model.pods.get_mut(&oref(&ns, &pod_name(5))).ok_or("pod5")?;
+                let into = if kind == "pod" { "app1" } else { "app4" };
+                p.labels.insert("app".into(), if away { into } else { "app5" }.into());
+                if kind == "pod" { ("nw_src=10.0.0.5", "ip,nw_src=10.0.0.5") } else { ("nw_dst=10.0.110.5", "ip,nw_dst=10.0.110.5") }
+            }
+            _ => unreachable!("checked above"),
         };
         let text = namespace_file(&model, &ns)?;
         std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
@@ -334,7 +370,6 @@ fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Resu
         out.flush().map_err(|e| e.to_string())?;
 
         if let Some(ofp) = ofp.filter(|_| i % 10 == 0 || i == 1) {
-            let filter = if kind == "policy" { "tcp,tp_dst=8080" } else { "ip,nw_src=10.0.0.5" };
             let dump = std::process::Command::new("ovs-ofctl")
                 .args(["-O", "OpenFlow15", "--no-stats", "dump-flows", ofp, filter])
                 .output()

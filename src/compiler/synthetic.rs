@@ -4,10 +4,16 @@
 //! `pods_per_ns` pods and `policies_per_ns` policies each; one pod in every
 //! `namespaces / local_pods`-th namespace sits on the bridge. Policies mix same-namespace
 //! podSelector peers, namespaceSelector+podSelector peers, ipBlocks with except, numeric,
-//! ranged and named ports, and select-all policies, deterministically.
+//! ranged and named ports, and select-all policies, deterministically. A third of the
+//! policies (every third one in generation order, starting with the third) also carry an egress section, in five shapes: to a same-namespace podSelector on TCP 5432 plus DNS (UDP/TCP 53) to anywhere
+//! (empty `to`); to namespaceSelector+podSelector peers on the named port `http` (resolved on
+//! each destination pod); to an ipBlock with except on TCP 443 plus to every pod of one other
+//! namespace (namespaceSelector alone) on any port; to anywhere (empty `to`) on TCP 80 and
+//! the range 8000-8100; and `egress: []` (egress isolation only). [`cluster_without_egress`]
+//! is the same cluster without them, the baseline of the benchmarks.
 
 use crate::model::{
-    Cidr, ContainerPort, IngressRule, LabelSelector, Labels, LocalPort, Model, Namespace, ObjectRef, Peer, Pod,
+    Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, LocalPort, Model, Namespace, ObjectRef, Peer, Pod,
     Policy, PortRef, PortSpec, Protocol, Requirement, SelectorOp,
 };
 use std::net::{IpAddr, Ipv4Addr};
@@ -128,8 +134,18 @@ pub fn pod_name(j: usize) -> String {
     format!("pod{j}")
 }
 
-/// Generates the cluster.
+/// Generates the cluster, an egress section in every third policy.
 pub fn cluster(spec: ClusterSpec) -> Model {
+    generate(spec, true)
+}
+
+/// Generates the cluster without egress sections: every policy is Ingress-only (the
+/// generator's shape before egress was enforced).
+pub fn cluster_without_egress(spec: ClusterSpec) -> Model {
+    generate(spec, false)
+}
+
+fn generate(spec: ClusterSpec, with_egress: bool) -> Model {
     let mut m = Model::default();
     let stride = (spec.namespaces / spec.local_pods.max(1)).max(1);
     let mut ofport = 0u32;
@@ -159,7 +175,12 @@ pub fn cluster(spec: ClusterSpec) -> Model {
             m.pods.insert(oref(&name, &pname), p);
         }
         for k in 0..spec.policies_per_ns {
-            m.policies.insert(oref(&name, &format!("np{k}")), synthetic_policy(&name, i, k, spec.namespaces));
+            let mut p = synthetic_policy(&name, i, k, spec.namespaces);
+            let g = i * spec.policies_per_ns + k;
+            if with_egress && g % 3 == 2 {
+                add_egress(&mut p, i, k, spec.namespaces);
+            }
+            m.policies.insert(oref(&name, &format!("np{k}")), p);
         }
     }
     m
@@ -197,6 +218,52 @@ fn synthetic_policy(ns: &str, i: usize, k: usize, namespaces: usize) -> Policy {
         _ => vec![IngressRule { from: vec![], ports: vec![tcp(443)] }],
     };
     policy(ns, &format!("np{k}"), pod_selector, rules)
+}
+
+/// Adds an egress section to policy `k` of namespace `i`, of shape `(i / 10 + k) % 5`, so that
+/// the policies that select a local pod (`np0` and `np9` of every tenth namespace) get every
+/// shape too. ns0's policies have none (tests change `ns0/np0` as an ingress policy); ns110 has
+/// two that select its local pod: `np0` (named port) and `np9` (podSelector and DNS).
+fn add_egress(p: &mut Policy, i: usize, k: usize, namespaces: usize) {
+    let names = |ns: &[usize]| LabelSelector {
+        match_labels: Default::default(),
+        match_expressions: vec![Requirement {
+            key: crate::model::convert::NAMESPACE_NAME_LABEL.into(),
+            op: SelectorOp::In,
+            values: ns.iter().map(|n| ns_name(*n % namespaces)).collect(),
+        }],
+    };
+    let port = |protocol, n| PortSpec { protocol, port: Some(PortRef::Number(n)), end_port: None };
+    let dns = vec![port(Protocol::Udp, 53), port(Protocol::Tcp, 53)];
+    p.affects_egress = true;
+    p.egress = match (i / 10 + k) % 5 {
+        0 => vec![
+            EgressRule {
+                to: vec![Peer::Pods { pod_selector: Some(sel(&[("app", &format!("app{}", (k + 5) % 10))])), namespace_selector: None }],
+                ports: vec![tcp(5432)],
+            },
+            EgressRule { to: vec![], ports: dns },
+        ],
+        1 => vec![EgressRule {
+            to: vec![Peer::Pods { pod_selector: Some(sel(&[("tier", "back")])), namespace_selector: Some(names(&[i + 1, i + 3 * k + 2])) }],
+            ports: vec![PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Name("http".into())), end_port: None }],
+        }],
+        2 => vec![
+            EgressRule {
+                to: vec![Peer::IpBlock {
+                    cidr: Cidr::new(IpAddr::V4(Ipv4Addr::new(192, 168, 0, 0)), 16),
+                    except: vec![Cidr::new(IpAddr::V4(Ipv4Addr::new(192, 168, (i % 256) as u8, 0)), 24)],
+                }],
+                ports: vec![tcp(443)],
+            },
+            EgressRule { to: vec![Peer::Pods { pod_selector: None, namespace_selector: Some(names(&[i + 500])) }], ports: vec![] },
+        ],
+        3 => vec![EgressRule {
+            to: vec![],
+            ports: vec![tcp(80), PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Number(8000)), end_port: Some(8100) }],
+        }],
+        _ => vec![],
+    };
 }
 
 /// x (logging on): pods a (local, port 1), b, c; y: pod d (local, port 2), default deny.
