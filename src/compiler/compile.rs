@@ -2,10 +2,9 @@
 //!
 //! State: indexes of the model (pods by namespace, local pods by namespace, policies by
 //! namespace, policies whose peers reach beyond their namespace), each policy's compiled
-//! contribution ([`super::policy`]:
-//! clause flows it adds a `conjunction()` to, the `conj_id` flows it owns, the ports it
-//! isolates per direction, the pods and namespaces it read), and reverse indexes from pods and namespaces to
-//! the policies that read them. A change names the objects that changed; the compiler
+//! contribution ([`super::policy`]: clause flows it adds a `conjunction()` to, the `conj_id`
+//! flows it owns, the ports it isolates per direction, the pods and namespaces it read), and
+//! reverse indexes from pods and namespaces to the policies that read them. A change names the objects that changed; the compiler
 //! recompiles only the policies that read them (or could now read them), applies the
 //! difference of their contributions, and reports the flow keys that changed.
 
@@ -18,7 +17,7 @@ use super::rules::{Direction, RuleTable};
 use super::tables::priority;
 use super::userdata::{Disposition, LogUserdata};
 use crate::model::{LocalPort, Model, ObjectRef, Peer, Policy};
-use ofp::{Action, Instruction, Oxm};
+use ofp::{Action, Instruction};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Settings of the compiled pipeline.
@@ -496,7 +495,7 @@ impl Compiler {
     }
 
     fn refresh_drops(&mut self, model: &Model, o: u32) {
-        for dir in [Direction::Ingress, Direction::Egress] {
+        for dir in Direction::BOTH {
             self.refresh_drop(model, dir, o);
         }
     }
@@ -504,12 +503,8 @@ impl Compiler {
     /// The default drop of port `o` in `direction`: there while a policy isolates it, with a
     /// logging copy while its namespace logs.
     fn refresh_drop(&mut self, model: &Model, direction: Direction, o: u32) {
-        let port_match = match direction {
-            Direction::Ingress => flow::reg1(o),
-            Direction::Egress => Oxm::InPort(o),
-        };
         let table = direction.default_table();
-        let key = FlowKey::new(table, priority::NORMAL, vec![port_match]);
+        let key = FlowKey::new(table, priority::NORMAL, vec![policy::applied_match(direction, o)]);
         let port = self.idx.ports.get(&o);
         let value = match (port, self.isolated.get(&(direction, o))) {
             (Some(port), Some(set)) if !set.is_empty() => {

@@ -139,8 +139,9 @@ pub(super) fn peer_match(direction: Direction, cidr: &Cidr) -> Vec<Oxm> {
     }
 }
 
-/// The applied-to clause of a local pod's port.
-fn applied_match(direction: Direction, ofport: u32) -> Oxm {
+/// A local pod's port as a direction's policy tables see it: the destination (`reg1`) for
+/// ingress, the source (`in_port`) for egress. The applied-to clause and the default drops.
+pub(super) fn applied_match(direction: Direction, ofport: u32) -> Oxm {
     match direction {
         Direction::Ingress => flow::reg1(ofport),
         Direction::Egress => Oxm::InPort(ofport),

@@ -12,6 +12,9 @@ pub enum Direction {
 }
 
 impl Direction {
+    /// Both directions, ingress first.
+    pub const BOTH: [Direction; 2] = [Direction::Ingress, Direction::Egress];
+
     /// The table of the direction's rules (conjunctions and their `conj_id` flows).
     pub fn rule_table(self) -> u8 {
         match self {
@@ -30,7 +33,7 @@ impl Direction {
 
     /// The direction whose rules or default drops live in table `id`.
     pub fn of_table(id: u8) -> Option<Direction> {
-        [Direction::Ingress, Direction::Egress].into_iter().find(|d| d.rule_table() == id || d.default_table() == id)
+        Direction::BOTH.into_iter().find(|d| d.rule_table() == id || d.default_table() == id)
     }
 
     /// `Ingress` or `Egress`, as np.log prints it.
