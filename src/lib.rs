@@ -11,3 +11,4 @@ pub mod switch;
 pub mod audit;
 pub mod agent;
 pub mod ofp_tool;
+pub mod cli;

@@ -1,55 +1,15 @@
 //! The `npagent` command line.
 
 use anyhow::{bail, Context};
-use clap::{Args, Parser, Subcommand};
+use clap::Parser;
 use npagent::agent::{self, AgentConfig, SourceConfig};
-use npagent::audit::args::AuditArgs;
+use npagent::cli::{Cli, Command, CommonArgs, OfpCommand, RunArgs};
 use npagent::compiler::{self, Compiler, IdAllocator};
 use npagent::model::LocalPort;
 use npagent::source::{self, SourceEvent};
 use npagent::switch::{self, ConnectionConfig, Endpoint};
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
-
-/// Kubernetes NetworkPolicy enforcement and audit logging on an Open vSwitch bridge, over
-/// OpenFlow 1.5.
-#[derive(Debug, Parser)]
-#[command(name = "npagent", version, about)]
-struct Cli {
-    /// Log level of npagent's own messages (error, warn, info, debug, trace), or a tracing
-    /// filter such as `npagent=debug`.
-    #[arg(long, global = true, default_value = "info", env = "NPAGENT_LOG")]
-    log_level: String,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Enforce NetworkPolicies on the bridge and write the audit log, until SIGTERM/SIGINT.
-    Run(RunArgs),
-    /// Print the flows `run` would install, in `ovs-ofctl -O OpenFlow15 dump-flows
-    /// --no-stats --names` text, sorted, to diff against the bridge.
-    Flows(CommonArgs),
-    /// Decode or encode one OpenFlow message (a debugging aid like `ovs-ofctl ofp-print`).
-    #[command(subcommand)]
-    Ofp(OfpCommand),
-}
-
-#[derive(Debug, Subcommand)]
-enum OfpCommand {
-    /// Print the message given as hex (whitespace ignored) as JSON; on a malformed message,
-    /// print one line naming what is wrong and exit with status 2.
-    Decode {
-        /// The whole message in hex, e.g. 0614000800000001.
-        #[arg(num_args = 1.., required = true)]
-        hex: Vec<String>,
-    },
-    /// Read a message's JSON (as `decode` prints it) on stdin and print its hex.
-    Encode,
-}
 
 /// `npagent ofp ...`: no runtime, no logging; exit status 2 on bad input.
 fn ofp_command(cmd: OfpCommand) -> std::process::ExitCode {
@@ -73,49 +33,6 @@ fn ofp_command(cmd: OfpCommand) -> std::process::ExitCode {
             std::process::ExitCode::from(2)
         }
     }
-}
-
-/// Where the agent finds the switch, OVSDB and the cluster objects.
-#[derive(Debug, Args)]
-struct CommonArgs {
-    /// OpenFlow endpoint of the bridge: unix:PATH or tcp:HOST:PORT.
-    #[arg(long, default_value = switch::DEFAULT_ENDPOINT)]
-    ofp: String,
-    /// OVSDB endpoint: unix:PATH or tcp:HOST:PORT.
-    #[arg(long, default_value = "unix:/var/run/openvswitch/db.sock")]
-    ovsdb: String,
-    /// The bridge npagent owns.
-    #[arg(long, default_value = "br-int")]
-    bridge: String,
-    /// Read Namespaces, Pods and NetworkPolicies from this directory (*.yaml, *.yml, *.json,
-    /// watched) instead of the Kubernetes API.
-    #[arg(long, value_name = "DIR")]
-    manifests: Option<PathBuf>,
-    /// Kubeconfig for the Kubernetes API (default: $KUBECONFIG, ~/.kube/config, or the
-    /// in-cluster service account). Ignored with --manifests.
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    /// This node's name (JSON audit lines).
-    #[arg(long, env = "NODE_NAME", default_value = "")]
-    node: String,
-    /// Controller id npagent sets on its OpenFlow connection and in its logging flows.
-    #[arg(long, default_value_t = 0x4e50)]
-    controller_id: u16,
-}
-
-#[derive(Debug, Args)]
-struct RunArgs {
-    #[command(flatten)]
-    common: CommonArgs,
-    /// Packets per second the switch sends to npagent for logging (an OVS meter; burst twice
-    /// that). Forwarded traffic is never metered.
-    #[arg(long, default_value_t = 5000)]
-    packet_in_rate: u32,
-    /// Serve Prometheus metrics on HOST:PORT.
-    #[arg(long, value_name = "HOST:PORT")]
-    metrics_addr: Option<SocketAddr>,
-    #[command(flatten)]
-    audit: AuditArgs,
 }
 
 /// Meter id of the logging meter.
