@@ -25,6 +25,7 @@ use crate::header::{msg_type as t, nx_type, Header};
 use crate::msgs::*;
 use crate::multipart::{MultipartReply, MultipartRequest};
 use crate::packet_in2::PacketIn2;
+use crate::wire::Reader;
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// One OpenFlow message.

@@ -6,9 +6,8 @@
 
 use crate::action::{self, Action};
 use crate::error::{Error, Result};
-use crate::flow_mod::FlowMod;
 use crate::oxm::Match;
-use crate::prop::pad8;
+use crate::wire::{len16, pad8, Reader};
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// OFPT_HELLO: the version bitmap element(s) and any unknown elements kept raw.
@@ -172,88 +171,10 @@ pub struct PacketIn {
     pub data: Bytes,
 }
 
-/// Keep FlowMod reachable from here for `BundleAdd` users.
-pub type BundledFlowMod = FlowMod;
 
 // ---------------------------------------------------------------------------------------------
 // Reading helper
 // ---------------------------------------------------------------------------------------------
-
-/// A bounds-checked big-endian reader over a byte slice; every read names `what` on error.
-pub(crate) struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    what: &'static str,
-}
-
-impl<'a> Reader<'a> {
-    pub(crate) fn new(buf: &'a [u8], what: &'static str) -> Self {
-        Reader { buf, pos: 0, what }
-    }
-
-    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or(
-            Error::Truncated { what: self.what, need: self.pos.saturating_add(n), have: self.buf.len() },
-        )?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
-        let s = self.take(N)?;
-        let mut a = [0u8; N];
-        a.copy_from_slice(s);
-        Ok(a)
-    }
-
-    pub(crate) fn u8(&mut self) -> Result<u8> {
-        Ok(self.array::<1>()?[0])
-    }
-    pub(crate) fn u16(&mut self) -> Result<u16> {
-        self.array().map(u16::from_be_bytes)
-    }
-    pub(crate) fn u32(&mut self) -> Result<u32> {
-        self.array().map(u32::from_be_bytes)
-    }
-    pub(crate) fn u64(&mut self) -> Result<u64> {
-        self.array().map(u64::from_be_bytes)
-    }
-
-    /// Skips `n` bytes that must all be zero.
-    pub(crate) fn zeros(&mut self, n: usize) -> Result<()> {
-        let what = self.what;
-        let s = self.take(n)?;
-        match s.iter().find(|&&b| b != 0) {
-            Some(&b) => Err(Error::BadValue { what, value: b.into() }),
-            None => Ok(()),
-        }
-    }
-
-    pub(crate) fn rest(&mut self) -> &'a [u8] {
-        let s = &self.buf[self.pos.min(self.buf.len())..];
-        self.pos = self.buf.len();
-        s
-    }
-
-    pub(crate) fn remaining(&self) -> usize {
-        self.buf.len().saturating_sub(self.pos)
-    }
-
-    /// Errors unless every byte was consumed.
-    pub(crate) fn finish(&self) -> Result<()> {
-        if self.remaining() == 0 {
-            Ok(())
-        } else {
-            Err(Error::BadLength { what: self.what, len: self.buf.len() })
-        }
-    }
-}
-
-/// Converts a length to the u16 of a length field, or `TooLong`.
-pub(crate) fn len16(what: &'static str, len: usize) -> Result<u16> {
-    u16::try_from(len).map_err(|_| Error::TooLong { what, len })
-}
 
 // ---------------------------------------------------------------------------------------------
 // HELLO
@@ -853,7 +774,7 @@ impl MeterMod {
         let meter_id = r.u32()?;
         let mut bands = Vec::new();
         while r.remaining() > 0 {
-            let mut h = Reader::new(r.rest_peek(), "ofp_meter_band");
+            let mut h = Reader::new(r.peek_rest(), "ofp_meter_band");
             let band_type = h.u16()?;
             let len = usize::from(h.u16()?);
             if len < 12 || len > r.remaining() {
@@ -931,12 +852,6 @@ impl MeterMod {
     }
 }
 
-impl<'a> Reader<'a> {
-    /// The unread bytes, without consuming them.
-    pub(crate) fn rest_peek(&self) -> &'a [u8] {
-        &self.buf[self.pos.min(self.buf.len())..]
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // GROUP_MOD (OF1.5)
@@ -995,7 +910,7 @@ impl GroupMod {
         let mut b = Reader::new(r.take(buckets_len)?, "ofp15_bucket");
         let mut buckets = Vec::new();
         while b.remaining() > 0 {
-            let mut h = Reader::new(b.rest_peek(), "ofp15_bucket");
+            let mut h = Reader::new(b.peek_rest(), "ofp15_bucket");
             let len = usize::from(h.u16()?);
             if len < 8 || len > b.remaining() {
                 return Err(Error::BadLength { what: "ofp15_bucket", len });
@@ -1065,7 +980,7 @@ impl PacketOut {
         let buffer_id = r.u32()?;
         let actions_len = usize::from(r.u16()?);
         r.zeros(2)?;
-        let (match_, used) = Match::parse(r.rest_peek())?;
+        let (match_, used) = Match::parse(r.peek_rest())?;
         r.take(used)?;
         let actions = action::parse_actions(r.take(actions_len)?)?;
         Ok(PacketOut { buffer_id, match_, actions, data: Bytes::copy_from_slice(r.rest()) })
@@ -1097,7 +1012,7 @@ impl PacketIn {
         let reason = r.u8()?;
         let table_id = r.u8()?;
         let cookie = r.u64()?;
-        let (match_, used) = Match::parse(r.rest_peek())?;
+        let (match_, used) = Match::parse(r.peek_rest())?;
         r.take(used)?;
         r.zeros(2)?;
         Ok(PacketIn { buffer_id, total_len, reason, table_id, cookie, match_, data: Bytes::copy_from_slice(r.rest()) })

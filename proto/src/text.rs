@@ -1222,14 +1222,14 @@ fn nat_text(a: &Action) -> Option<String> {
     else {
         return None;
     };
-    let mut r = crate::oxm::Rd::new(payload, "NXAST_NAT");
+    let mut r = crate::wire::Reader::new(payload, "NXAST_NAT");
     if r.u16().ok()? != 36 {
         return None;
     }
     r.take(2).ok()?;
     let flags = r.u16().ok()?;
     let present = r.u16().ok()?;
-    let get32 = |bit: u16, r: &mut crate::oxm::Rd<'_>| {
+    let get32 = |bit: u16, r: &mut crate::wire::Reader<'_>| {
         if present & bit != 0 {
             r.u32().ok()
         } else {
@@ -1238,7 +1238,7 @@ fn nat_text(a: &Action) -> Option<String> {
     };
     let v4min = get32(1, &mut r)?;
     let v4max = get32(2, &mut r)?;
-    let get128 = |bit: u16, r: &mut crate::oxm::Rd<'_>| {
+    let get128 = |bit: u16, r: &mut crate::wire::Reader<'_>| {
         if present & bit != 0 {
             r.take(16)
                 .ok()
@@ -1250,7 +1250,7 @@ fn nat_text(a: &Action) -> Option<String> {
     };
     let v6min = get128(4, &mut r)?;
     let v6max = get128(8, &mut r)?;
-    let get16 = |bit: u16, r: &mut crate::oxm::Rd<'_>| {
+    let get16 = |bit: u16, r: &mut crate::wire::Reader<'_>| {
         if present & bit != 0 {
             r.u16().ok()
         } else {
