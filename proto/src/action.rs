@@ -8,7 +8,7 @@
 use crate::error::{Error, Result};
 use crate::oxm::{class, split_header, Oxm};
 use crate::prop::{self, prop_len, PropIter};
-use crate::wire::{check_zero, pad8, tlv, Reader};
+use crate::wire::{self, check_zero, pad8, tlv, Reader};
 use crate::NX_VENDOR_ID;
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -637,20 +637,14 @@ pub fn parse_actions(buf: &[u8]) -> Result<Vec<Action>> {
 /// of levels, and the bound keeps hostile input from exhausting the stack.
 pub const MAX_NESTING: usize = 32;
 
-fn parse_list(mut buf: &[u8], depth: usize) -> Result<Vec<Action>> {
+fn parse_list(buf: &[u8], depth: usize) -> Result<Vec<Action>> {
     if depth > MAX_NESTING {
         return Err(Error::BadValue {
             what: "nested actions too deep",
             value: depth as u64,
         });
     }
-    let mut v = Vec::new();
-    while !buf.is_empty() {
-        let (a, used) = Action::parse_nested(buf, depth)?;
-        v.push(a);
-        buf = buf.get(used..).unwrap_or(&[]);
-    }
-    Ok(v)
+    wire::parse_list(buf, |b| Action::parse_nested(b, depth))
 }
 
 /// Wire length of an action list.

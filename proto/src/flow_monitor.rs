@@ -17,7 +17,7 @@
 use crate::error::{Error, Result};
 use crate::instruction::{emit_instructions, instructions_len, parse_instructions, Instruction};
 use crate::oxm::Match;
-use crate::wire::{tlv, Reader};
+use crate::wire::{parse_list, tlv, Reader};
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// Multipart type 16.
@@ -261,25 +261,13 @@ impl FlowUpdate {
 }
 
 /// Parses a request body (after the multipart header): zero or more requests.
-pub fn parse_requests(mut buf: &[u8]) -> Result<Vec<FlowMonitorRequest>> {
-    let mut v = Vec::new();
-    while !buf.is_empty() {
-        let (req, used) = FlowMonitorRequest::parse(buf)?;
-        v.push(req);
-        buf = buf.get(used..).unwrap_or(&[]);
-    }
-    Ok(v)
+pub fn parse_requests(buf: &[u8]) -> Result<Vec<FlowMonitorRequest>> {
+    parse_list(buf, FlowMonitorRequest::parse)
 }
 
 /// Parses a reply body (after the multipart header): zero or more updates.
-pub fn parse_updates(mut buf: &[u8]) -> Result<Vec<FlowUpdate>> {
-    let mut v = Vec::new();
-    while !buf.is_empty() {
-        let (u, used) = FlowUpdate::parse(buf)?;
-        v.push(u);
-        buf = buf.get(used..).unwrap_or(&[]);
-    }
-    Ok(v)
+pub fn parse_updates(buf: &[u8]) -> Result<Vec<FlowUpdate>> {
+    parse_list(buf, FlowUpdate::parse)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use crate::action::{actions_len, emit_actions, parse_actions, Action};
 use crate::error::{Error, Result};
-use crate::wire::{pad8, tlv, Reader};
+use crate::wire::{pad8, parse_list, tlv, Reader};
 use bytes::{BufMut, Bytes, BytesMut};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -169,14 +169,8 @@ fn header(buf: &[u8]) -> Result<(u16, usize)> {
 }
 
 /// Parses a list of instructions filling `buf` exactly.
-pub fn parse_instructions(mut buf: &[u8]) -> Result<Vec<Instruction>> {
-    let mut v = Vec::new();
-    while !buf.is_empty() {
-        let (i, used) = Instruction::parse(buf)?;
-        v.push(i);
-        buf = buf.get(used..).unwrap_or(&[]);
-    }
-    Ok(v)
+pub fn parse_instructions(buf: &[u8]) -> Result<Vec<Instruction>> {
+    parse_list(buf, Instruction::parse)
 }
 
 /// Wire length of an instruction list.

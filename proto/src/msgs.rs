@@ -7,7 +7,7 @@
 use crate::action::{self, Action};
 use crate::error::{Error, Result};
 use crate::oxm::Match;
-use crate::wire::{len16, pad8, Reader};
+use crate::wire::{len16, pad8, parse_list, tlv, Reader};
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// OFPT_HELLO: the version bitmap element(s) and any unknown elements kept raw.
@@ -758,6 +758,33 @@ pub mod meter {
 }
 
 impl MeterBand {
+    /// Parses one band from the start of `buf`; returns it and its length.
+    fn parse(buf: &[u8]) -> Result<(MeterBand, usize)> {
+        const WHAT: &str = "ofp_meter_band";
+        let mut h = Reader::new(buf, WHAT);
+        let band_type = h.u16()?;
+        let len = usize::from(h.u16()?);
+        let mut b = Reader::new(tlv(buf, len, 12, false, WHAT)?, WHAT);
+        b.take(4)?;
+        let rate = b.u32()?;
+        let burst_size = b.u32()?;
+        let band = match band_type {
+            meter::BAND_DROP => {
+                b.zeros(4)?;
+                b.finish()?;
+                MeterBand::Drop { rate, burst_size }
+            }
+            meter::BAND_DSCP_REMARK => {
+                let prec_level = b.u8()?;
+                b.zeros(3)?;
+                b.finish()?;
+                MeterBand::DscpRemark { rate, burst_size, prec_level }
+            }
+            _ => MeterBand::Unknown { band_type, rate, burst_size, payload: Bytes::copy_from_slice(b.rest()) },
+        };
+        Ok((band, len))
+    }
+
     fn wire_len(&self) -> usize {
         match self {
             MeterBand::Drop { .. } | MeterBand::DscpRemark { .. } => 16,
@@ -772,33 +799,7 @@ impl MeterMod {
         let command = r.u16()?;
         let flags = r.u16()?;
         let meter_id = r.u32()?;
-        let mut bands = Vec::new();
-        while r.remaining() > 0 {
-            let mut h = Reader::new(r.peek_rest(), "ofp_meter_band");
-            let band_type = h.u16()?;
-            let len = usize::from(h.u16()?);
-            if len < 12 || len > r.remaining() {
-                return Err(Error::BadLength { what: "ofp_meter_band", len });
-            }
-            let mut b = Reader::new(r.take(len)?, "ofp_meter_band");
-            b.take(4)?;
-            let rate = b.u32()?;
-            let burst_size = b.u32()?;
-            bands.push(match band_type {
-                meter::BAND_DROP => {
-                    b.zeros(4)?;
-                    b.finish()?;
-                    MeterBand::Drop { rate, burst_size }
-                }
-                meter::BAND_DSCP_REMARK => {
-                    let prec_level = b.u8()?;
-                    b.zeros(3)?;
-                    b.finish()?;
-                    MeterBand::DscpRemark { rate, burst_size, prec_level }
-                }
-                _ => MeterBand::Unknown { band_type, rate, burst_size, payload: Bytes::copy_from_slice(b.rest()) },
-            });
-        }
+        let bands = parse_list(r.rest(), MeterBand::parse)?;
         Ok(MeterMod { command, flags, meter_id, bands })
     }
 
@@ -879,13 +880,16 @@ impl Bucket {
         8 + action::actions_len(&self.actions) + self.properties.len()
     }
 
-    fn parse(buf: &[u8]) -> Result<Bucket> {
-        let mut r = Reader::new(buf, "ofp15_bucket");
+    /// Parses one bucket from the start of `buf`; returns it and its length.
+    fn parse(buf: &[u8]) -> Result<(Bucket, usize)> {
+        const WHAT: &str = "ofp15_bucket";
+        let len = usize::from(Reader::new(buf, WHAT).u16()?);
+        let mut r = Reader::new(tlv(buf, len, 8, false, WHAT)?, WHAT);
         r.take(2)?;
         let actions_len = usize::from(r.u16()?);
         let bucket_id = r.u32()?;
         let actions = action::parse_actions(r.take(actions_len)?)?;
-        Ok(Bucket { bucket_id, actions, properties: Bytes::copy_from_slice(r.rest()) })
+        Ok((Bucket { bucket_id, actions, properties: Bytes::copy_from_slice(r.rest()) }, len))
     }
 
     /// A bucket with the given actions and a weight property (select groups; OVS's default
@@ -907,16 +911,7 @@ impl GroupMod {
         let buckets_len = usize::from(r.u16()?);
         r.zeros(2)?;
         let command_bucket_id = r.u32()?;
-        let mut b = Reader::new(r.take(buckets_len)?, "ofp15_bucket");
-        let mut buckets = Vec::new();
-        while b.remaining() > 0 {
-            let mut h = Reader::new(b.peek_rest(), "ofp15_bucket");
-            let len = usize::from(h.u16()?);
-            if len < 8 || len > b.remaining() {
-                return Err(Error::BadLength { what: "ofp15_bucket", len });
-            }
-            buckets.push(Bucket::parse(b.take(len)?)?);
-        }
+        let buckets = parse_list(r.take(buckets_len)?, Bucket::parse)?;
         Ok(GroupMod {
             command,
             group_type,

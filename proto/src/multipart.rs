@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::flow_monitor::{self, FlowMonitorRequest, FlowUpdate, OFPMP_FLOW_MONITOR};
 use crate::instruction::{emit_instructions, instructions_len, parse_instructions, Instruction};
 use crate::oxm::{oxm_header, split_header, Match};
-use crate::wire::{check_zero, pad8, tlv, Reader};
+use crate::wire::{check_zero, pad8, parse_list, tlv, Reader};
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// Multipart type 1: flows (OVS's OFPST_FLOW, OF1.5's OFPMP_FLOW_DESC).
@@ -251,26 +251,10 @@ impl Default for FlowStatsRequest {
 impl MultipartReply {
     /// Parses a reply body (from the multipart type on).
     pub fn parse(body: &[u8]) -> Result<Self> {
-        let (mp_type, flags, mut rest) = parse_mp_header(body, "multipart reply")?;
+        let (mp_type, flags, rest) = parse_mp_header(body, "multipart reply")?;
         let body = match mp_type {
-            OFPMP_FLOW => {
-                let mut v = Vec::new();
-                while !rest.is_empty() {
-                    let (f, used) = FlowStats::parse(rest)?;
-                    v.push(f);
-                    rest = rest.get(used..).unwrap_or(&[]);
-                }
-                MultipartReplyBody::Flow(v)
-            }
-            OFPMP_METER_STATS => {
-                let mut v = Vec::new();
-                while !rest.is_empty() {
-                    let (m, used) = MeterStats::parse(rest)?;
-                    v.push(m);
-                    rest = rest.get(used..).unwrap_or(&[]);
-                }
-                MultipartReplyBody::MeterStats(v)
-            }
+            OFPMP_FLOW => MultipartReplyBody::Flow(parse_list(rest, FlowStats::parse)?),
+            OFPMP_METER_STATS => MultipartReplyBody::MeterStats(parse_list(rest, MeterStats::parse)?),
             OFPMP_FLOW_MONITOR => MultipartReplyBody::FlowMonitor(flow_monitor::parse_updates(rest)?),
             other => MultipartReplyBody::Other {
                 mp_type: other,

@@ -6,7 +6,7 @@
 //! match a modelled field becomes a typed [`Oxm`]; anything else is kept raw so it round-trips.
 
 use crate::error::{Error, Result};
-use crate::wire::{check_zero, pad8, tlv, Reader};
+use crate::wire::{check_zero, pad8, parse_list, tlv, Reader};
 use bytes::{BufMut, Bytes, BytesMut};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -386,14 +386,8 @@ impl Oxm {
 }
 
 /// Parses a bare list of OXM TLVs (no `ofp_match` header), as in NXT_PACKET_IN2 metadata.
-pub fn parse_oxms(mut buf: &[u8]) -> Result<Vec<Oxm>> {
-    let mut v = Vec::new();
-    while !buf.is_empty() {
-        let (oxm, used) = Oxm::parse(buf)?;
-        v.push(oxm);
-        buf = buf.get(used..).unwrap_or(&[]);
-    }
-    Ok(v)
+pub fn parse_oxms(buf: &[u8]) -> Result<Vec<Oxm>> {
+    parse_list(buf, Oxm::parse)
 }
 
 /// Wire length of a bare OXM list.

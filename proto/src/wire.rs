@@ -112,6 +112,21 @@ pub(crate) fn tlv<'a>(buf: &'a [u8], len: usize, min: usize, align8: bool, what:
     buf.get(..len).ok_or(Error::Truncated { what, need: len, have: buf.len() })
 }
 
+/// Parses a list of elements filling `buf` exactly; `parse` reads one element from the start
+/// of its input and returns it with the bytes it took (at least one, or the list is refused).
+pub(crate) fn parse_list<T>(mut buf: &[u8], mut parse: impl FnMut(&[u8]) -> Result<(T, usize)>) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    while !buf.is_empty() {
+        let (item, used) = parse(buf)?;
+        if used == 0 || used > buf.len() {
+            return Err(Error::BadLength { what: "list element", len: used });
+        }
+        v.push(item);
+        buf = &buf[used..];
+    }
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
