@@ -27,6 +27,7 @@
 //! `tokio_util::codec` framing layer ([`codec::OfpCodec`]) and `serde` adds serde derives.
 
 pub mod action;
+pub mod body;
 #[cfg(feature = "codec")]
 pub mod codec;
 pub mod error;
@@ -35,7 +36,6 @@ pub mod flow_monitor;
 pub mod header;
 pub mod instruction;
 pub mod message;
-pub mod msgs;
 pub mod multipart;
 pub mod oxm;
 pub mod packet_in2;
@@ -50,7 +50,7 @@ pub use flow_monitor::{FlowMonitorRequest, FlowUpdate, FlowUpdateFull};
 pub use header::Header;
 pub use instruction::Instruction;
 pub use message::{Message, Payload};
-pub use msgs::*;
+pub use body::*;
 pub use multipart::{
     FlowStats, FlowStatsRequest, MeterStats, MultipartReply, MultipartReplyBody,
     MultipartRequest, MultipartRequestBody,

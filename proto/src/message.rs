@@ -22,7 +22,7 @@
 use crate::error::{Error, Result};
 use crate::flow_mod::FlowMod;
 use crate::header::{msg_type as t, nx_type, Header};
-use crate::msgs::*;
+use crate::body::*;
 use crate::multipart::{MultipartReply, MultipartRequest};
 use crate::packet_in2::PacketIn2;
 use crate::wire::Reader;

@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use ofp::action::{Action, Controller2, Ct, CtZoneSrc};
 use ofp::instruction::Instruction;
-use ofp::msgs::*;
+use ofp::body::*;
 use ofp::multipart::{
     FlowStats, FlowStatsRequest, MeterStats, MultipartReply, MultipartReplyBody, MultipartRequest,
     MultipartRequestBody, OxsStats,

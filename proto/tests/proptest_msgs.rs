@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use ofp::action::Action;
-use ofp::msgs::*;
+use ofp::body::*;
 use ofp::oxm::{Masked, Match, Oxm};
 use ofp::{Message, PacketIn2, Payload};
 use proptest::collection::vec;

@@ -8,7 +8,7 @@ mod common;
 use bytes::Bytes;
 use common::{dotted, field, hexdump_bytes, message_vectors, num, Vector};
 use ofp::action::Action;
-use ofp::msgs::{bundle_ctrl, HelloElement, MeterBand};
+use ofp::body::{bundle_ctrl, HelloElement, MeterBand};
 use ofp::oxm::Oxm;
 use ofp::{ErrorMsg, Message, Payload};
 
@@ -155,7 +155,7 @@ fn specific_checks(v: &Vector, msg: &Message) -> bool {
         }
         Payload::MeterMod(m) => {
             assert!(e.contains("ADD meter="));
-            assert_eq!(m.command, ofp::msgs::meter::ADD);
+            assert_eq!(m.command, ofp::body::meter::ADD);
             assert_eq!(u64::from(m.meter_id), num(field(e, "meter=").unwrap()), "{name}");
             // "kbps burst stats"
             assert_eq!(m.flags, 1 | 4 | 8, "{name}: flags");
