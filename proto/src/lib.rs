@@ -75,6 +75,8 @@ pub mod port {
     pub const ANY: u32 = 0xffff_ffff;
 }
 
+/// `max_len`/`miss_send_len` meaning "send the whole packet, not buffered" (OFPCML_NO_BUFFER).
+pub const MAX_LEN_NO_BUFFER: u16 = 0xffff;
 /// Buffer id meaning "not buffered".
 pub const NO_BUFFER: u32 = 0xffff_ffff;
 /// Group id "any" (flow_mod delete filter).
