@@ -288,7 +288,7 @@ pub(super) fn push_table(s: &mut String, table: u8, names: TableNames<'_>) {
 /// An OF1.0-style 16-bit port: number below 0xff00, else its reserved name.
 pub(super) fn push_port16(s: &mut String, port: u16, n: &Names<'_>) {
     if let Some(name) = (n.ports)(port32(port)) {
-        s.push_str(&name);
+        push_port_name(s, &name);
         return;
     }
     let name = match port {
@@ -306,6 +306,25 @@ pub(super) fn push_port16(s: &mut String, port: u16, n: &Names<'_>) {
         }
     };
     s.push_str(name);
+}
+
+/// A port name as OVS prints it: bare when it is a letter followed by letters and digits,
+/// else quoted (checked against ovs-ofctl 3.1: `Pq`, `eth0` bare; `p_1`, `1a`, `a-x` quoted).
+fn push_port_name(s: &mut String, name: &str) {
+    let mut chars = name.chars();
+    let bare = chars.next().is_some_and(|c| c.is_ascii_alphabetic()) && chars.all(|c| c.is_ascii_alphanumeric());
+    if bare {
+        s.push_str(name);
+        return;
+    }
+    s.push('"');
+    for c in name.chars() {
+        if c == '"' || c == '\\' {
+            s.push('\\');
+        }
+        s.push(c);
+    }
+    s.push('"');
 }
 
 /// An OF1.1+ 32-bit port, mapped to OVS's 16-bit port space as OVS does.
@@ -341,6 +360,20 @@ pub(super) fn port16(port: u32) -> Option<u16> {
 mod tests {
     use super::*;
     use crate::oxm::Masked;
+
+    #[test]
+    fn port_names_print_bare_or_quoted_as_ovs_does() {
+        let quoted = |name: &str| {
+            let mut s = String::new();
+            push_port_name(&mut s, name);
+            s
+        };
+        assert_eq!(quoted("eth0"), "eth0");
+        assert_eq!(quoted("Pq"), "Pq");
+        assert_eq!(quoted("p_1"), "\"p_1\"");
+        assert_eq!(quoted("1a"), "\"1a\"");
+        assert_eq!(quoted("a\"b\\"), "\"a\\\"b\\\\\"");
+    }
 
     #[test]
     fn xreg_prints_as_the_two_registers_it_holds() {
