@@ -17,7 +17,7 @@ use scenario::Proto;
 use support::agent::Agent;
 use support::{write_atomic, Testbed};
 
-/// The bound the issue sets for drift repair.
+/// How soon a flow changed behind npagent's back must be repaired.
 const REPAIR_BOUND: Duration = Duration::from_secs(2);
 
 /// x/a isolated, nothing allowed.

@@ -27,7 +27,7 @@ use support::agent::{npagent_bin, Agent};
 use support::{write_atomic, Testbed};
 
 
-/// The bound the issue sets for a manifest change to be enforced.
+/// How soon a manifest change must be enforced (README, "Using npagent").
 const BOUND: Duration = Duration::from_secs(1);
 
 struct Live {

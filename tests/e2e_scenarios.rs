@@ -337,7 +337,7 @@ fn scenarios_on_the_testbed() {
 }
 
 /// Every scenario file parses, its patterns are valid, its manifests are valid Kubernetes
-/// objects, and together the scenarios cover every ingress and egress semantic of the issues.
+/// objects, and together the scenarios cover every ingress and egress semantic of Kubernetes NetworkPolicy.
 #[test]
 fn scenario_files_are_valid() {
     let base = Base::load(&repo_manifests_dir())
@@ -389,7 +389,7 @@ fn scenario_files_are_valid() {
     }
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 
-    // Coverage: every semantic of the issue appears in some scenario.
+    // Coverage: every NetworkPolicy semantic appears in some scenario.
     let mut seen = BTreeSet::new();
     for s in &scenarios {
         for step in &s.steps {

@@ -1,6 +1,6 @@
 //! Property TLVs shared by NXT_PACKET_IN2, NXAST_CONTROLLER2, bundles and async config:
 //! type u16, len u16 (4 + payload, unpadded), payload, zero padding to a multiple of 8.
-//! OVS's encodings (openflow-wire.md §1.1): u8 len 5; be16 len 8 (value + 2 zero bytes);
+//! OVS's encodings (its lib/ofp-prop.c): u8 len 5; be16 len 8 (value + 2 zero bytes);
 //! be32 len 8; be64 len 16 (4 zero bytes, then the value); flag len 4; bytes len 4 + n.
 
 use crate::error::{Error, Result};

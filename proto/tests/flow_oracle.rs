@@ -56,7 +56,7 @@ fn cases() -> Vec<FlowMod> {
     use Oxm::*;
     let tcp = || vec![IP, IpProto(6)];
     let mut v = vec![
-        // npagent's own flows (DESIGN.md section 3).
+        // npagent's own flows (docs/pipeline.md).
         fm(
             3,
             200,

@@ -212,7 +212,7 @@ fn apply(a: Vec<Action>) -> Instruction {
     Instruction::ApplyActions(a)
 }
 
-/// npagent's pipeline (DESIGN.md section 3), plus a few header variants.
+/// npagent's pipeline (docs/pipeline.md), plus a few header variants.
 fn pipeline() -> Vec<FlowMod> {
     use Oxm::*;
     let conj = |id, clause, n| Action::Conjunction {
