@@ -1,6 +1,7 @@
 //! The compiler stays pure: no runtime, logging, clock, file system, environment, threads or
 //! hash-ordered containers in `src/compiler`, so the same model always compiles to the same
 //! flows and the compiler can be tested and benchmarked without any of them.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use std::path::{Path, PathBuf};
 

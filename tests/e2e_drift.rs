@@ -2,6 +2,7 @@
 //! within 2 s (the switch's flow monitor reports them), and flows the switch refuses do not
 //! hold back the rest of a bundle: they are reported with their policy and retried with
 //! backoff until the switch takes them. Real ovs-vswitchd, real packets. Needs root.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 

@@ -7,6 +7,7 @@
 //! enforcing meanwhile; after ovs-vswitchd restarts, npagent restores enforcement by itself.
 //! Quick verdicts come from `ofproto/trace` (the flow tables npagent controls), and every
 //! phase is confirmed with real packets. Needs root.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 

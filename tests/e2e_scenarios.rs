@@ -11,6 +11,7 @@
 //! port, every wrong probe, the flows and the agent's log; the test fails at the end if any
 //! scenario failed. `NPA_SCENARIOS=word,word` runs the scenarios whose file name contains one
 //! of the words. Needs root.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! The OVSDB source against a real ovsdb-server and ovs-vswitchd (dummy datapath, own network
 //! namespace and run directory, stopped by pid).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,6 +1,7 @@
 //! The switch connection against a real ovs-vswitchd (userspace datapath) in a private
 //! sandbox per test: handshake, echo, big bundles, dumps, counters, strict commands, failed
 //! bundles, restarts and packet-ins.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 

@@ -3,6 +3,7 @@
 //! and must print the expected text with no decode error.
 //!
 //! The test fails (does not skip) when ovs-ofctl is missing: install `openvswitch-common`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use bytes::Bytes;
 use ofp::action::{Action, Controller2, Ct, CtZoneSrc};

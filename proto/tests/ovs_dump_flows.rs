@@ -3,6 +3,7 @@
 //! installed over `br-int.mgmt`, dumped back with our OF1.5 flow stats request, parsed, and
 //! printed by `ofp::text::format_flow`; the lines must equal
 //! `ovs-ofctl -O OpenFlow15 dump-flows --no-stats --names br-int`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod common;
 

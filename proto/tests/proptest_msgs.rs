@@ -1,6 +1,7 @@
 //! Property tests: arbitrary messages of the kinds this crate models round-trip
 //! (`parse(emit(m)) == m`, `emit` writes exactly `buffer_len()` bytes), and arbitrary bytes
 //! never make `parse` panic and round-trip when accepted.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use bytes::Bytes;
 use ofp::action::Action;

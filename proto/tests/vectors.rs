@@ -2,6 +2,7 @@
 //! ovs-ofctl 3.1.0): every message vector parses, re-emits byte-identically, and its decoded
 //! fields match the text OVS printed for it. Vectors OVS reports as a decode error must be
 //! rejected. Each assertion names the vector it comes from.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod common;
 
