@@ -103,7 +103,11 @@ fn init_logging(level: &str, format: LogFormat) {
             let colours = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
             logs.with_ansi(colours).init();
         }
-        LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
+        LogFormat::Json => {
+            logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init();
+            // A panic's message would be the one line of plain text in the log.
+            std::panic::set_hook(Box::new(|panic| tracing::error!("{panic}")));
+        }
     }
 }
 

@@ -113,6 +113,10 @@ fn npagent_stdout(args: &[&str]) -> String {
 /// Logs npagent on the sandbox's bridge, waiting for the pipeline: the line saying so.
 const RESYNCED: &str = "flow_mods to send";
 
+/// A configuration error: what is wrong, arguments after `run`, environment, and the flag the
+/// message must name.
+type Case<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+
 #[test]
 fn bad_configuration_exits_2_naming_the_flag_before_anything_connects() {
     let tmp = tempfile::tempdir().expect("temp dir");
@@ -134,8 +138,7 @@ fn bad_configuration_exits_2_naming_the_flag_before_anything_connects() {
     let good_log = tmp.path().join("ok/np.log").to_string_lossy().into_owned();
     let endpoints = [("NPAGENT_OFP", ofp_arg.as_str()), ("NPAGENT_OVSDB", ovsdb_arg.as_str())];
 
-    // (what is wrong, arguments after `run`, environment, the flag the message must name)
-    let cases: Vec<(&str, Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         ("--ofp garbage", vec!["--ofp", "garbage"], vec![], "--ofp"),
         ("--ofp without a port", vec!["--ofp", "tcp:localhost"], vec![], "--ofp"),
         ("--ovsdb ssl:", vec!["--ovsdb", "ssl:1.2.3.4:6640"], vec![], "--ovsdb"),
@@ -155,7 +158,7 @@ fn bad_configuration_exits_2_naming_the_flag_before_anything_connects() {
     ];
     for (what, extra, env, flag) in cases {
         let mut args = vec!["run", "--manifests", &manifests];
-        if !extra.iter().any(|a| *a == "--audit-log") && !env.iter().any(|(k, _)| *k == "NPAGENT_AUDIT_LOG") {
+        if !extra.contains(&"--audit-log") && !env.iter().any(|(k, _)| *k == "NPAGENT_AUDIT_LOG") {
             args.extend(["--audit-log", &good_log]);
         }
         args.extend(extra);

@@ -172,9 +172,6 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
         }
     };
 
-    if let Err(e) = &outcome {
-        tracing::error!("{e}: exiting");
-    }
     tracing::info!("shutting down: flushing the audit log; flows stay installed");
     source_task.abort();
     ovsdb_task.abort();
