@@ -86,11 +86,19 @@ fn main() -> std::process::ExitCode {
 /// Checks what the command line cannot: exits with status 2 (clap's usage error) naming the
 /// flag, before anything connects.
 fn check_run_args(args: &RunArgs) {
-    if let Err(e) = npagent::audit::writer::check_writable(&args.audit.log) {
+    let invalid = |message: String| -> ! {
         let mut cli = Cli::command();
         cli.build(); // names the subcommand `npagent run` in the usage line
         let mut run = cli.find_subcommand("run").cloned().unwrap_or(cli);
-        run.error(clap::error::ErrorKind::ValueValidation, format!("--audit-log {}: {e}", args.audit.log.display())).exit();
+        run.error(clap::error::ErrorKind::ValueValidation, message).exit()
+    };
+    if let Err(e) = npagent::audit::writer::check_writable(&args.audit.log) {
+        invalid(format!("--audit-log {}: {e}", args.audit.log.display()));
+    }
+    if let (None, Some(path)) = (&args.common.manifests, &args.common.kubeconfig) {
+        if let Err(e) = kube::config::Kubeconfig::read_from(path) {
+            invalid(format!("--kubeconfig {}: {e}", path.display()));
+        }
     }
 }
 

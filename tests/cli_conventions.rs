@@ -137,6 +137,9 @@ fn bad_configuration_exits_2_naming_the_flag_before_anything_connects() {
     let manifests = manifests.to_string_lossy().into_owned();
     let good_log = tmp.path().join("ok/np.log").to_string_lossy().into_owned();
     let endpoints = [("NPAGENT_OFP", ofp_arg.as_str()), ("NPAGENT_OVSDB", ovsdb_arg.as_str())];
+    let missing_kubeconfig = tmp.path().join("no-kubeconfig").to_string_lossy().into_owned();
+    let bad_kubeconfig = tmp.path().join("kubeconfig").to_string_lossy().into_owned();
+    std::fs::write(&bad_kubeconfig, "clusters: [unclosed").expect("write");
 
     let cases: Vec<Case> = vec![
         ("--ofp garbage", vec!["--ofp", "garbage"], vec![], "--ofp"),
@@ -155,9 +158,15 @@ fn bad_configuration_exits_2_naming_the_flag_before_anything_connects() {
         ("NPAGENT_AUDIT_MAX_SIZE=lots", vec![], vec![("NPAGENT_AUDIT_MAX_SIZE", "lots")], "--audit-max-size"),
         ("NPAGENT_AUDIT_COMPRESS=maybe", vec![], vec![("NPAGENT_AUDIT_COMPRESS", "maybe")], "--audit-compress"),
         ("NPAGENT_CONTROLLER_ID=70000", vec![], vec![("NPAGENT_CONTROLLER_ID", "70000")], "--controller-id"),
+        ("--kubeconfig missing", vec!["--kubeconfig", &missing_kubeconfig], vec![], "--kubeconfig"),
+        ("NPAGENT_KUBECONFIG not YAML", vec![], vec![("NPAGENT_KUBECONFIG", &bad_kubeconfig)], "--kubeconfig"),
     ];
     for (what, extra, env, flag) in cases {
-        let mut args = vec!["run", "--manifests", &manifests];
+        let kube = extra.contains(&"--kubeconfig") || env.iter().any(|(k, _)| *k == "NPAGENT_KUBECONFIG");
+        let mut args = vec!["run"];
+        if !kube {
+            args.extend(["--manifests", manifests.as_str()]);
+        }
         if !extra.contains(&"--audit-log") && !env.iter().any(|(k, _)| *k == "NPAGENT_AUDIT_LOG") {
             args.extend(["--audit-log", &good_log]);
         }
