@@ -1,6 +1,6 @@
 //! Sets `NPAGENT_GIT_COMMIT` for `--version` and the build_info metric: the commit's short
 //! hash (12 digits), `-dirty` when the files the binary is built from differ from it,
-//! `unknown` without git or a repository (a source tarball).
+//! `unknown` without git or a repository of its own (a source tarball).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,7 +15,12 @@ fn git(args: &[&str]) -> Option<String> {
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    let commit = git(&["rev-parse", "--short=12", "HEAD"]);
+    // Only this package's own repository: not one it happens to be unpacked in.
+    let own_repo = git(&["rev-parse", "--show-toplevel"]).is_some_and(|top| {
+        let here = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).and_then(|d| d.canonicalize().ok());
+        PathBuf::from(top).canonicalize().ok() == here
+    });
+    let commit = if own_repo { git(&["rev-parse", "--short=12", "HEAD"]) } else { None };
     if let Some(commit) = &commit {
         watch_head();
         for input in INPUTS {
