@@ -184,6 +184,15 @@ fn bad_configuration_exits_2_naming_the_flag_before_anything_connects() {
             }
         }
     }
+    // The control: the same command line without the error does connect.
+    let args = ["run", "--manifests", &manifests, "--audit-log", &good_log];
+    let mut agent = Npagent::spawn(&args, &endpoints, &tmp.path().join("control.stderr"));
+    let started = Instant::now();
+    while ofp.accept().is_err() {
+        assert!(agent.exited().is_none(), "the control exited:\n{}", agent.log());
+        assert!(started.elapsed() < START_TIMEOUT, "the control never connected to --ofp:\n{}", agent.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
