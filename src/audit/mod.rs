@@ -325,6 +325,11 @@ impl AuditSender {
         }
         queued
     }
+
+    /// Resolves once the audit task is gone (stopped, or died).
+    pub async fn closed(&self) {
+        self.tx.closed().await
+    }
 }
 
 /// The audit logger task.
