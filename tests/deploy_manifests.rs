@@ -22,7 +22,7 @@ enum Manifest {
     ServiceAccount(ServiceAccount),
     ClusterRole(ClusterRole),
     ClusterRoleBinding(ClusterRoleBinding),
-    DaemonSet(DaemonSet),
+    DaemonSet(Box<DaemonSet>),
 }
 
 /// The kustomization: only `resources`, so that no transformer changes the objects between
@@ -94,7 +94,7 @@ fn manifest(doc: &serde_json::Value) -> Result<Manifest, String> {
         "ServiceAccount" => Manifest::ServiceAccount(typed(doc)?),
         "ClusterRole" => Manifest::ClusterRole(typed(doc)?),
         "ClusterRoleBinding" => Manifest::ClusterRoleBinding(typed(doc)?),
-        "DaemonSet" => Manifest::DaemonSet(typed(doc)?),
+        "DaemonSet" => Manifest::DaemonSet(Box::new(typed(doc)?)),
         other => return Err(format!("kind {other} is not one deploy/ is expected to hold")),
     })
 }
