@@ -367,3 +367,22 @@ fn image_holds_the_binary_and_its_libraries_only_and_enforces_without_capabiliti
     // The flows stay when npagent exits (what the DaemonSet's rolling update relies on).
     tb.assert_reachability(&isolated);
 }
+
+#[test]
+fn build_image_names_what_is_wrong_with_its_input() {
+    let script = repo_path("scripts/build-image");
+    let fails = |args: &[&str], needle: &str| {
+        let out = output(Command::new(&script).args(args));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "build-image {args:?} succeeded");
+        assert!(err.contains(needle), "build-image {args:?}: {needle:?} not in {err}");
+        assert!(out.stdout.is_empty(), "no image id on failure: {:?}", String::from_utf8_lossy(&out.stdout));
+    };
+    fails(&["--binary", "/nonexistent/npagent"], "--binary /nonexistent/npagent: not an executable file");
+    let not_elf = repo_path("scripts/test"); // executable, but a shell script
+    let not_elf = not_elf.to_str().expect("utf-8 path");
+    fails(&["--binary", not_elf], &format!("--binary {not_elf}: not an ELF file"));
+    fails(&["--binary"], "--binary needs a path");
+    fails(&["--tag"], "--tag needs a name");
+    fails(&["--push"], "unknown argument --push");
+}
