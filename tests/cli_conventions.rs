@@ -2,6 +2,7 @@
 //! exit 2 naming the flag before anything connects, every option of `run` comes from an
 //! `NPAGENT_*` variable too, JSON logs, no colours off a terminal, exit statuses on SIGTERM and
 //! on a lost audit log, `--version`, completions and man pages.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 

@@ -7,6 +7,7 @@
 //! log directory writable at the DaemonSet's mount points, then chroot, with no capability
 //! left (none effective, permitted or in the bounding set) and no_new_privs. Needs root,
 //! podman and capsh (scripts/test installs them).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 

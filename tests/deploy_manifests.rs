@@ -2,6 +2,7 @@
 //! those types do not know fails, as a misspelt one would otherwise be dropped silently by the
 //! API server), the DaemonSet's container checked against npagent's own command line, and the
 //! ClusterRole against what the kube-rs watchers use. No root, no cluster.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
