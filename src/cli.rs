@@ -73,6 +73,9 @@ pub struct CommonArgs {
     pub controller_id: u16,
 }
 
+/// Where the admin server listens unless told otherwise.
+pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9496";
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
@@ -81,8 +84,12 @@ pub struct RunArgs {
     /// that). Forwarded traffic is never metered.
     #[arg(long, default_value_t = 5000)]
     pub packet_in_rate: u32,
-    /// Serve Prometheus metrics on HOST:PORT.
-    #[arg(long, value_name = "HOST:PORT")]
+    /// Serve the admin server on HOST:PORT: /livez, /readyz (for probes) and /metrics
+    /// (Prometheus). Port 9496 by default, on loopback; port 0 picks a free one (logged).
+    #[arg(long, value_name = "HOST:PORT", default_value = DEFAULT_ADMIN_ADDR, env = "NPAGENT_ADMIN_ADDR")]
+    pub admin_addr: SocketAddr,
+    /// Deprecated alias of --admin-addr, kept for one release.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "admin_addr")]
     pub metrics_addr: Option<SocketAddr>,
     #[command(flatten)]
     pub audit: AuditArgs,

@@ -95,8 +95,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         controller_id: args.common.controller_id,
         meter_id: LOG_METER_ID,
         audit: args.audit.config(args.common.node.clone()),
-        metrics_addr: args.metrics_addr,
+        admin_addr: args.metrics_addr.unwrap_or(args.admin_addr),
     };
+    if let Some(addr) = args.metrics_addr {
+        tracing::warn!("--metrics-addr is deprecated and will be removed in the next release: use --admin-addr {addr}");
+    }
     tracing::info!("npagent {} starting: bridge {} at {}", env!("CARGO_PKG_VERSION"), cfg.bridge, args.common.ofp);
     agent::run(cfg, shutdown_signal()).await
 }
