@@ -1,8 +1,8 @@
 //! The agent's Prometheus metrics: the instruments the reconciler and the admin server update,
 //! and the page `/metrics` serves (Prometheus text format 0.0.4, by `prometheus-client`).
 //!
-//! Counters kept elsewhere (the audit logger's, the switch connection's, the meter's band
-//! stats) are read at each scrape by [`Scraped`] rather than copied into counters of their own.
+//! Totals kept elsewhere are not counted twice: the audit logger's are read at each scrape,
+//! and the switch connection's and the meter's are copied in by the agent's main loop.
 
 use crate::audit::AuditStats;
 use prometheus_client::collector::Collector;
