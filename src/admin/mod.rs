@@ -43,10 +43,11 @@ impl Admin {
     pub fn respond(&self, method: &Method, path: &str, now: Instant) -> Response<Full<Bytes>> {
         let known = matches!(path, "/livez" | "/readyz" | "/metrics");
         if !known {
-            return text(StatusCode::NOT_FOUND, format!("no such page: {path} (try /livez, /readyz, /metrics)\n"));
+            // The path is not echoed: the answer's size stays the server's to choose.
+            return text(StatusCode::NOT_FOUND, "no such page; there are /livez, /readyz and /metrics\n".to_owned());
         }
         if method != Method::GET {
-            let mut resp = text(StatusCode::METHOD_NOT_ALLOWED, format!("{method} not allowed; use GET\n"));
+            let mut resp = text(StatusCode::METHOD_NOT_ALLOWED, "only GET is allowed\n".to_owned());
             resp.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("GET"));
             return resp;
         }
