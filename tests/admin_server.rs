@@ -1,6 +1,7 @@
 //! The admin server of a real `npagent run` on a real ovs-vswitchd: `/readyz` says 200 only
-//! once the first resync is committed (the flows are on the bridge), 503 with the reason while
-//! the switch is away and 200 again after the next resync; `/livez`; `/metrics` read by
+//! once the first resync is committed (the flows are on the bridge; a relay holds the bundle
+//! to show that a connection alone is not enough), 503 with the reason while the switch is
+//! away and 200 again after the next resync; `/livez`; `/metrics` read by
 //! Prometheus' own text parser (Debian's python3-prometheus-client); 404 and 405; the flags
 //! (`--admin-addr`, its deprecated alias `--metrics-addr`, NPAGENT_ADMIN_ADDR) and a bind
 //! failure.
@@ -8,7 +9,11 @@
 mod support;
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -95,6 +100,92 @@ fn ready_only_after_the_first_resync_and_again_after_the_switch_returns() {
     assert_eq!(m.count("npagent_synced"), 1);
     assert_eq!(agent.log_text().matches("first sync complete").count(), 1, "the first sync is logged once");
     assert!(agent.stop().success());
+}
+
+/// A relay between npagent and the switch's OpenFlow socket that holds npagent's messages from
+/// its first OFPT_BUNDLE_CONTROL on (the first resync's bundle) until `release` is set.
+struct BundleGate {
+    path: std::path::PathBuf,
+    held: Arc<AtomicBool>,
+    release: Arc<AtomicBool>,
+}
+
+impl BundleGate {
+    fn start(sb: &Sandbox) -> BundleGate {
+        let path = sb.dir.join("gate.mgmt");
+        let listener = UnixListener::bind(&path).expect("bind the relay");
+        let switch_path = sb.ofp.strip_prefix("unix:").expect("unix endpoint").to_owned();
+        let (held, release) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let (h, r) = (Arc::clone(&held), Arc::clone(&release));
+        std::thread::spawn(move || {
+            let Ok((mut agent, _)) = listener.accept() else { return };
+            let mut switch = UnixStream::connect(&switch_path).expect("connect to the switch");
+            let (mut agent_rx, mut switch_tx) = (agent.try_clone().expect("clone"), switch.try_clone().expect("clone"));
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut switch, &mut agent);
+            });
+            let mut header = [0u8; 8];
+            while agent_rx.read_exact(&mut header).is_ok() {
+                let len = usize::from(u16::from_be_bytes([header[2], header[3]])).max(8);
+                let mut body = vec![0u8; len - 8];
+                if agent_rx.read_exact(&mut body).is_err() {
+                    return;
+                }
+                const OFPT_BUNDLE_CONTROL: u8 = 33;
+                if header[1] == OFPT_BUNDLE_CONTROL && !r.load(Ordering::SeqCst) {
+                    h.store(true, Ordering::SeqCst);
+                    while !r.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+                if switch_tx.write_all(&header).and_then(|()| switch_tx.write_all(&body)).is_err() {
+                    return;
+                }
+            }
+        });
+        BundleGate { path, held, release }
+    }
+}
+
+#[test]
+fn ready_waits_for_the_first_bundle_to_commit_not_for_the_connection() {
+    let sb = Sandbox::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manifests = empty_manifests(dir.path());
+    let gate = BundleGate::start(&sb);
+    let log = std::fs::File::create(dir.path().join("agent.log")).expect("agent log");
+    let mut child = Command::new(npagent_bin())
+        .args(["run", "--ovsdb", &sb.ovsdb, "--admin-addr", "127.0.0.1:0", "--ofp"])
+        .arg(format!("unix:{}", gate.path.display()))
+        .arg("--manifests")
+        .arg(&manifests)
+        .arg("--audit-log")
+        .arg(dir.path().join("np.log"))
+        .env("NO_COLOR", "1")
+        .stdout(log.try_clone().expect("clone log"))
+        .stderr(log)
+        .spawn()
+        .expect("start npagent");
+    let (addr, _) = admin_line(dir.path(), &mut child);
+    let started = Instant::now();
+    while !gate.held.load(Ordering::SeqCst) {
+        assert!(started.elapsed() < Duration::from_secs(15), "npagent sent no bundle");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Connected, dumped, bundle on its way but not committed: not ready.
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, body) = get(addr, "/readyz").expect("readyz");
+    assert_eq!((status, body.trim()), (503, "resync with the switch (connection #1) not committed yet"));
+    let page = get(addr, "/metrics").expect("metrics").1;
+    assert!(page.contains("npagent_switch_connected 1\n") && page.contains("npagent_synced 0\n"), "{page}");
+    assert!(sb.dump_flows().is_empty(), "nothing on the bridge yet");
+
+    gate.release.store(true, Ordering::SeqCst);
+    let (status, _) = poll(addr, "/readyz", Duration::from_secs(10), |s, _| s == 200);
+    assert_eq!(status, 200, "not ready after the bundle went through");
+    assert!(!sb.dump_flows().is_empty(), "ready with the flows on the bridge");
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// One metric family as Prometheus' parser sees it: type and samples (name, labels, value).
@@ -232,7 +323,6 @@ fn paths_and_methods_over_the_wire() {
 
 /// Sends `request` raw; the whole answer (empty when the server just closes).
 fn send(addr: SocketAddr, request: &str) -> String {
-    use std::io::{Read, Write};
     let mut sock = std::net::TcpStream::connect(addr).expect("connect");
     sock.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
     sock.write_all(request.as_bytes()).expect("send");

@@ -188,6 +188,9 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
                 });
             }
         }
+        // Before the reconcile too: it may wait long on the switch, and the verdict must not
+        // be that of before this event meanwhile.
+        report_progress(&admin, &metrics, &reconciler, ports_seen, &state, started);
         if ports_seen && unless_shutdown(&mut shutdown, &admin, reconciler.reconcile()).await.is_none() {
             break;
         }
