@@ -111,6 +111,9 @@ impl CommonArgs {
     }
 }
 
+/// Where the admin server listens unless told otherwise.
+pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9496";
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
@@ -119,8 +122,12 @@ pub struct RunArgs {
     /// that). Forwarded traffic is never metered.
     #[arg(long, default_value_t = 5000, env = "NPAGENT_PACKET_IN_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub packet_in_rate: u32,
-    /// Serve Prometheus metrics on HOST:PORT.
-    #[arg(long, value_name = "HOST:PORT", env = "NPAGENT_METRICS_ADDR")]
+    /// Serve the admin server on HOST:PORT: /livez, /readyz (for probes) and /metrics
+    /// (Prometheus). Port 9496 by default, on loopback; port 0 picks a free one (logged).
+    #[arg(long, value_name = "HOST:PORT", default_value = DEFAULT_ADMIN_ADDR, env = "NPAGENT_ADMIN_ADDR")]
+    pub admin_addr: SocketAddr,
+    /// Deprecated alias of --admin-addr, kept for one release.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "admin_addr", env = "NPAGENT_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
     #[command(flatten)]
     pub audit: AuditArgs,

@@ -3,7 +3,7 @@
 //! Layers, each using only the ones below it: [`endpoint`] (where OVS listens), [`model`]
 //! (our types), [`source`] (where the model comes from), [`compiler`] (pure: model to desired
 //! flows, diff), [`switch`] (the OpenFlow connection), [`audit`] (packet-ins to log lines),
-//! and [`agent`] wiring them.
+//! [`admin`] (health and metrics over HTTP), and [`agent`] wiring them.
 
 pub mod endpoint;
 pub mod model;
@@ -11,6 +11,8 @@ pub mod source;
 pub mod compiler;
 pub mod switch;
 pub mod audit;
+pub mod admin;
+pub mod rate_limited;
 pub mod agent;
 pub mod ofp_tool;
 pub mod cli;

@@ -156,8 +156,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         controller_id: args.common.controller_id,
         meter_id: LOG_METER_ID,
         audit: args.audit.config(node.clone()),
-        metrics_addr: args.metrics_addr,
+        admin_addr: args.metrics_addr.unwrap_or(args.admin_addr),
     };
+    if let Some(addr) = args.metrics_addr {
+        tracing::warn!("--metrics-addr is deprecated and will be removed in the next release: use --admin-addr {addr}");
+    }
     tracing::info!("npagent {} starting: node {node:?}, bridge {} at {}", npagent::cli::VERSION, cfg.bridge, cfg.ofp);
     agent::run(cfg, shutdown_signal()).await
 }

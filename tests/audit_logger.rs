@@ -6,7 +6,7 @@ mod audit_support;
 use npagent::compiler::tables;
 use audit_support::*;
 use npagent::audit::writer::WriterConfig;
-use npagent::agent::metrics::{render, AgentMetrics};
+use npagent::admin::metrics::{registry, render, AgentMetrics};
 use npagent::audit::{AuditConfig, AuditLogger, AuditStats, Format, Pipeline};
 use std::collections::BTreeMap;
 use npagent::compiler::userdata::Disposition;
@@ -94,10 +94,10 @@ async fn every_packet_in_not_audited_is_counted_on_the_metrics_page() {
     tx.submit(packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1, 80, false)), Disposition::Allow, tables::INGRESS_RULE, 999));
     logger.shutdown().await.unwrap();
     assert!(!tx.submit(allow_tcp_80()), "the logger has stopped");
-    let agent = AgentMetrics::default();
+    let agent = Arc::new(AgentMetrics::default());
     agent.packet_in_dropped_by_connection.store(2, std::sync::atomic::Ordering::Relaxed);
 
-    let page = render(&agent, &stats);
+    let page = render(&registry(agent, stats));
     let m = samples(&page);
     let get = |k: &str| *m.get(k).unwrap_or_else(|| panic!("no {k} in {page}"));
     assert_eq!(get("npagent_packet_ins_decoded_total"), 1);

@@ -32,6 +32,8 @@ impl Npagent {
         let child = Command::new(npagent_bin())
             .args(args)
             .env_clear()
+            // Tests run at once: a free admin port each, unless the test says otherwise.
+            .env("NPAGENT_ADMIN_ADDR", "127.0.0.1:0")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

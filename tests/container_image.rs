@@ -308,7 +308,7 @@ fn image_holds_the_binary_and_its_libraries_only_and_enforces_without_capabiliti
         &sb.dir,
         &audit,
         &tb.manifests_dir(),
-        &["run", "--manifests", "/manifests", "--metrics-addr", "127.0.0.1:0"],
+        &["run", "--manifests", "/manifests", "--admin-addr", "127.0.0.1:0"],
     );
 
     let status = agent.proc_file("status");

@@ -1,4 +1,4 @@
-//! The metrics endpoint against hostile or unlucky clients: many idle connections (slowloris)
+//! The admin server's metrics page against hostile or unlucky clients: many idle connections (slowloris)
 //! and accept errors (EMFILE). `npagent run` is started as a child process with switch and
 //! OVSDB endpoints that do not exist: it keeps retrying them, and serves its metrics meanwhile.
 //! File descriptors are limited with util-linux's `prlimit`.
@@ -6,16 +6,13 @@
 
 mod support;
 
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::agent::{npagent_bin, Metrics};
-
-/// npagent's bound on connections served at once (`agent::metrics::MAX_CONNECTIONS`).
-const MAX_CONNECTIONS: usize = 64;
+use npagent::admin::server::MAX_CONNECTIONS;
+use support::agent::{npagent_bin, parse_admin_addr, Metrics};
 
 /// An `npagent run` with nothing to talk to but its metrics clients; killed on drop.
 struct Standalone {
@@ -27,7 +24,7 @@ struct Standalone {
 
 impl Standalone {
     /// Starts npagent, under `prlimit --nofile=N` when `nofile` is given, and waits for its
-    /// metrics endpoint.
+    /// admin server.
     fn start(nofile: Option<u32>) -> Standalone {
         let dir = tempfile::Builder::new().prefix("npa-metrics-").tempdir().expect("temp dir");
         let manifests = dir.path().join("manifests");
@@ -50,7 +47,7 @@ impl Standalone {
             .arg(&manifests)
             .arg("--audit-log")
             .arg(dir.path().join("np.log"))
-            .args(["--metrics-addr", "127.0.0.1:0"])
+            .args(["--admin-addr", "127.0.0.1:0"])
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(out)
@@ -70,16 +67,11 @@ impl Standalone {
         let started = Instant::now();
         loop {
             let text = self.log_text();
-            let addr = text
-                .lines()
-                .find_map(|l| l.split("metrics on http://").nth(1))
-                .and_then(|s| s.split('/').next())
-                .and_then(|s| s.parse().ok());
-            if let Some(addr) = addr {
+            if let Some(addr) = text.lines().find_map(parse_admin_addr) {
                 return addr;
             }
             assert!(self.child.try_wait().ok().flatten().is_none(), "npagent exited:\n{text}");
-            assert!(started.elapsed() < Duration::from_secs(20), "no metrics endpoint within 20 s:\n{text}");
+            assert!(started.elapsed() < Duration::from_secs(20), "no admin server within 20 s:\n{text}");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -92,20 +84,19 @@ impl Standalone {
             .count()
     }
 
-    /// Scrapes until the page is served (`HTTP/1.1 200`) or `within` has passed; returns the
+    /// Scrapes until the page is served (status 200) or `within` has passed; returns the
     /// metrics and how long it took.
     fn scrape_within(&mut self, within: Duration) -> (Metrics, Duration) {
         let started = Instant::now();
         let mut last = String::new();
         while started.elapsed() < within {
             match scrape(self.addr) {
-                Ok(text) if text.starts_with("HTTP/1.1 200") => {
+                Ok(text) if text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/1.0 200") => {
                     let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
                     return (Metrics::parse(body), started.elapsed());
                 }
                 Ok(text) => last = text.lines().next().unwrap_or_default().to_owned(),
                 Err(e) => last = e.to_string(),
-
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -123,12 +114,7 @@ impl Drop for Standalone {
 
 /// One GET /metrics; the whole answer.
 fn scrape(addr: SocketAddr) -> std::io::Result<String> {
-    let mut sock = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-    sock.set_read_timeout(Some(Duration::from_secs(2)))?;
-    sock.write_all(b"GET /metrics HTTP/1.0\r\nHost: npagent\r\n\r\n")?;
-    let mut text = String::new();
-    sock.read_to_string(&mut text)?;
-    Ok(text)
+    support::agent::get_raw(addr, "/metrics")
 }
 
 /// Opens `n` connections that never send a byte.

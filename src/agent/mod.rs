@@ -6,7 +6,7 @@
 //! and OVSDB have been read once and the switch's flows have been dumped, so a restart with
 //! unchanged inputs sends nothing, and a switch restart is repaired by the same diff.
 
-pub mod metrics;
+mod first_sync;
 mod reconciler;
 mod resolver;
 mod store;
@@ -14,14 +14,17 @@ mod store;
 pub use reconciler::Reconciler;
 pub use resolver::StateResolver;
 pub use store::Store;
+pub use crate::rate_limited::RateLimitedWarning;
 
+use crate::admin::health::{Health, ReadinessChange};
+use crate::admin::metrics::{self, AgentMetrics};
+use crate::admin::Admin;
 use crate::audit::{AuditConfig, AuditLogger, AuditSender};
 use crate::compiler::{tables, Compiler};
 use crate::model::LocalPort;
 use crate::source::SourceEvent;
 use crate::endpoint::Endpoint;
 use crate::switch::{self, ConnectionConfig};
-use metrics::AgentMetrics;
 use ofp::packet_in2::PacketIn2;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -53,7 +56,8 @@ pub struct AgentConfig {
     pub controller_id: u16,
     pub meter_id: u32,
     pub audit: AuditConfig,
-    pub metrics_addr: Option<SocketAddr>,
+    /// Where the admin server (`/livez`, `/readyz`, `/metrics`) listens (`--admin-addr`).
+    pub admin_addr: SocketAddr,
 }
 
 /// State shared between the reconciler (writer) and the audit resolver (reader).
@@ -69,6 +73,11 @@ pub struct State {
 /// keeps enforcing while the agent is away. An error names the task that stopped (they
 /// retry what fails, so that is a bug) or says that the audit log could not be flushed.
 pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let started = Instant::now();
+    // First: an agent nobody can observe must not run.
+    let admin_listener = tokio::net::TcpListener::bind(cfg.admin_addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot serve the admin server on --admin-addr {}: {e}", cfg.admin_addr))?;
     let state = Arc::new(RwLock::new(State::default()));
     let metrics = Arc::new(AgentMetrics::default());
 
@@ -94,14 +103,19 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
     let (ports_tx, mut ports_rx) = watch::channel::<Vec<LocalPort>>(Vec::new());
     let names = tables::TABLES.iter().map(|(id, name)| (*id, name.to_string())).collect();
     let ovsdb_task = tokio::spawn(crate::source::ovsdb::run_ovsdb(cfg.ovsdb.clone(), cfg.bridge.clone(), names, ports_tx));
-    let metrics_task = cfg.metrics_addr.map(|addr| {
-        let (m, a) = (Arc::clone(&metrics), audit.stats());
-        tokio::spawn(async move {
-            if let Err(e) = metrics::serve(addr, m, a).await {
-                tracing::error!("metrics endpoint {addr}: {e}");
-            }
-        })
-    });
+    let source_name = match &cfg.source {
+        SourceConfig::Manifests(_) => "the manifests directory",
+        SourceConfig::Kube { .. } => "the Kubernetes API",
+    };
+    let admin = Arc::new(Admin::new(
+        Health::new(source_name, started),
+        metrics::registry(Arc::clone(&metrics), audit.stats()),
+    ));
+    match admin_listener.local_addr() {
+        Ok(addr) => tracing::info!("admin server on http://{addr}/ (livez, readyz, metrics)"),
+        Err(e) => tracing::warn!("admin server: cannot read its bound address: {e}"),
+    }
+    let admin_task = tokio::spawn(crate::admin::serve(admin_listener, Arc::clone(&admin), Arc::clone(&metrics)));
 
     let mut reconciler = Reconciler::new(&cfg, switch.clone(), Arc::clone(&state), Arc::clone(&metrics));
     let mut conn_state = switch.subscribe();
@@ -155,10 +169,17 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
                 reconciler.expire();
                 if last_meter_poll.elapsed() >= Duration::from_secs(10) {
                     last_meter_poll = Instant::now();
-                    if unless_shutdown(&mut shutdown, reconciler.poll_meter(&mut meter_shed_warning)).await.is_none() {
+                    if unless_shutdown(&mut shutdown, &admin, reconciler.poll_meter(&mut meter_shed_warning)).await.is_none() {
                         break Ok(());
                     }
                 }
+                let tasks = [
+                    ("the object source", &source_task),
+                    ("the OVSDB client", &ovsdb_task),
+                    ("the packet-in forwarder", &forward),
+                    ("the admin server", &admin_task),
+                ];
+                admin.health().tasks_stopped(tasks.iter().filter(|(_, t)| t.is_finished()).map(|(name, _)| *name).collect());
                 let dropped = switch.packet_in_dropped();
                 metrics.packet_in_dropped_by_connection.store(dropped, std::sync::atomic::Ordering::Relaxed);
                 metrics.packet_in_malformed.store(switch.packet_in_malformed(), std::sync::atomic::Ordering::Relaxed);
@@ -167,17 +188,20 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
                 });
             }
         }
-        if ports_seen && unless_shutdown(&mut shutdown, reconciler.reconcile()).await.is_none() {
+        // Before the reconcile too: it may wait long on the switch, and the verdict must not
+        // be that of before this event meanwhile.
+        report_progress(&admin, &metrics, &reconciler, ports_seen, &state, started);
+        if ports_seen && unless_shutdown(&mut shutdown, &admin, reconciler.reconcile()).await.is_none() {
             break Ok(());
         }
+        admin.health().beat(Instant::now());
+        report_progress(&admin, &metrics, &reconciler, ports_seen, &state, started);
     };
 
     tracing::info!("shutting down: flushing the audit log; flows stay installed");
     source_task.abort();
     ovsdb_task.abort();
-    if let Some(t) = metrics_task {
-        t.abort();
-    }
+    admin_task.abort();
     // A reconcile cut short leaves the bridge with all of its bundle or none (bundles are
     // atomic); the next start dumps the bridge and sends the difference.
     drop(reconciler);
@@ -191,16 +215,48 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
 }
 
 /// Runs `work` unless `shutdown` resolves first (then `None`): a reconcile or a request to a
-/// switch that does not answer must not delay a SIGTERM.
-async fn unless_shutdown<S, W>(shutdown: &mut Pin<&mut S>, work: W) -> Option<W::Output>
+/// switch that does not answer must not delay a SIGTERM. Beats the health while it waits: a
+/// wait on the switch is bounded by the switch's own timeouts and is no stuck loop.
+async fn unless_shutdown<S, W>(shutdown: &mut Pin<&mut S>, admin: &Admin, work: W) -> Option<W::Output>
 where
     S: Future<Output = ()>,
     W: Future,
 {
-    tokio::select! {
-        biased;
-        _ = shutdown.as_mut() => None,
-        out = work => Some(out),
+    tokio::pin!(work);
+    let mut beat = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.as_mut() => return None,
+            out = &mut work => return Some(out),
+            _ = beat.tick() => admin.health().beat(Instant::now()),
+        }
+    }
+}
+
+/// Tells the health (and the connected and synced gauges) how far the reconciler got; logs
+/// the first sync and readiness changes.
+fn report_progress(
+    admin: &Admin,
+    metrics: &AgentMetrics,
+    reconciler: &Reconciler,
+    ports_seen: bool,
+    state: &RwLock<State>,
+    started: Instant,
+) {
+    let progress = reconciler.progress(ports_seen);
+    let change = admin.health().set_progress(progress);
+    metrics.switch_connected.set(i64::from(progress.connection.is_some()));
+    metrics.synced.set(i64::from(admin.health().readiness().is_ok()));
+    match change {
+        Some(ReadinessChange::FirstReady) => {
+            let status = std::fs::read_to_string("/proc/self/status").ok();
+            let state = state.read().unwrap_or_else(|p| p.into_inner());
+            tracing::info!("{}", first_sync::summary(&state, started.elapsed(), status.as_deref()));
+        }
+        Some(ReadinessChange::Ready) => tracing::info!("ready again: the resync with the switch is committed"),
+        Some(ReadinessChange::NotReady(reason)) => tracing::info!("not ready: {reason}"),
+        None => {}
     }
 }
 
@@ -226,40 +282,5 @@ async fn forward_packet_ins(
     packet_ins.close();
     while let Ok(pi) = packet_ins.try_recv() {
         audit.submit(pi);
-    }
-}
-
-/// A warning about a growing counter, given at most once a minute.
-#[derive(Debug, Default)]
-pub struct RateLimitedWarning {
-    last_total: u64,
-    warned_at: Option<Instant>,
-}
-
-impl RateLimitedWarning {
-    /// Reports the counter's `total`; calls `warn` with it if it grew and no warning was given
-    /// in the last minute.
-    pub fn total(&mut self, total: u64, warn: impl FnOnce(u64)) {
-        let grew = total > self.last_total;
-        self.last_total = total;
-        if grew && self.warned_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
-            self.warned_at = Some(Instant::now());
-            warn(total);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::RateLimitedWarning;
-
-    #[test]
-    fn warns_when_the_counter_grows_at_most_once_a_minute() {
-        let mut w = RateLimitedWarning::default();
-        let mut warned = Vec::new();
-        w.total(0, |n| warned.push(n));
-        w.total(5, |n| warned.push(n));
-        w.total(9, |n| warned.push(n));
-        assert_eq!(warned, vec![5], "no warning for zero, then one within the minute");
     }
 }

@@ -10,8 +10,9 @@
 
 mod refused;
 
-use super::metrics::AgentMetrics;
 use super::{AgentConfig, State};
+use crate::admin::health::Progress;
+use crate::admin::metrics::{AgentMetrics, KindLabel, TableLabel};
 use crate::compiler::{self, tables, Change, Compiler, FlowTable, IdAllocator};
 use crate::model::LocalPort;
 use crate::source::SourceEvent;
@@ -19,7 +20,6 @@ use crate::switch::{ConnState, OfpError, SwitchError, SwitchHandle};
 use ofp::{FlowMod, FlowModCommand, MeterBand, MeterMod};
 use refused::Refused;
 use std::collections::BTreeSet;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -92,6 +92,16 @@ impl Reconciler {
         self.drifted = true;
     }
 
+    /// How far the reconciler got, for readiness; `ovsdb_read` is the main loop's to say.
+    pub fn progress(&self, ovsdb_read: bool) -> Progress {
+        Progress {
+            sources_synced: self.state.read().unwrap_or_else(|p| p.into_inner()).store.is_synced(),
+            ovsdb_read,
+            connection: self.connected,
+            committed: self.synced_generation.filter(|g| Some(*g) == self.connected),
+        }
+    }
+
     fn now(&self) -> u64 {
         self.started.elapsed().as_secs()
     }
@@ -119,7 +129,7 @@ impl Reconciler {
             ConnState::Connected { generation, datapath_id } => {
                 tracing::info!("switch connected (datapath {datapath_id:#018x}, connection #{generation})");
                 if *generation > 1 {
-                    self.metrics.reconnects.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.reconnects.inc();
                 }
                 self.connected = Some(*generation);
                 self.retry_at = None;
@@ -192,7 +202,9 @@ impl Reconciler {
             let compiler = state.compiler.get_or_insert_with(|| {
                 Compiler::new(self.compiler_cfg.clone(), IdAllocator::recover(&dump, ID_GRACE_SECS))
             });
+            let started = Instant::now();
             compiler.full(state.store.model(), now);
+            self.metrics.compile_seconds.observe(started.elapsed().as_secs_f64());
             compiler::diff(compiler.flows(), &self.installed)
         };
         let mods = self.without_waiting(mods);
@@ -222,7 +234,7 @@ impl Reconciler {
             let mut guard = write(&self.state);
             let state = &mut *guard;
             let Some(compiler) = state.compiler.as_mut() else { return Ok(()) };
-            let touched = compiler.update(state.store.model(), &changes, now);
+            let touched = timed_update(compiler, state.store.model(), &changes, now, &self.metrics);
             (compiler::diff(compiler.flows(), &self.installed), !touched.is_empty())
         };
         let mods = self.without_waiting(mods);
@@ -255,7 +267,7 @@ impl Reconciler {
             let state = &mut *guard;
             let Some(compiler) = state.compiler.as_mut() else { return Ok(()) };
             let touched: BTreeSet<_> =
-                if changes.is_empty() { BTreeSet::new() } else { compiler.update(state.store.model(), &changes, now) };
+                if changes.is_empty() { BTreeSet::new() } else { timed_update(compiler, state.store.model(), &changes, now, &self.metrics) };
             let flows_changed = !touched.is_empty();
             let keys: BTreeSet<_> = touched.into_iter().chain(due.iter().cloned()).collect();
             (compiler::diff_keys(compiler.flows(), &self.installed, keys.iter()), flows_changed)
@@ -303,7 +315,7 @@ impl Reconciler {
                     break;
                 }
                 Err(SwitchError::BundleFailed { index, error, also, .. }) => {
-                    self.metrics.bundles_failed.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.bundles_failed.inc();
                     let mut bad = BTreeSet::new();
                     for (i, e) in std::iter::once((index, &error)).chain(also.iter().map(|(i, e)| (*i, e))) {
                         for j in refused::offenders(&batch, i, e) {
@@ -322,7 +334,7 @@ impl Reconciler {
                     batch = batch.into_iter().enumerate().filter(|(i, _)| !bad.contains(i)).map(|(_, m)| m).collect();
                 }
                 Err(e) => {
-                    self.metrics.bundles_failed.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.bundles_failed.inc();
                     last_error = Some(e);
                     break;
                 }
@@ -342,15 +354,18 @@ impl Reconciler {
     /// Counts and records a committed bundle.
     fn committed(&mut self, mods: &[FlowMod], started: Instant) {
         let m = &self.metrics;
-        m.bundles_committed.fetch_add(1, Ordering::Relaxed);
-        m.bundle_latency_us_sum.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        m.bundles_committed.inc();
+        m.bundle_commit_seconds.observe(started.elapsed().as_secs_f64());
+        let (mut add, mut modify, mut delete) = (0, 0, 0);
         for f in mods {
-            let counter = match f.command {
-                FlowModCommand::Add => &m.flow_mods_add,
-                FlowModCommand::Modify | FlowModCommand::ModifyStrict => &m.flow_mods_modify,
-                _ => &m.flow_mods_delete,
-            };
-            counter.fetch_add(1, Ordering::Relaxed);
+            match f.command {
+                FlowModCommand::Add => add += 1,
+                FlowModCommand::Modify | FlowModCommand::ModifyStrict => modify += 1,
+                _ => delete += 1,
+            }
+        }
+        for (kind, n) in [("add", add), ("modify", modify), ("delete", delete)] {
+            m.flow_mods.get_or_create(&KindLabel { kind }).inc_by(n);
         }
         tracing::debug!("bundle of {} flow_mods committed in {:?}", mods.len(), started.elapsed());
         for f in mods.iter().take(16) {
@@ -374,7 +389,7 @@ impl Reconciler {
         if refused.is_empty() {
             return;
         }
-        self.metrics.flow_mods_rejected.fetch_add(refused.len() as u64, Ordering::Relaxed);
+        self.metrics.flow_mods_rejected.inc_by(refused.len() as u64);
         let now = Instant::now();
         let state = self.state.read().unwrap_or_else(|p| p.into_inner());
         let rules = state.compiler.as_ref().map(|c| c.rules());
@@ -401,17 +416,16 @@ impl Reconciler {
 
     /// Sets the flows-per-table gauges from the desired flows (one pass over them).
     fn update_flow_gauges(&self) {
-        let counts: Vec<(String, u64)> = {
+        let mut per_table = [0i64; 256];
+        {
             let state = self.state.read().unwrap_or_else(|p| p.into_inner());
             let Some(c) = state.compiler.as_ref() else { return };
-            let mut per_table = [0u64; 256];
             for k in c.flows().keys() {
                 per_table[usize::from(k.table)] += 1;
             }
-            tables::TABLES.iter().map(|(id, name)| (name.to_string(), per_table[usize::from(*id)])).collect()
-        };
-        if let Ok(mut t) = self.metrics.flows_per_table.lock() {
-            *t = counts;
+        }
+        for (id, name) in tables::TABLES {
+            self.metrics.flows.get_or_create(&TableLabel { table: name.to_string() }).set(per_table[usize::from(id)]);
         }
     }
 
@@ -433,7 +447,7 @@ impl Reconciler {
         }
         let Ok(stats) = self.switch.meter_stats(self.meter.meter_id).await else { return };
         let dropped: u64 = stats.iter().flat_map(|s| s.bands.iter()).map(|(packets, _)| packets).sum();
-        self.metrics.shed_by_meter.store(dropped, Ordering::Relaxed);
+        self.metrics.shed_by_meter.store(dropped, std::sync::atomic::Ordering::Relaxed);
         let rate = match self.meter.bands.first() {
             Some(MeterBand::Drop { rate, .. }) => *rate,
             _ => 0,
@@ -444,6 +458,20 @@ impl Reconciler {
             )
         });
     }
+}
+
+/// `compiler.update` for `changes`, its time observed in `metrics`.
+fn timed_update(
+    compiler: &mut Compiler,
+    model: &crate::model::Model,
+    changes: &[Change],
+    now: u64,
+    metrics: &AgentMetrics,
+) -> BTreeSet<compiler::FlowKey> {
+    let started = Instant::now();
+    let touched = compiler.update(model, changes, now);
+    metrics.compile_seconds.observe(started.elapsed().as_secs_f64());
+    touched
 }
 
 /// Locks the shared state for writing. A panic elsewhere while holding the lock leaves the

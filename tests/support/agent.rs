@@ -1,13 +1,15 @@
 //! An `npagent run` process on a [`Sandbox`], its log (stdout and stderr) appended to a file:
-//! started plain ([`Agent::spawn`]) or with an audit log and metrics endpoint, waiting for
-//! the pipeline ([`Agent::start`]); stopped with SIGTERM (it flushes the audit log), killed
-//! on drop if still running.
+//! started plain ([`Agent::spawn`]) or with an audit log, waiting for `/readyz` to say it is in
+//! sync ([`Agent::start`]); stopped with SIGTERM (it flushes the audit log), killed on drop if
+//! still running. Its admin server listens on a free port (`--admin-addr 127.0.0.1:0`), read
+//! from its log ([`Agent::admin_addr`]); [`get`] asks it.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::sandbox::Sandbox;
@@ -20,8 +22,8 @@ pub struct Agent {
     child: Option<Child>,
     /// npagent's own log (stdout and stderr); earlier runs' lines may precede this run's.
     pub log: PathBuf,
-    /// Where it serves metrics, when started with [`Agent::start`].
-    pub metrics_addr: Option<SocketAddr>,
+    /// Where its admin server listens, once read from the log.
+    admin_addr: OnceLock<SocketAddr>,
     /// Where this run's lines start in `log`.
     log_from: u64,
 }
@@ -29,7 +31,8 @@ pub struct Agent {
 impl Agent {
     /// Starts `npagent run` ([`npagent_bin`]) on `sb` with manifests from `manifests` and
     /// `extra` arguments, appending its log to `log`; returns at once. The log level is
-    /// `$NPA_AGENT_LOG`, `info` by default.
+    /// `$NPA_AGENT_LOG`, `info` by default. The admin server gets a free port unless `extra`
+    /// says where.
     pub fn spawn(sb: &Sandbox, manifests: &Path, log: &Path, extra: &[&str]) -> Agent {
         let out = std::fs::OpenOptions::new()
             .create(true)
@@ -40,10 +43,13 @@ impl Agent {
         // Lines of earlier runs in the same file are skipped when looking for this run's.
         let log_from = std::fs::metadata(log).map(|m| m.len()).unwrap_or(0);
         let level = std::env::var("NPA_AGENT_LOG").unwrap_or_else(|_| "info".into());
+        let admin_given = extra.iter().any(|a| a.starts_with("--admin-addr") || a.starts_with("--metrics-addr"));
+        let admin: &[&str] = if admin_given { &[] } else { &["--admin-addr", "127.0.0.1:0"] };
         let child = Command::new(npagent_bin())
             .args(["--log-level", &level, "run", "--ofp", &sb.ofp, "--ovsdb", &sb.ovsdb])
             .arg("--manifests")
             .arg(manifests)
+            .args(admin)
             .args(extra)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -51,32 +57,59 @@ impl Agent {
             .stderr(err)
             .spawn()
             .expect("start npagent");
-        Agent { child: Some(child), log: log.to_owned(), metrics_addr: None, log_from }
+        Agent { child: Some(child), log: log.to_owned(), admin_addr: OnceLock::new(), log_from }
     }
 
-    /// Starts `npagent run` on `sb` with manifests from `manifests`, writing `audit_log`,
-    /// metrics on a free port, and `extra` arguments (`--audit-format json`, ...); its log is
-    /// `<audit log name>.agent.log` next to the audit log. Returns once its first resync with
-    /// the switch is done (the pipeline is installed).
+    /// Starts `npagent run` on `sb` with manifests from `manifests`, writing `audit_log`, and
+    /// `extra` arguments (`--audit-format json`, ...); its log is `<audit log name>.agent.log`
+    /// next to the audit log. Returns once `/readyz` answers 200: its first resync with the
+    /// switch is committed (the pipeline is installed).
     pub fn start(sb: &Sandbox, manifests: &Path, audit_log: &Path, extra: &[&str]) -> Agent {
         // Next to the audit log, or in its nearest existing ancestor: creating the audit
         // log's directory is npagent's job.
         let dir = audit_log.ancestors().skip(1).find(|d| d.is_dir()).unwrap_or(Path::new("/tmp"));
         let name = audit_log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let audit_arg = audit_log.to_string_lossy();
-        let mut args = vec!["--audit-log", audit_arg.as_ref(), "--metrics-addr", "127.0.0.1:0"];
+        let mut args = vec!["--audit-log", audit_arg.as_ref()];
         args.extend_from_slice(extra);
         let mut agent = Agent::spawn(sb, manifests, &dir.join(format!("{name}.agent.log")), &args);
-        let line = agent.wait_log("metrics on http://", START_TIMEOUT);
-        let addr = line
-            .split("http://")
-            .nth(1)
-            .and_then(|s| s.split('/').next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no metrics address in {line:?}"));
-        agent.metrics_addr = Some(addr);
-        agent.wait_log("flow_mods to send", START_TIMEOUT);
+        agent.wait_ready(START_TIMEOUT);
         agent
+    }
+
+    /// Where the admin server listens, from the log line that says so (waits for it).
+    pub fn admin_addr(&self) -> SocketAddr {
+        *self.admin_addr.get_or_init(|| {
+            let started = Instant::now();
+            loop {
+                let text = self.log_text();
+                if let Some(addr) = text.lines().find_map(parse_admin_addr) {
+                    return addr;
+                }
+                assert!(started.elapsed() < START_TIMEOUT, "npagent logged no {ADMIN_LINE:?} within {START_TIMEOUT:?}:\n{text}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    }
+
+    /// Waits until `/readyz` answers 200; panics with the last answer and the log otherwise.
+    pub fn wait_ready(&mut self, within: Duration) {
+        let addr = self.admin_addr();
+        let started = Instant::now();
+        loop {
+            let last = match get(addr, "/readyz") {
+                Ok((200, _)) => return,
+                Ok((status, body)) => format!("{status} {}", body.trim()),
+                Err(e) => e.to_string(),
+            };
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("npagent exited ({status}) before it was ready (last /readyz: {last}):\n{}", self.log_text());
+            }
+            if started.elapsed() > within {
+                panic!("npagent not ready within {within:?} (last /readyz: {last}):\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// The process id.
@@ -123,15 +156,11 @@ impl Agent {
 
     /// Fetches the metrics page.
     pub fn metrics_text(&self) -> String {
-        let addr = self.metrics_addr.expect("npagent started with a metrics endpoint");
-        let mut sock = TcpStream::connect(addr).expect("connect to the metrics endpoint");
-        sock.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
-        sock.write_all(b"GET /metrics HTTP/1.0\r\nHost: npagent\r\n\r\n").expect("send request");
-        let mut text = String::new();
-        sock.read_to_string(&mut text).expect("read metrics");
+        let addr = self.admin_addr();
+        let text = get_raw(addr, "/metrics").expect("GET /metrics");
         let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no HTTP head: {text}"));
-        assert!(head.starts_with("HTTP/1.1 200"), "metrics answered {head}");
-        assert!(head.contains("Content-Type: text/plain; version=0.0.4"), "{head}");
+        assert!(head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200"), "metrics answered {head}");
+        assert!(head.to_ascii_lowercase().contains("content-type: text/plain; version=0.0.4"), "{head}");
         body.to_owned()
     }
 
@@ -193,6 +222,33 @@ impl Drop for Agent {
             }
         }
     }
+}
+
+/// What npagent logs when its admin server listens: "admin server on http://ADDR/ ...".
+pub const ADMIN_LINE: &str = "admin server on http://";
+
+/// The address in an [`ADMIN_LINE`].
+pub fn parse_admin_addr(line: &str) -> Option<SocketAddr> {
+    line.split(ADMIN_LINE).nth(1)?.split('/').next()?.parse().ok()
+}
+
+/// `GET path` (HTTP/1.0, so the server closes the connection); the whole answer.
+pub fn get_raw(addr: SocketAddr, path: &str) -> std::io::Result<String> {
+    let mut sock = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    sock.set_read_timeout(Some(Duration::from_secs(5)))?;
+    sock.write_all(format!("GET {path} HTTP/1.0\r\nHost: npagent\r\n\r\n").as_bytes())?;
+    let mut text = String::new();
+    sock.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// `GET path`: the status code and the body.
+pub fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let text = get_raw(addr, path)?;
+    let bad = || std::io::Error::other(format!("not an HTTP answer: {text:?}"));
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(bad)?;
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+    Ok((status, body.to_owned()))
 }
 
 /// The npagent binary: the one cargo built, or `$NPA_AGENT_BIN` (another build, or a private

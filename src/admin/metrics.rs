@@ -1,0 +1,248 @@
+//! The agent's Prometheus metrics: the instruments the reconciler and the admin server update,
+//! and the page `/metrics` serves (Prometheus text format 0.0.4, by `prometheus-client`).
+//!
+//! Totals kept elsewhere are not counted twice: the audit logger's are read at each scrape,
+//! and the switch connection's and the meter's are copied in by the agent's main loop.
+
+use crate::audit::AuditStats;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The `Content-Type` of the page.
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// Label of the flows gauge.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TableLabel {
+    pub table: String,
+}
+
+/// Label of the flow_mods counter: `add`, `modify` or `delete`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: &'static str,
+}
+
+/// What the reconciler, the main loop and the admin server count.
+#[derive(Debug)]
+pub struct AgentMetrics {
+    /// Desired flows per table name.
+    pub flows: Family<TableLabel, Gauge>,
+    /// Flow_mods committed, by kind.
+    pub flow_mods: Family<KindLabel, Counter>,
+    pub bundles_committed: Counter,
+    pub bundles_failed: Counter,
+    /// Flow_mods the switch refused (set aside and retried with backoff).
+    pub flow_mods_rejected: Counter,
+    /// Time from sending a bundle to its commit reply, seconds.
+    pub bundle_commit_seconds: Histogram,
+    /// Time the compiler took for a full or an incremental compile, seconds.
+    pub compile_seconds: Histogram,
+    pub reconnects: Counter,
+    /// 1 while the switch is connected.
+    pub switch_connected: Gauge,
+    /// 1 while the bridge holds the committed resync of the current connection (ready).
+    pub synced: Gauge,
+    /// Failed accepts on the admin server.
+    pub admin_accept_errors: Counter,
+    /// Admin connections refused because the server was serving its maximum.
+    pub admin_connections_refused: Counter,
+    /// Packet-ins the switch connection shed (its queue was full); a total kept by the
+    /// connection, copied here by the main loop.
+    pub packet_in_dropped_by_connection: AtomicU64,
+    /// Packet-ins the switch connection's strict parser rejected (a copied total).
+    pub packet_in_malformed: AtomicU64,
+    /// Packets the switch's meter dropped on their way to npagent (meter band stats).
+    pub shed_by_meter: AtomicU64,
+}
+
+/// Bucket bounds of both histograms: 100 µs doubling to about 13 s, which covers an
+/// incremental compile (well under 5 ms) and a 100,000-flow bundle (seconds).
+fn latency_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.0001, 2.0, 18)
+}
+
+impl Default for AgentMetrics {
+    fn default() -> Self {
+        AgentMetrics {
+            flows: Family::default(),
+            flow_mods: Family::default(),
+            bundles_committed: Counter::default(),
+            bundles_failed: Counter::default(),
+            flow_mods_rejected: Counter::default(),
+            bundle_commit_seconds: Histogram::new(latency_buckets()),
+            compile_seconds: Histogram::new(latency_buckets()),
+            reconnects: Counter::default(),
+            switch_connected: Gauge::default(),
+            synced: Gauge::default(),
+            admin_accept_errors: Counter::default(),
+            admin_connections_refused: Counter::default(),
+            packet_in_dropped_by_connection: AtomicU64::default(),
+            packet_in_malformed: AtomicU64::default(),
+            shed_by_meter: AtomicU64::default(),
+        }
+    }
+}
+
+/// The registry behind `/metrics`: `metrics`, the audit logger's `audit` counters, and
+/// `npagent_build_info`.
+pub fn registry(metrics: Arc<AgentMetrics>, audit: Arc<AuditStats>) -> Registry {
+    let m = &metrics;
+    // Present from the first scrape, zero until something is sent.
+    for kind in ["add", "modify", "delete"] {
+        drop(m.flow_mods.get_or_create(&KindLabel { kind }));
+    }
+    let mut r = Registry::default();
+    r.register("npagent_flows", "Desired flows per table.", m.flows.clone());
+    r.register("npagent_flow_mods", "Flow_mods committed, by kind.", m.flow_mods.clone());
+    r.register("npagent_bundles_committed", "Bundles committed.", m.bundles_committed.clone());
+    r.register("npagent_bundles_failed", "Bundles the switch refused.", m.bundles_failed.clone());
+    r.register(
+        "npagent_flow_mods_rejected",
+        "Flow_mods the switch refused (retried with backoff).",
+        m.flow_mods_rejected.clone(),
+    );
+    r.register(
+        "npagent_bundle_commit_seconds",
+        "Time from sending a bundle to its commit reply.",
+        m.bundle_commit_seconds.clone(),
+    );
+    r.register(
+        "npagent_compile_seconds",
+        "Time the compiler took to turn the model into desired flows (full or incremental).",
+        m.compile_seconds.clone(),
+    );
+    r.register("npagent_switch_reconnects", "Connections to the switch after the first.", m.reconnects.clone());
+    r.register("npagent_switch_connected", "1 while the switch is connected.", m.switch_connected.clone());
+    r.register(
+        "npagent_synced",
+        "1 while the bridge holds the committed resync of the current connection (/readyz is 200).",
+        m.synced.clone(),
+    );
+    r.register("npagent_metrics_accept_errors", "Failed accepts on the admin server.", m.admin_accept_errors.clone());
+    r.register(
+        "npagent_metrics_connections_refused",
+        "Admin server connections refused because it was serving its maximum.",
+        m.admin_connections_refused.clone(),
+    );
+    r.register("npagent_build", "The running npagent's version (and git commit when known).", Info::new(build_labels()));
+    r.register_collector(Box::new(Scraped { metrics, audit }));
+    r
+}
+
+/// Labels of `npagent_build_info`.
+fn build_labels() -> Vec<(&'static str, &'static str)> {
+    let mut labels = vec![("version", env!("CARGO_PKG_VERSION"))];
+    if let Some(commit) = option_env!("NPAGENT_GIT_COMMIT") {
+        labels.push(("commit", commit));
+    }
+    labels
+}
+
+/// Renders the page.
+pub fn render(registry: &Registry) -> String {
+    let mut out = String::new();
+    // Writing into a String fails only if an encoder reports an error; none of ours do.
+    if let Err(e) = prometheus_client::encoding::prometheus_text::encode(&mut out, registry) {
+        tracing::error!("cannot render the metrics: {e}");
+    }
+    out
+}
+
+/// Counters read at each scrape from where they are kept.
+#[derive(Debug)]
+struct Scraped {
+    metrics: Arc<AgentMetrics>,
+    audit: Arc<AuditStats>,
+}
+
+impl Collector for Scraped {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let m = &self.metrics;
+        let snap = self.audit.snapshot();
+        let counters = [
+            (
+                "npagent_packet_ins_received",
+                "Packet-ins received from the switch: decoded, undecodable, unresolved or shed.",
+                snap.packet_ins + get(&m.packet_in_dropped_by_connection) + get(&m.packet_in_malformed),
+            ),
+            ("npagent_packet_ins_decoded", "Packet-ins decoded into audit entries.", snap.decoded),
+            (
+                "npagent_packet_ins_undecodable",
+                "Packet-ins that could not be decoded (the message, its userdata or its frame).",
+                snap.undecodable + get(&m.packet_in_malformed),
+            ),
+            (
+                "npagent_packet_ins_unresolved",
+                "Packet-ins of an Allow rule npagent no longer knows (deleted beyond the grace period).",
+                snap.unresolved,
+            ),
+            ("npagent_audit_entries_written", "Audit log lines written.", snap.entries_written),
+            ("npagent_audit_write_errors", "Failed writes to the audit log.", snap.write_errors),
+            ("npagent_audit_lines_discarded", "Audit lines discarded while the log was unwritable.", snap.lines_discarded),
+            ("npagent_audit_shed_by_meter", "Logging packets the switch's meter dropped.", get(&m.shed_by_meter)),
+            (
+                "npagent_audit_shed_by_queue",
+                "Packet-ins shed because npagent's queues were full (or the audit logger had stopped).",
+                snap.shed_by_queue + get(&m.packet_in_dropped_by_connection),
+            ),
+        ];
+        for (name, help, value) in counters {
+            let counter = ConstCounter::new(value);
+            let family = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
+            counter.encode(family)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(m: Arc<AgentMetrics>) -> String {
+        render(&registry(m, Arc::new(AuditStats::default())))
+    }
+
+    #[test]
+    fn histograms_have_buckets_sum_and_count() {
+        let m = Arc::new(AgentMetrics::default());
+        m.bundle_commit_seconds.observe(0.003);
+        m.bundle_commit_seconds.observe(0.5);
+        let text = page(m);
+        assert!(text.contains("# TYPE npagent_bundle_commit_seconds histogram"), "{text}");
+        assert!(text.contains("npagent_bundle_commit_seconds_bucket{le=\"0.0032\"} 1\n"), "{text}");
+        assert!(text.contains("npagent_bundle_commit_seconds_bucket{le=\"+Inf\"} 2\n"), "{text}");
+        assert!(text.contains("npagent_bundle_commit_seconds_count 2\n"), "{text}");
+        assert!(text.contains("npagent_compile_seconds_count 0\n"), "{text}");
+    }
+
+    #[test]
+    fn counters_get_total_and_every_flow_mod_kind_is_there_from_the_start() {
+        let m = Arc::new(AgentMetrics::default());
+        m.flow_mods.get_or_create(&KindLabel { kind: "add" }).inc();
+        m.shed_by_meter.store(7, Ordering::Relaxed);
+        let text = page(m);
+        assert!(text.contains("npagent_flow_mods_total{kind=\"add\"} 1\n"), "{text}");
+        assert!(text.contains("npagent_flow_mods_total{kind=\"delete\"} 0\n"), "{text}");
+        assert!(text.contains("npagent_audit_shed_by_meter_total 7\n"), "{text}");
+        assert!(text.contains("# TYPE npagent_audit_shed_by_meter_total counter"), "{text}");
+    }
+
+    #[test]
+    fn build_info_carries_the_version() {
+        let text = page(Arc::new(AgentMetrics::default()));
+        let line = text.lines().find(|l| l.starts_with("npagent_build_info{")).expect(&text);
+        assert!(line.contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))), "{line}");
+        assert!(line.ends_with(" 1"), "{line}");
+    }
+}
