@@ -12,3 +12,5 @@ pub mod audit;
 pub mod agent;
 pub mod ofp_tool;
 pub mod cli;
+pub mod explain;
+pub mod snapshot;

@@ -210,6 +210,12 @@ impl Compiler {
         &self.rules
     }
 
+    /// The policies isolating local port `ofport` in `direction`, sorted: the reason its
+    /// default drop exists (`npagent explain`, and the JSON audit log's default drops).
+    pub fn isolating(&self, direction: Direction, ofport: u32) -> impl Iterator<Item = &ObjectRef> {
+        self.isolated.get(&(direction, ofport)).into_iter().flatten()
+    }
+
     /// The id allocator (its state survives only through the installed flows).
     pub fn ids(&self) -> &IdAllocator {
         &self.ids
