@@ -2,6 +2,7 @@
 //! deploy manifests' test) parse arguments exactly as the binary does.
 
 use crate::audit::args::AuditArgs;
+use crate::explain::{EndpointSpec, PortSpec};
 use crate::switch;
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
@@ -27,6 +28,10 @@ pub enum Command {
     /// Print the flows `run` would install, in `ovs-ofctl -O OpenFlow15 dump-flows
     /// --no-stats --names` text, sorted, to diff against the bridge.
     Flows(CommonArgs),
+    /// Say whether a connection is allowed or dropped, and why: the isolating policies, the
+    /// allowing rule with its conjunction id, cookie and flows. Exit status 0 allowed, 1
+    /// dropped, 2 error.
+    Explain(Box<ExplainArgs>),
     /// Decode or encode one OpenFlow message (a debugging aid like `ovs-ofctl ofp-print`).
     #[command(subcommand)]
     Ofp(OfpCommand),
@@ -88,3 +93,49 @@ pub struct RunArgs {
     pub audit: AuditArgs,
 }
 
+
+/// Output of `explain`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The source: NAMESPACE/POD, or an IP address (a pod's address is that pod).
+    #[arg(long, value_name = "ENDPOINT")]
+    pub from: EndpointSpec,
+    /// The destination: NAMESPACE/POD, or an IP address.
+    #[arg(long, value_name = "ENDPOINT")]
+    pub to: EndpointSpec,
+    /// Destination port: 80/TCP, tcp/80, udp/53, or a container port name of the destination
+    /// pod (http/TCP); a bare number or name is TCP. Without it, only rules allowing every port
+    /// count.
+    #[arg(long, value_name = "PORT/PROTO")]
+    pub port: Option<PortSpec>,
+    #[arg(short = 'o', long, value_enum, default_value = "human")]
+    pub output: OutputFormat,
+    /// Read Namespaces, Pods and NetworkPolicies from this directory instead of the
+    /// Kubernetes API; a manifest that cannot be used is an error.
+    #[arg(long, value_name = "DIR")]
+    pub manifests: Option<PathBuf>,
+    /// Kubeconfig for the Kubernetes API. Ignored with --manifests.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Explain against this bridge (OpenFlow endpoint): its local ports and conjunction ids.
+    /// Without --ofp and --ovsdb, explain compiles offline, as if the endpoints' pods were
+    /// local.
+    #[arg(long)]
+    pub ofp: Option<String>,
+    /// OVSDB endpoint of the bridge (implies the bridge; default
+    /// unix:/var/run/openvswitch/db.sock when only --ofp is given).
+    #[arg(long)]
+    pub ovsdb: Option<String>,
+    /// The bridge npagent owns.
+    #[arg(long, default_value = "br-int")]
+    pub bridge: String,
+    /// Controller id of npagent's logging flows (as given to `run`).
+    #[arg(long, default_value_t = 0x4e50)]
+    pub controller_id: u16,
+}

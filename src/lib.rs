@@ -13,4 +13,5 @@ pub mod agent;
 pub mod ofp_tool;
 pub mod cli;
 pub mod explain;
+pub mod explain_command;
 pub mod snapshot;

@@ -5,11 +5,9 @@ use clap::Parser;
 use npagent::agent::{self, AgentConfig, SourceConfig};
 use npagent::cli::{Cli, Command, CommonArgs, OfpCommand, RunArgs};
 use npagent::compiler::{self, Compiler, IdAllocator};
-use npagent::model::LocalPort;
-use npagent::source::{self, SourceEvent};
-use npagent::switch::{self, ConnectionConfig, Endpoint};
+use npagent::snapshot;
+use npagent::switch::Endpoint;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
 
 /// `npagent ofp ...`: no runtime, no logging; exit status 2 on bad input.
 fn ofp_command(cmd: OfpCommand) -> std::process::ExitCode {
@@ -42,6 +40,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let command = match cli.command {
         Command::Ofp(cmd) => return ofp_command(cmd),
+        Command::Explain(args) => return npagent::explain_command::main(*args),
         other => other,
     };
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
@@ -58,7 +57,7 @@ fn main() -> std::process::ExitCode {
         match command {
             Command::Run(args) => run(args).await,
             Command::Flows(args) => flows(args).await,
-            Command::Ofp(_) => unreachable!("handled before the runtime starts"),
+            Command::Ofp(_) | Command::Explain(_) => unreachable!("handled before the runtime starts"),
         }
     });
     // The audit log is flushed by now; a blocking task still running (a manifests scan) must
@@ -114,44 +113,12 @@ async fn shutdown_signal() {
     }
 }
 
-/// How long `flows` waits for each input.
-const FLOWS_TIMEOUT: Duration = Duration::from_secs(10);
-
 async fn flows(args: CommonArgs) -> anyhow::Result<()> {
-    let mut store = agent::Store::default();
-    match source_config(&args) {
-        SourceConfig::Manifests(dir) => {
-            let (objects, invalid) = source::manifests::load_dir(&dir);
-            for i in invalid {
-                store.apply(SourceEvent::from(i));
-            }
-            store.apply(SourceEvent::Reset { kinds: source::Kind::ALL.to_vec(), objects });
-        }
-        SourceConfig::Kube { kubeconfig } => {
-            let client = source::kube::client(kubeconfig.as_deref()).await?;
-            let (tx, mut rx) = mpsc::channel(64);
-            let watcher = tokio::spawn(source::kube::watch_kube(client, tx));
-            let listed = tokio::time::timeout(FLOWS_TIMEOUT, async {
-                while !store.is_synced() {
-                    match rx.recv().await {
-                        Some(ev) => {
-                            store.apply(ev);
-                        }
-                        None => break,
-                    }
-                }
-            })
-            .await;
-            watcher.abort();
-            if listed.is_err() || !store.is_synced() {
-                bail!("the Kubernetes API did not list Namespaces, Pods and NetworkPolicies within {FLOWS_TIMEOUT:?}");
-            }
-        }
-    }
-    store.set_ports(&read_ports(&args).await?);
+    let mut store = snapshot::load_store(&source_config(&args), false).await?;
+    store.set_ports(&snapshot::read_ports(&args.ovsdb, &args.bridge).await?);
 
     // Use the bridge's conjunction ids when it can be reached, so the text matches it.
-    let ids = match installed_flows(&args).await {
+    let ids = match snapshot::installed_flows(&args.ofp).await {
         Ok(dump) => IdAllocator::recover(&dump, 0),
         Err(e) => {
             tracing::warn!("{e:#}; conjunction ids are freshly allocated and may differ from the bridge's");
@@ -165,24 +132,4 @@ async fn flows(args: CommonArgs) -> anyhow::Result<()> {
         println!("{line}");
     }
     Ok(())
-}
-
-/// Reads the bridge's pod ports from OVSDB once.
-async fn read_ports(args: &CommonArgs) -> anyhow::Result<Vec<LocalPort>> {
-    let (tx, mut rx) = watch::channel(Vec::new());
-    let client = tokio::spawn(source::ovsdb::run_ovsdb(args.ovsdb.clone(), args.bridge.clone(), Vec::new(), tx));
-    let read = tokio::time::timeout(FLOWS_TIMEOUT, rx.changed()).await;
-    client.abort();
-    match read {
-        Ok(Ok(())) => Ok(rx.borrow().clone()),
-        _ => bail!("could not read the ports of {} from OVSDB at {} within {FLOWS_TIMEOUT:?}", args.bridge, args.ovsdb),
-    }
-}
-
-/// Dumps the bridge's flows.
-async fn installed_flows(args: &CommonArgs) -> anyhow::Result<Vec<ofp::FlowStats>> {
-    let endpoint: Endpoint = args.ofp.parse().with_context(|| format!("--ofp {}", args.ofp))?;
-    let (switch, _packet_ins) = switch::spawn(ConnectionConfig { endpoint, ..Default::default() });
-    switch.wait_connected(Duration::from_secs(3)).await.context("switch not reachable")?;
-    Ok(switch.dump_flows(None).await?)
 }
