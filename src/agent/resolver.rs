@@ -4,6 +4,7 @@
 
 use super::State;
 use crate::audit::{RuleMeta, RuleResolver};
+use crate::compiler::Direction;
 use crate::model::ObjectRef;
 use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
@@ -38,5 +39,10 @@ impl RuleResolver for StateResolver {
 
     fn pod_by_ip(&self, ip: IpAddr) -> Option<ObjectRef> {
         self.state.read().ok()?.store.pod_by_ip(&ip).cloned()
+    }
+
+    fn isolating_policies(&self, direction: Direction, ofport: u32) -> Vec<ObjectRef> {
+        let Ok(state) = self.state.read() else { return Vec::new() };
+        state.compiler.as_ref().map(|c| c.isolating(direction, ofport).cloned().collect()).unwrap_or_default()
     }
 }

@@ -1,0 +1,130 @@
+//! Which policies a default drop is for, in the JSON audit log, with real packets: `npagent
+//! run` on the testbed (nine pods, a real userspace OVS), traffic from inside the pods, and
+//! the `isolated_by` of the np.log lines it leads to.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::agent::Agent;
+use support::{write_atomic, Testbed};
+
+const LOGGING_KEY: &str = "networkpolicy.antrea.io/enable-logging";
+
+/// Namespaces x, y, z (label `ns: <name>`), audit logging on in x only.
+fn namespaces(tb: &Testbed) {
+    let mut text = String::new();
+    for ns in ["x", "y", "z"] {
+        text.push_str(&format!("---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels:\n    ns: {ns}\n"));
+        if ns == "x" {
+            text.push_str(&format!("  annotations:\n    {LOGGING_KEY}: \"true\"\n"));
+        }
+    }
+    write_atomic(&tb.manifests_dir().join("namespaces.yaml"), &text);
+}
+
+/// Writes one NetworkPolicy of namespace x, its `spec` given as YAML (indented by 2).
+fn policy(tb: &Testbed, name: &str, spec: &str) {
+    let text = format!("apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: {name}\n  namespace: x\nspec:\n{spec}");
+    write_atomic(&tb.manifests_dir().join(format!("policy-{name}.yaml")), &text);
+}
+
+/// Sends `n` UDP datagrams from pod `from` to `ip`:80, one socket (one source port) each
+/// call.
+fn udp(tb: &Testbed, from: &str, ip: &str, n: u32) {
+    let script = "import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nfor _ in range(int(sys.argv[2])): s.sendto(b'npagent-e2e',(sys.argv[1],80))";
+    let pod = tb.pod(from);
+    let out = Command::new("ip")
+        .args(["netns", "exec", &pod.netns, "/usr/bin/python3", "-c", script, ip, &n.to_string()])
+        .output()
+        .expect("run python3 in the pod");
+    assert!(out.status.success(), "udp from {from}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// The first line after the first `skip` that `pred` accepts, waiting up to `within`.
+fn wait_line(path: &Path, skip: usize, within: Duration, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        if let Some(l) = lines(path).into_iter().skip(skip).find(&pred) {
+            return l;
+        }
+        assert!(start.elapsed() < within, "no {what} within {within:?}:\n{:#?}", lines(path));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v["isolated_by"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no isolated_by array in {v}"))
+        .iter()
+        .map(|p| format!("{}/{}", p["namespace"].as_str().unwrap_or("?"), p["name"].as_str().unwrap_or("?")))
+        .collect()
+}
+
+fn is_drop_to(v: &Value, direction: &str, ip: &str) -> bool {
+    v["disposition"] == "Drop" && v["direction"] == direction && v["destination"]["ip"] == ip
+}
+
+#[test]
+fn default_drops_name_the_isolating_policies_of_their_direction() {
+    let tb = Testbed::start();
+    namespaces(&tb);
+    let (xa, xb, ya) = (tb.pod("x/a"), tb.pod("x/b"), tb.pod("y/a"));
+    // Two policies isolate x/a for ingress (written in the order that is not the sorted one);
+    // zz-deny-ingress isolates x/b for ingress too, egress-b-none isolates x/b for egress.
+    policy(&tb, "zz-deny-ingress", "  podSelector: {}\n  policyTypes: [Ingress]\n");
+    policy(&tb, "aa-allow-y-81", "  podSelector:\n    matchLabels: {pod: a}\n  ingress:\n  - from:\n    - namespaceSelector:\n        matchLabels: {ns: y}\n    ports:\n    - {protocol: TCP, port: 81}\n");
+    policy(&tb, "egress-b-none", "  podSelector:\n    matchLabels: {pod: b}\n  policyTypes: [Egress]\n");
+    let logs = tempfile::Builder::new().prefix("npa-e2e-isolation-").tempdir().expect("temp dir");
+    let np_log = logs.path().join("np.log");
+    let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &["--audit-format", "json"]);
+
+    // Ingress drop into x/a: both of its isolating policies, sorted.
+    udp(&tb, "y/a", &xa.ip, 3);
+    let drop = wait_line(&np_log, 0, Duration::from_secs(5), "ingress drop to x/a", |v| is_drop_to(v, "Ingress", &xa.ip));
+    assert_eq!(drop["table"], "IngressDefaultRule");
+    assert_eq!(drop["policy"], json!({"kind": "K8sNetworkPolicy", "namespace": null, "name": null}));
+    assert_eq!(names(&drop), ["x/aa-allow-y-81", "x/zz-deny-ingress"], "{drop}");
+
+    // Egress drop from x/b: only its egress isolation, not the ingress policy that selects it.
+    udp(&tb, "x/b", &ya.ip, 2);
+    let drop = wait_line(&np_log, 0, Duration::from_secs(5), "egress drop from x/b", |v| is_drop_to(v, "Egress", &ya.ip));
+    assert_eq!(drop["source"]["ip"], xb.ip.as_str());
+    assert_eq!(names(&drop), ["x/egress-b-none"], "{drop}");
+
+    // An allowed connection's line has no isolated_by.
+    assert!(tb.reaches("y/a", "x/a", support::Port::Tcp81));
+    let allow = wait_line(&np_log, 0, Duration::from_secs(5), "allow to x/a:81", |v| v["disposition"] == "Allow");
+    assert_eq!(allow["policy"]["name"], "aa-allow-y-81");
+    assert!(allow.get("isolated_by").is_none(), "{allow}");
+
+    // Without zz-deny-ingress, x/a's drops name only aa-allow-y-81: resolved at the time of
+    // the packet. New sockets until the agent has converged (each is a new 5-tuple).
+    std::fs::remove_file(tb.manifests_dir().join("policy-zz-deny-ingress.yaml")).expect("delete policy");
+    let seen = lines(&np_log).len();
+    let start = Instant::now();
+    let after = loop {
+        udp(&tb, "y/a", &xa.ip, 1);
+        std::thread::sleep(Duration::from_millis(300));
+        let found = lines(&np_log).into_iter().skip(seen).filter(|v| is_drop_to(v, "Ingress", &xa.ip)).find(|v| names(v).len() == 1);
+        if let Some(v) = found {
+            break v;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "no drop naming one policy after the deletion:\n{:#?}", lines(&np_log));
+    };
+    assert_eq!(names(&after), ["x/aa-allow-y-81"], "{after}");
+    // And x/b, no longer isolated for ingress, takes UDP from y/a.
+    assert!(tb.reaches("y/a", "x/b", support::Port::Udp80));
+    assert!(agent.stop().success());
+}
