@@ -138,4 +138,13 @@ pub struct ExplainArgs {
     /// Controller id of npagent's logging flows (as given to `run`).
     #[arg(long, default_value_t = 0x4e50)]
     pub controller_id: u16,
+    /// Also trace the connection's first packet through the bridge with `ovs-appctl
+    /// ofproto/trace` (the source must be a pod on the bridge) and check that the datapath
+    /// agrees; exit status 2 when it does not.
+    #[arg(long)]
+    pub trace: bool,
+    /// ovs-appctl's target (`-t`): the vswitchd's unixctl socket or pidfile, when it is not in
+    /// the default run directory.
+    #[arg(long, value_name = "PATH", requires = "trace")]
+    pub ovs_appctl_target: Option<PathBuf>,
 }

@@ -1,10 +1,13 @@
 //! `npagent explain`: load the model, compile it (offline, or with the bridge's ports and
-//! conjunction ids), explain, print. Exit status 0 allowed, 1 dropped, 2 error.
+//! conjunction ids), explain, with `--trace` ask OVS too, print. Exit status 0 allowed, 1
+//! dropped, 2 error or a datapath that disagrees.
 
 use crate::agent::SourceConfig;
 use crate::cli::{ExplainArgs, OutputFormat};
 use crate::compiler::{self, Compiler, IdAllocator};
-use crate::explain::{self, render, Query};
+use crate::explain::trace::{self, TracePacket, TraceVerdict};
+use crate::explain::{self, render, Explanation, Query};
+use crate::model::{Model, ObjectRef};
 use crate::snapshot;
 use anyhow::Context;
 use std::process::ExitCode;
@@ -23,8 +26,9 @@ pub fn main(args: ExplainArgs) -> ExitCode {
         }
     };
     match runtime.block_on(run(&args)) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(Outcome::Allowed) => ExitCode::SUCCESS,
+        Ok(Outcome::Dropped) => ExitCode::from(1),
+        Ok(Outcome::DatapathDisagrees) => ExitCode::from(2),
         Err(e) => {
             eprintln!("npagent explain: {e:#}");
             ExitCode::from(2)
@@ -32,8 +36,19 @@ pub fn main(args: ExplainArgs) -> ExitCode {
     }
 }
 
-/// Prints the explanation; returns whether the connection is allowed.
-async fn run(args: &ExplainArgs) -> anyhow::Result<bool> {
+/// What the command found.
+enum Outcome {
+    Allowed,
+    Dropped,
+    /// `--trace`: OVS's datapath decides otherwise than the explanation.
+    DatapathDisagrees,
+}
+
+/// Prints the explanation (and the trace); returns the outcome.
+async fn run(args: &ExplainArgs) -> anyhow::Result<Outcome> {
+    if args.trace && args.ofp.is_none() && args.ovsdb.is_none() {
+        anyhow::bail!("--trace needs the bridge: give --ofp and --ovsdb");
+    }
     let source = match &args.manifests {
         Some(dir) => SourceConfig::Manifests(dir.clone()),
         None => SourceConfig::Kube { kubeconfig: args.kubeconfig.clone() },
@@ -65,17 +80,59 @@ async fn run(args: &ExplainArgs) -> anyhow::Result<bool> {
     compiler.full(store.model(), 0);
     let explanation = explain::explain(store.model(), &compiler, &query)?;
     let note = note(bridge.as_ref().map(|(ofp, _)| ofp.as_str()), &stand_ins);
+    let traced = if args.trace { Some(trace_in_ovs(args, store.model(), &stand_ins, &explanation)?) } else { None };
     match args.output {
-        OutputFormat::Human => print!("{}", render::human(&explanation, &note)),
+        OutputFormat::Human => {
+            print!("{}", render::human(&explanation, &note));
+            if let Some(t) = &traced {
+                print!("{}", render::trace(t));
+            }
+        }
         OutputFormat::Json => {
             let mut v = serde_json::to_value(&explanation)?;
             if let Some(obj) = v.as_object_mut() {
                 obj.insert("compiled".into(), serde_json::Value::String(note));
+                if let Some(t) = &traced {
+                    obj.insert("trace".into(), serde_json::to_value(t)?);
+                }
             }
             println!("{v}");
         }
     }
-    Ok(explanation.allowed)
+    if let Some(t) = traced.filter(|t| !t.agrees) {
+        let (says, does) = if explanation.allowed { ("allowed", "drops") } else { ("dropped", "delivers") };
+        eprintln!("npagent explain: THE DATAPATH DISAGREES: explained {says}, but OVS {does} the packet ({})", t.datapath_actions);
+        return Ok(Outcome::DatapathDisagrees);
+    }
+    Ok(if explanation.allowed { Outcome::Allowed } else { Outcome::Dropped })
+}
+
+/// A placeholder destination MAC for a destination that is not a pod of this bridge (OVS
+/// forwards by IP address first; any unicast address does).
+const REMOTE_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+
+/// Runs `ovs-appctl ofproto/trace` for the connection's first packet, from the source pod's
+/// real port, MAC and address.
+fn trace_in_ovs(args: &ExplainArgs, model: &Model, stand_ins: &[ObjectRef], e: &Explanation) -> anyhow::Result<TraceVerdict> {
+    let real_port = |end: &explain::Endpoint| {
+        end.ofport.and_then(|o| model.ports.get(&o)).filter(|p| !stand_ins.contains(&p.pod)).filter(|_| end.pod)
+    };
+    let src = real_port(&e.from).with_context(|| format!("--trace needs the source to be a pod on bridge {}; {} is not", args.bridge, e.from.name))?;
+    let src_mac = src.mac.with_context(|| format!("--trace: the port of {} has no MAC address in OVSDB", e.from.name))?;
+    let dst_mac = real_port(&e.to).and_then(|p| p.mac).unwrap_or(REMOTE_MAC);
+    let transport = args.port.as_ref().zip(e.port.as_ref()).map(|(spec, p)| (spec.protocol, p.port));
+    let flow = trace::flow(&TracePacket { in_port: src.ofport, src_mac, dst_mac, src: e.from.ip, dst: e.to.ip, transport });
+    let mut cmd = std::process::Command::new("ovs-appctl");
+    if let Some(target) = &args.ovs_appctl_target {
+        cmd.arg("-t").arg(target);
+    }
+    cmd.args(["ofproto/trace", &args.bridge, &flow, "--ct-next", trace::CT_NEXT]);
+    let out = cmd.output().context("running ovs-appctl")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        anyhow::bail!("ovs-appctl ofproto/trace {} {flow}: {}", args.bridge, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    trace::verdict(flow.clone(), &text, e.allowed).with_context(|| format!("ofproto/trace {flow}: no datapath actions in its output:\n{text}"))
 }
 
 /// Where the conjunction ids, cookies and flows come from.

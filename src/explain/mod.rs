@@ -11,6 +11,7 @@
 pub mod packet;
 pub mod query;
 pub mod render;
+pub mod trace;
 
 use crate::compiler::{flows_text, Compiler, Direction, FlowTable, FlowKey};
 use crate::compiler::tables::priority;

@@ -1,5 +1,6 @@
 //! An [`Explanation`] as text for people.
 
+use super::trace::TraceVerdict;
 use super::{query, DirectionAnswer, Endpoint, Explanation, Verdict};
 use crate::compiler::PortRange;
 use std::fmt::Write;
@@ -72,4 +73,12 @@ fn direction(out: &mut String, d: &DirectionAnswer) {
             Ok(())
         }
     };
+}
+
+/// OVS's verdict, one line (two when it disagrees).
+pub fn trace(t: &TraceVerdict) -> String {
+    let verdict = if t.allowed { "delivers" } else { "drops" };
+    let mut out = format!("  datapath (ofproto/trace {}): {verdict} the packet: {}\n", t.flow, t.datapath_actions);
+    out.push_str(if t.agrees { "  the datapath agrees\n" } else { "  !!! THE DATAPATH DISAGREES with this explanation !!!\n" });
+    out
 }
