@@ -128,3 +128,53 @@ fn default_drops_name_the_isolating_policies_of_their_direction() {
     assert!(tb.reaches("y/a", "x/b", support::Port::Udp80));
     assert!(agent.stop().success());
 }
+
+#[test]
+fn an_annotated_policy_logs_its_own_allows_and_drops_with_its_label() {
+    let tb = Testbed::start();
+    namespaces(&tb);
+    let (ya, yb) = (tb.pod("y/a"), tb.pod("y/b"));
+    // Namespace y is not annotated. logged-allow asks for logging itself, with a label;
+    // quiet-deny does not.
+    let write = |name: &str, annotations: &str, spec: &str| {
+        let text = format!("apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: {name}\n  namespace: y\n{annotations}spec:\n{spec}");
+        write_atomic(&tb.manifests_dir().join(format!("policy-y-{name}.yaml")), &text);
+    };
+    write(
+        "logged-allow",
+        &format!("  annotations:\n    {LOGGING_KEY}: \"true\"\n    networkpolicy.antrea.io/log-label: y-audit\n"),
+        "  podSelector:\n    matchLabels: {pod: a}\n  ingress:\n  - from:\n    - namespaceSelector:\n        matchLabels: {ns: x}\n    ports:\n    - {protocol: TCP, port: 80}\n",
+    );
+    write("quiet-deny", "", "  podSelector:\n    matchLabels: {pod: b}\n  policyTypes: [Ingress]\n");
+    let logs = tempfile::Builder::new().prefix("npa-e2e-policy-logging-").tempdir().expect("temp dir");
+    let np_log = logs.path().join("np.log");
+    let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &[]);
+
+    assert!(tb.reaches("x/b", "y/a", support::Port::Tcp80), "logged-allow lets x/b in");
+    udp(&tb, "x/b", &ya.ip, 2);
+    udp(&tb, "x/b", &yb.ip, 2);
+    assert!(!tb.reaches("x/b", "y/b", support::Port::Tcp80), "quiet-deny isolates y/b");
+    let antrea = |path: &Path| -> Vec<Vec<String>> {
+        std::fs::read_to_string(path).unwrap_or_default().lines().map(|l| l.split(' ').map(str::to_string).collect()).collect()
+    };
+    let start = Instant::now();
+    while antrea(&np_log).len() < 2 && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(1_500)); // any further line would be written by now
+    assert!(agent.stop().success());
+    let lines = antrea(&np_log);
+    let text = std::fs::read_to_string(&np_log).unwrap_or_default();
+    // Antrea's fields after the timestamp: table policy rule direction disposition priority
+    // appliedTo srcIP srcPort dstIP dstPort protocol length logLabel.
+    let allow = lines.iter().find(|f| f.get(6).map(String::as_str) == Some("Allow")).unwrap_or_else(|| panic!("no Allow line:\n{text}"));
+    assert_eq!(&allow[2..9], ["IngressRule", "K8sNetworkPolicy:y/logged-allow", "<nil>", "Ingress", "Allow", "190", "y/a"], "{text}");
+    assert_eq!((allow[11].as_str(), allow[12].as_str(), allow[15].as_str()), (ya.ip.as_str(), "80", "y-audit"), "the label is Antrea's logLabel field:\n{text}");
+    // The pod logged-allow isolates logs its default drops (they are that policy's doing).
+    let drop = lines.iter().find(|f| f.get(6).map(String::as_str) == Some("Drop")).unwrap_or_else(|| panic!("no Drop line:\n{text}"));
+    assert_eq!(&drop[2..9], ["IngressDefaultRule", "K8sNetworkPolicy", "<nil>", "Ingress", "Drop", "<nil>", "y/a"], "{text}");
+    assert_eq!((drop[11].as_str(), drop[15].as_str()), (ya.ip.as_str(), "<nil>"), "{text}");
+    // y/b, isolated only by a policy that does not ask, logs nothing.
+    assert!(!text.contains(&yb.ip), "y/b's drops are not logged:\n{text}");
+    assert!(lines.iter().all(|f| f.get(11) == Some(&ya.ip)), "every line is about y/a (the prober tries other ports too):\n{text}");
+}
