@@ -7,6 +7,7 @@
 
 use crate::audit::args::AuditArgs;
 use crate::endpoint::{self, Endpoint};
+use crate::explain::{EndpointSpec, PortSpec};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -51,6 +52,10 @@ pub enum Command {
     /// Print the flows `run` would install, in `ovs-ofctl -O OpenFlow15 dump-flows
     /// --no-stats --names` text, sorted, to diff against the bridge.
     Flows(CommonArgs),
+    /// Say whether a connection is allowed or dropped, and why: the isolating policies, the
+    /// allowing rule with its conjunction id, cookie and flows. Exit status 0 allowed, 1
+    /// dropped, 2 error.
+    Explain(Box<ExplainArgs>),
     /// Decode or encode one OpenFlow message (a debugging aid like `ovs-ofctl ofp-print`).
     #[command(subcommand)]
     Ofp(OfpCommand),
@@ -131,6 +136,62 @@ pub struct RunArgs {
     pub metrics_addr: Option<SocketAddr>,
     #[command(flatten)]
     pub audit: AuditArgs,
+}
+
+
+/// Output of `explain`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The source: NAMESPACE/POD, or an IP address (a pod's address is that pod).
+    #[arg(long, value_name = "ENDPOINT")]
+    pub from: EndpointSpec,
+    /// The destination: NAMESPACE/POD, or an IP address.
+    #[arg(long, value_name = "ENDPOINT")]
+    pub to: EndpointSpec,
+    /// Destination port: 80/TCP, tcp/80, udp/53, or a container port name of the destination
+    /// pod (http/TCP); a bare number or name is TCP. Without it, only rules allowing every port
+    /// count.
+    #[arg(long, value_name = "PORT/PROTO")]
+    pub port: Option<PortSpec>,
+    #[arg(short = 'o', long, value_enum, default_value = "human")]
+    pub output: OutputFormat,
+    /// Read Namespaces, Pods and NetworkPolicies from this directory instead of the
+    /// Kubernetes API; a manifest that cannot be used is an error.
+    #[arg(long, value_name = "DIR")]
+    pub manifests: Option<PathBuf>,
+    /// Kubeconfig for the Kubernetes API. Ignored with --manifests.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Explain against this bridge (OpenFlow endpoint): its local ports and conjunction ids.
+    /// Without --ofp and --ovsdb, explain compiles offline, as if the endpoints' pods were
+    /// local.
+    #[arg(long, env = "NPAGENT_OFP")]
+    pub ofp: Option<Endpoint>,
+    /// OVSDB endpoint of the bridge (implies the bridge; default
+    /// unix:/var/run/openvswitch/db.sock when only --ofp is given).
+    #[arg(long, env = "NPAGENT_OVSDB")]
+    pub ovsdb: Option<Endpoint>,
+    /// The bridge npagent owns.
+    #[arg(long, default_value = "br-int")]
+    pub bridge: String,
+    /// Controller id of npagent's logging flows (as given to `run`).
+    #[arg(long, default_value_t = 0x4e50)]
+    pub controller_id: u16,
+    /// Also trace the connection's first packet through the bridge with `ovs-appctl
+    /// ofproto/trace` (the source must be a pod on the bridge) and check that the datapath
+    /// agrees; exit status 2 when it does not.
+    #[arg(long)]
+    pub trace: bool,
+    /// ovs-appctl's target (`-t`): the vswitchd's unixctl socket or pidfile, when it is not in
+    /// the default run directory.
+    #[arg(long, value_name = "PATH", requires = "trace")]
+    pub ovs_appctl_target: Option<PathBuf>,
 }
 
 /// Level names `--log-level` accepts on their own.

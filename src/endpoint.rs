@@ -60,6 +60,16 @@ pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
 
 impl Endpoint {
+    /// [`DEFAULT_OFP`].
+    pub fn default_ofp() -> Endpoint {
+        Endpoint::Unix(PathBuf::from("/var/run/openvswitch/br-int.mgmt"))
+    }
+
+    /// [`DEFAULT_OVSDB`].
+    pub fn default_ovsdb() -> Endpoint {
+        Endpoint::Unix(PathBuf::from("/var/run/openvswitch/db.sock"))
+    }
+
     /// Connects once.
     pub async fn connect(&self) -> std::io::Result<Box<dyn Stream>> {
         match self {
@@ -76,6 +86,12 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_defaults_are_the_documented_endpoints() {
+        assert_eq!(DEFAULT_OFP.parse(), Ok(Endpoint::default_ofp()));
+        assert_eq!(DEFAULT_OVSDB.parse(), Ok(Endpoint::default_ovsdb()));
+    }
 
     #[test]
     fn parses_unix_and_tcp() {

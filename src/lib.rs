@@ -16,3 +16,6 @@ pub mod rate_limited;
 pub mod agent;
 pub mod ofp_tool;
 pub mod cli;
+pub mod explain;
+pub mod explain_command;
+pub mod snapshot;

@@ -1,16 +1,12 @@
 //! The `npagent` command line.
 
-use anyhow::{bail, Context};
 use clap::{CommandFactory, Parser};
 use npagent::agent::{self, AgentConfig, SourceConfig};
 use npagent::cli::{Cli, Command, CommonArgs, LogFormat, OfpCommand, RunArgs};
 use npagent::compiler::{self, Compiler, IdAllocator};
-use npagent::model::LocalPort;
-use npagent::source::{self, SourceEvent};
-use npagent::switch::{self, ConnectionConfig};
+use npagent::snapshot;
 use std::io::IsTerminal;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
 
 /// `npagent ofp ...`: no runtime, no logging; exit status 2 on bad input.
 fn ofp_command(cmd: OfpCommand) -> std::process::ExitCode {
@@ -48,6 +44,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::SUCCESS;
         }
         Command::Man => return man_pages(),
+        Command::Explain(args) => return npagent::explain_command::main(*args),
         Command::Run(args) => {
             check_run_args(&args);
             Command::Run(args)
@@ -66,7 +63,7 @@ fn main() -> std::process::ExitCode {
         match command {
             Command::Run(args) => run(args).await,
             Command::Flows(args) => flows(args).await,
-            Command::Ofp(_) | Command::Completions { .. } | Command::Man => {
+            Command::Ofp(_) | Command::Completions { .. } | Command::Man | Command::Explain(_) => {
                 unreachable!("handled before the runtime starts")
             }
         }
@@ -178,44 +175,12 @@ async fn shutdown_signal() {
     }
 }
 
-/// How long `flows` waits for each input.
-const FLOWS_TIMEOUT: Duration = Duration::from_secs(10);
-
 async fn flows(args: CommonArgs) -> anyhow::Result<()> {
-    let mut store = agent::Store::default();
-    match source_config(&args) {
-        SourceConfig::Manifests(dir) => {
-            let (objects, invalid) = source::manifests::load_dir(&dir);
-            for i in invalid {
-                store.apply(SourceEvent::from(i));
-            }
-            store.apply(SourceEvent::Reset { kinds: source::Kind::ALL.to_vec(), objects });
-        }
-        SourceConfig::Kube { kubeconfig } => {
-            let client = source::kube::client(kubeconfig.as_deref()).await?;
-            let (tx, mut rx) = mpsc::channel(64);
-            let watcher = tokio::spawn(source::kube::watch_kube(client, tx));
-            let listed = tokio::time::timeout(FLOWS_TIMEOUT, async {
-                while !store.is_synced() {
-                    match rx.recv().await {
-                        Some(ev) => {
-                            store.apply(ev);
-                        }
-                        None => break,
-                    }
-                }
-            })
-            .await;
-            watcher.abort();
-            if listed.is_err() || !store.is_synced() {
-                bail!("the Kubernetes API did not list Namespaces, Pods and NetworkPolicies within {FLOWS_TIMEOUT:?}");
-            }
-        }
-    }
-    store.set_ports(&read_ports(&args).await?);
+    let mut store = snapshot::load_store(&source_config(&args), false).await?;
+    store.set_ports(&snapshot::read_ports(&args.ovsdb, &args.bridge).await?);
 
     // Use the bridge's conjunction ids when it can be reached, so the text matches it.
-    let ids = match installed_flows(&args).await {
+    let ids = match snapshot::installed_flows(&args.ofp).await {
         Ok(dump) => IdAllocator::recover(&dump, 0),
         Err(e) => {
             tracing::warn!("{e:#}; conjunction ids are freshly allocated and may differ from the bridge's");
@@ -229,23 +194,4 @@ async fn flows(args: CommonArgs) -> anyhow::Result<()> {
         println!("{line}");
     }
     Ok(())
-}
-
-/// Reads the bridge's pod ports from OVSDB once.
-async fn read_ports(args: &CommonArgs) -> anyhow::Result<Vec<LocalPort>> {
-    let (tx, mut rx) = watch::channel(Vec::new());
-    let client = tokio::spawn(source::ovsdb::run_ovsdb(args.ovsdb.clone(), args.bridge.clone(), Vec::new(), tx));
-    let read = tokio::time::timeout(FLOWS_TIMEOUT, rx.changed()).await;
-    client.abort();
-    match read {
-        Ok(Ok(())) => Ok(rx.borrow().clone()),
-        _ => bail!("could not read the ports of {} from OVSDB at {} within {FLOWS_TIMEOUT:?}", args.bridge, args.ovsdb),
-    }
-}
-
-/// Dumps the bridge's flows.
-async fn installed_flows(args: &CommonArgs) -> anyhow::Result<Vec<ofp::FlowStats>> {
-    let (switch, _packet_ins) = switch::spawn(ConnectionConfig { endpoint: args.ofp.clone(), ..Default::default() });
-    switch.wait_connected(Duration::from_secs(3)).await.context("switch not reachable")?;
-    Ok(switch.dump_flows(None).await?)
 }

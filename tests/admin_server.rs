@@ -5,6 +5,7 @@
 //! Prometheus' own text parser (Debian's python3-prometheus-client); 404 and 405; the flags
 //! (`--admin-addr`, its deprecated alias `--metrics-addr`, NPAGENT_ADMIN_ADDR) and a bind
 //! failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 

@@ -187,6 +187,20 @@ fn json_default_drop_aggregate() {
     assert_eq!(v["time"], "2023-07-04T12:33:27.221413000Z");
     assert_eq!(v["first_seen"], "2023-07-04T12:33:26.221413000Z");
     assert_eq!(v["last_seen"], "2023-07-04T12:33:27.121413000Z");
+    assert_eq!(
+        v["isolated_by"],
+        json!([{"namespace": "default", "name": "allow-tcp-80"}, {"namespace": "default", "name": "deny-all"}]),
+        "a default drop names the policies isolating the pod in its direction"
+    );
+}
+
+#[test]
+fn json_default_drop_of_another_direction_names_its_own_isolating_policies() {
+    // Egress from the same port: nothing isolates it for egress in the resolver.
+    let pi = packet_in(ipv4("10.10.1.7", "10.10.1.13", ICMP, &icmp_echo(56)), Disposition::Drop, tables::EGRESS_DEFAULT_RULE, 5);
+    let v: Value = serde_json::from_str(&line(Format::Json, &Record::single(entry(&pi, t_drop())))).unwrap();
+    assert_eq!(v["direction"], "Egress");
+    assert_eq!(v["isolated_by"], json!([]));
 }
 
 #[test]

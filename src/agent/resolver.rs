@@ -4,6 +4,7 @@
 
 use super::State;
 use crate::audit::{RuleMeta, RuleResolver};
+use crate::compiler::Direction;
 use crate::model::ObjectRef;
 use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
@@ -25,7 +26,7 @@ impl RuleResolver for StateResolver {
     fn allow_rule(&self, conj_id: u32) -> Option<RuleMeta> {
         let state = self.state.read().ok()?;
         let rule = state.compiler.as_ref()?.rules().rule(conj_id)?;
-        Some(RuleMeta { policy: rule.policy.clone(), rule_name: rule.name.clone(), priority: rule.priority, log_label: None })
+        Some(RuleMeta { policy: rule.policy.clone(), rule_name: rule.name.clone(), priority: rule.priority, log_label: rule.log_label.clone() })
     }
 
     fn pod_by_ofport(&self, ofport: u32) -> Option<ObjectRef> {
@@ -38,5 +39,10 @@ impl RuleResolver for StateResolver {
 
     fn pod_by_ip(&self, ip: IpAddr) -> Option<ObjectRef> {
         self.state.read().ok()?.store.pod_by_ip(&ip).cloned()
+    }
+
+    fn isolating_policies(&self, direction: Direction, ofport: u32) -> Vec<ObjectRef> {
+        let Ok(state) = self.state.read() else { return Vec::new() };
+        state.compiler.as_ref().map(|c| c.isolating(direction, ofport).cloned().collect()).unwrap_or_default()
     }
 }

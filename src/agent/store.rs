@@ -158,6 +158,14 @@ impl Store {
                 Change::Namespace(ns) => self.policies_in(ns),
                 _ => continue,
             };
+            if let Change::Policy(r) = change {
+                // Bad logging annotations: the policy is enforced, its logging is off or unlabelled.
+                if let Some(p) = self.model.policies.get(r) {
+                    for warning in [p.logging_enabled().err(), p.log_label().err()].into_iter().flatten() {
+                        tracing::warn!(policy = %r, "{warning}");
+                    }
+                }
+            }
             for r in policies {
                 let missing = self.model.policies.contains_key(&r) && !self.model.namespaces.contains_key(&r.namespace);
                 if !missing {

@@ -86,6 +86,7 @@ impl PartialEq for Key {
             && a.protocol == b.protocol
             && a.ip_len == b.ip_len
             && a.log_label == b.log_label
+            && a.isolated_by == b.isolated_by
             && a.src_pod == b.src_pod
             && a.dst_pod == b.dst_pod
     }

@@ -34,6 +34,12 @@ pub trait RuleResolver {
     fn pod_by_ofport(&self, ofport: u32) -> Option<ObjectRef>;
     /// Any pod the model knows with this IP (local or remote).
     fn pod_by_ip(&self, ip: IpAddr) -> Option<ObjectRef>;
+    /// The policies isolating the local pod on `ofport` in `direction`, sorted: why its
+    /// default drop exists. None known by default.
+    fn isolating_policies(&self, direction: Direction, ofport: u32) -> Vec<ObjectRef> {
+        let _ = (direction, ofport);
+        Vec::new()
+    }
 }
 
 /// `Allow` or `Drop`.
@@ -91,6 +97,9 @@ pub struct AuditEntry {
     /// IPv4 total length; IPv6 payload length + 40.
     pub ip_len: u32,
     pub log_label: Option<String>,
+    /// For a default drop, the policies isolating `applied_to` in this direction when the
+    /// packet-in was resolved, sorted; empty otherwise.
+    pub isolated_by: Vec<ObjectRef>,
     /// Source pod, when the model knows the source IP.
     pub src_pod: Option<ObjectRef>,
     /// Destination pod, when the model knows the destination IP.
@@ -113,14 +122,15 @@ pub fn entry_from_packet_in(
         Direction::Ingress => &dst_pod,
         Direction::Egress => &src_pod,
     };
-    let (policy, rule_name, priority, log_label, applied_to) = match userdata.disposition {
+    let (policy, rule_name, priority, log_label, applied_to, isolated_by) = match userdata.disposition {
         Disposition::Allow => {
             let rule = resolver.allow_rule(userdata.rule_id).ok_or(AuditError::UnknownRule(userdata.rule_id))?;
-            (Some(rule.policy), rule.rule_name, Some(rule.priority), rule.log_label, local_end.clone())
+            (Some(rule.policy), rule.rule_name, Some(rule.priority), rule.log_label, local_end.clone(), Vec::new())
         }
         Disposition::Drop => {
+            // A default drop's rule id is the ofport it matches.
             let applied_to = resolver.pod_by_ofport(userdata.rule_id).or_else(|| local_end.clone());
-            (None, None, None, None, applied_to)
+            (None, None, None, None, applied_to, resolver.isolating_policies(direction, userdata.rule_id))
         }
     };
     let table = match tables::table_name(userdata.table_id) {
@@ -143,6 +153,7 @@ pub fn entry_from_packet_in(
         protocol: pkt.protocol,
         ip_len: pkt.ip_len,
         log_label,
+        isolated_by,
         src_pod,
         dst_pod,
     })

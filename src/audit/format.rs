@@ -5,7 +5,8 @@
 //! - [`Format::AntreaV1`]: the 10 fields of Antrea 1.8 (PR #4047): table, policy, disposition,
 //!   priority (`-1` for a default drop), source IP and port, destination IP and port, protocol,
 //!   length; missing ports are `<nil>`, as Antrea printed them then.
-//! - [`Format::Json`]: one JSON object per line, with both ends named.
+//! - [`Format::Json`]: one JSON object per line, with both ends named, and on a default drop
+//!   the policies isolating the pod in that direction (`isolated_by`, sorted).
 //!
 //! Timestamps are UTC (Antrea's agent writes its container's local time, UTC in its images).
 //! Antrea prints ports only for TCP and UDP; npagent also prints SCTP's. A rule name or log
@@ -17,6 +18,7 @@ use super::dedup::Record;
 use super::entry::{disposition_str, AuditEntry};
 use super::packet::protocol_name;
 use super::timefmt::{push_go_duration, push_go_log_timestamp, push_padded, push_rfc3339_nanos, Fixed};
+use crate::compiler::userdata::Disposition;
 use crate::model::ObjectRef;
 use serde::Serialize;
 use std::io::Write;
@@ -222,6 +224,9 @@ struct JsonLine<'a> {
     protocol: &'static str,
     length: u32,
     log_label: Option<&'a str>,
+    /// Default drops only: the policies isolating the pod in this direction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    isolated_by: Option<Vec<JsonPolicyName<'a>>>,
     count: u64,
     first_seen: Rfc3339,
     last_seen: Rfc3339,
@@ -232,6 +237,12 @@ struct JsonPolicy<'a> {
     kind: &'static str,
     namespace: Option<&'a str>,
     name: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct JsonPolicyName<'a> {
+    namespace: &'a str,
+    name: &'a str,
 }
 
 #[derive(Serialize)]
@@ -273,6 +284,8 @@ fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
         protocol: protocol(e.protocol),
         length: e.ip_len,
         log_label: e.log_label.as_deref(),
+        isolated_by: (e.disposition == Disposition::Drop)
+            .then(|| e.isolated_by.iter().map(|p| JsonPolicyName { namespace: &p.namespace, name: &p.name }).collect()),
         count: r.count,
         first_seen: Rfc3339::new(r.first_seen),
         last_seen: Rfc3339::new(r.last_seen),

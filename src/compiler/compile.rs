@@ -12,7 +12,7 @@ use super::cookie::{self, Kind};
 use super::flow::{self, DesiredFlows, FlowKey, FlowValue};
 use super::ids::IdAllocator;
 use super::pipeline::{pipeline_flows, port_flows};
-use super::policy::{self, compile_policy, namespace_logging, Compiled, Conj, Lookup};
+use super::policy::{self, compile_policy, namespace_logging, policy_logging, Compiled, Conj, Lookup};
 use super::rules::{Direction, RuleTable};
 use super::tables::priority;
 use super::userdata::{Disposition, LogUserdata};
@@ -208,6 +208,12 @@ impl Compiler {
     /// Conjunction id -> rule, ofport -> pod.
     pub fn rules(&self) -> &RuleTable {
         &self.rules
+    }
+
+    /// The policies isolating local port `ofport` in `direction`, sorted: the reason its
+    /// default drop exists (`npagent explain`, and the JSON audit log's default drops).
+    pub fn isolating(&self, direction: Direction, ofport: u32) -> impl Iterator<Item = &ObjectRef> {
+        self.isolated.get(&(direction, ofport)).into_iter().flatten()
     }
 
     /// The id allocator (its state survives only through the installed flows).
@@ -440,15 +446,14 @@ impl Compiler {
         for (k, v) in &new.owned {
             self.set_flow(k.clone(), Some(v.clone()));
         }
-        // Isolation.
-        let mut drops = BTreeSet::new();
+        // Isolation. Every port it isolates, or did, is refreshed: the policy's own logging
+        // annotation decides whether their default drops log.
+        let drops: BTreeSet<(Direction, u32)> = old.isolates.union(&new.isolates).copied().collect();
         for o in old.isolates.difference(&new.isolates) {
             index_remove(&mut self.isolated, o, r);
-            drops.insert(*o);
         }
         for o in new.isolates.difference(&old.isolates) {
             self.isolated.entry(*o).or_default().insert(r.clone());
-            drops.insert(*o);
         }
         for (dir, o) in drops {
             self.refresh_drop(model, dir, o);
@@ -501,14 +506,15 @@ impl Compiler {
     }
 
     /// The default drop of port `o` in `direction`: there while a policy isolates it, with a
-    /// logging copy while its namespace logs.
+    /// logging copy while its namespace logs or one of the policies isolating it there does.
     fn refresh_drop(&mut self, model: &Model, direction: Direction, o: u32) {
         let table = direction.default_table();
         let key = FlowKey::new(table, priority::NORMAL, vec![policy::applied_match(direction, o)]);
         let port = self.idx.ports.get(&o);
         let value = match (port, self.isolated.get(&(direction, o))) {
             (Some(port), Some(set)) if !set.is_empty() => {
-                let logging = namespace_logging(model, &port.pod.namespace);
+                let logging = namespace_logging(model, &port.pod.namespace)
+                    || set.iter().any(|p| model.policies.get(p).is_some_and(policy_logging));
                 let instructions = if logging {
                     let ud = LogUserdata { disposition: Disposition::Drop, table_id: table, rule_id: o };
                     vec![Instruction::ApplyActions(vec![flow::controller(&ud.encode(), self.cfg.meter_id, self.cfg.controller_id)])]

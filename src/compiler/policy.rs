@@ -243,7 +243,7 @@ pub(super) fn compile_policy(lk: &Lookup<'_>, ids: &mut IdAllocator, cfg: &Confi
         policy,
         applied,
         unreadable,
-        logging: namespace_logging(lk.model, &policy.namespace),
+        logging: namespace_logging(lk.model, &policy.namespace) || policy_logging(policy),
         c: &mut c,
     };
     if policy.affects_ingress {
@@ -266,6 +266,11 @@ pub(super) fn compile_policy(lk: &Lookup<'_>, ids: &mut IdAllocator, cfg: &Confi
 /// Whether the Namespace `ns` asks for audit logging.
 pub(super) fn namespace_logging(model: &Model, ns: &str) -> bool {
     model.namespaces.get(ns).is_some_and(|n| n.logging_enabled().unwrap_or(false))
+}
+
+/// Whether the NetworkPolicy itself asks for audit logging (its own annotation).
+pub(super) fn policy_logging(policy: &Policy) -> bool {
+    policy.logging_enabled().unwrap_or(false)
 }
 
 /// A local pod a policy applies to.
@@ -404,6 +409,7 @@ impl PolicyCompiler<'_, '_> {
             applied_to: applied.into_iter().map(|(_, p)| p).collect(),
             ports: key.ports.clone(),
             cookie: rule_cookie,
+            log_label: self.policy.log_label().ok().flatten().map(str::to_string),
             deleted: false,
         };
         self.c.rules.insert(key, info);

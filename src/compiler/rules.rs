@@ -66,6 +66,8 @@ pub struct RuleInfo {
     pub ports: Vec<PortRange>,
     /// Cookie of its `conj_id` flow.
     pub cookie: u64,
+    /// The policy's log label (its `networkpolicy.antrea.io/log-label` annotation).
+    pub log_label: Option<String>,
     /// The rule was deleted; it stays resolvable for the id grace period.
     pub deleted: bool,
 }

@@ -74,7 +74,7 @@ pub fn port_with_ips(ofport: u32, ns: &str, name: &str, mac_last: u8, ips: &[&st
 
 /// An ingress policy.
 pub fn policy(ns: &str, name: &str, pod_selector: LabelSelector, ingress: Vec<IngressRule>) -> Policy {
-    Policy { namespace: ns.into(), name: name.into(), pod_selector, affects_ingress: true, affects_egress: false, ingress, egress: vec![] }
+    Policy { namespace: ns.into(), name: name.into(), pod_selector, affects_ingress: true, affects_egress: false, ingress, egress: vec![], annotations: Default::default() }
 }
 
 /// A numeric TCP port.

@@ -23,6 +23,10 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 pub const LOGGING_ANNOTATION: &str = "networkpolicy.antrea.io/enable-logging";
 /// Alias of [`LOGGING_ANNOTATION`] (the name used in Antrea PR #4047's description).
 pub const LOGGING_ANNOTATION_ALIAS: &str = "policy.antrea.io/enable-np-logging";
+/// The label a NetworkPolicy's audit lines carry (Antrea's `logLabel` field).
+pub const LOG_LABEL_ANNOTATION: &str = "networkpolicy.antrea.io/log-label";
+/// The longest log label.
+pub const LOG_LABEL_MAX: usize = 64;
 
 /// Why an object could not be converted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -243,7 +247,8 @@ pub fn policy(np: &net::NetworkPolicy) -> Result<Policy, ConvertError> {
         }
         egress.push(EgressRule { to, ports });
     }
-    Ok(Policy { namespace, name, pod_selector, affects_ingress, affects_egress, ingress, egress })
+    let annotations = logging_annotations(&np.metadata);
+    Ok(Policy { namespace, name, pod_selector, affects_ingress, affects_egress, ingress, egress, annotations })
 }
 
 /// The fail-closed stand-in for a NetworkPolicy that does not convert: its name and
@@ -253,7 +258,8 @@ pub fn policy(np: &net::NetworkPolicy) -> Result<Policy, ConvertError> {
 pub fn policy_isolation(np: &net::NetworkPolicy) -> Result<Policy, ConvertError> {
     let (ctx, namespace, name) = policy_identity(np)?;
     let pod_selector = policy_pod_selector(&ctx, np.spec.as_ref().and_then(|s| s.pod_selector.as_ref()))?;
-    Ok(Policy { namespace, name, pod_selector, affects_ingress: true, affects_egress: true, ingress: Vec::new(), egress: Vec::new() })
+    let annotations = logging_annotations(&np.metadata);
+    Ok(Policy { namespace, name, pod_selector, affects_ingress: true, affects_egress: true, ingress: Vec::new(), egress: Vec::new(), annotations })
 }
 
 /// The error for a NetworkPolicy its source could not read in full (`problem` says why; the
@@ -492,27 +498,64 @@ impl Namespace {
     /// not a Go bool) and means off. When both annotations are set, logging is on if either
     /// says so.
     pub fn logging_enabled(&self) -> Result<bool, String> {
-        let mut enabled = false;
-        let mut warning = None;
-        for key in [LOGGING_ANNOTATION, LOGGING_ANNOTATION_ALIAS] {
-            if let Some(v) = self.annotations.get(key) {
-                match parse_go_bool(v) {
-                    Some(b) => enabled |= b,
-                    None => {
-                        warning.get_or_insert_with(|| {
-                            format!(
-                                "namespace {}: annotation {key}={v:?} is not a boolean (1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False); audit logging is off",
-                                self.name
-                            )
-                        });
-                    }
+        logging_annotation(&self.annotations, &format!("namespace {}", self.name))
+    }
+}
+
+impl Policy {
+    /// Whether the policy asks for audit logging itself (the Namespace's annotation keys, on
+    /// the NetworkPolicy): its rules log what they allow, and the pods it isolates log their
+    /// default drops, whatever the Namespace says. `Err` carries a warning and means off.
+    pub fn logging_enabled(&self) -> Result<bool, String> {
+        logging_annotation(&self.annotations, &format!("NetworkPolicy {}/{}", self.namespace, self.name))
+    }
+
+    /// The label of the policy's audit lines ([`LOG_LABEL_ANNOTATION`]): 1 to
+    /// [`LOG_LABEL_MAX`] ASCII letters, digits, `.`, `_` or `-`, so that it stays one field of
+    /// Antrea's format. `Err` carries a warning and means no label.
+    pub fn log_label(&self) -> Result<Option<&str>, String> {
+        let Some(v) = self.annotations.get(LOG_LABEL_ANNOTATION) else { return Ok(None) };
+        let ok = (1..=LOG_LABEL_MAX).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        if ok {
+            Ok(Some(v))
+        } else {
+            Err(format!(
+                "NetworkPolicy {}/{}: annotation {LOG_LABEL_ANNOTATION}={v:?} is not 1 to {LOG_LABEL_MAX} letters, digits, '.', '_' or '-'; its lines carry no label",
+                self.namespace, self.name
+            ))
+        }
+    }
+}
+
+/// The annotations of a NetworkPolicy the model keeps: those about audit logging (not, say,
+/// `kubectl.kubernetes.io/last-applied-configuration`, a copy of the whole object).
+fn logging_annotations(meta: &meta::ObjectMeta) -> Labels {
+    let keys = [LOGGING_ANNOTATION, LOGGING_ANNOTATION_ALIAS, LOG_LABEL_ANNOTATION];
+    meta.annotations.iter().flatten().filter(|(k, _)| keys.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// The logging annotations of `what` (a Namespace or a NetworkPolicy). When both keys are
+/// set, logging is on if either says so; a value that is not a Go bool is a warning (off).
+fn logging_annotation(annotations: &Labels, what: &str) -> Result<bool, String> {
+    let mut enabled = false;
+    let mut warning = None;
+    for key in [LOGGING_ANNOTATION, LOGGING_ANNOTATION_ALIAS] {
+        if let Some(v) = annotations.get(key) {
+            match parse_go_bool(v) {
+                Some(b) => enabled |= b,
+                None => {
+                    warning.get_or_insert_with(|| {
+                        format!(
+                            "{what}: annotation {key}={v:?} is not a boolean (1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False); audit logging is off"
+                        )
+                    });
                 }
             }
         }
-        match warning {
-            Some(w) if !enabled => Err(w),
-            _ => Ok(enabled),
-        }
+    }
+    match warning {
+        Some(w) if !enabled => Err(w),
+        _ => Ok(enabled),
     }
 }
 
@@ -748,5 +791,31 @@ mod tests {
         assert_eq!(ns(&[(LOGGING_ANNOTATION, "0")]).logging_enabled(), Ok(false));
         let warn = ns(&[(LOGGING_ANNOTATION, "yes")]).logging_enabled().unwrap_err();
         assert!(warn.contains("namespace x") && warn.contains("\"yes\""), "{warn}");
+    }
+
+    #[test]
+    fn policy_logging_and_log_label_annotations() {
+        let annotated = |anns: serde_json::Value| {
+            let mut np = np(json!({"podSelector": {}}));
+            np.metadata.annotations = serde_json::from_value(anns).expect("annotations");
+            policy(&np).expect("policy")
+        };
+        let p = annotated(json!({LOGGING_ANNOTATION: "true", LOG_LABEL_ANNOTATION: "team-a.audit_1"}));
+        assert_eq!(p.logging_enabled(), Ok(true));
+        assert_eq!(p.log_label(), Ok(Some("team-a.audit_1")));
+        let p = annotated(json!({}));
+        assert_eq!((p.logging_enabled(), p.log_label()), (Ok(false), Ok(None)));
+        let p = annotated(json!({LOGGING_ANNOTATION_ALIAS: "1", "kubectl.kubernetes.io/last-applied-configuration": "{}"}));
+        assert_eq!(p.annotations.len(), 1, "only the logging annotations are kept");
+        assert_eq!(p.logging_enabled(), Ok(true));
+        let p = annotated(json!({LOGGING_ANNOTATION: "on"}));
+        let warn = p.logging_enabled().unwrap_err();
+        assert!(warn.contains("NetworkPolicy x/p") && warn.contains("\"on\""), "{warn}");
+        for bad in ["", "has space", "tab\t", "ünicode", &"x".repeat(LOG_LABEL_MAX + 1)] {
+            let p = annotated(json!({LOG_LABEL_ANNOTATION: bad}));
+            let warn = p.log_label().unwrap_err();
+            assert!(warn.contains("NetworkPolicy x/p") && warn.contains(LOG_LABEL_ANNOTATION), "{bad:?}: {warn}");
+        }
+        assert_eq!(annotated(json!({LOG_LABEL_ANNOTATION: "x".repeat(LOG_LABEL_MAX)})).log_label().map(|l| l.map(str::len)), Ok(Some(LOG_LABEL_MAX)));
     }
 }

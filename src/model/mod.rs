@@ -125,6 +125,9 @@ pub struct Policy {
     pub affects_egress: bool,
     pub ingress: Vec<IngressRule>,
     pub egress: Vec<EgressRule>,
+    /// The `metadata.annotations` about audit logging: per-policy logging and its log label
+    /// (see [`Policy::logging_enabled`], [`Policy::log_label`]).
+    pub annotations: Labels,
 }
 
 impl Policy {

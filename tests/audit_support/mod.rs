@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use bytes::Bytes;
-use npagent::audit::{RuleMeta, RuleResolver};
+use npagent::audit::{Direction, RuleMeta, RuleResolver};
 use npagent::compiler::tables;
 use npagent::compiler::userdata::{Disposition, LogUserdata};
 use npagent::model::ObjectRef;
@@ -49,6 +49,8 @@ pub struct FakeResolver {
     pub rules: HashMap<u32, RuleMeta>,
     pub ports: HashMap<u32, ObjectRef>,
     pub ips: HashMap<IpAddr, ObjectRef>,
+    /// (direction, ofport) -> the policies isolating that port, sorted.
+    pub isolating: HashMap<(Direction, u32), Vec<ObjectRef>>,
 }
 
 impl RuleResolver for FakeResolver {
@@ -60,6 +62,9 @@ impl RuleResolver for FakeResolver {
     }
     fn pod_by_ip(&self, ip: IpAddr) -> Option<ObjectRef> {
         self.ips.get(&ip).cloned()
+    }
+    fn isolating_policies(&self, direction: Direction, ofport: u32) -> Vec<ObjectRef> {
+        self.isolating.get(&(direction, ofport)).cloned().unwrap_or_default()
     }
 }
 
@@ -81,6 +86,7 @@ pub fn resolver() -> FakeResolver {
         },
     );
     r.ports.insert(5, obj("default", "nettool"));
+    r.isolating.insert((Direction::Ingress, 5), vec![obj("default", "allow-tcp-80"), obj("default", "deny-all")]);
     r.ips.insert(ip("10.10.1.7"), obj("default", "nettool"));
     r.ips.insert(ip("10.10.1.13"), obj("default", "client"));
     r.ips.insert(ip("fd00::7"), obj("default", "nettool"));

@@ -1,0 +1,304 @@
+//! Why a connection is allowed or dropped: `npagent explain`, answered from the model and the
+//! compiler's own state. Pure: no I/O.
+//!
+//! Each direction is answered where the pipeline decides it: the egress of the source when it
+//! is a local pod (EgressRule/EgressDefaultRule by `in_port`), the ingress of the destination
+//! when it is one (IngressRule/IngressDefaultRule by `reg1`). A direction is dropped when some
+//! policy isolates the pod ([`Compiler::isolating`]) and the connection's first packet
+//! completes none of the table's conjunctions ([`packet::completed_conjunctions`], which reads
+//! the compiled flows). The connection is allowed iff both directions allow it.
+
+pub mod packet;
+pub mod query;
+pub mod render;
+pub mod trace;
+
+use crate::compiler::{flows_text, Compiler, Direction, FlowTable, FlowKey};
+use crate::compiler::tables::priority;
+use crate::model::{LocalPort, Model, ObjectRef, Pod};
+use ofp::Oxm;
+use packet::Packet;
+pub use query::{EndpointSpec, PortId, PortSpec};
+use serde::Serialize;
+use std::net::IpAddr;
+
+/// What can make a question unanswerable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExplainError {
+    #[error("{0:?} is neither NAMESPACE/POD nor an IP address")]
+    BadEndpoint(String),
+    #[error("bad port {0:?}: expected PORT/PROTOCOL or PROTOCOL/PORT with PROTOCOL tcp, udp or sctp and PORT 1-65535 or a port name (80/TCP, udp/53, http/TCP)")]
+    BadPort(String),
+    #[error("unknown pod {0}")]
+    UnknownPod(ObjectRef),
+    #[error("pod {0} has no IP address")]
+    NoAddress(ObjectRef),
+    #[error("{from} and {to} have no addresses of the same IP family")]
+    FamilyMismatch { from: String, to: String },
+    #[error("named port {name:?}: the destination {to} is not a pod, so the name cannot be resolved")]
+    NamedPortNeedsPod { name: String, to: String },
+    #[error("pod {pod} has no {protocol} container port named {name:?}")]
+    NoSuchNamedPort { pod: ObjectRef, protocol: &'static str, name: String },
+}
+
+/// The question: from, to, and the destination port (`None`: any port; only rules that allow
+/// every port and protocol count).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Query {
+    pub from: EndpointSpec,
+    pub to: EndpointSpec,
+    pub port: Option<PortSpec>,
+}
+
+/// The pod an endpoint stands for, if any: a named pod (which must exist), or the pod holding
+/// an address.
+pub fn endpoint_pod<'m>(model: &'m Model, spec: &EndpointSpec) -> Result<Option<(&'m ObjectRef, &'m Pod)>, ExplainError> {
+    match spec {
+        EndpointSpec::Pod(r) => model.pods.get_key_value(r).map(Some).ok_or_else(|| ExplainError::UnknownPod(r.clone())),
+        EndpointSpec::Ip(ip) => Ok(model.pods.iter().find(|(_, p)| p.ips.contains(ip))),
+    }
+}
+
+/// The model's bridge ports plus, for each of `pods` that has none, a stand-in port (above
+/// the highest real ofport), so that the compile covers it as if it were local. Returns the
+/// ports and the pods that got a stand-in.
+pub fn ports_with_stand_ins(model: &Model, pods: &[&ObjectRef]) -> (Vec<LocalPort>, Vec<ObjectRef>) {
+    let mut ports: Vec<LocalPort> = model.ports.values().cloned().collect();
+    let mut next = model.ports.keys().next_back().copied().unwrap_or(0);
+    let mut stand_ins = Vec::new();
+    for r in pods {
+        if ports.iter().any(|p| &p.pod == *r) || stand_ins.contains(*r) {
+            continue;
+        }
+        let Some(pod) = model.pods.get(*r) else { continue };
+        next = next.saturating_add(1);
+        let [a, b, c, d] = next.to_be_bytes();
+        ports.push(LocalPort {
+            ofport: next,
+            interface: format!("explain{next}"),
+            pod: (*r).clone(),
+            ips: pod.ips.clone(),
+            // A locally administered unicast address.
+            mac: Some([0x02, 0x00, a, b, c, d]),
+        });
+        stand_ins.push((*r).clone());
+    }
+    (ports, stand_ins)
+}
+
+/// One end of the connection as resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Endpoint {
+    /// `ns/name` for a pod, else the address.
+    pub name: String,
+    /// Whether it is a pod of the model.
+    pub pod: bool,
+    pub ip: IpAddr,
+    /// Its bridge port, when it is a local pod.
+    pub ofport: Option<u32>,
+}
+
+/// The destination port as resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Port {
+    pub protocol: &'static str,
+    pub port: u16,
+    /// The container port name it was given as.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// A rule that allows the connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AllowingRule {
+    /// `namespace/name` of the NetworkPolicy.
+    pub policy: String,
+    pub direction: &'static str,
+    /// Index in the policy's `spec.ingress` or `spec.egress`.
+    pub rule_index: u32,
+    pub conjunction_id: u32,
+    /// Cookie of its `conj_id` flow, in hex.
+    pub cookie: String,
+    /// The ports of its port group (`TCP/80`, `UDP/1000-2000`); empty: every port.
+    pub ports: Vec<String>,
+    /// The desired flows that make it up, in `ovs-ofctl dump-flows` text: the clause flows
+    /// the packet matched and the `conj_id` flow.
+    pub flows: Vec<String>,
+}
+
+/// The answer for one direction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict", rename_all = "kebab-case")]
+pub enum Verdict {
+    /// This end is not a local pod: nothing in this direction is enforced here.
+    NotEnforced { reason: String },
+    /// No policy selects the pod for this direction: allowed by default.
+    NotIsolated,
+    /// Isolated, and these rules of the isolating policies allow the connection.
+    Allowed { isolated_by: Vec<String>, rules: Vec<AllowingRule> },
+    /// Isolated by these policies, and no rule of theirs allows the connection.
+    Dropped { isolated_by: Vec<String> },
+}
+
+impl Verdict {
+    /// Whether this direction lets the connection through.
+    pub fn allows(&self) -> bool {
+        !matches!(self, Verdict::Dropped { .. })
+    }
+}
+
+/// The answer for one direction, with the pod it is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DirectionAnswer {
+    pub direction: &'static str,
+    /// The endpoint whose policies decide it (the source for egress, the destination for
+    /// ingress).
+    pub endpoint: String,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+}
+
+/// The whole answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Explanation {
+    pub from: Endpoint,
+    pub to: Endpoint,
+    pub port: Option<Port>,
+    /// Both directions allow the connection.
+    pub allowed: bool,
+    pub egress: DirectionAnswer,
+    pub ingress: DirectionAnswer,
+}
+
+/// Answers `q` against `model` and `compiler`, which compiled `model` (with the endpoints'
+/// pods as local ports where they should be explained as local; see [`ports_with_stand_ins`]).
+pub fn explain(model: &Model, compiler: &Compiler, q: &Query) -> Result<Explanation, ExplainError> {
+    let from_pod = endpoint_pod(model, &q.from)?;
+    let to_pod = endpoint_pod(model, &q.to)?;
+    let (src, dst) = addresses(&q.from, from_pod, &q.to, to_pod)?;
+    let port = resolve_port(q.port.as_ref(), &q.to, to_pod)?;
+    let from = endpoint(model, from_pod, src);
+    let to = endpoint(model, to_pod, dst);
+    let pkt = Packet {
+        in_port: from.ofport,
+        reg1: to.ofport,
+        src,
+        dst,
+        transport: q.port.as_ref().zip(port.as_ref()).map(|(spec, p)| (query::ip_proto(spec.protocol), p.port)),
+    };
+    let egress = answer(compiler, Direction::Egress, &from, &pkt);
+    let ingress = answer(compiler, Direction::Ingress, &to, &pkt);
+    let allowed = egress.verdict.allows() && ingress.verdict.allows();
+    Ok(Explanation { from, to, port, allowed, egress, ingress })
+}
+
+/// The source and destination addresses: the given ones, or a pod's address of the other
+/// end's family (IPv4 first when both are pods).
+fn addresses(
+    from: &EndpointSpec,
+    from_pod: Option<(&ObjectRef, &Pod)>,
+    to: &EndpointSpec,
+    to_pod: Option<(&ObjectRef, &Pod)>,
+) -> Result<(IpAddr, IpAddr), ExplainError> {
+    let candidates = |spec: &EndpointSpec, pod: Option<(&ObjectRef, &Pod)>| -> Result<Vec<IpAddr>, ExplainError> {
+        match (spec, pod) {
+            (EndpointSpec::Ip(ip), _) => Ok(vec![*ip]),
+            (EndpointSpec::Pod(_), Some((r, p))) if p.ips.is_empty() => Err(ExplainError::NoAddress(r.clone())),
+            (EndpointSpec::Pod(_), Some((_, p))) => {
+                let mut ips = p.ips.clone();
+                ips.sort_by_key(|ip| ip.is_ipv6());
+                Ok(ips)
+            }
+            (EndpointSpec::Pod(r), None) => Err(ExplainError::UnknownPod(r.clone())),
+        }
+    };
+    let (srcs, dsts) = (candidates(from, from_pod)?, candidates(to, to_pod)?);
+    srcs.iter()
+        .find_map(|s| dsts.iter().find(|d| d.is_ipv4() == s.is_ipv4()).map(|d| (*s, *d)))
+        .ok_or_else(|| ExplainError::FamilyMismatch { from: spec_name(from), to: spec_name(to) })
+}
+
+fn spec_name(s: &EndpointSpec) -> String {
+    match s {
+        EndpointSpec::Pod(r) => r.to_string(),
+        EndpointSpec::Ip(ip) => ip.to_string(),
+    }
+}
+
+/// The port number: as given, or the destination pod's container port of that name and
+/// protocol.
+fn resolve_port(spec: Option<&PortSpec>, to: &EndpointSpec, to_pod: Option<(&ObjectRef, &Pod)>) -> Result<Option<Port>, ExplainError> {
+    let Some(spec) = spec else { return Ok(None) };
+    let protocol = query::protocol_name(spec.protocol);
+    match &spec.port {
+        PortId::Number(n) => Ok(Some(Port { protocol, port: *n, name: None })),
+        PortId::Name(name) => {
+            let Some((r, pod)) = to_pod else {
+                return Err(ExplainError::NamedPortNeedsPod { name: name.clone(), to: spec_name(to) });
+            };
+            let cp = pod.ports.iter().find(|cp| cp.name.as_deref() == Some(name.as_str()) && cp.protocol == spec.protocol);
+            match cp {
+                Some(cp) => Ok(Some(Port { protocol, port: cp.port, name: Some(name.clone()) })),
+                None => Err(ExplainError::NoSuchNamedPort { pod: r.clone(), protocol, name: name.clone() }),
+            }
+        }
+    }
+}
+
+fn endpoint(model: &Model, pod: Option<(&ObjectRef, &Pod)>, ip: IpAddr) -> Endpoint {
+    match pod {
+        Some((r, _)) => {
+            let mine = || model.ports.values().filter(|p| &p.pod == r);
+            let ofport = mine().find(|p| p.ips.contains(&ip)).or_else(|| mine().next()).map(|p| p.ofport);
+            Endpoint { name: r.to_string(), pod: true, ip, ofport }
+        }
+        None => Endpoint { name: ip.to_string(), pod: false, ip, ofport: None },
+    }
+}
+
+fn answer(compiler: &Compiler, direction: Direction, end: &Endpoint, pkt: &Packet) -> DirectionAnswer {
+    let verdict = match (end.pod, end.ofport) {
+        (false, _) => Verdict::NotEnforced { reason: format!("{} is not a pod", end.name) },
+        (true, None) => Verdict::NotEnforced { reason: format!("{} has no port on this bridge", end.name) },
+        (true, Some(ofport)) => {
+            let isolated_by: Vec<String> = compiler.isolating(direction, ofport).map(ToString::to_string).collect();
+            if isolated_by.is_empty() {
+                Verdict::NotIsolated
+            } else {
+                let rules = allowing_rules(compiler, direction, pkt);
+                if rules.is_empty() {
+                    Verdict::Dropped { isolated_by }
+                } else {
+                    Verdict::Allowed { isolated_by, rules }
+                }
+            }
+        }
+    };
+    DirectionAnswer { direction: direction.as_str(), endpoint: end.name.clone(), verdict }
+}
+
+/// The rules of `direction` whose conjunction the packet completes.
+fn allowing_rules(compiler: &Compiler, direction: Direction, pkt: &Packet) -> Vec<AllowingRule> {
+    let flows = compiler.flows();
+    let table = direction.rule_table();
+    let names = compiler.port_names();
+    packet::completed_conjunctions(flows, table, pkt)
+        .into_iter()
+        .filter_map(|c| {
+            let rule = compiler.rules().rule(c.id).filter(|r| !r.deleted)?;
+            let conj_key = FlowKey::new(table, priority::CONJ, vec![Oxm::ConjId(c.id)]);
+            let conj_flow = flows.get_key_value(&conj_key)?;
+            let mut made_of: FlowTable = c.clauses.iter().filter_map(|k| flows.get_key_value(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+            made_of.insert(conj_flow.0.clone(), conj_flow.1.clone());
+            Some(AllowingRule {
+                policy: rule.policy.to_string(),
+                direction: rule.direction.as_str(),
+                rule_index: rule.index,
+                conjunction_id: c.id,
+                cookie: format!("{:#x}", rule.cookie),
+                ports: rule.ports.iter().map(render::port_range).collect(),
+                flows: flows_text(&made_of, &names).into_iter().map(|l| l.trim_start().to_string()).collect(),
+            })
+        })
+        .collect()
+}

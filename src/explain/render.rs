@@ -1,0 +1,84 @@
+//! An [`Explanation`] as text for people.
+
+use super::trace::TraceVerdict;
+use super::{query, DirectionAnswer, Endpoint, Explanation, Verdict};
+use crate::compiler::PortRange;
+use std::fmt::Write;
+
+/// `TCP/80`, `UDP/1000-2000`, `SCTP` (every port).
+pub fn port_range(r: &PortRange) -> String {
+    let proto = query::protocol_name(r.protocol);
+    match (r.first, r.last) {
+        (0, u16::MAX) => proto.to_string(),
+        (a, b) if a == b => format!("{proto}/{a}"),
+        (a, b) => format!("{proto}/{a}-{b}"),
+    }
+}
+
+/// The explanation in a few lines: the verdict first, then each direction and, for allowed
+/// ones, the rules and their flows. `note` (where the compiled state came from) ends it.
+pub fn human(e: &Explanation, note: &str) -> String {
+    let mut out = String::new();
+    let port = match &e.port {
+        Some(p) => match &p.name {
+            Some(name) => format!(" {}/{} ({name})", p.protocol, p.port),
+            None => format!(" {}/{}", p.protocol, p.port),
+        },
+        None => " (any port)".to_string(),
+    };
+    let verdict = if e.allowed { "ALLOWED" } else { "DROPPED" };
+    let _ = writeln!(out, "{} -> {}{port}: {verdict}", endpoint(&e.from), endpoint(&e.to));
+    for d in [&e.egress, &e.ingress] {
+        direction(&mut out, d);
+    }
+    if !note.is_empty() {
+        let _ = writeln!(out, "({note})");
+    }
+    out
+}
+
+fn endpoint(e: &Endpoint) -> String {
+    match (e.pod, e.ofport) {
+        (true, Some(o)) => format!("{} ({}, port {o})", e.name, e.ip),
+        (true, None) => format!("{} ({})", e.name, e.ip),
+        (false, _) => e.name.clone(),
+    }
+}
+
+fn direction(out: &mut String, d: &DirectionAnswer) {
+    let head = format!("  {} of {}", d.direction.to_lowercase(), d.endpoint);
+    let _ = match &d.verdict {
+        Verdict::NotEnforced { reason } => writeln!(out, "{head}: not enforced here ({reason})"),
+        Verdict::NotIsolated => writeln!(out, "{head}: allowed (no policy selects it for {}, so it is not isolated)", d.direction.to_lowercase()),
+        Verdict::Dropped { isolated_by } => {
+            writeln!(out, "{head}: DROPPED: isolated by {}, and no rule of theirs allows this connection", isolated_by.join(", "))
+        }
+        Verdict::Allowed { isolated_by, rules } => {
+            let _ = writeln!(out, "{head}: allowed (isolated by {})", isolated_by.join(", "));
+            for r in rules {
+                let ports = if r.ports.is_empty() { "every port".to_string() } else { r.ports.join(", ") };
+                let _ = writeln!(
+                    out,
+                    "    by {} {} rule {} (conjunction {}, cookie {}, {ports})",
+                    r.policy,
+                    r.direction.to_lowercase(),
+                    r.rule_index,
+                    r.conjunction_id,
+                    r.cookie
+                );
+                for f in &r.flows {
+                    let _ = writeln!(out, "      {f}");
+                }
+            }
+            Ok(())
+        }
+    };
+}
+
+/// OVS's verdict, one line (two when it disagrees).
+pub fn trace(t: &TraceVerdict) -> String {
+    let verdict = if t.allowed { "delivers" } else { "drops" };
+    let mut out = format!("  datapath (ofproto/trace {}): {verdict} the packet: {}\n", t.flow, t.datapath_actions);
+    out.push_str(if t.agrees { "  the datapath agrees\n" } else { "  !!! THE DATAPATH DISAGREES with this explanation !!!\n" });
+    out
+}

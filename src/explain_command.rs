@@ -1,0 +1,147 @@
+//! `npagent explain`: load the model, compile it (offline, or with the bridge's ports and
+//! conjunction ids), explain, with `--trace` ask OVS too, print. Exit status 0 allowed, 1
+//! dropped, 2 error or a datapath that disagrees.
+
+use crate::agent::SourceConfig;
+use crate::cli::{ExplainArgs, OutputFormat};
+use crate::compiler::{self, Compiler, IdAllocator};
+use crate::explain::trace::{self, TracePacket, TraceVerdict};
+use crate::explain::{self, render, Explanation, Query};
+use crate::model::{Model, ObjectRef};
+use crate::endpoint::Endpoint;
+use crate::snapshot;
+use anyhow::Context;
+use std::process::ExitCode;
+
+/// Runs the command and maps its outcome to the exit status, the error (naming its culprit)
+/// on stderr.
+pub fn main(args: ExplainArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("npagent explain: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run(&args)) {
+        Ok(Outcome::Allowed) => ExitCode::SUCCESS,
+        Ok(Outcome::Dropped) => ExitCode::from(1),
+        Ok(Outcome::DatapathDisagrees) => ExitCode::from(2),
+        Err(e) => {
+            eprintln!("npagent explain: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// What the command found.
+enum Outcome {
+    Allowed,
+    Dropped,
+    /// `--trace`: OVS's datapath decides otherwise than the explanation.
+    DatapathDisagrees,
+}
+
+/// Prints the explanation (and the trace); returns the outcome.
+async fn run(args: &ExplainArgs) -> anyhow::Result<Outcome> {
+    if args.trace && args.ofp.is_none() && args.ovsdb.is_none() {
+        anyhow::bail!("--trace needs the bridge: give --ofp and --ovsdb");
+    }
+    let source = match &args.manifests {
+        Some(dir) => SourceConfig::Manifests(dir.clone()),
+        None => SourceConfig::Kube { kubeconfig: args.kubeconfig.clone() },
+    };
+    let mut store = snapshot::load_store(&source, true).await?;
+    let bridge = (args.ofp.is_some() || args.ovsdb.is_some()).then(|| {
+        (args.ofp.clone().unwrap_or_else(Endpoint::default_ofp), args.ovsdb.clone().unwrap_or_else(Endpoint::default_ovsdb))
+    });
+    let ids = match &bridge {
+        Some((ofp, ovsdb)) => {
+            store.set_ports(&snapshot::read_ports(ovsdb, &args.bridge).await?);
+            let dump = snapshot::installed_flows(ofp).await.context("reading the bridge's conjunction ids")?;
+            IdAllocator::recover(&dump, 0)
+        }
+        None => IdAllocator::new(0),
+    };
+    let query = Query { from: args.from.clone(), to: args.to.clone(), port: args.port.clone() };
+    let pods: Vec<_> = [&query.from, &query.to]
+        .into_iter()
+        .filter_map(|spec| explain::endpoint_pod(store.model(), spec).transpose())
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .map(|(r, _)| r.clone())
+        .collect();
+    let (ports, stand_ins) = explain::ports_with_stand_ins(store.model(), &pods.iter().collect::<Vec<_>>());
+    store.set_ports(&ports);
+    let cfg = compiler::Config { controller_id: args.controller_id, ..Default::default() };
+    let mut compiler = Compiler::new(cfg, ids);
+    compiler.full(store.model(), 0);
+    let explanation = explain::explain(store.model(), &compiler, &query)?;
+    let note = note(bridge.as_ref().map(|(ofp, _)| ofp.to_string()).as_deref(), &stand_ins);
+    let traced = if args.trace { Some(trace_in_ovs(args, store.model(), &stand_ins, &explanation)?) } else { None };
+    match args.output {
+        OutputFormat::Human => {
+            print!("{}", render::human(&explanation, &note));
+            if let Some(t) = &traced {
+                print!("{}", render::trace(t));
+            }
+        }
+        OutputFormat::Json => {
+            let mut v = serde_json::to_value(&explanation)?;
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("compiled".into(), serde_json::Value::String(note));
+                if let Some(t) = &traced {
+                    obj.insert("trace".into(), serde_json::to_value(t)?);
+                }
+            }
+            println!("{v}");
+        }
+    }
+    if let Some(t) = traced.filter(|t| !t.agrees) {
+        let (says, does) = if explanation.allowed { ("allowed", "drops") } else { ("dropped", "delivers") };
+        eprintln!("npagent explain: THE DATAPATH DISAGREES: explained {says}, but OVS {does} the packet ({})", t.datapath_actions);
+        return Ok(Outcome::DatapathDisagrees);
+    }
+    Ok(if explanation.allowed { Outcome::Allowed } else { Outcome::Dropped })
+}
+
+/// A placeholder destination MAC for a destination that is not a pod of this bridge (OVS
+/// forwards by IP address first; any unicast address does).
+const REMOTE_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+
+/// Runs `ovs-appctl ofproto/trace` for the connection's first packet, from the source pod's
+/// real port, MAC and address.
+fn trace_in_ovs(args: &ExplainArgs, model: &Model, stand_ins: &[ObjectRef], e: &Explanation) -> anyhow::Result<TraceVerdict> {
+    let real_port = |end: &explain::Endpoint| {
+        end.ofport.and_then(|o| model.ports.get(&o)).filter(|p| !stand_ins.contains(&p.pod)).filter(|_| end.pod)
+    };
+    let src = real_port(&e.from).with_context(|| format!("--trace needs the source to be a pod on bridge {}; {} is not", args.bridge, e.from.name))?;
+    let src_mac = src.mac.with_context(|| format!("--trace: the port of {} has no MAC address in OVSDB", e.from.name))?;
+    let dst_mac = real_port(&e.to).and_then(|p| p.mac).unwrap_or(REMOTE_MAC);
+    let transport = args.port.as_ref().zip(e.port.as_ref()).map(|(spec, p)| (spec.protocol, p.port));
+    let flow = trace::flow(&TracePacket { in_port: src.ofport, src_mac, dst_mac, src: e.from.ip, dst: e.to.ip, transport });
+    let mut cmd = std::process::Command::new("ovs-appctl");
+    if let Some(target) = &args.ovs_appctl_target {
+        cmd.arg("-t").arg(target);
+    }
+    cmd.args(["ofproto/trace", &args.bridge, &flow, "--ct-next", trace::CT_NEXT]);
+    let out = cmd.output().context("running ovs-appctl")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        anyhow::bail!("ovs-appctl ofproto/trace {} {flow}: {}", args.bridge, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    trace::verdict(flow.clone(), &text, e.allowed).with_context(|| format!("ofproto/trace {flow}: no datapath actions in its output:\n{text}"))
+}
+
+/// Where the conjunction ids, cookies and flows come from.
+fn note(bridge: Option<&str>, stand_ins: &[crate::model::ObjectRef]) -> String {
+    let mut note = match bridge {
+        Some(ofp) => format!("compiled against the bridge at {ofp}: its local ports and conjunction ids"),
+        None => "compiled offline, the endpoints' pods as local ports: conjunction ids and cookies are this compile's, not a bridge's".to_string(),
+    };
+    if bridge.is_some() && !stand_ins.is_empty() {
+        let names: Vec<String> = stand_ins.iter().map(ToString::to_string).collect();
+        note.push_str(&format!("; not on this bridge, compiled as if local: {}", names.join(", ")));
+    }
+    note
+}
