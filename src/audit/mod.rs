@@ -11,11 +11,14 @@
 //! counted and logged at debug level, a write error is reported and retried.
 
 pub mod args;
+pub mod chain;
 pub mod dedup;
 pub mod entry;
 pub mod format;
 pub mod packet;
+pub mod sidecar;
 pub mod timefmt;
+pub mod verify;
 pub mod writer;
 
 pub use args::AuditArgs;
@@ -172,6 +175,8 @@ pub struct AuditConfig {
     pub queue_capacity: usize,
     /// How often windows are checked and the file flushed.
     pub tick: Duration,
+    /// Keep a hash chain sidecar next to every log file (`--audit-chain`).
+    pub chain: bool,
 }
 
 impl Default for AuditConfig {
@@ -184,6 +189,7 @@ impl Default for AuditConfig {
             writer: WriterConfig::default(),
             queue_capacity: 16_384,
             tick: Duration::from_millis(100),
+            chain: false,
         }
     }
 }
@@ -347,7 +353,11 @@ impl AuditLogger {
     where
         R: RuleResolver + Send + Sync + ?Sized + 'static,
     {
-        let sink = RotatingWriter::new(cfg.writer.clone());
+        let sink = if cfg.chain {
+            RotatingWriter::chained(cfg.writer.clone())
+        } else {
+            RotatingWriter::new(cfg.writer.clone())
+        };
         Self::spawn_with_sink(cfg, resolver, sink)
     }
 
