@@ -30,6 +30,21 @@ pub enum Command {
     /// Decode or encode one OpenFlow message (a debugging aid like `ovs-ofctl ofp-print`).
     #[command(subcommand)]
     Ofp(OfpCommand),
+    /// Audit log tools.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check audit log files written with --audit-chain (plain or .gz, any order; `.chain`
+    /// sidecars next to them) and name the first break. Exit status 0 intact, 1 broken,
+    /// 2 error.
+    Verify {
+        /// The log files, e.g. /var/log/antrea/networkpolicy/np*.log*.
+        #[arg(num_args = 1.., required = true)]
+        files: Vec<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

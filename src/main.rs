@@ -3,7 +3,7 @@
 use anyhow::{bail, Context};
 use clap::Parser;
 use npagent::agent::{self, AgentConfig, SourceConfig};
-use npagent::cli::{Cli, Command, CommonArgs, OfpCommand, RunArgs};
+use npagent::cli::{AuditCommand, Cli, Command, CommonArgs, OfpCommand, RunArgs};
 use npagent::compiler::{self, Compiler, IdAllocator};
 use npagent::model::LocalPort;
 use npagent::source::{self, SourceEvent};
@@ -35,6 +35,21 @@ fn ofp_command(cmd: OfpCommand) -> std::process::ExitCode {
     }
 }
 
+/// `npagent audit ...`: no runtime; exit status 0 intact, 1 broken, 2 error.
+fn audit_command(cmd: AuditCommand) -> std::process::ExitCode {
+    let AuditCommand::Verify { files } = cmd;
+    match npagent::audit::verify::verify_paths(&files) {
+        Ok(report) => {
+            print!("{}", report.text());
+            std::process::ExitCode::from(if report.broken.is_some() { 1 } else { 0 })
+        }
+        Err(e) => {
+            eprintln!("npagent audit verify: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
 /// Meter id of the logging meter.
 const LOG_METER_ID: u32 = 1;
 
@@ -42,6 +57,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let command = match cli.command {
         Command::Ofp(cmd) => return ofp_command(cmd),
+        Command::Audit(cmd) => return audit_command(cmd),
         other => other,
     };
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
@@ -58,7 +74,7 @@ fn main() -> std::process::ExitCode {
         match command {
             Command::Run(args) => run(args).await,
             Command::Flows(args) => flows(args).await,
-            Command::Ofp(_) => unreachable!("handled before the runtime starts"),
+            Command::Ofp(_) | Command::Audit(_) => unreachable!("handled before the runtime starts"),
         }
     });
     // The audit log is flushed by now; a blocking task still running (a manifests scan) must

@@ -101,6 +101,26 @@ impl Report {
     pub fn lines(&self) -> u64 {
         self.files.iter().map(|f| f.lines).sum()
     }
+
+    /// What `npagent audit verify` prints: one line per intact file, then the verdict.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for f in &self.files {
+            out.push_str(&format!("ok {} (chain file {}, {} lines)\n", f.path.display(), f.file_index, f.lines));
+        }
+        match &self.broken {
+            Some(b) => out.push_str(&format!("BROKEN {b}\n")),
+            None => {
+                let start = match (self.from_genesis, self.files.first()) {
+                    (true, _) => "from the chain's first file".to_string(),
+                    (false, Some(f)) => format!("from chain file {} (earlier files not given: pruned?)", f.file_index),
+                    (false, None) => String::new(),
+                };
+                out.push_str(&format!("intact: {} lines in {} files, {start}\n", self.lines(), self.files.len()));
+            }
+        }
+        out
+    }
 }
 
 /// Why verification could not run (exit status 2).
