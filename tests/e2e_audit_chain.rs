@@ -1,0 +1,106 @@
+//! `--audit-chain` end to end: `npagent run` on the testbed (real userspace OVS, real packets
+//! between pod namespaces), stopped and started again, then `npagent audit verify` on the
+//! log it wrote, before and after an edit.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::agent::{npagent_bin, Agent};
+use support::{write_atomic, Testbed};
+
+const ANTREA_KEY: &str = "networkpolicy.antrea.io/enable-logging";
+
+/// Namespaces x (logging on), y and z, and the example policy letting x/b reach x/a on TCP 80
+/// (so x/a is isolated: anything else to it is a logged default drop).
+fn logging_manifests(tb: &Testbed) {
+    let mut text = String::new();
+    for ns in ["x", "y", "z"] {
+        text.push_str(&format!("---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels:\n    ns: {ns}\n"));
+        if ns == "x" {
+            text.push_str(&format!("  annotations:\n    {ANTREA_KEY}: \"true\"\n"));
+        }
+    }
+    write_atomic(&tb.manifests_dir().join("namespaces.yaml"), &text);
+    let policy = std::fs::read_to_string(support::sandbox::repo_path("testbed/examples/allow-xb-to-xa-tcp80.yaml"))
+        .expect("read example policy");
+    write_atomic(&tb.manifests_dir().join("allow-xb-to-xa-tcp80.yaml"), &policy);
+}
+
+/// `count` TCP connections from pod `from` to `ip:80` (each a new source port, so each
+/// allowed one is an Allow line of its own); returns how many were set up.
+fn connect(tb: &Testbed, from: &str, ip: &str, count: u32) -> u32 {
+    let script = format!(
+        "import socket\nok = 0\nfor _ in range({count}):\n    s = socket.socket()\n    s.settimeout(1)\n    try:\n        s.connect(('{ip}', 80)); ok += 1\n    except OSError:\n        pass\n    s.close()\nprint(ok)\n"
+    );
+    let out = tb.pod_exec(from, &["/usr/bin/python3", "-c", &script]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().parse().expect("count")
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_owned).collect()
+}
+
+fn wait_lines(path: &Path, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lines(path).len() < n {
+        assert!(Instant::now() < deadline, "{} lines in {}, expected {n}", lines(path).len(), path.display());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn verify(files: &[PathBuf]) -> (i32, String) {
+    let out = Command::new(npagent_bin()).args(["audit", "verify"]).args(files).output().expect("run verify");
+    (out.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn a_chained_log_over_an_agent_restart_verifies_and_an_edit_is_found() {
+    let tb = Testbed::start();
+    logging_manifests(&tb);
+    let logs = tempfile::Builder::new().prefix("npa-e2e-chain-").tempdir().expect("temp dir");
+    let np_log = logs.path().join("np.log");
+    let args = ["--audit-chain", "--audit-dedup-window", "0"];
+    let xa = tb.pod("x/a");
+
+    let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &args);
+    assert_eq!(connect(&tb, "x/b", &xa.ip, 5), 5);
+    assert_eq!(connect(&tb, "y/a", &xa.ip, 2), 0, "y/a is not allowed to x/a");
+    wait_lines(&np_log, 5 + 2);
+    assert!(agent.stop().success());
+    let first_run = lines(&np_log).len();
+
+    let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &args);
+    assert_eq!(connect(&tb, "x/b", &xa.ip, 3), 3);
+    wait_lines(&np_log, first_run + 3);
+    assert!(agent.stop().success());
+
+    let all = lines(&np_log);
+    assert!(all.len() >= first_run + 3);
+    // The log itself is still Antrea's: a timestamp and 14 fields, nothing of the chain.
+    for l in &all {
+        let body = l.rsplit_once(" [").map_or(l.as_str(), |(b, _)| b);
+        assert_eq!(body.split(' ').count(), 16, "{l}");
+    }
+    assert_eq!(all.iter().filter(|l| l.contains(" Allow ")).count(), 8, "{all:#?}");
+    let sidecar = logs.path().join("np.log.chain");
+    let records = lines(&sidecar);
+    assert_eq!(records.len(), all.len() + 1, "a header and one record per line");
+    assert!(records[0].starts_with("npagent-chain v1 file=1 prev=0000"), "{}", records[0]);
+
+    let (code, text) = verify(&[np_log.clone()]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains(&format!("intact: {} lines in 1 files", all.len())), "{text}");
+
+    // Hide one allowed connection of the second run as a drop.
+    let n = all.iter().rposition(|l| l.contains(" Allow ")).expect("an Allow line");
+    let mut edited = all.clone();
+    edited[n] = edited[n].replace(" Allow ", " Drop ");
+    std::fs::write(&np_log, edited.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    let (code, text) = verify(&[np_log.clone()]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains(&format!("np.log line {}: modified", n + 1)), "{text}");
+}
