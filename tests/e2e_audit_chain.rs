@@ -104,3 +104,67 @@ fn a_chained_log_over_an_agent_restart_verifies_and_an_edit_is_found() {
     assert_eq!(code, 1, "{text}");
     assert!(text.contains(&format!("np.log line {}: modified", n + 1)), "{text}");
 }
+
+/// Packets that entered the logging meter, and those its band dropped.
+fn meter_stats(tb: &Testbed) -> (u64, u64) {
+    let text = tb.sandbox.ofctl(&["meter-stats", "meter=1"]);
+    let num = |key: &str| -> u64 {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {text}"))
+    };
+    (num("packet_in_count:"), num("packet_count:"))
+}
+
+/// `count` UDP datagrams from pod `from` to `ip:80` at `pps`, each from a new source port.
+fn udp_flood(tb: &Testbed, from: &str, ip: &str, count: u32, pps: u32) -> std::process::Child {
+    let script = format!(
+        "import socket, time\nstart = time.monotonic()\nfor i in range({count}):\n    d = start + i / {pps} - time.monotonic()\n    if d > 0: time.sleep(d)\n    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n    s.sendto(b'x', ('{ip}', 80))\n    s.close()\n"
+    );
+    let pod = tb.pod(from);
+    Command::new("ip").args(["netns", "exec", &pod.netns, "/usr/bin/python3", "-c", &script]).spawn().expect("start flood")
+}
+
+#[test]
+fn a_flood_over_the_meter_leaves_gap_records_that_account_for_every_shed_packet() {
+    let tb = Testbed::start();
+    logging_manifests(&tb);
+    let logs = tempfile::Builder::new().prefix("npa-e2e-gap-").tempdir().expect("temp dir");
+    let np_log = logs.path().join("np.log");
+    let started = std::time::SystemTime::now();
+    let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &["--audit-chain", "--packet-in-rate", "50"]);
+    let xa = tb.pod("x/a");
+    // ~3 s of 3 x 500 dropped datagrams/s to the isolated x/a: far above 50/s.
+    let floods: Vec<_> = ["x/c", "y/a", "z/a"].iter().map(|from| udp_flood(&tb, from, &xa.ip, 1_500, 500)).collect();
+    for mut f in floods {
+        assert!(f.wait().expect("flood").success());
+    }
+    let (_, meter_dropped) = meter_stats(&tb);
+    assert!(meter_dropped > 1_000, "the meter dropped only {meter_dropped}");
+    assert!(agent.stop().success());
+    let stopped = std::time::SystemTime::now();
+
+    let all = lines(&np_log);
+    let (gaps, packets): (Vec<&String>, Vec<&String>) = all.iter().partition(|l| l.contains(" AuditGap "));
+    assert!(!packets.is_empty());
+    for l in &packets {
+        let body = l.rsplit_once(" [").map_or(l.as_str(), |(b, _)| b);
+        assert_eq!(body.split(' ').count(), 16, "{l}");
+    }
+    let mut shed = 0;
+    for g in &gaps {
+        let f: Vec<&str> = g.split(' ').collect();
+        assert_eq!(f.len(), 9, "{g}");
+        assert_eq!(&f[2..6], ["AuditGap", "meter", "<nil>", "<nil>"], "only the meter shed: {g}");
+        shed += f[6].strip_prefix("shed=").and_then(|n| n.parse::<u64>().ok()).expect("shed=N");
+        let from = f[7].strip_prefix("from=").expect("from=");
+        let to = f[8].strip_prefix("to=").expect("to=");
+        assert!(from < to, "{g}");
+        let rfc = |t: std::time::SystemTime| npagent::audit::timefmt::rfc3339_nanos(t);
+        assert!(from >= rfc(started).as_str() && to <= rfc(stopped).as_str(), "{g} outside the run");
+    }
+    assert_eq!(shed, meter_dropped, "the gap records account for every packet the meter shed: {gaps:#?}");
+    let (code, text) = verify(&[np_log.clone()]);
+    assert_eq!(code, 0, "gap records are chained like any line: {text}");
+}

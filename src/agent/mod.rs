@@ -6,6 +6,7 @@
 //! and OVSDB have been read once and the switch's flows have been dumped, so a restart with
 //! unchanged inputs sends nothing, and a switch restart is repaired by the same diff.
 
+mod gaps;
 pub mod metrics;
 mod reconciler;
 mod resolver;
@@ -107,7 +108,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
     let mut ports_seen = false;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_meter_poll = Instant::now();
+    let mut gaps = gaps::ShedPolls::new(audit.stats());
     let mut meter_shed_warning = RateLimitedWarning::default();
     let mut queue_shed_warning = RateLimitedWarning::default();
     tokio::pin!(shutdown);
@@ -153,13 +154,15 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
             }
             _ = tick.tick() => {
                 reconciler.expire();
-                if last_meter_poll.elapsed() >= Duration::from_secs(10) {
-                    last_meter_poll = Instant::now();
-                    if unless_shutdown(&mut shutdown, reconciler.poll_meter(&mut meter_shed_warning)).await.is_none() {
-                        break;
+                gaps.meter_baseline(reconciler.meter_baseline());
+                if gaps.meter_due() {
+                    match unless_shutdown(&mut shutdown, reconciler.poll_meter(&mut meter_shed_warning)).await {
+                        None => break,
+                        Some(total) => gaps.meter_polled(total),
                     }
                 }
                 let dropped = switch.packet_in_dropped();
+                gaps.connection_polled(dropped);
                 metrics.packet_in_dropped_by_connection.store(dropped, std::sync::atomic::Ordering::Relaxed);
                 metrics.packet_in_malformed.store(switch.packet_in_malformed(), std::sync::atomic::Ordering::Relaxed);
                 queue_shed_warning.total(dropped, |n| {
@@ -178,6 +181,12 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
     if let Some(t) = metrics_task {
         t.abort();
     }
+    // The sheds since the last polls still become gap records (briefly: the switch may be gone).
+    gaps.meter_baseline(reconciler.meter_baseline());
+    if let Ok(total) = tokio::time::timeout(Duration::from_secs(1), reconciler.poll_meter(&mut meter_shed_warning)).await {
+        gaps.meter_polled(total);
+    }
+    gaps.connection_polled(switch.packet_in_dropped());
     // A reconcile cut short leaves the bridge with all of its bundle or none (bundles are
     // atomic); the next start dumps the bridge and sends the difference.
     drop(reconciler);

@@ -58,6 +58,8 @@ pub struct Reconciler {
     drifted: bool,
     /// Flows the switch refused, waiting for their retry.
     refused: Refused,
+    /// The meter's shed count when this agent first installed it, and when it was read.
+    meter_baseline: Option<(u64, std::time::SystemTime)>,
 }
 
 impl Reconciler {
@@ -83,6 +85,7 @@ impl Reconciler {
             retry_at: None,
             drifted: false,
             refused: Refused::default(),
+            meter_baseline: None,
         }
     }
 
@@ -182,6 +185,11 @@ impl Reconciler {
         // A full resync repairs any drift too.
         self.drifted = false;
         self.ensure_meter().await?;
+        if self.meter_baseline.is_none() {
+            // What the switch counted before (an earlier run's sheds) is not this run's gap.
+            let stats = self.switch.meter_stats(self.meter.meter_id).await?;
+            self.meter_baseline = Some((meter_dropped(&stats), std::time::SystemTime::now()));
+        }
         let dump = self.switch.dump_flows(None).await?;
         self.installed = compiler::installed_from_stats(&dump);
         let now = self.now();
@@ -426,13 +434,19 @@ impl Reconciler {
         }
     }
 
-    /// Reads how many logging packets the meter dropped; warns at most once a minute.
-    pub async fn poll_meter(&self, warning: &mut super::RateLimitedWarning) {
+    /// The meter's shed count when this agent first installed it, and when (`None` before).
+    pub fn meter_baseline(&self) -> Option<(u64, std::time::SystemTime)> {
+        self.meter_baseline
+    }
+
+    /// Reads how many logging packets the meter dropped (the switch's count, `None` if it
+    /// could not be read); warns at most once a minute.
+    pub async fn poll_meter(&self, warning: &mut super::RateLimitedWarning) -> Option<u64> {
         if self.connected.is_none() {
-            return;
+            return None;
         }
-        let Ok(stats) = self.switch.meter_stats(self.meter.meter_id).await else { return };
-        let dropped: u64 = stats.iter().flat_map(|s| s.bands.iter()).map(|(packets, _)| packets).sum();
+        let Ok(stats) = self.switch.meter_stats(self.meter.meter_id).await else { return None };
+        let dropped = meter_dropped(&stats);
         self.metrics.shed_by_meter.store(dropped, Ordering::Relaxed);
         let rate = match self.meter.bands.first() {
             Some(MeterBand::Drop { rate, .. }) => *rate,
@@ -443,7 +457,13 @@ impl Reconciler {
                 "the logging meter ({rate} packets/s) dropped {n} packet-ins so far: audit entries were shed (see npagent_audit_shed_by_meter_total)"
             )
         });
+        Some(dropped)
     }
+}
+
+/// Packets the bands of a meter dropped.
+fn meter_dropped(stats: &[ofp::MeterStats]) -> u64 {
+    stats.iter().flat_map(|s| s.bands.iter()).map(|(packets, _)| packets).sum()
 }
 
 /// Locks the shared state for writing. A panic elsewhere while holding the lock leaves the
