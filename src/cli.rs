@@ -92,10 +92,17 @@ pub struct CommonArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Packets per second the switch sends to npagent for logging (an OVS meter; burst twice
-    /// that). Forwarded traffic is never metered.
+    /// Default of --audit-allow-rate and --audit-drop-rate.
     #[arg(long, default_value_t = 5000)]
     pub packet_in_rate: u32,
+    /// Allow copies per second the switch sends to npagent for logging (an OVS meter of its
+    /// own; burst twice that). Forwarded traffic is never metered. Default: --packet-in-rate.
+    #[arg(long, value_name = "PACKETS_PER_S")]
+    pub audit_allow_rate: Option<u32>,
+    /// Drop copies per second (a separate meter, so dropped floods cannot crowd out Allow
+    /// lines). Default: --packet-in-rate.
+    #[arg(long, value_name = "PACKETS_PER_S")]
+    pub audit_drop_rate: Option<u32>,
     /// Serve Prometheus metrics on HOST:PORT.
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_addr: Option<SocketAddr>,

@@ -50,8 +50,10 @@ fn audit_command(cmd: AuditCommand) -> std::process::ExitCode {
     }
 }
 
-/// Meter id of the logging meter.
-const LOG_METER_ID: u32 = 1;
+/// Meter of the Allow logging copies.
+const ALLOW_METER_ID: u32 = 1;
+/// Meter of the Drop logging copies.
+const DROP_METER_ID: u32 = 2;
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -98,8 +100,12 @@ fn source_config(args: &CommonArgs) -> SourceConfig {
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let ofp: Endpoint = args.common.ofp.parse().with_context(|| format!("--ofp {}", args.common.ofp))?;
-    if args.packet_in_rate == 0 {
-        bail!("--packet-in-rate must be at least 1");
+    let allow_rate = args.audit_allow_rate.unwrap_or(args.packet_in_rate);
+    let drop_rate = args.audit_drop_rate.unwrap_or(args.packet_in_rate);
+    for (flag, rate) in [("--audit-allow-rate (or --packet-in-rate)", allow_rate), ("--audit-drop-rate (or --packet-in-rate)", drop_rate)] {
+        if rate == 0 {
+            bail!("{flag} must be at least 1");
+        }
     }
     let cfg = AgentConfig {
         ofp,
@@ -107,9 +113,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         bridge: args.common.bridge.clone(),
         source: source_config(&args.common),
         node: args.common.node.clone(),
-        packet_in_rate: args.packet_in_rate,
+        allow_rate,
+        drop_rate,
         controller_id: args.common.controller_id,
-        meter_id: LOG_METER_ID,
+        allow_meter_id: ALLOW_METER_ID,
+        drop_meter_id: DROP_METER_ID,
         audit: args.audit.config(args.common.node.clone()),
         metrics_addr: args.metrics_addr,
     };
@@ -174,7 +182,7 @@ async fn flows(args: CommonArgs) -> anyhow::Result<()> {
             IdAllocator::new(0)
         }
     };
-    let cfg = compiler::Config { meter_id: LOG_METER_ID, controller_id: args.controller_id };
+    let cfg = compiler::Config { meter_id: ALLOW_METER_ID, drop_meter_id: DROP_METER_ID, controller_id: args.controller_id };
     let mut compiler = Compiler::new(cfg, ids);
     compiler.full(store.model(), 0);
     for line in compiler::flows_text(compiler.flows(), &compiler.port_names()) {

@@ -105,9 +105,10 @@ fn a_chained_log_over_an_agent_restart_verifies_and_an_edit_is_found() {
     assert!(text.contains(&format!("np.log line {}: modified", n + 1)), "{text}");
 }
 
-/// Packets that entered the logging meter, and those its band dropped.
-fn meter_stats(tb: &Testbed) -> (u64, u64) {
-    let text = tb.sandbox.ofctl(&["meter-stats", "meter=1"]);
+/// Packets that entered logging meter `id` (1: Allow copies, 2: Drop copies), and those its
+/// band dropped.
+fn meter_stats(tb: &Testbed, id: u32) -> (u64, u64) {
+    let text = tb.sandbox.ofctl(&["meter-stats", &format!("meter={id}")]);
     let num = |key: &str| -> u64 {
         text.split_whitespace()
             .find_map(|w| w.strip_prefix(key))
@@ -140,7 +141,8 @@ fn a_flood_over_the_meter_leaves_gap_records_that_account_for_every_shed_packet(
     for mut f in floods {
         assert!(f.wait().expect("flood").success());
     }
-    let (_, meter_dropped) = meter_stats(&tb);
+    let (_, meter_dropped) = meter_stats(&tb, 2);
+    assert_eq!(meter_stats(&tb, 1).1, 0, "nothing shed by the Allow meter");
     assert!(meter_dropped > 1_000, "the meter dropped only {meter_dropped}");
     assert!(agent.stop().success());
     let stopped = std::time::SystemTime::now();
@@ -156,7 +158,7 @@ fn a_flood_over_the_meter_leaves_gap_records_that_account_for_every_shed_packet(
     for g in &gaps {
         let f: Vec<&str> = g.split(' ').collect();
         assert_eq!(f.len(), 9, "{g}");
-        assert_eq!(&f[2..6], ["AuditGap", "meter", "<nil>", "<nil>"], "only the meter shed: {g}");
+        assert_eq!(&f[2..6], ["AuditGap", "meter", "<nil>", "Drop"], "only the Drop meter shed: {g}");
         shed += f[6].strip_prefix("shed=").and_then(|n| n.parse::<u64>().ok()).expect("shed=N");
         let from = f[7].strip_prefix("from=").expect("from=");
         let to = f[8].strip_prefix("to=").expect("to=");
@@ -167,4 +169,31 @@ fn a_flood_over_the_meter_leaves_gap_records_that_account_for_every_shed_packet(
     assert_eq!(shed, meter_dropped, "the gap records account for every packet the meter shed: {gaps:#?}");
     let (code, text) = verify(&[np_log.clone()]);
     assert_eq!(code, 0, "gap records are chained like any line: {text}");
+}
+
+#[test]
+fn allowed_connections_made_during_a_drop_flood_are_all_logged() {
+    let tb = Testbed::start();
+    logging_manifests(&tb);
+    let logs = tempfile::Builder::new().prefix("npa-e2e-meters-").tempdir().expect("temp dir");
+    let np_log = logs.path().join("np.log");
+    // One rate for both meters: a single shared meter at 200/s would let through about one
+    // Allow copy in ten under this flood.
+    let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &["--packet-in-rate", "200"]);
+    let xa = tb.pod("x/a");
+    let floods: Vec<_> = ["x/c", "y/a", "z/a"].iter().map(|from| udp_flood(&tb, from, &xa.ip, 2_100, 700)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let allowed = connect(&tb, "x/b", &xa.ip, 150);
+    for mut f in floods {
+        assert!(f.wait().expect("flood").success());
+    }
+    assert_eq!(allowed, 150);
+    let (drop_in, drop_shed) = meter_stats(&tb, 2);
+    assert!(drop_in >= 3 * 2_100 && drop_shed > 3_000, "the drop flood did not exceed its meter: {drop_in} in, {drop_shed} shed");
+    assert_eq!(meter_stats(&tb, 1), (150, 0), "the Allow meter saw only the connections and shed none");
+    assert!(agent.stop().success());
+    let all = lines(&np_log);
+    let allow_lines = all.iter().filter(|l| l.contains(" Allow ")).count();
+    assert_eq!(allow_lines, 150, "every allowed connection is in the log despite the flood");
+    assert!(all.iter().any(|l| l.contains(" Drop ")));
 }

@@ -1,7 +1,9 @@
 //! Shed counts the agent polls, turned into gap records for the audit log (see
 //! [`crate::audit::gap`]).
 
+use super::reconciler::MeterShed;
 use crate::audit::gap::{Gap, GapCause};
+use crate::compiler::userdata::Disposition;
 use crate::audit::AuditStats;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -12,7 +14,7 @@ pub struct ShedPolls {
     audit: Arc<AuditStats>,
     last_meter_poll: Option<Instant>,
     /// The meter's count and when it was read; `None` until the baseline is known.
-    meter: Option<(u64, SystemTime)>,
+    meter: Option<(MeterShed, SystemTime)>,
     connection: (u64, SystemTime),
 }
 
@@ -26,7 +28,7 @@ impl ShedPolls {
 
     /// The meter's count when the agent installed it: where its gaps start (only the first
     /// one counts; later reads on reconnection would hide sheds since the last poll).
-    pub fn meter_baseline(&mut self, baseline: Option<(u64, SystemTime)>) {
+    pub fn meter_baseline(&mut self, baseline: Option<(MeterShed, SystemTime)>) {
         if self.meter.is_none() {
             self.meter = baseline;
         }
@@ -42,13 +44,15 @@ impl ShedPolls {
     }
 
     /// The meter's count was read (`None`: it could not be).
-    pub fn meter_polled(&mut self, total: Option<u64>) {
+    pub fn meter_polled(&mut self, total: Option<MeterShed>) {
         let Some(total) = total else { return };
         let now = SystemTime::now();
         if let Some((before, since)) = self.meter {
-            // A switch restart resets its count.
-            let shed = if total >= before { total - before } else { total };
-            self.report(GapCause::Meter, shed, since, now);
+            for (disposition, (&t, &b)) in [Disposition::Allow, Disposition::Drop].into_iter().zip(total.iter().zip(&before)) {
+                // A switch restart resets its count.
+                let shed = if t >= b { t - b } else { t };
+                self.report(GapCause::Meter, Some(disposition), shed, since, now);
+            }
         }
         self.meter = Some((total, now));
     }
@@ -57,12 +61,12 @@ impl ShedPolls {
     pub fn connection_polled(&mut self, total: u64) {
         let now = SystemTime::now();
         let (before, since) = self.connection;
-        self.report(GapCause::Connection, total.saturating_sub(before), since, now);
+        self.report(GapCause::Connection, None, total.saturating_sub(before), since, now);
         self.connection = (total, now);
     }
 
-    fn report(&self, cause: GapCause, shed: u64, from: SystemTime, to: SystemTime) {
-        let gap = Gap { cause, direction: None, disposition: None, shed, from, to };
+    fn report(&self, cause: GapCause, disposition: Option<Disposition>, shed: u64, from: SystemTime, to: SystemTime) {
+        let gap = Gap { cause, direction: None, disposition, shed, from, to };
         self.audit.reported_gaps.report(gap);
     }
 }

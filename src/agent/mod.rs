@@ -48,10 +48,15 @@ pub struct AgentConfig {
     pub bridge: String,
     pub source: SourceConfig,
     pub node: String,
-    /// Packets per second the logging meter lets through to npagent (burst: twice that).
-    pub packet_in_rate: u32,
+    /// Allow copies per second the Allow logging meter lets through to npagent (burst: twice that).
+    pub allow_rate: u32,
+    /// Drop copies per second the Drop logging meter lets through (burst: twice that).
+    pub drop_rate: u32,
     pub controller_id: u16,
-    pub meter_id: u32,
+    /// Meter of the Allow logging copies.
+    pub allow_meter_id: u32,
+    /// Meter of the Drop logging copies: its own, so a flood of drops cannot crowd out Allows.
+    pub drop_meter_id: u32,
     pub audit: AuditConfig,
     pub metrics_addr: Option<SocketAddr>,
 }
