@@ -140,7 +140,8 @@ fn name(p: &Path) -> String {
 
 #[test]
 fn every_kind_of_tampering_is_found_in_the_right_file_at_the_right_line() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Vec<String>)>, &str)> = vec![
+    type Tamper = Box<dyn Fn(&mut Vec<String>)>;
+    let cases: Vec<(&str, Tamper, &str)> = vec![
         ("edit", Box::new(|l| l[3] = l[3].replace("AllowToPod", "DropToPod")), "line 4: modified"),
         ("delete", Box::new(|l| drop(l.remove(2))), "line 3: 1 line(s) deleted"),
         ("insert", Box::new(|l| l.insert(1, "2023/07/04 12:31:02.000000 forged\n".into())), "line 2: inserted"),

@@ -91,7 +91,7 @@ fn a_chained_log_over_an_agent_restart_verifies_and_an_edit_is_found() {
     assert_eq!(records.len(), all.len() + 1, "a header and one record per line");
     assert!(records[0].starts_with("npagent-chain v1 file=1 prev=0000"), "{}", records[0]);
 
-    let (code, text) = verify(&[np_log.clone()]);
+    let (code, text) = verify(std::slice::from_ref(&np_log));
     assert_eq!(code, 0, "{text}");
     assert!(text.contains(&format!("intact: {} lines in 1 files", all.len())), "{text}");
 
@@ -100,7 +100,7 @@ fn a_chained_log_over_an_agent_restart_verifies_and_an_edit_is_found() {
     let mut edited = all.clone();
     edited[n] = edited[n].replace(" Allow ", " Drop ");
     std::fs::write(&np_log, edited.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
-    let (code, text) = verify(&[np_log.clone()]);
+    let (code, text) = verify(std::slice::from_ref(&np_log));
     assert_eq!(code, 1, "{text}");
     assert!(text.contains(&format!("np.log line {}: modified", n + 1)), "{text}");
 }
@@ -167,7 +167,7 @@ fn a_flood_over_the_meter_leaves_gap_records_that_account_for_every_shed_packet(
         assert!(from >= rfc(started).as_str() && to <= rfc(stopped).as_str(), "{g} outside the run");
     }
     assert_eq!(shed, meter_dropped, "the gap records account for every packet the meter shed: {gaps:#?}");
-    let (code, text) = verify(&[np_log.clone()]);
+    let (code, text) = verify(std::slice::from_ref(&np_log));
     assert_eq!(code, 0, "gap records are chained like any line: {text}");
 }
 

@@ -462,9 +462,7 @@ impl Reconciler {
     /// Reads how many logging packets the meters dropped (the switch's counts, `None` if
     /// they could not be read); warns at most once a minute.
     pub async fn poll_meter(&self, warning: &mut super::RateLimitedWarning) -> Option<MeterShed> {
-        if self.connected.is_none() {
-            return None;
-        }
+        self.connected?;
         let shed = self.read_meters().await.ok()?;
         let dropped = shed.iter().sum();
         self.metrics.shed_by_meter.store(dropped, Ordering::Relaxed);

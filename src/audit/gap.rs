@@ -24,7 +24,8 @@ use std::time::SystemTime;
 /// Who shed the packet-ins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum GapCause {
-    /// The switch's logging meter (over `--packet-in-rate`).
+    /// The switch's logging meters (Allow or Drop copies over `--audit-allow-rate` or
+    /// `--audit-drop-rate`).
     Meter,
     /// npagent's OpenFlow connection (its packet-in channel was full).
     Connection,

@@ -348,7 +348,8 @@ mod tests {
 
     #[test]
     fn every_kind_of_tampering_is_found_at_its_line() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut Vec<String>)>, u64, BreakKind)> = vec![
+        type Tamper = Box<dyn Fn(&mut Vec<String>)>;
+        let cases: Vec<(&str, Tamper, u64, BreakKind)> = vec![
             ("edit", Box::new(|l| l[2] = l[2].replace("IngressRule", "EgressRule")), 3, BreakKind::Modified),
             ("delete", Box::new(|l| drop(l.remove(1))), 2, BreakKind::Deleted { count: 1 }),
             ("delete two", Box::new(|l| drop(l.drain(1..3))), 2, BreakKind::Deleted { count: 2 }),
