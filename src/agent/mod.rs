@@ -188,7 +188,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
     }
     // The sheds since the last polls still become gap records (briefly: the switch may be gone).
     gaps.meter_baseline(reconciler.meter_baseline());
-    if let Ok(total) = tokio::time::timeout(Duration::from_secs(1), reconciler.poll_meter(&mut meter_shed_warning)).await {
+    if let Ok(total) = tokio::time::timeout(Duration::from_millis(250), reconciler.poll_meter(&mut meter_shed_warning)).await {
         gaps.meter_polled(total);
     }
     gaps.connection_polled(switch.packet_in_dropped());
