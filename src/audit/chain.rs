@@ -186,7 +186,8 @@ impl ChainState {
 
     /// The header of the file after this one.
     pub fn next_header(&self) -> Header {
-        Header { file_index: self.file_index + 1, prev: self.head }
+        // A sidecar read back may claim any index: never overflow on it.
+        Header { file_index: self.file_index.saturating_add(1), prev: self.head }
     }
 
     /// Chains `bytes` as written to the log (whole lines or pieces of them), appending one

@@ -198,7 +198,7 @@ where
         let index = sidecar.header.file_index;
         let at_file = |kind| Some(Break { file: path.clone(), line: None, kind });
         if let Some((prev_path, prev)) = previous {
-            let expected = prev.header.file_index + 1;
+            let expected = prev.header.file_index.saturating_add(1);
             if index < expected {
                 report.broken = at_file(BreakKind::DuplicateIndex { other: prev_path.clone() });
             } else if index > expected {
@@ -384,6 +384,17 @@ mod tests {
         let mut no_sidecar = files;
         no_sidecar[2].2.clear();
         assert!(matches!(broken_at(&no_sidecar), (f, None, BreakKind::BadSidecar(_)) if f == "np-2.log"));
+    }
+
+    #[test]
+    fn crafted_file_indices_do_not_overflow() {
+        let mut files = set();
+        for (i, f) in files.iter_mut().enumerate() {
+            let text = String::from_utf8(f.2.clone()).unwrap();
+            f.2 = text.replacen(&format!("file={}", i + 1), &format!("file={}", u64::MAX - 1 + i.min(1) as u64), 1).into_bytes();
+        }
+        // Indices MAX-1, MAX, MAX: the chain hashes no longer match either.
+        assert!(run(&files).broken.is_some());
     }
 
     proptest! {
