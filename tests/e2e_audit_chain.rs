@@ -198,3 +198,69 @@ fn allowed_connections_made_during_a_drop_flood_are_all_logged() {
     assert!(drop_in >= 3 * 2_100 && drop_shed > 3_000, "the drop flood did not exceed its meter: {drop_in} in, {drop_shed} shed");
     assert_eq!(allow_meter, (150, 0), "the Allow meter saw only the connections and shed none");
 }
+
+/// The log files in `dir` (backups and the live file), sidecars left out.
+fn log_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read log dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            name.starts_with("np") && !name.ends_with(".chain") && !name.ends_with(".agent.log")
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Lines of a log file, gunzipped if need be.
+fn count_lines(p: &Path) -> usize {
+    let bytes = std::fs::read(p).expect("read log");
+    let text = if p.extension().is_some_and(|e| e == "gz") {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut s).expect("gunzip");
+        s
+    } else {
+        String::from_utf8(bytes).expect("utf-8")
+    };
+    text.lines().count()
+}
+
+#[test]
+fn a_long_chained_run_with_rotation_and_a_restart_verifies() {
+    let tb = Testbed::start();
+    logging_manifests(&tb);
+    let logs = tempfile::Builder::new().prefix("npa-e2e-rotate-").tempdir().expect("temp dir");
+    let np_log = logs.path().join("np.log");
+    // Every dropped datagram a line of its own (new source ports, no aggregation), ~150
+    // bytes each: two runs of 4,500 make more than the 1 MB at which the file rotates.
+    let args = ["--audit-chain", "--audit-dedup-window", "0", "--audit-max-size", "1", "--audit-max-backups", "0"];
+    let xa = tb.pod("x/a");
+    for run in 0..2 {
+        let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &args);
+        let floods: Vec<_> = ["x/c", "y/a", "z/a"].iter().map(|from| udp_flood(&tb, from, &xa.ip, 1_500, 500)).collect();
+        for mut f in floods {
+            assert!(f.wait().expect("flood").success());
+        }
+        assert_eq!(connect(&tb, "x/b", &xa.ip, 3), 3, "run {run}");
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(agent.stop().success());
+    }
+    let files = log_files(logs.path());
+    assert!(files.len() >= 2 && files.iter().any(|f| f.extension().is_some_and(|e| e == "gz")), "no rotation: {files:?}");
+    let total: usize = files.iter().map(|f| count_lines(f)).sum();
+    assert!(total >= 2 * 4_500, "{total} lines");
+    let (code, text) = verify(&files);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains(&format!("intact: {total} lines in {} files", files.len())), "{text}");
+    // Dropping the oldest file is pruning; editing the newest is not.
+    let (code, text) = verify(&files[1..]);
+    assert_eq!(code, 0, "{text}");
+    let live = files.last().expect("live file");
+    let mut body = std::fs::read_to_string(live).expect("read");
+    body = body.replacen("Drop", "Allow", 1);
+    std::fs::write(live, body).expect("write");
+    let (code, text) = verify(&files);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("np.log line 1: modified"), "{text}");
+}
