@@ -1,6 +1,7 @@
 //! The hash chain on a real filesystem: the chained rotating writer with a tiny max size,
 //! gzipped and pruned backups and restarts, checked by `npagent audit verify` (the binary, for
 //! its exit status) after every kind of tampering.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;

@@ -1,6 +1,7 @@
 //! `--audit-chain` end to end: `npagent run` on the testbed (real userspace OVS, real packets
 //! between pod namespaces), stopped and started again, then `npagent audit verify` on the
 //! log it wrote, before and after an edit.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 
