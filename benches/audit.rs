@@ -5,6 +5,7 @@
 //! of the benchmark thread (user + system, from /proc/thread-self/schedstat), i.e. per core:
 //! wall time would also count the time other processes take the core from it. Where that
 //! file cannot be read, wall time is used.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use npagent::compiler::tables;
 use bytes::Bytes;

@@ -20,6 +20,7 @@
 //! After the criterion groups, a plain loop prints p50/p99/max of the incremental paths and
 //! the process's peak RSS (VmHWM), which criterion does not report.
 //! `BENCH_SCALE=small` runs a 10x smaller cluster.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use criterion::{BenchmarkId, Criterion};
 use std::hint::black_box;

@@ -7,9 +7,10 @@
 //!   (install: from the `install()` call to the commit reply; flows are built beforehand, as
 //!   the agent's compiler would have them).
 //!
-//! The flows follow DESIGN.md §3: per rule three clause flows (priority 200: source IP,
+//! The flows follow docs/pipeline.md's rule flows: per rule three clause flows (priority 200: source IP,
 //! destination port register, TCP port; `conjunction(id,k/3)`) and one `conj_id` flow
 //! (priority 190) that records the rule in reg3 and goes on to table 10, spread over tables 0..5.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use npagent::switch::{spawn, ConnectionConfig};
 use ofp::{Action, FlowMod, Instruction, Masked, Match, Oxm};

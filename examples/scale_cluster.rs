@@ -21,6 +21,7 @@
 //!
 //! Timestamps: the rename is timed with the wall clock right after `rename(2)` returns; the
 //! agent's lines carry tracing-subscriber's UTC timestamps (microseconds), same machine.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use npagent::compiler::synthetic::{cluster, cluster_without_egress, ns_name, oref, pod_name, tcp, ClusterSpec};
 use npagent::model::{convert, LabelSelector, Model, Peer, PortRef, PortSpec, Protocol, SelectorOp};

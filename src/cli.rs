@@ -1,23 +1,47 @@
 //! The `npagent` command line: its clap definitions, in the library so that tests (and the
 //! deploy manifests' test) parse arguments exactly as the binary does.
+//!
+//! Environment variables: every option of `run` can also be set as `NPAGENT_` followed by
+//! the option's name in capitals with `-` as `_` (`--audit-log` is `NPAGENT_AUDIT_LOG`); the
+//! command line wins over the environment. `--node` alone also falls back to `NODE_NAME`.
 
 use crate::audit::args::AuditArgs;
-use crate::switch;
-use clap::{Args, Parser, Subcommand};
+use crate::endpoint::{self, Endpoint};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// Kubernetes NetworkPolicy enforcement and audit logging on an Open vSwitch bridge, over
 /// OpenFlow 1.5.
 #[derive(Debug, Parser)]
-#[command(name = "npagent", version, about)]
+#[command(name = "npagent", version = VERSION, about, after_help = ENV_HELP)]
 pub struct Cli {
-    /// Log level of npagent's own messages (error, warn, info, debug, trace), or a tracing
-    /// filter such as `npagent=debug`.
-    #[arg(long, global = true, default_value = "info", env = "NPAGENT_LOG")]
+    /// Log level of npagent's own messages (error, warn, info, debug, trace, off), or a
+    /// tracing filter such as `info,npagent::agent=debug`.
+    #[arg(long, global = true, default_value = "info", env = "NPAGENT_LOG_LEVEL", value_parser = parse_log_filter)]
     pub log_level: String,
+    /// Format of npagent's own log on stderr: text (colours only on a terminal) or json (one
+    /// object a line: timestamp, level, target, message and the event's fields).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "NPAGENT_LOG_FORMAT")]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--version`: the package version and the git commit it was built from.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("NPAGENT_GIT_COMMIT"), ")");
+
+const ENV_HELP: &str = "Every option of `run` can also be set with an environment variable: NPAGENT_ and the \
+option's name in capitals, dashes as underscores (--audit-log: NPAGENT_AUDIT_LOG). The command line wins. \
+--node falls back to NODE_NAME (a DaemonSet sets it from the downward API).";
+
+/// The format of npagent's own log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// JSON lines.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -30,6 +54,13 @@ pub enum Command {
     /// Decode or encode one OpenFlow message (a debugging aid like `ovs-ofctl ofp-print`).
     #[command(subcommand)]
     Ofp(OfpCommand),
+    /// Print a shell completion script for npagent to stdout.
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Print npagent's manual pages (roff: npagent(1) and one per command) to stdout.
+    Man,
     /// Audit log tools.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -64,28 +95,35 @@ pub enum OfpCommand {
 #[derive(Debug, Args)]
 pub struct CommonArgs {
     /// OpenFlow endpoint of the bridge: unix:PATH or tcp:HOST:PORT.
-    #[arg(long, default_value = switch::DEFAULT_ENDPOINT)]
-    pub ofp: String,
+    #[arg(long, default_value = endpoint::DEFAULT_OFP, env = "NPAGENT_OFP")]
+    pub ofp: Endpoint,
     /// OVSDB endpoint: unix:PATH or tcp:HOST:PORT.
-    #[arg(long, default_value = "unix:/var/run/openvswitch/db.sock")]
-    pub ovsdb: String,
+    #[arg(long, default_value = endpoint::DEFAULT_OVSDB, env = "NPAGENT_OVSDB")]
+    pub ovsdb: Endpoint,
     /// The bridge npagent owns.
-    #[arg(long, default_value = "br-int")]
+    #[arg(long, default_value = "br-int", env = "NPAGENT_BRIDGE")]
     pub bridge: String,
     /// Read Namespaces, Pods and NetworkPolicies from this directory (*.yaml, *.yml, *.json,
     /// watched) instead of the Kubernetes API.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "NPAGENT_MANIFESTS")]
     pub manifests: Option<PathBuf>,
     /// Kubeconfig for the Kubernetes API (default: $KUBECONFIG, ~/.kube/config, or the
     /// in-cluster service account). Ignored with --manifests.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "NPAGENT_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
-    /// This node's name (JSON audit lines).
-    #[arg(long, env = "NODE_NAME", default_value = "")]
-    pub node: String,
+    /// This node's name (JSON audit lines) [default: $NODE_NAME, else empty].
+    #[arg(long, env = "NPAGENT_NODE")]
+    pub node: Option<String>,
     /// Controller id npagent sets on its OpenFlow connection and in its logging flows.
-    #[arg(long, default_value_t = 0x4e50)]
+    #[arg(long, default_value_t = 0x4e50, env = "NPAGENT_CONTROLLER_ID")]
     pub controller_id: u16,
+}
+
+impl CommonArgs {
+    /// This node's name: `--node` (or `NPAGENT_NODE`), else `NODE_NAME`, else empty.
+    pub fn node_name(&self) -> String {
+        self.node.clone().or_else(|| std::env::var("NODE_NAME").ok()).unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Args)]
@@ -93,20 +131,64 @@ pub struct RunArgs {
     #[command(flatten)]
     pub common: CommonArgs,
     /// Default of --audit-allow-rate and --audit-drop-rate.
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, default_value_t = 5000, env = "NPAGENT_PACKET_IN_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub packet_in_rate: u32,
     /// Allow copies per second the switch sends to npagent for logging (an OVS meter of its
     /// own; burst twice that). Forwarded traffic is never metered. Default: --packet-in-rate.
-    #[arg(long, value_name = "PACKETS_PER_S")]
+    #[arg(long, value_name = "PACKETS_PER_S", env = "NPAGENT_AUDIT_ALLOW_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub audit_allow_rate: Option<u32>,
     /// Drop copies per second (a separate meter, so dropped floods cannot crowd out Allow
     /// lines). Default: --packet-in-rate.
-    #[arg(long, value_name = "PACKETS_PER_S")]
+    #[arg(long, value_name = "PACKETS_PER_S", env = "NPAGENT_AUDIT_DROP_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub audit_drop_rate: Option<u32>,
     /// Serve Prometheus metrics on HOST:PORT.
-    #[arg(long, value_name = "HOST:PORT")]
+    #[arg(long, value_name = "HOST:PORT", env = "NPAGENT_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
     #[command(flatten)]
     pub audit: AuditArgs,
 }
 
+/// Level names `--log-level` accepts on their own.
+const LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
+
+/// Checks a `--log-level`: comma-separated directives, each a level name or `TARGET=LEVEL`.
+/// A bare word that is no level would be a tracing target at every level, silencing the rest
+/// (`warning` would log nothing but target `warning`): refused.
+fn parse_log_filter(s: &str) -> Result<String, String> {
+    let hint = "expected a level (error, warn, info, debug, trace, off) or TARGET=LEVEL, comma-separated";
+    if s.trim().is_empty() {
+        return Err(format!("empty log filter: {hint}"));
+    }
+    for directive in s.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let is_level = LEVELS.iter().any(|l| l.eq_ignore_ascii_case(directive));
+        if !is_level && !directive.contains('=') {
+            return Err(format!("unknown log level {directive:?}: {hint}"));
+        }
+    }
+    tracing_subscriber::EnvFilter::builder()
+        .parse(s)
+        .map(|_| s.to_string())
+        .map_err(|e| format!("bad log filter {s:?}: {e} ({hint})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_filters_are_levels_or_directives() {
+        for ok in ["info", "WARN", "off", "info,npagent::agent=debug", "npagent=trace", "debug,kube=warn,"] {
+            assert_eq!(parse_log_filter(ok).as_deref(), Ok(ok), "{ok}");
+        }
+        for (bad, culprit) in [("warning", "\"warning\""), ("info,verbose", "\"verbose\""), ("", "empty"), ("npagent=loud", "loud")] {
+            let err = parse_log_filter(bad).expect_err(bad);
+            assert!(err.contains(culprit), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,13 +1,14 @@
 //! The `npagent` command line.
 
 use anyhow::{bail, Context};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use npagent::agent::{self, AgentConfig, SourceConfig};
-use npagent::cli::{AuditCommand, Cli, Command, CommonArgs, OfpCommand, RunArgs};
+use npagent::cli::{AuditCommand, Cli, Command, CommonArgs, LogFormat, OfpCommand, RunArgs};
 use npagent::compiler::{self, Compiler, IdAllocator};
 use npagent::model::LocalPort;
 use npagent::source::{self, SourceEvent};
-use npagent::switch::{self, ConnectionConfig, Endpoint};
+use npagent::switch::{self, ConnectionConfig};
+use std::io::IsTerminal;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -60,15 +61,22 @@ fn main() -> std::process::ExitCode {
     let command = match cli.command {
         Command::Ofp(cmd) => return ofp_command(cmd),
         Command::Audit(cmd) => return audit_command(cmd),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "npagent", &mut std::io::stdout());
+            return std::process::ExitCode::SUCCESS;
+        }
+        Command::Man => return man_pages(),
+        Command::Run(args) => {
+            check_run_args(&args);
+            Command::Run(args)
+        }
         other => other,
     };
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    init_logging(&cli.log_level, cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("npagent: cannot start the runtime: {e}");
+            tracing::error!("cannot start the runtime: {e}");
             return std::process::ExitCode::FAILURE;
         }
     };
@@ -76,7 +84,9 @@ fn main() -> std::process::ExitCode {
         match command {
             Command::Run(args) => run(args).await,
             Command::Flows(args) => flows(args).await,
-            Command::Ofp(_) | Command::Audit(_) => unreachable!("handled before the runtime starts"),
+            Command::Ofp(_) | Command::Completions { .. } | Command::Man | Command::Audit(_) => {
+                unreachable!("handled before the runtime starts")
+            }
         }
     });
     // The audit log is flushed by now; a blocking task still running (a manifests scan) must
@@ -85,10 +95,64 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("npagent: {e:#}");
+            tracing::error!("npagent: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Checks what the command line cannot: exits with status 2 (clap's usage error) naming the
+/// flag, before anything connects.
+fn check_run_args(args: &RunArgs) {
+    let invalid = |message: String| -> ! {
+        let mut cli = Cli::command();
+        cli.build(); // names the subcommand `npagent run` in the usage line
+        let mut run = cli.find_subcommand("run").cloned().unwrap_or(cli);
+        run.error(clap::error::ErrorKind::ValueValidation, message).exit()
+    };
+    if let Err(e) = npagent::audit::writer::check_writable(&args.audit.log) {
+        invalid(format!("--audit-log {}: {e}", args.audit.log.display()));
+    }
+    if let (None, Some(path)) = (&args.common.manifests, &args.common.kubeconfig) {
+        if let Err(e) = kube::config::Kubeconfig::read_from(path) {
+            invalid(format!("--kubeconfig {}: {e}", path.display()));
+        }
+    }
+}
+
+/// npagent's own log on stderr, in `format`, filtered by `level` (checked by the parser).
+fn init_logging(level: &str, format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::new(level);
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => {
+            let colours = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            logs.with_ansi(colours).init();
+        }
+        LogFormat::Json => {
+            logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init();
+            // A panic's message would be the one line of plain text in the log.
+            std::panic::set_hook(Box::new(|panic| tracing::error!("{panic}")));
+        }
+    }
+}
+
+/// `npagent man`: npagent(1), then a page for each command, as roff on stdout.
+fn man_pages() -> std::process::ExitCode {
+    let mut out = std::io::stdout().lock();
+    let mut top = Cli::command();
+    top.build(); // gives the commands their `npagent <command>` names for the synopses
+    let mut pages = vec![clap_mangen::Man::new(top.clone())];
+    for sub in top.get_subcommands() {
+        pages.push(clap_mangen::Man::new(sub.clone()).title(format!("npagent-{}", sub.get_name())));
+    }
+    for page in pages {
+        if let Err(e) = page.render(&mut out) {
+            eprintln!("npagent man: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    }
+    std::process::ExitCode::SUCCESS
 }
 
 fn source_config(args: &CommonArgs) -> SourceConfig {
@@ -99,29 +163,22 @@ fn source_config(args: &CommonArgs) -> SourceConfig {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let ofp: Endpoint = args.common.ofp.parse().with_context(|| format!("--ofp {}", args.common.ofp))?;
-    let allow_rate = args.audit_allow_rate.unwrap_or(args.packet_in_rate);
-    let drop_rate = args.audit_drop_rate.unwrap_or(args.packet_in_rate);
-    for (flag, rate) in [("--audit-allow-rate (or --packet-in-rate)", allow_rate), ("--audit-drop-rate (or --packet-in-rate)", drop_rate)] {
-        if rate == 0 {
-            bail!("{flag} must be at least 1");
-        }
-    }
+    let node = args.common.node_name();
     let cfg = AgentConfig {
-        ofp,
+        ofp: args.common.ofp.clone(),
         ovsdb: args.common.ovsdb.clone(),
         bridge: args.common.bridge.clone(),
         source: source_config(&args.common),
-        node: args.common.node.clone(),
-        allow_rate,
-        drop_rate,
+        node: node.clone(),
+        allow_rate: args.audit_allow_rate.unwrap_or(args.packet_in_rate),
+        drop_rate: args.audit_drop_rate.unwrap_or(args.packet_in_rate),
         controller_id: args.common.controller_id,
         allow_meter_id: ALLOW_METER_ID,
         drop_meter_id: DROP_METER_ID,
-        audit: args.audit.config(args.common.node.clone()),
+        audit: args.audit.config(node.clone()),
         metrics_addr: args.metrics_addr,
     };
-    tracing::info!("npagent {} starting: bridge {} at {}", env!("CARGO_PKG_VERSION"), cfg.bridge, args.common.ofp);
+    tracing::info!("npagent {} starting: node {node:?}, bridge {} at {}", npagent::cli::VERSION, cfg.bridge, cfg.ofp);
     agent::run(cfg, shutdown_signal()).await
 }
 
@@ -205,8 +262,7 @@ async fn read_ports(args: &CommonArgs) -> anyhow::Result<Vec<LocalPort>> {
 
 /// Dumps the bridge's flows.
 async fn installed_flows(args: &CommonArgs) -> anyhow::Result<Vec<ofp::FlowStats>> {
-    let endpoint: Endpoint = args.ofp.parse().with_context(|| format!("--ofp {}", args.ofp))?;
-    let (switch, _packet_ins) = switch::spawn(ConnectionConfig { endpoint, ..Default::default() });
+    let (switch, _packet_ins) = switch::spawn(ConnectionConfig { endpoint: args.ofp.clone(), ..Default::default() });
     switch.wait_connected(Duration::from_secs(3)).await.context("switch not reachable")?;
     Ok(switch.dump_flows(None).await?)
 }

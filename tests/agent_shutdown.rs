@@ -1,5 +1,6 @@
 //! SIGTERM while npagent waits on a switch that does not answer: it must exit within a second
 //! with its audit log flushed, not when the request times out.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! Deduplication as Antrea does it: Allow at once; others aggregated over a window, written
 //! once at the window's end, with ` [N packets in D]` when N > 1.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod audit_support;
 

@@ -1,4 +1,5 @@
 //! Each output format, field by field, from crafted packet-ins through decode and resolution.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod audit_support;
 

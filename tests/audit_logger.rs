@@ -1,4 +1,5 @@
 //! The audit logger task end to end: packet-ins in, np.log lines out, counters, shutdown.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod audit_support;
 

@@ -1,4 +1,5 @@
 //! Frame decoding: crafted frames, a truncation sweep and arbitrary bytes (never a panic).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod audit_support;
 

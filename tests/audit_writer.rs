@@ -1,5 +1,6 @@
 //! The rotating writer on a real filesystem: rotation with a tiny max size, gzip backups,
 //! backup limits, directory creation, and write errors that resume.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use flate2::read::GzDecoder;
 use npagent::audit::writer::{list_backups, RotatingWriter, WriteError, WriterConfig};

@@ -1,6 +1,7 @@
 //! Kubernetes egress semantics of the compiled flows, checked by evaluating the EgressRule and
 //! EgressDefaultRule tables for a new connection the way OVS does (`policy_eval`): who a pod
 //! may send to once a policy selects it for Egress, whatever shape the flows take.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod policy_eval;
 

@@ -3,6 +3,7 @@
 //! Classifier to where a packet leaves the pipeline or meets the ingress policy tables.
 //! A pod's port passes only its own MAC with its own addresses; IP to a local pod's address
 //! meets that pod's policy whatever its destination MAC.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use npagent::compiler::synthetic::*;
 use npagent::compiler::{compile, tables, Config, FlowTable, IdAllocator};

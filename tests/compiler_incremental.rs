@@ -1,5 +1,6 @@
 //! Determinism, conjunction id stability, incremental recompilation equal to a full one, and
 //! the diff law diff(apply(diff)) = ∅.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use npagent::compiler::synthetic::*;
 use npagent::compiler::{

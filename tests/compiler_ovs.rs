@@ -3,6 +3,7 @@
 //! installed flows, parsed and normalised, equals the desired flows (empty diff); the flow
 //! text equals `ovs-ofctl dump-flows --names`; incremental changes sent as raw flow_mods
 //! converge; ids recovered from the dump reproduce the installed flows with zero flow_mods.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use bytes::{BufMut, BytesMut};
 use npagent::compiler::synthetic::*;

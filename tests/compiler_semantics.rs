@@ -1,5 +1,6 @@
 //! Kubernetes ingress semantics of the compiled flows, checked by evaluating the IngressRule
 //! and IngressDefaultRule tables for a new connection the way OVS does (`policy_eval`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use npagent::compiler::synthetic::*;
 use npagent::compiler::{compile, tables, Config, Direction, FlowTable, IdAllocator};

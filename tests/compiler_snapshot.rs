@@ -1,5 +1,6 @@
 //! Snapshot of the compiled flow text for a small model, in `ovs-ofctl dump-flows --names`
 //! syntax.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use npagent::compiler::synthetic::*;
 use npagent::compiler::{compile, flows_text, Config, IdAllocator};

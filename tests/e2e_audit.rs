@@ -4,6 +4,7 @@
 //!
 //! Each test has a testbed of its own (tests run in parallel) and starts the agent as a
 //! child process with its own audit log; it stops it with SIGTERM, which flushes the log.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 

@@ -2,6 +2,7 @@
 //! within 2 s (the switch's flow monitor reports them), and flows the switch refuses do not
 //! hold back the rest of a bundle: they are reported with their policy and retried with
 //! backoff until the switch takes them. Real ovs-vswitchd, real packets. Needs root.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 
@@ -17,7 +18,7 @@ use scenario::Proto;
 use support::agent::Agent;
 use support::{write_atomic, Testbed};
 
-/// The bound the issue sets for drift repair.
+/// How soon a flow changed behind npagent's back must be repaired.
 const REPAIR_BOUND: Duration = Duration::from_secs(2);
 
 /// x/a isolated, nothing allowed.

@@ -3,6 +3,7 @@
 //! was valid isolates its pods; a finished pod holding a peer's IP allows nothing and names
 //! nobody in the audit log; oversized and alias-bomb files are refused while enforcement goes
 //! on. Verdicts from `ofproto/trace`, each phase confirmed with real packets. Needs root.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 

@@ -7,6 +7,7 @@
 //! enforcing meanwhile; after ovs-vswitchd restarts, npagent restores enforcement by itself.
 //! Quick verdicts come from `ofproto/trace` (the flow tables npagent controls), and every
 //! phase is confirmed with real packets. Needs root.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 
@@ -27,7 +28,7 @@ use support::agent::{npagent_bin, Agent};
 use support::{write_atomic, Testbed};
 
 
-/// The bound the issue sets for a manifest change to be enforced.
+/// How soon a manifest change must be enforced (README, "Using npagent").
 const BOUND: Duration = Duration::from_secs(1);
 
 struct Live {

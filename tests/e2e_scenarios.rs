@@ -11,6 +11,7 @@
 //! port, every wrong probe, the flows and the agent's log; the test fails at the end if any
 //! scenario failed. `NPA_SCENARIOS=word,word` runs the scenarios whose file name contains one
 //! of the words. Needs root.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 
@@ -337,7 +338,7 @@ fn scenarios_on_the_testbed() {
 }
 
 /// Every scenario file parses, its patterns are valid, its manifests are valid Kubernetes
-/// objects, and together the scenarios cover every ingress and egress semantic of the issues.
+/// objects, and together the scenarios cover every ingress and egress semantic of Kubernetes NetworkPolicy.
 #[test]
 fn scenario_files_are_valid() {
     let base = Base::load(&repo_manifests_dir())
@@ -389,7 +390,7 @@ fn scenario_files_are_valid() {
     }
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 
-    // Coverage: every semantic of the issue appears in some scenario.
+    // Coverage: every NetworkPolicy semantic appears in some scenario.
     let mut seen = BTreeSet::new();
     for s in &scenarios {
         for step in &s.steps {

@@ -3,6 +3,7 @@
 //! another pod's address. Each attack gets through a pipeline without SpoofGuard or without
 //! classification by IP address; each has a control that a genuine pod gets through. Needs
 //! root.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 

@@ -2,6 +2,7 @@
 //! and accept errors (EMFILE). `npagent run` is started as a child process with switch and
 //! OVSDB endpoints that do not exist: it keeps retrying them, and serves its metrics meanwhile.
 //! File descriptors are limited with util-linux's `prlimit`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 

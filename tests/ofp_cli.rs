@@ -1,6 +1,7 @@
 //! `npagent ofp decode HEX` / `npagent ofp encode`, run as the built binary over the OpenFlow
 //! vectors (`proto/tests/data/ofp-vectors.jsonl`): decode then encode gives back the bytes of
 //! every message vector the codec accepts; malformed input exits 2 with one line saying why.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

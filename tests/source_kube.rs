@@ -1,5 +1,6 @@
 //! The Kubernetes source against a mock API server (tower-test): list, watch with added,
 //! modified and deleted objects, a 410 Gone that forces a relist, and a transient error.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use std::time::Duration;
 

@@ -1,4 +1,5 @@
 //! The manifests directory source: reading, bad input, and live watching.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,5 +1,6 @@
 //! The OVSDB source against a real ovsdb-server and ovs-vswitchd (dummy datapath, own network
 //! namespace and run directory, stopped by pid).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -171,7 +172,7 @@ async fn follows_pod_ports_live_and_survives_an_ovsdb_restart() {
         "external_ids={pod-name=ext,pod-namespace=x}"]);
 
     let (tx, mut rx) = watch::channel(Vec::new());
-    let task = tokio::spawn(run_ovsdb(ovs.client_endpoint(), "br-int".into(), table_names(), tx));
+    let task = tokio::spawn(run_ovsdb(ovs.client_endpoint().parse().expect("endpoint"), "br-int".into(), table_names(), tx));
 
     // Keys on the Interface row (as Antrea writes them), several addresses with prefixes.
     ovs.add_pod_port("a1", "Interface", "pod-name=a,pod-namespace=x,\"ip-address\"=\"10.10.0.1/16,fd00::1/64\",attached-mac=\"0a:58:0a:0a:00:01\"");
@@ -220,7 +221,7 @@ async fn names_the_tables_idempotently() {
 
     for round in 0..2 {
         let (tx, rx) = watch::channel(Vec::new());
-        let task = tokio::spawn(run_ovsdb(ovs.client_endpoint(), "br-int".into(), table_names(), tx));
+        let task = tokio::spawn(run_ovsdb(ovs.client_endpoint().parse().expect("endpoint"), "br-int".into(), table_names(), tx));
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let features = loop {
             let out = run(Command::new("ovs-ofctl")
@@ -267,7 +268,7 @@ async fn a_standalone_or_unset_bridge_becomes_secure() {
         ovs.vsctl(args);
         assert_ne!(ovs.vsctl(&["get-fail-mode", "br-int"]).trim(), "secure", "{how}: precondition");
         let (tx, rx) = watch::channel(Vec::new());
-        let task = tokio::spawn(run_ovsdb(ovs.client_endpoint(), "br-int".into(), table_names(), tx));
+        let task = tokio::spawn(run_ovsdb(ovs.client_endpoint().parse().expect("endpoint"), "br-int".into(), table_names(), tx));
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while ovs.vsctl(&["get-fail-mode", "br-int"]).trim() != "secure" {
             assert!(std::time::Instant::now() < deadline, "{how}: fail_mode not made secure within 10 s");

@@ -1,6 +1,7 @@
 //! The switch connection against a real ovs-vswitchd (userspace datapath) in a private
 //! sandbox per test: handshake, echo, big bundles, dumps, counters, strict commands, failed
 //! bundles, restarts and packet-ins.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 
@@ -84,7 +85,7 @@ const TABLES: u8 = 5;
 const RULES_PER_TABLE: u32 = 5_000;
 const NEXT_TABLE: u8 = 10;
 
-/// 100,000 flows shaped like DESIGN.md §3: per rule three clause flows (priority 200, one per
+/// 100,000 flows shaped like npagent's policy flows (docs/pipeline.md): per rule three clause flows (priority 200, one per
 /// dimension: source IP, destination port register, TCP port) with `conjunction(id,k/3)` and
 /// one `conj_id` flow (priority 190), in tables 0..5.
 fn conjunctive_flows() -> Vec<FlowMod> {

@@ -1,4 +1,5 @@
 //! The test fixtures themselves, against real ovs-vswitchd: sandboxes side by side, restarts.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 

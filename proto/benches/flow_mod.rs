@@ -1,6 +1,7 @@
 //! Encode (and decode) of a conjunctive FLOW_MOD as npagent sends it: table IngressRule,
 //! priority 200, `ip,nw_src=10.x.y.z`, `actions=conjunction(id,1/3)`. Target: >= 1M encodes/s
 //! per core.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use bytes::{BufMut, BytesMut};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

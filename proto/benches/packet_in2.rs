@@ -1,5 +1,6 @@
 //! Decode of a ~150-byte NXT_PACKET_IN2 as OVS sends it for a logged packet (target: at least
 //! 2 million per second per core). Run: `cargo bench -p npagent-proto --bench packet_in2`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

@@ -6,8 +6,9 @@
 //! that a parsed action re-emits to the same bytes; unmodelled actions are kept raw.
 
 use crate::error::{Error, Result};
-use crate::oxm::{class, split_header, tlv, Oxm, Rd};
-use crate::prop::{self, pad8, prop_len, PropIter};
+use crate::oxm::{class, split_header, Oxm};
+use crate::prop::{self, prop_len, PropIter};
+use crate::wire::{self, check_zero, pad8, tlv, Reader};
 use crate::NX_VENDOR_ID;
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -225,8 +226,24 @@ impl Action {
         Self::parse_nested(buf, 0)
     }
 
+    /// Under the crate's padding rule, a modelled action whose padding is not zero is kept as
+    /// [`Action::Unknown`], so it re-emits to the same bytes.
     fn parse_nested(buf: &[u8], depth: usize) -> Result<(Action, usize)> {
-        let mut rd = Rd::new(buf, "action");
+        match Self::parse_modelled(buf, depth) {
+            Err(Error::BadPadding { .. }) => {
+                let mut rd = Reader::new(buf, "action");
+                let action_type = rd.u16()?;
+                let len = usize::from(rd.u16()?);
+                let payload = Bytes::copy_from_slice(tlv(buf, len, 8, true, "action")?.get(4..).unwrap_or(&[]));
+                Ok((Action::Unknown { action_type, payload }, len))
+            }
+            other => other,
+        }
+    }
+
+    /// Parses one action, failing on non-zero padding.
+    fn parse_modelled(buf: &[u8], depth: usize) -> Result<(Action, usize)> {
+        let mut rd = Reader::new(buf, "action");
         let action_type = rd.u16()?;
         let len = usize::from(rd.u16()?);
         let min = if action_type == ofpat::EXPERIMENTER {
@@ -254,7 +271,7 @@ impl Action {
                 Action::SetField(oxm)
             }
             ofpat::COPY_FIELD => {
-                let mut r = Rd::new(&whole[4..], "OFPAT_COPY_FIELD");
+                let mut r = Reader::new(&whole[4..], "OFPAT_COPY_FIELD");
                 let (n_bits, src_offset, dst_offset) = (r.u16()?, r.u16()?, r.u16()?);
                 r.zeros(2)?;
                 let src = copy_field_header(&mut r)?;
@@ -450,14 +467,14 @@ fn nx_header(out: &mut BytesMut, subtype: u16, len: usize) {
 
 /// A reader over the body of an action that must be exactly `len` bytes long, positioned after
 /// the 4-byte header.
-fn fixed<'a>(whole: &'a [u8], len: usize, what: &'static str) -> Result<Rd<'a>> {
+fn fixed<'a>(whole: &'a [u8], len: usize, what: &'static str) -> Result<Reader<'a>> {
     if whole.len() != len {
         return Err(Error::BadLength {
             what,
             len: whole.len(),
         });
     }
-    let mut r = Rd::new(whole, what);
+    let mut r = Reader::new(whole, what);
     r.take(4)?;
     Ok(r)
 }
@@ -470,16 +487,10 @@ fn check_padded(whole: &[u8], used: usize, what: &'static str) -> Result<()> {
             len: whole.len(),
         });
     }
-    if whole.get(used..).unwrap_or(&[]).iter().any(|&b| b != 0) {
-        return Err(Error::BadValue {
-            what,
-            value: used as u64,
-        });
-    }
-    Ok(())
+    check_zero(whole.get(used..).unwrap_or(&[]), used, what)
 }
 
-fn copy_field_header(r: &mut Rd<'_>) -> Result<Bytes> {
+fn copy_field_header(r: &mut Reader<'_>) -> Result<Bytes> {
     let head = r.take(4)?;
     let (cls, ..) = split_header(u32::from_be_bytes([head[0], head[1], head[2], head[3]]));
     if cls == class::EXPERIMENTER {
@@ -493,7 +504,7 @@ fn copy_field_header(r: &mut Rd<'_>) -> Result<Bytes> {
 }
 
 fn parse_experimenter(whole: &[u8], depth: usize) -> Result<Action> {
-    let mut r = Rd::new(whole, "experimenter action");
+    let mut r = Reader::new(whole, "experimenter action");
     r.take(4)?;
     let experimenter = r.u32()?;
     let raw = || Action::Experimenter {
@@ -534,7 +545,7 @@ fn parse_experimenter(whole: &[u8], depth: usize) -> Result<Action> {
             a
         }
         nxast::CONTROLLER2 => {
-            let mut r = Rd::new(&whole[NX_PREFIX..], "NXAST_CONTROLLER2");
+            let mut r = Reader::new(&whole[NX_PREFIX..], "NXAST_CONTROLLER2");
             r.zeros(6)?;
             match Controller2::parse_props(r.rest())? {
                 Some(c) => Action::Controller2(c),
@@ -557,7 +568,7 @@ fn parse_experimenter(whole: &[u8], depth: usize) -> Result<Action> {
                     len,
                 });
             }
-            let mut r = Rd::new(&whole[NX_PREFIX..], "NXAST_CT");
+            let mut r = Reader::new(&whole[NX_PREFIX..], "NXAST_CT");
             let flags = r.u16()?;
             let zone_src = r.u32()?;
             let zone_v = r.u16()?;
@@ -586,7 +597,7 @@ fn parse_experimenter(whole: &[u8], depth: usize) -> Result<Action> {
             Action::CtClear
         }
         nxast::CLONE => {
-            let mut r = Rd::new(&whole[NX_PREFIX..], "NXAST_CLONE");
+            let mut r = Reader::new(&whole[NX_PREFIX..], "NXAST_CLONE");
             r.zeros(6)?;
             Action::Clone(parse_list(r.rest(), depth + 1)?)
         }
@@ -605,14 +616,14 @@ fn parse_experimenter(whole: &[u8], depth: usize) -> Result<Action> {
 }
 
 /// Like [`fixed`] for NX actions: positioned after the 10-byte prefix.
-fn nx_fixed<'a>(whole: &'a [u8], len: usize, what: &'static str) -> Result<Rd<'a>> {
+fn nx_fixed<'a>(whole: &'a [u8], len: usize, what: &'static str) -> Result<Reader<'a>> {
     if whole.len() != len {
         return Err(Error::BadLength {
             what,
             len: whole.len(),
         });
     }
-    let mut r = Rd::new(whole, what);
+    let mut r = Reader::new(whole, what);
     r.take(NX_PREFIX)?;
     Ok(r)
 }
@@ -626,20 +637,14 @@ pub fn parse_actions(buf: &[u8]) -> Result<Vec<Action>> {
 /// of levels, and the bound keeps hostile input from exhausting the stack.
 pub const MAX_NESTING: usize = 32;
 
-fn parse_list(mut buf: &[u8], depth: usize) -> Result<Vec<Action>> {
+fn parse_list(buf: &[u8], depth: usize) -> Result<Vec<Action>> {
     if depth > MAX_NESTING {
         return Err(Error::BadValue {
             what: "nested actions too deep",
             value: depth as u64,
         });
     }
-    let mut v = Vec::new();
-    while !buf.is_empty() {
-        let (a, used) = Action::parse_nested(buf, depth)?;
-        v.push(a);
-        buf = buf.get(used..).unwrap_or(&[]);
-    }
-    Ok(v)
+    wire::parse_list(buf, |b| Action::parse_nested(b, depth))
 }
 
 /// Wire length of an action list.
@@ -666,6 +671,14 @@ mod tests {
         assert_eq!(hex::encode(&out), hex_s);
         assert_eq!(actions_len(&a), b.len());
         a
+    }
+
+    #[test]
+    fn nonzero_padding_keeps_the_action_raw_and_round_trips() {
+        // OFPAT_OUTPUT to port 1 with a non-zero byte in its 6 bytes of padding.
+        let a = rt("0000001000000001ffff000000000100");
+        assert_eq!(a, vec![Action::Unknown { action_type: 0, payload: Bytes::from(hex::decode("00000001ffff000000000100").unwrap()) }]);
+        assert_eq!(rt("0000001000000001ffff000000000000"), vec![Action::Output { port: 1, max_len: 0xffff }]);
     }
 
     #[test]

@@ -13,6 +13,9 @@ pub enum Error {
     /// A length field is below the structure's minimum, beyond the buffer, or not aligned.
     #[error("{what}: bad length {len}")]
     BadLength { what: &'static str, len: usize },
+    /// Padding holds a byte that is not zero (see the crate's padding rule).
+    #[error("{what}: non-zero padding at byte {offset}")]
+    BadPadding { what: &'static str, offset: usize },
     /// A field holds a value the structure does not allow.
     #[error("{what}: bad value {value:#x}")]
     BadValue { what: &'static str, value: u64 },

@@ -7,7 +7,8 @@
 
 use crate::error::Result;
 use crate::instruction::{emit_instructions, instructions_len, parse_instructions, Instruction};
-use crate::oxm::{Match, Rd};
+use crate::oxm::Match;
+use crate::wire::Reader;
 use bytes::{BufMut, BytesMut};
 
 /// Size of the fixed part of the body (before the match).
@@ -96,7 +97,7 @@ impl FlowModCommand {
 impl FlowMod {
     /// Parses a flow_mod body (the message after its 8-byte header).
     pub fn parse(body: &[u8]) -> Result<FlowMod> {
-        let mut r = Rd::new(body, "ofp_flow_mod");
+        let mut r = Reader::new(body, "ofp_flow_mod");
         let cookie = r.u64()?;
         let cookie_mask = r.u64()?;
         let table_id = r.u8()?;

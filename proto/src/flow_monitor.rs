@@ -16,7 +16,8 @@
 
 use crate::error::{Error, Result};
 use crate::instruction::{emit_instructions, instructions_len, parse_instructions, Instruction};
-use crate::oxm::{tlv, Match, Rd};
+use crate::oxm::Match;
+use crate::wire::{parse_list, tlv, Reader};
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// Multipart type 16.
@@ -102,7 +103,7 @@ impl FlowMonitorRequest {
 
     /// Parses one request; returns it and the bytes consumed.
     pub fn parse(buf: &[u8]) -> Result<(Self, usize)> {
-        let mut r = Rd::new(buf, "ofp14_flow_monitor_request");
+        let mut r = Reader::new(buf, "ofp14_flow_monitor_request");
         let monitor_id = r.u32()?;
         let out_port = r.u32()?;
         let out_group = r.u32()?;
@@ -168,11 +169,11 @@ pub enum FlowUpdate {
 impl FlowUpdate {
     /// Parses one update; returns it and its length.
     pub fn parse(buf: &[u8]) -> Result<(Self, usize)> {
-        let mut r = Rd::new(buf, "ofp_flow_update");
+        let mut r = Reader::new(buf, "ofp_flow_update");
         let len = usize::from(r.u16()?);
         let ev = r.u16()?;
         let whole = tlv(buf, len, 4, true, "ofp_flow_update")?;
-        let mut r = Rd::new(whole, "ofp_flow_update");
+        let mut r = Reader::new(whole, "ofp_flow_update");
         r.take(4)?;
         let update = match ev {
             event::INITIAL | event::ADDED | event::REMOVED | event::MODIFIED => {
@@ -260,25 +261,13 @@ impl FlowUpdate {
 }
 
 /// Parses a request body (after the multipart header): zero or more requests.
-pub fn parse_requests(mut buf: &[u8]) -> Result<Vec<FlowMonitorRequest>> {
-    let mut v = Vec::new();
-    while !buf.is_empty() {
-        let (req, used) = FlowMonitorRequest::parse(buf)?;
-        v.push(req);
-        buf = buf.get(used..).unwrap_or(&[]);
-    }
-    Ok(v)
+pub fn parse_requests(buf: &[u8]) -> Result<Vec<FlowMonitorRequest>> {
+    parse_list(buf, FlowMonitorRequest::parse)
 }
 
 /// Parses a reply body (after the multipart header): zero or more updates.
-pub fn parse_updates(mut buf: &[u8]) -> Result<Vec<FlowUpdate>> {
-    let mut v = Vec::new();
-    while !buf.is_empty() {
-        let (u, used) = FlowUpdate::parse(buf)?;
-        v.push(u);
-        buf = buf.get(used..).unwrap_or(&[]);
-    }
-    Ok(v)
+pub fn parse_updates(buf: &[u8]) -> Result<Vec<FlowUpdate>> {
+    parse_list(buf, FlowUpdate::parse)
 }
 
 #[cfg(test)]

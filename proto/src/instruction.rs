@@ -5,8 +5,7 @@
 
 use crate::action::{actions_len, emit_actions, parse_actions, Action};
 use crate::error::{Error, Result};
-use crate::oxm::{tlv, Rd};
-use crate::prop::pad8;
+use crate::wire::{pad8, parse_list, tlv, Reader};
 use bytes::{BufMut, Bytes, BytesMut};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,60 +39,41 @@ pub mod ofpit {
 impl Instruction {
     /// Parses one instruction from the start of `buf`; returns it and the bytes consumed.
     ///
-    /// A modelled instruction whose padding is not zero is kept as [`Instruction::Unknown`]
-    /// so that it re-emits to the same bytes (OVS's own tests send such padding; see
-    /// [`Instruction::parse_lenient`] for OVS's reading of it).
+    /// Under the crate's padding rule, a modelled instruction whose padding is not zero is
+    /// kept as [`Instruction::Unknown`], so it re-emits to the same bytes (OVS's own tests
+    /// send such padding; [`Instruction::lenient`] reads it as OVS does).
     pub fn parse(buf: &[u8]) -> Result<(Instruction, usize)> {
-        match Self::parse_inner(buf, false) {
-            Err(Error::BadValue {
-                what: "instruction padding",
-                ..
-            }) => {
+        match Self::parse_modelled(buf) {
+            Err(Error::BadPadding { .. }) => {
                 let (t, len) = header(buf)?;
                 let payload = Bytes::copy_from_slice(buf.get(4..len).unwrap_or(&[]));
-                Ok((
-                    Instruction::Unknown {
-                        instruction_type: t,
-                        payload,
-                    },
-                    len,
-                ))
+                Ok((Instruction::Unknown { instruction_type: t, payload }, len))
             }
             other => other,
         }
     }
 
-    /// Parses one instruction as OVS does: padding bytes are ignored. The result may not
-    /// re-emit to the same bytes; use it to interpret, not to round-trip.
-    pub fn parse_lenient(buf: &[u8]) -> Result<(Instruction, usize)> {
-        Self::parse_inner(buf, true)
-    }
-
-    /// Interprets a raw instruction of a modelled type as OVS would (padding ignored);
-    /// returns `self` unchanged otherwise.
+    /// A raw instruction of a modelled type read as OVS reads it: the modelled instruction
+    /// its bytes make with their padding zeroed. Anything else is returned unchanged.
     pub fn lenient(&self) -> Instruction {
-        if let Instruction::Unknown { .. } = self {
-            let mut b = BytesMut::with_capacity(self.buffer_len());
-            self.emit(&mut b);
-            if let Ok((i, _)) = Self::parse_lenient(&b) {
-                return i;
+        let Instruction::Unknown { .. } = self else { return self.clone() };
+        let mut b = BytesMut::with_capacity(self.buffer_len());
+        self.emit(&mut b);
+        loop {
+            match Self::parse_modelled(&b) {
+                Ok((i, _)) => return i,
+                Err(Error::BadPadding { offset, .. }) if offset < b.len() && b[offset] != 0 => b[offset] = 0,
+                Err(_) => return self.clone(),
             }
         }
-        self.clone()
     }
 
-    fn parse_inner(buf: &[u8], lenient: bool) -> Result<(Instruction, usize)> {
+    /// Parses one instruction, failing on non-zero padding.
+    fn parse_modelled(buf: &[u8]) -> Result<(Instruction, usize)> {
         let (t, len) = header(buf)?;
         let whole = tlv(buf, len, 8, true, "instruction")?;
-        let mut r = Rd::new(whole, "instruction padding");
+        let mut r = Reader::new(whole, "instruction");
         r.take(4)?;
-        let pad = |r: &mut Rd<'_>, n: usize| {
-            if lenient {
-                r.take(n).map(|_| ())
-            } else {
-                r.zeros(n)
-            }
-        };
         let exact = |n: usize, what: &'static str| {
             if len == n {
                 Ok(())
@@ -105,19 +85,19 @@ impl Instruction {
             ofpit::GOTO_TABLE => {
                 exact(8, "OFPIT_GOTO_TABLE")?;
                 let table = r.u8()?;
-                pad(&mut r, 3)?;
+                r.zeros(3)?;
                 Instruction::GotoTable(table)
             }
             ofpit::WRITE_METADATA => {
                 exact(24, "OFPIT_WRITE_METADATA")?;
-                pad(&mut r, 4)?;
+                r.zeros(4)?;
                 Instruction::WriteMetadata {
                     metadata: r.u64()?,
                     mask: r.u64()?,
                 }
             }
             ofpit::WRITE_ACTIONS | ofpit::APPLY_ACTIONS => {
-                pad(&mut r, 4)?;
+                r.zeros(4)?;
                 let a = parse_actions(r.rest())?;
                 if t == ofpit::WRITE_ACTIONS {
                     Instruction::WriteActions(a)
@@ -127,7 +107,7 @@ impl Instruction {
             }
             ofpit::CLEAR_ACTIONS => {
                 exact(8, "OFPIT_CLEAR_ACTIONS")?;
-                pad(&mut r, 4)?;
+                r.zeros(4)?;
                 Instruction::ClearActions
             }
             other => Instruction::Unknown {
@@ -184,19 +164,13 @@ impl Instruction {
 }
 
 fn header(buf: &[u8]) -> Result<(u16, usize)> {
-    let mut rd = Rd::new(buf, "instruction");
+    let mut rd = Reader::new(buf, "instruction");
     Ok((rd.u16()?, usize::from(rd.u16()?)))
 }
 
 /// Parses a list of instructions filling `buf` exactly.
-pub fn parse_instructions(mut buf: &[u8]) -> Result<Vec<Instruction>> {
-    let mut v = Vec::new();
-    while !buf.is_empty() {
-        let (i, used) = Instruction::parse(buf)?;
-        v.push(i);
-        buf = buf.get(used..).unwrap_or(&[]);
-    }
-    Ok(v)
+pub fn parse_instructions(buf: &[u8]) -> Result<Vec<Instruction>> {
+    parse_list(buf, Instruction::parse)
 }
 
 /// Wire length of an instruction list.

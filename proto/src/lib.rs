@@ -13,10 +13,21 @@
 //!   every byte string `parse` accepts: unknown TLVs (OXM fields, actions, instructions,
 //!   properties, message types) are kept as raw bytes so they round-trip.
 //!
+//!
+//! # Padding
+//! Padding bytes are zero on emit. On parse, the one rule is: padding that a TLV's own length
+//! covers (the tail of an action or an instruction) may only be non-zero in a TLV this crate
+//! then keeps raw (`Action::Unknown`, `Instruction::Unknown`), so the list still parses and
+//! round-trips byte-identically (OVS's own tests send such padding, and OVS ignores it:
+//! [`Instruction::lenient`] reads a raw instruction that way); any other non-zero padding
+//! (between a message's fixed fields, after a match or a property) is
+//! [`Error::BadPadding`].
+//!
 //! The crate has no runtime, no logging and no I/O; the `codec` feature adds a
 //! `tokio_util::codec` framing layer ([`codec::OfpCodec`]) and `serde` adds serde derives.
 
 pub mod action;
+pub mod body;
 #[cfg(feature = "codec")]
 pub mod codec;
 pub mod error;
@@ -25,12 +36,12 @@ pub mod flow_monitor;
 pub mod header;
 pub mod instruction;
 pub mod message;
-pub mod msgs;
 pub mod multipart;
 pub mod oxm;
 pub mod packet_in2;
 pub mod prop;
 pub mod text;
+mod wire;
 
 pub use action::{Action, Controller2, Ct, CtZoneSrc};
 pub use error::Error;
@@ -39,13 +50,14 @@ pub use flow_monitor::{FlowMonitorRequest, FlowUpdate, FlowUpdateFull};
 pub use header::Header;
 pub use instruction::Instruction;
 pub use message::{Message, Payload};
-pub use msgs::*;
+pub use body::*;
 pub use multipart::{
     FlowStats, FlowStatsRequest, MeterStats, MultipartReply, MultipartReplyBody,
     MultipartRequest, MultipartRequestBody,
 };
 pub use oxm::{Masked, Match, Oxm};
 pub use packet_in2::PacketIn2;
+pub use wire::pad8;
 
 /// The OpenFlow version byte this crate speaks: 0x06 = OpenFlow 1.5.
 pub const OFP_VERSION: u8 = 0x06;
@@ -63,6 +75,8 @@ pub mod port {
     pub const ANY: u32 = 0xffff_ffff;
 }
 
+/// `max_len`/`miss_send_len` meaning "send the whole packet, not buffered" (OFPCML_NO_BUFFER).
+pub const MAX_LEN_NO_BUFFER: u16 = 0xffff;
 /// Buffer id meaning "not buffered".
 pub const NO_BUFFER: u32 = 0xffff_ffff;
 /// Group id "any" (flow_mod delete filter).

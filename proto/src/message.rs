@@ -22,9 +22,10 @@
 use crate::error::{Error, Result};
 use crate::flow_mod::FlowMod;
 use crate::header::{msg_type as t, nx_type, Header};
-use crate::msgs::*;
+use crate::body::*;
 use crate::multipart::{MultipartReply, MultipartRequest};
 use crate::packet_in2::PacketIn2;
+use crate::wire::Reader;
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// One OpenFlow message.
@@ -187,38 +188,9 @@ impl Message {
         }
     }
 
-    /// OVS's name for the message type, as `ovs-ofctl ofp-print` starts its line
-    /// (e.g. `OFPT_FLOW_MOD`, `NXT_PACKET_IN2`); `None` for unknown types.
+    /// OVS's name for the message type (see [`Payload::type_name`]).
     pub fn type_name(&self) -> Option<&'static str> {
-        Some(match &self.payload {
-            Payload::Hello(_) => "OFPT_HELLO",
-            Payload::Error(_) => "OFPT_ERROR",
-            Payload::EchoRequest(_) => "OFPT_ECHO_REQUEST",
-            Payload::EchoReply(_) => "OFPT_ECHO_REPLY",
-            Payload::FeaturesRequest => "OFPT_FEATURES_REQUEST",
-            Payload::FeaturesReply(_) => "OFPT_FEATURES_REPLY",
-            Payload::GetConfigRequest => "OFPT_GET_CONFIG_REQUEST",
-            Payload::GetConfigReply(_) => "OFPT_GET_CONFIG_REPLY",
-            Payload::SetConfig(_) => "OFPT_SET_CONFIG",
-            Payload::PacketIn(_) => "OFPT_PACKET_IN",
-            Payload::PacketOut(_) => "OFPT_PACKET_OUT",
-            Payload::FlowMod(_) => "OFPT_FLOW_MOD",
-            Payload::GroupMod(_) => "OFPT_GROUP_MOD",
-            Payload::MultipartRequest(_) => "OFPT_MULTIPART_REQUEST",
-            Payload::MultipartReply(_) => "OFPT_MULTIPART_REPLY",
-            Payload::BarrierRequest => "OFPT_BARRIER_REQUEST",
-            Payload::BarrierReply => "OFPT_BARRIER_REPLY",
-            Payload::RoleRequest(_) => "OFPT_ROLE_REQUEST",
-            Payload::RoleReply(_) => "OFPT_ROLE_REPLY",
-            Payload::MeterMod(_) => "OFPT_METER_MOD",
-            Payload::BundleControl(_) => "OFPT_BUNDLE_CONTROL",
-            Payload::BundleAdd(_) => "OFPT_BUNDLE_ADD_MESSAGE",
-            Payload::SetPacketInFormat(_) => "NXT_SET_PACKET_IN_FORMAT",
-            Payload::SetControllerId(_) => "NXT_SET_CONTROLLER_ID",
-            Payload::PacketIn2(_) => "NXT_PACKET_IN2",
-            Payload::Resume(_) => "NXT_RESUME",
-            Payload::Experimenter { .. } | Payload::Unknown { .. } => return None,
-        })
+        self.payload.type_name()
     }
 
     /// Parses exactly one whole message: `buf.len()` must equal the header's length field.
@@ -448,5 +420,41 @@ impl Message {
         let mut out = BytesMut::with_capacity(self.buffer_len());
         self.emit(&mut out)?;
         Ok(out.freeze())
+    }
+}
+
+impl Payload {
+    /// OVS's name for the message type, as `ovs-ofctl ofp-print` starts its line
+    /// (e.g. `OFPT_FLOW_MOD`, `NXT_PACKET_IN2`); `None` for unknown types.
+    pub fn type_name(&self) -> Option<&'static str> {
+        Some(match self {
+            Payload::Hello(_) => "OFPT_HELLO",
+            Payload::Error(_) => "OFPT_ERROR",
+            Payload::EchoRequest(_) => "OFPT_ECHO_REQUEST",
+            Payload::EchoReply(_) => "OFPT_ECHO_REPLY",
+            Payload::FeaturesRequest => "OFPT_FEATURES_REQUEST",
+            Payload::FeaturesReply(_) => "OFPT_FEATURES_REPLY",
+            Payload::GetConfigRequest => "OFPT_GET_CONFIG_REQUEST",
+            Payload::GetConfigReply(_) => "OFPT_GET_CONFIG_REPLY",
+            Payload::SetConfig(_) => "OFPT_SET_CONFIG",
+            Payload::PacketIn(_) => "OFPT_PACKET_IN",
+            Payload::PacketOut(_) => "OFPT_PACKET_OUT",
+            Payload::FlowMod(_) => "OFPT_FLOW_MOD",
+            Payload::GroupMod(_) => "OFPT_GROUP_MOD",
+            Payload::MultipartRequest(_) => "OFPT_MULTIPART_REQUEST",
+            Payload::MultipartReply(_) => "OFPT_MULTIPART_REPLY",
+            Payload::BarrierRequest => "OFPT_BARRIER_REQUEST",
+            Payload::BarrierReply => "OFPT_BARRIER_REPLY",
+            Payload::RoleRequest(_) => "OFPT_ROLE_REQUEST",
+            Payload::RoleReply(_) => "OFPT_ROLE_REPLY",
+            Payload::MeterMod(_) => "OFPT_METER_MOD",
+            Payload::BundleControl(_) => "OFPT_BUNDLE_CONTROL",
+            Payload::BundleAdd(_) => "OFPT_BUNDLE_ADD_MESSAGE",
+            Payload::SetPacketInFormat(_) => "NXT_SET_PACKET_IN_FORMAT",
+            Payload::SetControllerId(_) => "NXT_SET_CONTROLLER_ID",
+            Payload::PacketIn2(_) => "NXT_PACKET_IN2",
+            Payload::Resume(_) => "NXT_RESUME",
+            Payload::Experimenter { .. } | Payload::Unknown { .. } => return None,
+        })
     }
 }

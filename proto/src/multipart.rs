@@ -8,8 +8,8 @@
 use crate::error::{Error, Result};
 use crate::flow_monitor::{self, FlowMonitorRequest, FlowUpdate, OFPMP_FLOW_MONITOR};
 use crate::instruction::{emit_instructions, instructions_len, parse_instructions, Instruction};
-use crate::oxm::{oxm_header, split_header, tlv, Match, Rd};
-use crate::prop::pad8;
+use crate::oxm::{oxm_header, split_header, Match};
+use crate::wire::{check_zero, pad8, parse_list, tlv, Reader};
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// Multipart type 1: flows (OVS's OFPST_FLOW, OF1.5's OFPMP_FLOW_DESC).
@@ -123,7 +123,7 @@ pub struct MeterStats {
 const MP_HEADER_LEN: usize = 8;
 
 fn parse_mp_header<'a>(body: &'a [u8], what: &'static str) -> Result<(u16, u16, &'a [u8])> {
-    let mut r = Rd::new(body, what);
+    let mut r = Reader::new(body, what);
     let mp_type = r.u16()?;
     let flags = r.u16()?;
     r.zeros(4)?;
@@ -143,7 +143,7 @@ impl MultipartRequest {
         let body = match mp_type {
             OFPMP_FLOW => MultipartRequestBody::Flow(FlowStatsRequest::parse(rest)?),
             OFPMP_METER_STATS => {
-                let mut r = Rd::new(rest, "meter stats request");
+                let mut r = Reader::new(rest, "meter stats request");
                 let meter_id = r.u32()?;
                 r.zeros(4)?;
                 if !r.rest().is_empty() {
@@ -207,7 +207,7 @@ impl MultipartRequest {
 
 impl FlowStatsRequest {
     fn parse(buf: &[u8]) -> Result<Self> {
-        let mut r = Rd::new(buf, "flow stats request");
+        let mut r = Reader::new(buf, "flow stats request");
         let table_id = r.u8()?;
         r.zeros(3)?;
         let out_port = r.u32()?;
@@ -251,26 +251,10 @@ impl Default for FlowStatsRequest {
 impl MultipartReply {
     /// Parses a reply body (from the multipart type on).
     pub fn parse(body: &[u8]) -> Result<Self> {
-        let (mp_type, flags, mut rest) = parse_mp_header(body, "multipart reply")?;
+        let (mp_type, flags, rest) = parse_mp_header(body, "multipart reply")?;
         let body = match mp_type {
-            OFPMP_FLOW => {
-                let mut v = Vec::new();
-                while !rest.is_empty() {
-                    let (f, used) = FlowStats::parse(rest)?;
-                    v.push(f);
-                    rest = rest.get(used..).unwrap_or(&[]);
-                }
-                MultipartReplyBody::Flow(v)
-            }
-            OFPMP_METER_STATS => {
-                let mut v = Vec::new();
-                while !rest.is_empty() {
-                    let (m, used) = MeterStats::parse(rest)?;
-                    v.push(m);
-                    rest = rest.get(used..).unwrap_or(&[]);
-                }
-                MultipartReplyBody::MeterStats(v)
-            }
+            OFPMP_FLOW => MultipartReplyBody::Flow(parse_list(rest, FlowStats::parse)?),
+            OFPMP_METER_STATS => MultipartReplyBody::MeterStats(parse_list(rest, MeterStats::parse)?),
             OFPMP_FLOW_MONITOR => MultipartReplyBody::FlowMonitor(flow_monitor::parse_updates(rest)?),
             other => MultipartReplyBody::Other {
                 mp_type: other,
@@ -320,10 +304,10 @@ const FLOW_DESC_LEN: usize = 24;
 impl FlowStats {
     /// Parses one `ofp15_flow_desc` entry; returns it and its length.
     pub fn parse(buf: &[u8]) -> Result<(FlowStats, usize)> {
-        let mut r = Rd::new(buf, "ofp15_flow_desc");
+        let mut r = Reader::new(buf, "ofp15_flow_desc");
         let len = usize::from(r.u16()?);
         let whole = tlv(buf, len, FLOW_DESC_LEN, true, "ofp15_flow_desc")?;
-        let mut r = Rd::new(whole, "ofp15_flow_desc");
+        let mut r = Reader::new(whole, "ofp15_flow_desc");
         r.take(2)?;
         r.zeros(2)?;
         let table_id = r.u8()?;
@@ -395,7 +379,7 @@ impl OxsStats {
     /// ascending field order before any unknown one; the others are kept raw, so the bytes
     /// round-trip.
     pub fn parse(buf: &[u8]) -> Result<(OxsStats, usize)> {
-        let mut r = Rd::new(buf, "ofp_oxs_stat");
+        let mut r = Reader::new(buf, "ofp_oxs_stat");
         r.zeros(2)?;
         let len = usize::from(r.u16()?);
         let padded = pad8(len);
@@ -404,7 +388,7 @@ impl OxsStats {
         let mut tlvs = whole.get(4..len).unwrap_or(&[]);
         let mut last: Option<u8> = None;
         while !tlvs.is_empty() {
-            let mut t = Rd::new(tlvs, "oxs tlv");
+            let mut t = Reader::new(tlvs, "oxs tlv");
             let header = t.u32()?;
             let (cls, field, has_mask, n) = split_header(header);
             let payload = t.take(usize::from(n))?;
@@ -418,12 +402,7 @@ impl OxsStats {
             }
             tlvs = tlvs.get(used..).unwrap_or(&[]);
         }
-        if whole.get(len..).unwrap_or(&[]).iter().any(|&b| b != 0) {
-            return Err(Error::BadValue {
-                what: "ofp_oxs_stat padding",
-                value: len as u64,
-            });
-        }
+        check_zero(whole.get(len..).unwrap_or(&[]), len, "ofp_oxs_stat")?;
         Ok((s, padded))
     }
 
@@ -507,7 +486,7 @@ const METER_STATS_LEN: usize = 40;
 impl MeterStats {
     /// Parses one `ofp13_meter_stats` entry with its band stats; returns it and its length.
     pub fn parse(buf: &[u8]) -> Result<(MeterStats, usize)> {
-        let mut r = Rd::new(buf, "ofp13_meter_stats");
+        let mut r = Reader::new(buf, "ofp13_meter_stats");
         let meter_id = r.u32()?;
         let len = usize::from(r.u16()?);
         if len < METER_STATS_LEN || (len - METER_STATS_LEN) % 16 != 0 {
@@ -517,7 +496,7 @@ impl MeterStats {
             });
         }
         let whole = tlv(buf, len, METER_STATS_LEN, true, "ofp13_meter_stats")?;
-        let mut r = Rd::new(whole, "ofp13_meter_stats");
+        let mut r = Reader::new(whole, "ofp13_meter_stats");
         r.take(6)?;
         r.zeros(6)?;
         let flow_count = r.u32()?;

@@ -6,7 +6,7 @@
 //! match a modelled field becomes a typed [`Oxm`]; anything else is kept raw so it round-trips.
 
 use crate::error::{Error, Result};
-use crate::prop::pad8;
+use crate::wire::{check_zero, pad8, parse_list, tlv, Reader};
 use bytes::{BufMut, Bytes, BytesMut};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -146,95 +146,6 @@ pub const fn split_header(h: u32) -> (u16, u8, bool, u8) {
     )
 }
 
-/// Bounds-checked big-endian reader shared by the codec modules of this crate.
-pub(crate) struct Rd<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    what: &'static str,
-}
-
-impl<'a> Rd<'a> {
-    pub(crate) fn new(buf: &'a [u8], what: &'static str) -> Self {
-        Rd { buf, pos: 0, what }
-    }
-
-    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or(Error::Truncated {
-                what: self.what,
-                need: self.pos.saturating_add(n),
-                have: self.buf.len(),
-            })?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-
-    fn arr<const N: usize>(&mut self) -> Result<[u8; N]> {
-        let s = self.take(N)?;
-        let mut a = [0u8; N];
-        a.copy_from_slice(s);
-        Ok(a)
-    }
-
-    pub(crate) fn u8(&mut self) -> Result<u8> {
-        Ok(self.arr::<1>()?[0])
-    }
-    pub(crate) fn u16(&mut self) -> Result<u16> {
-        self.arr().map(u16::from_be_bytes)
-    }
-    pub(crate) fn u32(&mut self) -> Result<u32> {
-        self.arr().map(u32::from_be_bytes)
-    }
-    pub(crate) fn u64(&mut self) -> Result<u64> {
-        self.arr().map(u64::from_be_bytes)
-    }
-
-    /// Skips `n` padding bytes, which must be zero (so that re-emitting reproduces them).
-    pub(crate) fn zeros(&mut self, n: usize) -> Result<()> {
-        let s = self.take(n)?;
-        if s.iter().any(|&b| b != 0) {
-            return Err(Error::BadValue {
-                what: self.what,
-                value: self.pos as u64,
-            });
-        }
-        Ok(())
-    }
-
-    pub(crate) fn rest(&mut self) -> &'a [u8] {
-        let s = self.buf.get(self.pos..).unwrap_or(&[]);
-        self.pos = self.buf.len();
-        s
-    }
-
-    pub(crate) fn pos(&self) -> usize {
-        self.pos
-    }
-}
-
-/// Checks that `buf` holds `len` bytes of a TLV whose minimum is `min` and, when `align8`, that
-/// `len` is a multiple of 8. Returns the TLV's bytes.
-pub(crate) fn tlv<'a>(
-    buf: &'a [u8],
-    len: usize,
-    min: usize,
-    align8: bool,
-    what: &'static str,
-) -> Result<&'a [u8]> {
-    if len < min || (align8 && len % 8 != 0) {
-        return Err(Error::BadLength { what, len });
-    }
-    buf.get(..len).ok_or(Error::Truncated {
-        what,
-        need: len,
-        have: buf.len(),
-    })
-}
-
 /// Reads a possibly-masked fixed-size value: `N` bytes exact or `2N` bytes with a mask.
 fn masked<const N: usize, T>(
     has_mask: bool,
@@ -366,13 +277,13 @@ fn typed_shape(o: &Oxm) -> Option<(u16, u8, u8, bool)> {
 impl Oxm {
     /// Parses one TLV from the start of `buf`; returns it and the bytes consumed.
     pub fn parse(buf: &[u8]) -> Result<(Oxm, usize)> {
-        let mut rd = Rd::new(buf, "oxm");
+        let mut rd = Reader::new(buf, "oxm");
         let header = rd.u32()?;
         let (cls, field, has_mask, len) = split_header(header);
         let body = rd.take(usize::from(len))?;
         let consumed = rd.pos();
         if cls == class::EXPERIMENTER {
-            let mut b = Rd::new(body, "experimenter oxm");
+            let mut b = Reader::new(body, "experimenter oxm");
             let experimenter = b.u32().map_err(|_| Error::BadLength {
                 what: "experimenter oxm",
                 len: body.len(),
@@ -475,14 +386,8 @@ impl Oxm {
 }
 
 /// Parses a bare list of OXM TLVs (no `ofp_match` header), as in NXT_PACKET_IN2 metadata.
-pub fn parse_oxms(mut buf: &[u8]) -> Result<Vec<Oxm>> {
-    let mut v = Vec::new();
-    while !buf.is_empty() {
-        let (oxm, used) = Oxm::parse(buf)?;
-        v.push(oxm);
-        buf = buf.get(used..).unwrap_or(&[]);
-    }
-    Ok(v)
+pub fn parse_oxms(buf: &[u8]) -> Result<Vec<Oxm>> {
+    parse_list(buf, Oxm::parse)
 }
 
 /// Wire length of a bare OXM list.
@@ -509,7 +414,7 @@ impl Match {
     /// Parses an `ofp_match` (type 1); the bytes consumed include the padding to 8, which
     /// must be present and zero.
     pub fn parse(buf: &[u8]) -> Result<(Match, usize)> {
-        let mut rd = Rd::new(buf, "ofp_match");
+        let mut rd = Reader::new(buf, "ofp_match");
         let mt = rd.u16()?;
         if mt != OFPMT_OXM {
             return Err(Error::BadValue {
@@ -521,12 +426,7 @@ impl Match {
         let padded = pad8(len);
         let whole = tlv(buf, padded, 4, false, "ofp_match")?;
         let fields = parse_oxms(whole.get(4..len).unwrap_or(&[]))?;
-        if whole.get(len..).unwrap_or(&[]).iter().any(|&b| b != 0) {
-            return Err(Error::BadValue {
-                what: "ofp_match padding",
-                value: len as u64,
-            });
-        }
+        check_zero(whole.get(len..).unwrap_or(&[]), len, "ofp_match")?;
         Ok((Match { fields }, padded))
     }
 

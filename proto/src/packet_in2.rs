@@ -7,7 +7,8 @@
 
 use crate::error::{Error, Result};
 use crate::oxm::{self, Oxm};
-use crate::prop::{self, pad8, PropIter, RawProp};
+use crate::prop::{self, PropIter, RawProp};
+use crate::wire::pad8;
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// NXPINT_* property types.
@@ -141,7 +142,7 @@ impl PacketIn2 {
     /// Checks that every property fits its u16 length and that the unknown ones are well
     /// formed (length field = kept length, type not a known one).
     pub(crate) fn check(&self) -> Result<()> {
-        let fits = |what, n: usize| crate::msgs::len16(what, prop::PROP_HEADER_LEN + n).map(drop);
+        let fits = |what, n: usize| crate::wire::len16(what, prop::PROP_HEADER_LEN + n).map(drop);
         fits("NXPINT_PACKET", self.packet.len())?;
         fits("NXPINT_METADATA", oxm::oxms_len(&self.metadata))?;
         if let Some(c) = &self.continuation {

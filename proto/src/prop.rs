@@ -1,18 +1,15 @@
 //! Property TLVs shared by NXT_PACKET_IN2, NXAST_CONTROLLER2, bundles and async config:
 //! type u16, len u16 (4 + payload, unpadded), payload, zero padding to a multiple of 8.
-//! OVS's encodings (openflow-wire.md §1.1): u8 len 5; be16 len 8 (value + 2 zero bytes);
+//! OVS's encodings (its lib/ofp-prop.c): u8 len 5; be16 len 8 (value + 2 zero bytes);
 //! be32 len 8; be64 len 16 (4 zero bytes, then the value); flag len 4; bytes len 4 + n.
 
 use crate::error::{Error, Result};
+use crate::wire::{check_zero, pad8};
 use bytes::{BufMut, BytesMut};
 
 /// Size of a property header.
 pub const PROP_HEADER_LEN: usize = 4;
 
-/// Rounds `n` up to a multiple of 8.
-pub const fn pad8(n: usize) -> usize {
-    (n + 7) & !7
-}
 
 /// One raw property: its type and payload (without header or padding).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,9 +60,7 @@ impl<'a> PropIter<'a> {
             return Err(Error::BadLength { what: self.what, len });
         }
         let padded = pad8(len).min(buf.len());
-        if buf[len..padded].iter().any(|&b| b != 0) {
-            return Err(Error::BadValue { what: self.what, value: len as u64 });
-        }
+        check_zero(&buf[len..padded], len, self.what)?;
         self.buf = &buf[padded..];
         Ok(RawProp { prop_type, payload: &buf[PROP_HEADER_LEN..len], whole: &buf[..len] })
     }

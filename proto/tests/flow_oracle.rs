@@ -1,6 +1,7 @@
 //! The `ovs-ofctl ofp-print` oracle: FLOW_MODs built by our encoder, for every match field,
 //! action and instruction kind the crate models, are decoded by Open vSwitch's own printer
 //! (Debian openvswitch-common 3.1) and must print exactly what `ofp::text` prints for them.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod common;
 
@@ -56,7 +57,7 @@ fn cases() -> Vec<FlowMod> {
     use Oxm::*;
     let tcp = || vec![IP, IpProto(6)];
     let mut v = vec![
-        // npagent's own flows (DESIGN.md section 3).
+        // npagent's own flows (docs/pipeline.md).
         fm(
             3,
             200,

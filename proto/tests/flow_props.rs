@@ -1,6 +1,7 @@
 //! Property tests: arbitrary OXM, match, action, instruction, flow_mod and multipart values
 //! round-trip (`parse(emit(v)) == v`, and `emit` writes exactly `buffer_len()` bytes); parsing
 //! arbitrary bytes never panics.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use bytes::{Bytes, BytesMut};
 use ofp::action::{Action, Controller2, Ct, CtZoneSrc};

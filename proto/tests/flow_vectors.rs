@@ -6,6 +6,7 @@
 //! For each: parse, re-emit byte-identical, decoded fields match OVS's text, and the truncation
 //! sweep: every prefix is an error, except prefixes ending exactly between two list elements
 //! (a shorter list is a valid list), which must parse to the leading elements.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use bytes::BytesMut;
 use ofp::action::{emit_actions, parse_actions, Action};

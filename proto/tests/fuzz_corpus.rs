@@ -1,5 +1,6 @@
 //! Replays every input of the `parse_message` fuzz corpus (`proto/fuzz/corpus/parse_message`)
 //! through the fuzz target's own check, on stable Rust.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 #[path = "../fuzz/check.rs"]
 mod check;

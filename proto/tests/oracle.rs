@@ -3,11 +3,12 @@
 //! and must print the expected text with no decode error.
 //!
 //! The test fails (does not skip) when ovs-ofctl is missing: install `openvswitch-common`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use bytes::Bytes;
 use ofp::action::{Action, Controller2, Ct, CtZoneSrc};
 use ofp::instruction::Instruction;
-use ofp::msgs::*;
+use ofp::body::*;
 use ofp::multipart::{
     FlowStats, FlowStatsRequest, MeterStats, MultipartReply, MultipartReplyBody, MultipartRequest,
     MultipartRequestBody, OxsStats,

@@ -3,6 +3,7 @@
 //! installed over `br-int.mgmt`, dumped back with our OF1.5 flow stats request, parsed, and
 //! printed by `ofp::text::format_flow`; the lines must equal
 //! `ovs-ofctl -O OpenFlow15 dump-flows --no-stats --names br-int`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod common;
 
@@ -212,7 +213,7 @@ fn apply(a: Vec<Action>) -> Instruction {
     Instruction::ApplyActions(a)
 }
 
-/// npagent's pipeline (DESIGN.md section 3), plus a few header variants.
+/// npagent's pipeline (docs/pipeline.md), plus a few header variants.
 fn pipeline() -> Vec<FlowMod> {
     use Oxm::*;
     let conj = |id, clause, n| Action::Conjunction {

@@ -1,10 +1,11 @@
 //! Property tests: arbitrary messages of the kinds this crate models round-trip
 //! (`parse(emit(m)) == m`, `emit` writes exactly `buffer_len()` bytes), and arbitrary bytes
 //! never make `parse` panic and round-trip when accepted.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use bytes::Bytes;
 use ofp::action::Action;
-use ofp::msgs::*;
+use ofp::body::*;
 use ofp::oxm::{Masked, Match, Oxm};
 use ofp::{Message, PacketIn2, Payload};
 use proptest::collection::vec;

@@ -6,6 +6,7 @@
 //!
 //! Never a panic. Every single-byte change of every vector is an error or a message that
 //! round-trips.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod common;
 

@@ -2,13 +2,14 @@
 //! ovs-ofctl 3.1.0): every message vector parses, re-emits byte-identically, and its decoded
 //! fields match the text OVS printed for it. Vectors OVS reports as a decode error must be
 //! rejected. Each assertion names the vector it comes from.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod common;
 
 use bytes::Bytes;
 use common::{dotted, field, hexdump_bytes, message_vectors, num, Vector};
 use ofp::action::Action;
-use ofp::msgs::{bundle_ctrl, HelloElement, MeterBand};
+use ofp::body::{bundle_ctrl, HelloElement, MeterBand};
 use ofp::oxm::Oxm;
 use ofp::{ErrorMsg, Message, Payload};
 
@@ -155,7 +156,7 @@ fn specific_checks(v: &Vector, msg: &Message) -> bool {
         }
         Payload::MeterMod(m) => {
             assert!(e.contains("ADD meter="));
-            assert_eq!(m.command, ofp::msgs::meter::ADD);
+            assert_eq!(m.command, ofp::body::meter::ADD);
             assert_eq!(u64::from(m.meter_id), num(field(e, "meter=").unwrap()), "{name}");
             // "kbps burst stats"
             assert_eq!(m.flags, 1 | 4 | 8, "{name}: flags");

@@ -20,7 +20,8 @@ use crate::audit::{AuditConfig, AuditLogger, AuditSender};
 use crate::compiler::{tables, Compiler};
 use crate::model::LocalPort;
 use crate::source::SourceEvent;
-use crate::switch::{self, ConnectionConfig, Endpoint};
+use crate::endpoint::Endpoint;
+use crate::switch::{self, ConnectionConfig};
 use metrics::AgentMetrics;
 use ofp::packet_in2::PacketIn2;
 use std::future::Future;
@@ -44,7 +45,7 @@ pub enum SourceConfig {
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     pub ofp: Endpoint,
-    pub ovsdb: String,
+    pub ovsdb: Endpoint,
     pub bridge: String,
     pub source: SourceConfig,
     pub node: String,
@@ -71,7 +72,8 @@ pub struct State {
 
 /// Runs the agent until `shutdown` resolves, even in the middle of a reconcile or a request
 /// to the switch; then flushes the audit log. The flows stay on the bridge, so the datapath
-/// keeps enforcing while the agent is away.
+/// keeps enforcing while the agent is away. An error names the task that stopped (they
+/// retry what fails, so that is a bug) or says that the audit log could not be flushed.
 pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let state = Arc::new(RwLock::new(State::default()));
     let metrics = Arc::new(AgentMetrics::default());
@@ -116,11 +118,13 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
     let mut gaps = gaps::ShedPolls::new(audit.stats());
     let mut meter_shed_warning = RateLimitedWarning::default();
     let mut queue_shed_warning = RateLimitedWarning::default();
+    let audit_alive = audit.sender();
     tokio::pin!(shutdown);
-    loop {
+    let outcome = loop {
         tokio::select! {
             biased;
-            _ = &mut shutdown => break,
+            _ = &mut shutdown => break Ok(()),
+            _ = audit_alive.closed() => break Err(anyhow::anyhow!("the audit writer stopped")),
             ev = source_rx.recv() => match ev {
                 Some(ev) => {
                     reconciler.apply_source(ev);
@@ -129,15 +133,11 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
                         reconciler.apply_source(ev);
                     }
                 }
-                None => {
-                    tracing::error!("the object source stopped");
-                    break;
-                }
+                None => break Err(anyhow::anyhow!("the object source stopped")),
             },
             changed = ports_rx.changed() => {
                 if changed.is_err() {
-                    tracing::error!("the OVSDB client stopped");
-                    break;
+                    break Err(anyhow::anyhow!("the OVSDB client stopped"));
                 }
                 ports_seen = true;
                 let ports = ports_rx.borrow_and_update().clone();
@@ -145,14 +145,14 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
             }
             changed = conn_state.changed() => {
                 if changed.is_err() {
-                    break;
+                    break Err(anyhow::anyhow!("the switch connection stopped"));
                 }
                 let st = conn_state.borrow_and_update().clone();
                 reconciler.connection_changed(&st);
             }
             changed = drift.changed() => {
                 if changed.is_err() {
-                    break;
+                    break Err(anyhow::anyhow!("the switch connection stopped"));
                 }
                 drift.borrow_and_update();
                 reconciler.drift_detected();
@@ -162,7 +162,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
                 gaps.meter_baseline(reconciler.meter_baseline());
                 if gaps.meter_due() {
                     match unless_shutdown(&mut shutdown, reconciler.poll_meter(&mut meter_shed_warning)).await {
-                        None => break,
+                        None => break Ok(()),
                         Some(total) => gaps.meter_polled(total),
                     }
                 }
@@ -176,9 +176,9 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
             }
         }
         if ports_seen && unless_shutdown(&mut shutdown, reconciler.reconcile()).await.is_none() {
-            break;
+            break Ok(());
         }
-    }
+    };
 
     tracing::info!("shutting down: flushing the audit log; flows stay installed");
     source_task.abort();
@@ -199,10 +199,9 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
     // The packet-ins already received still reach the audit log before it is flushed.
     let _ = stop_forward.send(());
     let _ = forward.await;
-    if let Err(e) = audit.shutdown().await {
-        tracing::error!("audit log: {e}");
-    }
-    Ok(())
+    drop(audit_alive);
+    let flushed = audit.shutdown().await.map_err(|e| anyhow::anyhow!("audit log not flushed: {e}"));
+    outcome.and(flushed)
 }
 
 /// Runs `work` unless `shutdown` resolves first (then `None`): a reconcile or a request to a

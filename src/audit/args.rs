@@ -10,29 +10,29 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct AuditArgs {
     /// Audit log file; its directory is created (0755) if missing.
-    #[arg(long = "audit-log", default_value = DEFAULT_PATH)]
+    #[arg(long = "audit-log", default_value = DEFAULT_PATH, env = "NPAGENT_AUDIT_LOG")]
     pub log: PathBuf,
     /// Line format: antrea (Antrea's 14 fields), antrea-v1 (Antrea 1.8's 10 fields) or json.
-    #[arg(long = "audit-format", default_value = "antrea")]
+    #[arg(long = "audit-format", default_value = "antrea", env = "NPAGENT_AUDIT_FORMAT")]
     pub format: Format,
     /// Window over which identical non-Allow entries are aggregated (Go duration, e.g. 1s, 500ms; 0 disables).
-    #[arg(long = "audit-dedup-window", default_value = "1s", value_parser = parse_go_duration)]
+    #[arg(long = "audit-dedup-window", default_value = "1s", value_parser = parse_go_duration, env = "NPAGENT_AUDIT_DEDUP_WINDOW")]
     pub dedup_window: Duration,
     /// Rotate the log before it exceeds this many megabytes (0: never).
-    #[arg(long = "audit-max-size", default_value_t = 500)]
+    #[arg(long = "audit-max-size", default_value_t = 500, env = "NPAGENT_AUDIT_MAX_SIZE")]
     pub max_size_mb: u64,
     /// Rotated backups kept (0: all).
-    #[arg(long = "audit-max-backups", default_value_t = 3)]
+    #[arg(long = "audit-max-backups", default_value_t = 3, env = "NPAGENT_AUDIT_MAX_BACKUPS")]
     pub max_backups: usize,
     /// Days a backup is kept (0: no age limit).
-    #[arg(long = "audit-max-age", default_value_t = 28)]
+    #[arg(long = "audit-max-age", default_value_t = 28, env = "NPAGENT_AUDIT_MAX_AGE")]
     pub max_age_days: u64,
     /// Gzip rotated backups.
-    #[arg(long = "audit-compress", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long = "audit-compress", default_value_t = true, action = clap::ArgAction::Set, env = "NPAGENT_AUDIT_COMPRESS")]
     pub compress: bool,
     /// Keep a hash chain next to every log file (`<file>.chain`: a sequence number and a hash
     /// per line), checked by `npagent audit verify`.
-    #[arg(long = "audit-chain")]
+    #[arg(long = "audit-chain", env = "NPAGENT_AUDIT_CHAIN")]
     pub chain: bool,
 }
 

@@ -358,6 +358,11 @@ impl AuditSender {
             }
         }
     }
+
+    /// Resolves once the audit task is gone (stopped, or died).
+    pub async fn closed(&self) {
+        self.tx.closed().await
+    }
 }
 
 /// The audit logger task.

@@ -85,6 +85,30 @@ pub enum WriteError {
     Sync { path: PathBuf, source: io::Error },
 }
 
+/// Checks that the audit log at `path` can be written, as the writer will: creates its
+/// directory (0755) if missing and opens (creates) the file for appending. For start-up, so
+/// that a bad `--audit-log` stops npagent at once instead of failing every write later.
+pub fn check_writable(path: &Path) -> Result<(), WriteError> {
+    open_for_append(path).map(drop)
+}
+
+/// Creates the directory of `path` (0755) if missing and opens the file for appending.
+fn open_for_append(path: &Path) -> Result<File, WriteError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(|source| WriteError::CreateDir { path: dir.to_path_buf(), source })?;
+    }
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|source| WriteError::Open { path: path.to_path_buf(), source })
+}
+
 /// The rotating writer. Not thread-safe by itself: one task owns it.
 #[derive(Debug)]
 pub struct RotatingWriter {
@@ -170,13 +194,6 @@ impl RotatingWriter {
             return Ok(());
         }
         let path = self.cfg.path.clone();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(dir)
-                .map_err(|source| WriteError::CreateDir { path: dir.to_path_buf(), source })?;
-        }
         if let Some(recovery) = self.chain.as_ref().filter(|c| !c.recovered()).map(|c| c.recover(&path)) {
             if recovery.move_aside {
                 self.move_aside()?;
@@ -185,12 +202,7 @@ impl RotatingWriter {
                 c.adopt(recovery);
             }
         }
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|source| WriteError::Open { path: path.clone(), source })?;
+        let file = open_for_append(&path)?;
         self.size = file.metadata().map(|m| m.len()).unwrap_or(0);
         self.file = Some(file);
         if let Some(c) = self.chain.as_mut() {

@@ -49,6 +49,11 @@ pub fn diff_keys<'a>(desired: &FlowTable, installed: &FlowTable, keys: impl Into
     deletes
 }
 
+/// The ADD that installs flow `k` with `v`.
+pub(crate) fn desired_flow_mod(k: &FlowKey, v: &FlowValue) -> FlowMod {
+    flow_mod(k, v, FlowModCommand::Add)
+}
+
 fn flow_mod(k: &FlowKey, v: &FlowValue, command: FlowModCommand) -> FlowMod {
     FlowMod {
         cookie: if command == FlowModCommand::Add { v.cookie } else { 0 },

@@ -13,6 +13,7 @@ pub mod pipeline;
 mod policy;
 pub mod ranges;
 pub mod rules;
+#[cfg(feature = "testing")]
 pub mod synthetic;
 pub mod tables;
 pub mod text;

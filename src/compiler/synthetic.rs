@@ -11,6 +11,10 @@
 //! namespace (namespaceSelector alone) on any port; to anywhere (empty `to`) on TCP 80 and
 //! the range 8000-8100; and `egress: []` (egress isolation only). [`cluster_without_egress`]
 //! is the same cluster without them, the baseline of the benchmarks.
+//!
+//! Built only with the `testing` feature (the crate's tests, benches and examples enable it).
+//! Its inputs are literals of the tests, so a malformed one may panic.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::model::{
     Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, LocalPort, Model, Namespace, ObjectRef, Peer, Pod,

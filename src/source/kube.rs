@@ -136,6 +136,20 @@ fn watch<K: Watched>(client: Client) -> impl Stream<Item = SourceEvent> + Send {
 }
 
 
+/// The API group (`""` for core) and resource (plural, as in RBAC rules) of every kind
+/// [`watch_kube`] watches: what npagent's ClusterRole must grant, with [`VERBS`], and nothing
+/// more.
+pub const WATCHED_RESOURCES: [(&str, &str); 3] =
+    [api_resource::<Namespace>(), api_resource::<Pod>(), api_resource::<NetworkPolicy>()];
+
+/// The RBAC verbs npagent needs on [`WATCHED_RESOURCES`]. The watchers list and watch; `get`
+/// reveals nothing a `list` does not, and is granted so that a read-only role reads as one.
+pub const VERBS: [&str; 3] = ["get", "list", "watch"];
+
+const fn api_resource<K: k8s_openapi::Resource>() -> (&'static str, &'static str) {
+    (K::GROUP, K::URL_PATH_SEGMENT)
+}
+
 /// Watches Namespaces, Pods and NetworkPolicies cluster-wide and sends their events to `tx`
 /// until the receiver is gone. Never fails: API errors are retried with backoff.
 pub async fn watch_kube(client: Client, tx: mpsc::Sender<SourceEvent>) {
@@ -178,6 +192,14 @@ mod tests {
             }
             other => panic!("not a Reset: {other:?}"),
         }
+    }
+
+    #[test]
+    fn watched_resources_are_the_rbac_names() {
+        assert_eq!(
+            WATCHED_RESOURCES,
+            [("", "namespaces"), ("", "pods"), ("networking.k8s.io", "networkpolicies")]
+        );
     }
 
     #[test]

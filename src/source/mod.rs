@@ -179,8 +179,6 @@ pub enum Error {
     Io { path: String, source: std::io::Error },
     #[error("Kubernetes client: {0}")]
     Kube(String),
-    #[error("bad OVSDB endpoint {0:?}: expected unix:PATH or tcp:HOST:PORT")]
-    Endpoint(String),
     #[error("OVSDB connection: {0}")]
     OvsdbIo(#[from] std::io::Error),
     #[error("OVSDB sent malformed JSON: {0}")]

@@ -2,15 +2,11 @@
 //! messages, and the first error the switch reported for one of its flows.
 
 use super::error::{OfpError, SwitchError};
-use bytes::{BufMut, BytesMut};
-use ofp::header::msg_type::{BUNDLE_ADD_MESSAGE as OFPT_BUNDLE_ADD_MESSAGE, FLOW_MOD as OFPT_FLOW_MOD};
+use bytes::BytesMut;
 use ofp::{bundle_ctrl, FlowMod};
 
 /// Bundle flags npagent uses on OPEN, every ADD and COMMIT (OVS requires them equal).
 pub const BUNDLE_FLAGS: u16 = bundle_ctrl::FLAG_ATOMIC | bundle_ctrl::FLAG_ORDERED;
-
-/// Bytes a BUNDLE_ADD_MESSAGE adds around its inner message.
-const BUNDLE_ADD_OVERHEAD: usize = 16;
 
 /// A bundle being sent or committed.
 #[derive(Debug)]
@@ -33,12 +29,11 @@ impl Bundle {
     /// Checks every flow fits into a BUNDLE_ADD (<= 65535 bytes) before anything is sent.
     pub fn validate(flows: &[FlowMod]) -> Result<(), SwitchError> {
         for (index, flow) in flows.iter().enumerate() {
-            let len = flow.buffer_len();
-            if bundle_add_len(len).is_none() {
+            if ofp::body::bundled_flow_mod_len(flow).is_err() {
                 return Err(SwitchError::InvalidRequest(format!(
                     "flow #{index} is {} bytes, too long for a BUNDLE_ADD (max {})",
-                    len.saturating_add(ofp::Header::LEN),
-                    ofp::MAX_MESSAGE_LEN - BUNDLE_ADD_OVERHEAD
+                    flow.buffer_len().saturating_add(ofp::Header::LEN),
+                    ofp::MAX_MESSAGE_LEN - ofp::body::BUNDLE_ADD_OVERHEAD
                 )));
             }
         }
@@ -53,32 +48,15 @@ impl Bundle {
 
     /// Encodes further BUNDLE_ADDs into `out` until it holds `limit` bytes or all are
     /// encoded; returns true when all are.
-    ///
-    /// Written directly (outer header, bundle_id, pad, flags, inner header, flow_mod body)
-    /// rather than through `Message`, to avoid a copy of every flow.
+    /// Written straight from each flow_mod (no `Message` copy of it).
     pub fn encode_adds(&mut self, out: &mut BytesMut, limit: usize) -> bool {
         while out.len() < limit {
             let index = self.encoded;
             let Some(flow) = self.flows.get(index) else { break };
             // validate() bounded the count, and xid_base was chosen so the range cannot wrap.
             let xid = self.xid_base.wrapping_add(index as u32);
-            let body_len = flow.buffer_len();
-            // validate() checked every length; a failure here is impossible, skip defensively.
-            if let Some((outer, inner)) = bundle_add_len(body_len) {
-                out.reserve(usize::from(outer));
-                out.put_u8(ofp::OFP_VERSION);
-                out.put_u8(OFPT_BUNDLE_ADD_MESSAGE);
-                out.put_u16(outer);
-                out.put_u32(xid);
-                out.put_u32(self.bundle_id);
-                out.put_u16(0);
-                out.put_u16(BUNDLE_FLAGS);
-                out.put_u8(ofp::OFP_VERSION);
-                out.put_u8(OFPT_FLOW_MOD);
-                out.put_u16(inner);
-                out.put_u32(xid);
-                flow.emit(out);
-            }
+            // validate() checked every length, so this cannot fail.
+            let _ = ofp::body::emit_bundled_flow_mod(out, xid, self.bundle_id, BUNDLE_FLAGS, flow);
             self.encoded += 1;
         }
         self.encoded >= self.flows.len()
@@ -103,14 +81,6 @@ impl Bundle {
         };
         Some(SwitchError::Rejected { request: request.to_string(), error })
     }
-}
-
-/// (BUNDLE_ADD length, inner FLOW_MOD length) for a flow_mod body of `body_len` bytes, if
-/// both fit the 16-bit length field.
-fn bundle_add_len(body_len: usize) -> Option<(u16, u16)> {
-    let inner = body_len.checked_add(ofp::Header::LEN)?;
-    let outer = inner.checked_add(BUNDLE_ADD_OVERHEAD)?;
-    Some((u16::try_from(outer).ok()?, u16::try_from(inner).ok()?))
 }
 
 /// A flow_mod as `ovs-ofctl ofp-print` prints it, for error messages, e.g.

@@ -2,7 +2,7 @@
 //! byte stream, reads and writes concurrently, and links requests from [`SwitchHandle`]s to
 //! their completions.
 
-use super::endpoint::{Endpoint, Stream};
+use crate::endpoint::{Endpoint, Stream};
 use super::error::SwitchError;
 use super::handle::{Command, Op, SwitchHandle};
 use super::session::{Event, Reply, RequestId, Session, SessionConfig};
@@ -42,7 +42,7 @@ pub struct ConnectionConfig {
 impl Default for ConnectionConfig {
     fn default() -> Self {
         ConnectionConfig {
-            endpoint: Endpoint::default(),
+            endpoint: Endpoint::Unix("/var/run/openvswitch/br-int.mgmt".into()),
             session: SessionConfig::default(),
             packet_in_capacity: 4096,
             command_capacity: 64,

@@ -13,14 +13,13 @@
 
 mod bundle;
 pub mod connection;
-pub mod endpoint;
 pub mod error;
 mod handle;
 pub mod session;
 
 pub use bundle::describe_flow;
 pub use connection::{spawn, ConnState, ConnectionConfig};
-pub use endpoint::{Endpoint, EndpointError, DEFAULT_ENDPOINT};
+pub use crate::endpoint::{Endpoint, EndpointError};
 pub use error::{OfpError, SwitchError};
 pub use handle::SwitchHandle;
 pub use session::{Event, Reply, RequestId, Session, SessionConfig};

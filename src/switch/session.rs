@@ -14,6 +14,7 @@
 use super::bundle::{Bundle, BUNDLE_FLAGS};
 use super::error::{OfpError, SwitchError};
 use bytes::{Bytes, BytesMut};
+use ofp::header::packet_in_format;
 use ofp::{
     bundle_ctrl, BundleControl, ErrorMsg, FeaturesReply, FlowMod, FlowMonitorRequest, FlowStats,
     FlowStatsRequest, FlowUpdate, Hello, HelloElement, Match, Message, MeterStats, MultipartReply,
@@ -26,10 +27,6 @@ use std::time::{Duration, Instant};
 /// Identifies a request given to the session; [`Event::Completed`] carries it back.
 pub type RequestId = u64;
 
-/// OFPCML_NO_BUFFER: send whole packets; non-zero also enables packet-ins on `.mgmt`.
-pub const MISS_SEND_LEN_NO_BUFFER: u16 = 0xffff;
-/// NXPIF_NXT_PACKET_IN2.
-pub const PACKET_IN_FORMAT_NXT_PACKET_IN2: u32 = 2;
 /// Version bitmap npagent offers: OpenFlow 1.5 only.
 pub const HELLO_BITMAP: u32 = 1 << ofp::OFP_VERSION;
 /// Id of the one flow monitor the session creates: every table, additions, removals and
@@ -131,11 +128,39 @@ enum Phase {
     Closed,
 }
 
+/// The messages of the handshake, in the order they are sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HandshakeStep {
+    Hello,
+    FeaturesRequest,
+    SetConfig,
+    SetPacketInFormat,
+    SetControllerId,
+    /// Creates the flow monitor; a switch that refuses it still gets a working session.
+    FlowMonitor,
+    Barrier,
+}
+
+impl HandshakeStep {
+    /// The message's name, for errors.
+    fn name(self) -> &'static str {
+        match self {
+            HandshakeStep::Hello => "HELLO",
+            HandshakeStep::FeaturesRequest => "FEATURES_REQUEST",
+            HandshakeStep::SetConfig => "SET_CONFIG",
+            HandshakeStep::SetPacketInFormat => "NXT_SET_PACKET_IN_FORMAT",
+            HandshakeStep::SetControllerId => "NXT_SET_CONTROLLER_ID",
+            HandshakeStep::FlowMonitor => "FLOW_MONITOR",
+            HandshakeStep::Barrier => "BARRIER",
+        }
+    }
+}
+
 /// What an xid in flight belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pending {
-    /// Part of the handshake; the name of the message.
-    Handshake(&'static str),
+    /// Part of the handshake.
+    Handshake(HandshakeStep),
     Echo,
     /// A message of request `id` that gets no reply on success; an error fails the request.
     Part(RequestId),
@@ -221,7 +246,7 @@ impl Session {
         };
         let hello = Hello { elements: vec![HelloElement::VersionBitmap(vec![HELLO_BITMAP])] };
         let xid = s.alloc_xids(1);
-        s.pending.insert(xid, Pending::Handshake("HELLO"));
+        s.pending.insert(xid, Pending::Handshake(HandshakeStep::Hello));
         s.push_msg(Message::new(xid, Payload::Hello(hello)));
         s
     }
@@ -344,7 +369,7 @@ impl Session {
         };
         match self.pending.get(&xid).copied() {
             Some(Pending::Handshake(step)) => {
-                self.close(SwitchError::Protocol(format!("undecodable answer to {step}: {reason}")))
+                self.close(SwitchError::Protocol(format!("undecodable answer to {}: {reason}", step.name())))
             }
             Some(p) => {
                 if let Some(id) = request_of(p) {
@@ -371,11 +396,10 @@ impl Session {
     /// (OFPBRC_BAD_LEN, the first 64 bytes as data), as OpenFlow asks of either side; the
     /// connection stays up (only broken framing closes it).
     fn reply_bad_request(&mut self, xid: u32, frame: &[u8]) {
-        const OFPET_BAD_REQUEST: u16 = 1;
-        const OFPBRC_BAD_LEN: u16 = 6;
         let data = Bytes::copy_from_slice(&frame[..frame.len().min(64)]);
-        let error = ErrorMsg::Standard { error_type: OFPET_BAD_REQUEST, code: OFPBRC_BAD_LEN, data };
-        self.urgent_msg(Message::new(xid, Payload::Error(error)));
+        if let Some(error) = ErrorMsg::from_name("OFPBRC_BAD_LEN", data) {
+            self.urgent_msg(Message::new(xid, Payload::Error(error)));
+        }
     }
 
     fn handle_message(&mut self, msg: Message) {
@@ -392,7 +416,7 @@ impl Session {
                 }
             }
             Payload::Error(err) => self.on_error(xid, &err),
-            Payload::FeaturesReply(f) if self.pending.get(&xid) == Some(&Pending::Handshake("FEATURES_REQUEST")) => {
+            Payload::FeaturesReply(f) if self.pending.get(&xid) == Some(&Pending::Handshake(HandshakeStep::FeaturesRequest)) => {
                 self.pending.remove(&xid);
                 self.features = Some(f);
             }
@@ -408,7 +432,7 @@ impl Session {
                         self.complete(id, result);
                     }
                 }
-                Some(Pending::Handshake(FLOW_MONITOR_STEP)) => {
+                Some(Pending::Handshake(HandshakeStep::FlowMonitor)) => {
                     // The creation's reply holds no flows (no INITIAL flag).
                     if reply.flags & ofp::multipart::MULTIPART_MORE == 0 {
                         self.pending.remove(&xid);
@@ -455,22 +479,24 @@ impl Session {
             )));
             return;
         }
-        self.pending.retain(|_, p| *p != Pending::Handshake("HELLO"));
+        self.pending.retain(|_, p| *p != Pending::Handshake(HandshakeStep::Hello));
         self.phase = Phase::Configuring;
-        let mut steps: Vec<(&'static str, Payload)> = vec![
-            ("FEATURES_REQUEST", Payload::FeaturesRequest),
-            ("SET_CONFIG", Payload::SetConfig(SwitchConfig { flags: 0, miss_send_len: MISS_SEND_LEN_NO_BUFFER })),
-            ("NXT_SET_PACKET_IN_FORMAT", Payload::SetPacketInFormat(PACKET_IN_FORMAT_NXT_PACKET_IN2)),
-            ("NXT_SET_CONTROLLER_ID", Payload::SetControllerId(self.config.controller_id)),
+        // A non-zero miss_send_len also enables packet-ins on the `.mgmt` socket.
+        let config = SwitchConfig { flags: 0, miss_send_len: ofp::MAX_LEN_NO_BUFFER };
+        let mut steps = vec![
+            (HandshakeStep::FeaturesRequest, Payload::FeaturesRequest),
+            (HandshakeStep::SetConfig, Payload::SetConfig(config)),
+            (HandshakeStep::SetPacketInFormat, Payload::SetPacketInFormat(packet_in_format::NXT_PACKET_IN2)),
+            (HandshakeStep::SetControllerId, Payload::SetControllerId(self.config.controller_id)),
         ];
         if self.config.flow_monitor {
             let body = MultipartRequestBody::FlowMonitor(vec![FlowMonitorRequest::all_changes(FLOW_MONITOR_ID)]);
-            steps.push((FLOW_MONITOR_STEP, Payload::MultipartRequest(MultipartRequest { flags: 0, body })));
+            steps.push((HandshakeStep::FlowMonitor, Payload::MultipartRequest(MultipartRequest { flags: 0, body })));
         }
-        steps.push(("BARRIER", Payload::BarrierRequest));
-        for (name, payload) in steps {
+        steps.push((HandshakeStep::Barrier, Payload::BarrierRequest));
+        for (step, payload) in steps {
             let xid = self.alloc_xids(1);
-            self.pending.insert(xid, Pending::Handshake(name));
+            self.pending.insert(xid, Pending::Handshake(step));
             self.push_msg(Message::new(xid, payload));
         }
     }
@@ -478,13 +504,13 @@ impl Session {
     fn on_error(&mut self, xid: u32, err: &ErrorMsg) {
         let error = OfpError::from_msg(err);
         match self.pending.get(&xid).copied() {
-            Some(Pending::Handshake(FLOW_MONITOR_STEP)) => {
+            Some(Pending::Handshake(HandshakeStep::FlowMonitor)) => {
                 // Not worth failing the connection for: enforcement works without it.
                 self.pending.remove(&xid);
                 self.events.push_back(Event::FlowMonitorRefused(error));
             }
             Some(Pending::Handshake(step)) => {
-                self.close(SwitchError::Handshake(format!("switch rejected {step}: {error}")));
+                self.close(SwitchError::Handshake(format!("switch rejected {}: {error}", step.name())));
             }
             Some(Pending::Echo) => {
                 self.pending.remove(&xid);
@@ -533,7 +559,7 @@ impl Session {
 
     fn on_barrier_reply(&mut self, xid: u32) {
         match self.pending.get(&xid).copied() {
-            Some(Pending::Handshake("BARRIER")) => {
+            Some(Pending::Handshake(HandshakeStep::Barrier)) => {
                 self.pending.remove(&xid);
                 if self.phase != Phase::Configuring {
                     return;
@@ -832,9 +858,6 @@ impl Session {
     }
 }
 
-/// Name of the handshake step that creates the flow monitor.
-const FLOW_MONITOR_STEP: &str = "FLOW_MONITOR";
-
 /// Whether `frame` is an OFPT_MULTIPART_REPLY of type OFPMP_FLOW_MONITOR.
 /// Whether a frame's header says OFPT_PACKET_IN or NXT_PACKET_IN2, whatever its body holds.
 fn is_packet_in(frame: &[u8]) -> bool {
@@ -899,10 +922,7 @@ pub fn describe_payload(payload: &Payload) -> String {
         Payload::FlowMod(f) => format!("flow_mod {}", super::bundle::describe_flow(f)),
         Payload::PacketOut(_) => "packet_out".to_string(),
         Payload::RoleRequest(_) => "role request".to_string(),
-        other => {
-            let dbg = format!("{other:?}");
-            dbg.split(['(', ' ', '{']).next().unwrap_or("message").to_string()
-        }
+        other => other.type_name().unwrap_or("message").to_string(),
     }
 }
 

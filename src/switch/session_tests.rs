@@ -1,5 +1,6 @@
 //! Byte-level tests of the session: no sockets. Expected request bytes are written out by hand
-//! from openflow-wire.md's layouts (not produced by the codec), so they cross-check it.
+//! from the OpenFlow 1.5 specification's layouts (not produced by the codec), so they
+//! cross-check it.
 
 use super::*;
 use ofp::multipart::{MultipartReply, OxsStats, MULTIPART_MORE};

@@ -26,12 +26,12 @@ pub fn at(secs: u64, micros: u32) -> SystemTime {
     UNIX_EPOCH + Duration::new(secs, micros * 1_000)
 }
 
-/// 2023/07/04 12:31:02.801442 UTC, the time of DESIGN.md's Allow example.
+/// 2023/07/04 12:31:02.801442 UTC, the time of the Allow example in tests/audit_format.rs.
 pub fn t_allow() -> SystemTime {
     at(1_688_473_862, 801_442)
 }
 
-/// 2023/07/04 12:33:26.221413 UTC, the time of DESIGN.md's Drop example.
+/// 2023/07/04 12:33:26.221413 UTC, the time of the Drop example in tests/audit_format.rs.
 pub fn t_drop() -> SystemTime {
     at(1_688_474_006, 221_413)
 }
@@ -63,7 +63,7 @@ impl RuleResolver for FakeResolver {
     }
 }
 
-/// The cluster of DESIGN.md's examples: default/nettool at 10.10.1.7 on ofport 5, a client
+/// The cluster of the audit format examples: default/nettool at 10.10.1.7 on ofport 5, a client
 /// pod default/client at 10.10.1.13, and policy default/allow-tcp-80 behind conjunction 17.
 pub fn resolver() -> FakeResolver {
     let mut r = FakeResolver::default();

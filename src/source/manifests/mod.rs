@@ -23,8 +23,8 @@
 //! until the write completes.
 //!
 //! Watching: inotify (the `notify` crate) wakes the scanner at once, so a change is applied in
-//! milliseconds (the manifest-to-flows target is 100 ms at p99, which polling alone
-//! cannot meet). A stat-only poll every 250 ms backs it up for what inotify misses (queue
+//! milliseconds (the manifest-to-flows target in docs/BENCHMARKS.md is 100 ms at p99, which
+//! polling alone cannot meet). A stat-only poll every 250 ms backs it up for what inotify misses (queue
 //! overflow, DIR created later or replaced, filesystems without inotify). A file is re-read
 //! only when its (mtime, length) changed or inotify named it, and re-parsed only when its
 //! content hash changed.

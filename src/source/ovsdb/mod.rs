@@ -19,31 +19,25 @@ use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
+use crate::endpoint::Endpoint;
 use crate::model::LocalPort;
 use crate::source::Error;
 use db::Db;
-use rpc::{Endpoint, Framer};
+use rpc::Framer;
 
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const MONITOR_ID: u64 = 0;
 
-/// Follows the pod ports of `bridge` in the OVSDB at `endpoint` (`unix:PATH` or
-/// `tcp:HOST:PORT`), publishing them on `ports_tx`, and names the tables `table_names`.
-/// Runs until every receiver of `ports_tx` is gone; never gives up on connection errors.
+/// Follows the pod ports of `bridge` in the OVSDB at `ep`, publishing them on `ports_tx`,
+/// and names the tables `table_names`. Runs until every receiver of `ports_tx` is gone;
+/// never gives up on connection errors.
 pub async fn run_ovsdb(
-    endpoint: String,
+    ep: Endpoint,
     bridge: String,
     table_names: Vec<(u8, String)>,
     ports_tx: watch::Sender<Vec<LocalPort>>,
 ) {
-    let ep = match Endpoint::parse(&endpoint) {
-        Ok(ep) => ep,
-        Err(e) => {
-            tracing::error!("{e}");
-            return;
-        }
-    };
     let mut backoff = MIN_BACKOFF;
     loop {
         let mut session = Session::new(&bridge, &table_names, &ports_tx);
@@ -99,7 +93,7 @@ impl<'a> Session<'a> {
 
     /// Ok when the receivers are gone; Err when the connection fails.
     async fn run(&mut self, ep: &Endpoint) -> Result<(), Error> {
-        let mut conn = rpc::connect(ep).await?;
+        let mut conn = ep.connect().await?;
         let monitor = json!({
             "method": "monitor",
             "params": ["Open_vSwitch", "npagent", db::monitor_requests()],

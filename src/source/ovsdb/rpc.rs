@@ -1,69 +1,16 @@
-//! RFC 7047 JSON-RPC transport: endpoints, connecting, and message framing.
+//! RFC 7047 JSON-RPC transport: sending and framing messages.
 //!
 //! OVSDB sends JSON objects back to back with no delimiter, so messages are cut out of a
 //! byte buffer with serde_json's streaming deserializer; an incomplete message stays buffered
 //! until more bytes arrive.
 
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use crate::source::Error;
 
 /// Bytes buffered for one incomplete message before the connection is given up.
 const MAX_MESSAGE: usize = 64 << 20;
-
-/// Where the OVSDB server listens.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Endpoint {
-    /// `unix:PATH`
-    Unix(std::path::PathBuf),
-    /// `tcp:HOST:PORT` (`tcp:[v6addr]:PORT` for IPv6 literals)
-    Tcp(String),
-}
-
-impl Endpoint {
-    /// Parses `unix:PATH` or `tcp:HOST:PORT`.
-    pub fn parse(s: &str) -> Result<Endpoint, Error> {
-        let bad = || Error::Endpoint(s.to_string());
-        if let Some(path) = s.strip_prefix("unix:") {
-            if path.is_empty() {
-                return Err(bad());
-            }
-            return Ok(Endpoint::Unix(path.into()));
-        }
-        let addr = s.strip_prefix("tcp:").ok_or_else(bad)?;
-        let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
-        if host.is_empty() || port.parse::<u16>().is_err() {
-            return Err(bad());
-        }
-        Ok(Endpoint::Tcp(addr.to_string()))
-    }
-}
-
-impl std::fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
-            Endpoint::Tcp(a) => write!(f, "tcp:{a}"),
-        }
-    }
-}
-
-/// A byte stream to an OVSDB server.
-pub trait Conn: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Conn for T {}
-
-/// Opens a connection to `ep`.
-pub async fn connect(ep: &Endpoint) -> Result<Box<dyn Conn>, Error> {
-    Ok(match ep {
-        Endpoint::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
-        Endpoint::Tcp(addr) => {
-            let s = tokio::net::TcpStream::connect(addr.as_str()).await?;
-            s.set_nodelay(true)?;
-            Box::new(s)
-        }
-    })
-}
 
 /// Writes one JSON-RPC message.
 pub async fn send<W: AsyncWrite + Unpin + ?Sized>(w: &mut W, msg: &Value) -> Result<(), Error> {
@@ -114,16 +61,6 @@ impl Framer {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn endpoints() {
-        assert_eq!(Endpoint::parse("unix:/run/db.sock").ok(), Some(Endpoint::Unix("/run/db.sock".into())));
-        assert_eq!(Endpoint::parse("tcp:127.0.0.1:6640").ok(), Some(Endpoint::Tcp("127.0.0.1:6640".into())));
-        assert_eq!(Endpoint::parse("tcp:[::1]:6640").ok(), Some(Endpoint::Tcp("[::1]:6640".into())));
-        for bad in ["", "unix:", "tcp:host", "tcp::1", "tcp:h:99999", "ssl:h:1", "/run/db.sock"] {
-            assert!(Endpoint::parse(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn messages_split_anywhere_are_reassembled() {

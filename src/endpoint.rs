@@ -1,4 +1,5 @@
-//! Where the switch listens: `unix:PATH` or `tcp:HOST:PORT`.
+//! Where Open vSwitch listens, for OpenFlow (`--ofp`) and OVSDB (`--ovsdb`) alike:
+//! `unix:PATH` or `tcp:HOST:PORT` (`tcp:[v6addr]:PORT` for IPv6 literals).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -6,21 +7,17 @@ use std::str::FromStr;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// OVS's management socket of br-int in the default run directory.
-pub const DEFAULT_ENDPOINT: &str = "unix:/var/run/openvswitch/br-int.mgmt";
+pub const DEFAULT_OFP: &str = "unix:/var/run/openvswitch/br-int.mgmt";
+/// ovsdb-server's socket in the default run directory.
+pub const DEFAULT_OVSDB: &str = "unix:/var/run/openvswitch/db.sock";
 
-/// A switch endpoint.
+/// An endpoint of an Open vSwitch daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
-    /// A Unix socket path (OVS's `<bridge>.mgmt`).
+    /// A Unix socket path (OVS's `<bridge>.mgmt`, ovsdb-server's `db.sock`).
     Unix(PathBuf),
     /// `host:port`.
     Tcp(String),
-}
-
-impl Default for Endpoint {
-    fn default() -> Self {
-        Endpoint::Unix(PathBuf::from("/var/run/openvswitch/br-int.mgmt"))
-    }
 }
 
 /// Why an endpoint string is not one.
@@ -58,7 +55,7 @@ impl fmt::Display for Endpoint {
     }
 }
 
-/// A connected byte stream to the switch.
+/// A connected byte stream to an endpoint.
 pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
 
@@ -83,22 +80,38 @@ mod tests {
     #[test]
     fn parses_unix_and_tcp() {
         assert_eq!("unix:/run/x.mgmt".parse(), Ok(Endpoint::Unix("/run/x.mgmt".into())));
+        assert_eq!("unix:relative/db.sock".parse(), Ok(Endpoint::Unix("relative/db.sock".into())));
         assert_eq!("tcp:127.0.0.1:6653".parse(), Ok(Endpoint::Tcp("127.0.0.1:6653".into())));
-        assert_eq!("tcp:[::1]:6653".parse(), Ok(Endpoint::Tcp("[::1]:6653".into())));
-        assert_eq!(DEFAULT_ENDPOINT.parse(), Ok(Endpoint::default()));
+        assert_eq!("tcp:[::1]:6640".parse(), Ok(Endpoint::Tcp("[::1]:6640".into())));
+        assert_eq!("tcp:ovs.example:0".parse(), Ok(Endpoint::Tcp("ovs.example:0".into())));
+        assert_eq!(DEFAULT_OFP.parse(), Ok(Endpoint::Unix("/var/run/openvswitch/br-int.mgmt".into())));
+        assert_eq!(DEFAULT_OVSDB.parse(), Ok(Endpoint::Unix("/var/run/openvswitch/db.sock".into())));
     }
 
     #[test]
-    fn rejects_garbage() {
-        for s in ["", "unix:", "tcp:host", "tcp::80", "tcp:h:99999", "ssl:1.2.3.4:6653", "/path"] {
-            assert!(s.parse::<Endpoint>().is_err(), "{s}");
+    fn rejects_garbage_naming_it() {
+        let bad = [
+            "", "unix:", "tcp:", "tcp:host", "tcp::80", "tcp:h:", "tcp:h:99999", "tcp:h:-1", "tcp:h:80x",
+            "ssl:1.2.3.4:6653", "punix:/run/x", "/path", "UNIX:/path", "garbage",
+        ];
+        for s in bad {
+            let err = s.parse::<Endpoint>().expect_err(s);
+            assert_eq!(err.to_string(), format!("endpoint {s:?}: expected unix:PATH or tcp:HOST:PORT"));
         }
     }
 
     #[test]
     fn display_round_trips() {
-        for s in ["unix:/a/b.mgmt", "tcp:localhost:6653"] {
-            assert_eq!(s.parse::<Endpoint>().unwrap().to_string(), s);
+        for s in ["unix:/a/b.mgmt", "tcp:localhost:6653", "tcp:[fd00::1]:6640"] {
+            assert_eq!(s.parse::<Endpoint>().map(|e| e.to_string()), Ok(s.to_string()));
         }
+    }
+
+    #[tokio::test]
+    async fn connecting_to_a_missing_socket_fails() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let missing = Endpoint::Unix(dir.path().join("absent.sock"));
+        let err = missing.connect().await.err().expect("nothing listens there");
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
     }
 }

@@ -1,0 +1,389 @@
+//! The container image (Containerfile, scripts/build-image), built with podman from the
+//! debug binary: its tree holds the binary and exactly the shared libraries it loads, and its
+//! own binary, run the way deploy/daemonset.yaml has a runtime run it, enforces a policy on a
+//! testbed bridge with real packets. Containers cannot run on these machines (no cgroup
+//! delegation), so the test does what the runtime would: the image's tree (`podman image
+//! mount`) as a read-only root, OVS's socket directory bind-mounted read-only and the audit
+//! log directory writable at the DaemonSet's mount points, then chroot, with no capability
+//! left (none effective, permitted or in the bounding set) and no_new_privs. Needs root,
+//! podman and capsh (scripts/test installs them).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
+
+mod support;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::agent::npagent_bin;
+use support::sandbox::{output, repo_path, run};
+use support::{write_atomic, Port, Reachability, Testbed};
+
+/// Where deploy/daemonset.yaml mounts the node's OVS sockets and np.log directory: the
+/// directories of npagent's default `--ofp`, `--ovsdb` and `--audit-log`
+/// (tests/deploy_manifests.rs checks that the DaemonSet uses those defaults).
+const OVS_DIR: &str = "var/run/openvswitch";
+const AUDIT_DIR: &str = "var/log/antrea/networkpolicy";
+/// Where the test puts the testbed's manifests for `--manifests` (no API server here).
+const MANIFESTS_DIR: &str = "manifests";
+
+/// An image built for this test, mounted on demand; unmounted and removed (by id) on drop.
+struct Image {
+    id: String,
+    mounted: bool,
+}
+
+impl Image {
+    /// `scripts/build-image --binary <binary>` with a tag no other run uses.
+    fn build(binary: &Path) -> Image {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let tag = format!("localhost/npagent-test:{}-{nanos}", std::process::id());
+        let out = run(Command::new(repo_path("scripts/build-image")).arg("--binary").arg(binary).args(["--tag", &tag]));
+        let id = out.trim().strip_prefix("sha256:").unwrap_or(out.trim()).to_owned();
+        assert!(id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()), "build-image printed no image id: {out:?}");
+        let image = Image { id, mounted: false };
+        let tags = run(Command::new("podman").args(["image", "inspect", "--format", "{{json .RepoTags}}", &image.id]));
+        assert!(tags.contains(&tag), "{tags}");
+        image
+    }
+
+    /// `podman image mount`: the image's tree, read-only.
+    fn mount(&mut self) -> PathBuf {
+        let path = run(Command::new("podman").args(["image", "mount", &self.id]));
+        self.mounted = true;
+        PathBuf::from(path.trim())
+    }
+
+    /// The image's config, as podman shows it.
+    fn config(&self) -> serde_json::Value {
+        let text = run(Command::new("podman").args(["image", "inspect", "--format", "{{json .Config}}", &self.id]));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("image config {text}: {e}"))
+    }
+}
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        if self.mounted {
+            let out = output(Command::new("podman").args(["image", "unmount", &self.id]));
+            if !out.status.success() {
+                eprintln!("podman image unmount {}: {}", self.id, String::from_utf8_lossy(&out.stderr));
+            }
+        }
+        let out = output(Command::new("podman").args(["rmi", &self.id]));
+        if !out.status.success() {
+            eprintln!("podman rmi {}: {}", self.id, String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
+
+/// The shared libraries `binary` loads, by the paths ldd resolves them to.
+fn shared_libraries(binary: &Path) -> Vec<String> {
+    let text = run(Command::new("ldd").arg(binary));
+    let mut libs: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            assert!(!l.contains("not found"), "ldd: {l}");
+            let path = l.split_once("=> ").map_or(l, |(_, p)| p);
+            path.starts_with('/').then(|| path.split(" (").next().unwrap_or(path).to_owned())
+        })
+        .collect();
+    libs.sort();
+    libs
+}
+
+/// Every entry under `root`, as `/relative/path` with `d` (directory), `f` (file) or `l`
+/// (anything else), and its mode.
+fn tree(root: &Path) -> Vec<(String, char, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_owned()];
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let entry = entry.expect("dir entry");
+            let meta = std::fs::symlink_metadata(entry.path()).expect("metadata");
+            let rel = format!("/{}", entry.path().strip_prefix(root).expect("under root").display());
+            let kind = if meta.is_dir() {
+                todo.push(entry.path());
+                'd'
+            } else if meta.is_file() {
+                'f'
+            } else {
+                'l'
+            };
+            out.push((rel, kind, meta.permissions().mode()));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn same_bytes(a: &Path, b: &Path) -> bool {
+    let open = |p: &Path| std::io::BufReader::new(std::fs::File::open(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())));
+    let (mut a, mut b) = (open(a), open(b));
+    let (mut x, mut y) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    loop {
+        let n = read_full(&mut a, &mut x);
+        let m = read_full(&mut b, &mut y);
+        if n != m || x[..n] != y[..m] {
+            return false;
+        }
+        if n == 0 {
+            return true;
+        }
+    }
+}
+
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]).expect("read") {
+            0 => break,
+            k => n += k,
+        }
+    }
+    n
+}
+
+/// The image's binary running as a DaemonSet pod's container would, stopped on drop.
+struct Jailed {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+/// Mounts the container's filesystem in a mount namespace of its own (gone with the process):
+/// the image below empty mount points, read-only; the host directories on those points; then
+/// chroot and no capabilities, and exec npagent with the remaining arguments.
+const JAIL_SH: &str = r#"set -eu
+root=$1 points=$2 image=$3 ovs=$4 audit=$5 manifests=$6
+shift 6
+mount -t overlay npagent-image -o "ro,lowerdir=$points:$image" "$root"
+mount --bind -o ro "$ovs" "$root/var/run/openvswitch"
+mount --bind "$audit" "$root/var/log/antrea/networkpolicy"
+mount --bind -o ro "$manifests" "$root/manifests"
+exec capsh --chroot="$root" --drop=all --caps= --noamb --no-new-privs --shell=/npagent -- "$@"
+"#;
+
+impl Jailed {
+    fn start(image_root: &Path, work: &Path, ovs: &Path, audit: &Path, manifests: &Path, args: &[&str]) -> Jailed {
+        let points = work.join("mount-points");
+        for dir in [OVS_DIR, AUDIT_DIR, MANIFESTS_DIR] {
+            std::fs::create_dir_all(points.join(dir)).expect("mount point");
+        }
+        let root = work.join("root");
+        std::fs::create_dir_all(&root).expect("root dir");
+        let log = work.join("npagent.log");
+        let out = std::fs::File::create(&log).expect("agent log");
+        let err = out.try_clone().expect("clone log handle");
+        let child = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "bash", "-c", JAIL_SH, "jail"])
+            .args([&root, &points, image_root, ovs, audit, manifests])
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("start unshare");
+        Jailed { child: Some(child), log }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).expect("running")
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// /proc/<pid>/`file`, once the process is npagent itself (after the execs).
+    fn proc_file(&mut self, file: &str) -> String {
+        let started = Instant::now();
+        loop {
+            let comm = std::fs::read_to_string(format!("/proc/{}/comm", self.pid())).unwrap_or_default();
+            if comm.trim() == "npagent" {
+                return std::fs::read_to_string(format!("/proc/{}/{file}", self.pid())).expect("proc file");
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("the jailed npagent exited ({status}):\n{}", self.log_text());
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "npagent did not start:\n{}", self.log_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then the exit status (within 10 s).
+    fn stop(mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        run(Command::new("kill").args(["-TERM", &child.id().to_string()]));
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status;
+            }
+            if started.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("npagent ignored SIGTERM for 10 s:\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Jailed {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            if std::thread::panicking() {
+                eprintln!("jailed npagent log:\n{}", self.log_text());
+            }
+        }
+    }
+}
+
+/// The capability sets and no_new_privs from /proc/<pid>/status.
+fn privileges(status: &str) -> Vec<(String, String)> {
+    status
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| k.starts_with("Cap") || *k == "NoNewPrivs" || *k == "Uid")
+        .map(|(k, v)| (k.to_owned(), v.split_whitespace().collect::<Vec<_>>().join(" ")))
+        .collect()
+}
+
+#[test]
+fn image_holds_the_binary_and_its_libraries_only_and_enforces_without_capabilities() {
+    let binary = npagent_bin();
+    let mut image = Image::build(&binary);
+    let config = image.config();
+    assert_eq!(config["Entrypoint"], serde_json::json!(["/npagent"]), "{config}");
+    assert_eq!(config["User"], "0:0", "{config}");
+    let root = image.mount();
+
+    // The tree: /npagent, the libraries at the paths the loader looks for them, their
+    // directories; no shell, no symlink, nothing setuid, nothing else.
+    let libs = shared_libraries(&binary);
+    assert!(libs.iter().any(|l| l.contains("/libc.so")) && libs.iter().any(|l| l.contains("/ld-linux")), "{libs:?}");
+    let entries = tree(&root);
+    let files: Vec<String> = entries.iter().filter(|e| e.1 != 'd').map(|e| e.0.clone()).collect();
+    let mut want: Vec<String> = libs.clone();
+    want.push("/npagent".into());
+    want.sort();
+    assert_eq!(files, want, "the image's files");
+    for (path, kind, mode) in &entries {
+        assert!(*kind != 'l', "{path}: not a regular file or directory");
+        assert_eq!(mode & 0o7000, 0, "{path}: setuid, setgid or sticky ({mode:o})");
+        if *kind == 'd' {
+            assert!(want.iter().any(|f| f.starts_with(&format!("{path}/"))), "{path}: a directory of nothing");
+        }
+    }
+    assert!(!root.join("bin/sh").exists());
+    assert!(same_bytes(&binary, &root.join("npagent")), "the image's npagent is not the given binary");
+
+    // The image's binary at work: the testbed's bridge in secure mode forwards nothing until
+    // npagent installs its pipeline.
+    let tb = Testbed::start();
+    let sb = &tb.sandbox;
+    assert_eq!(sb.ofp, format!("unix:{}/br-int.mgmt", sb.dir.display()), "the default --ofp in the OVS dir");
+    assert_eq!(sb.ovsdb, format!("unix:{}/db.sock", sb.dir.display()), "the default --ovsdb in the OVS dir");
+    let namespaces = tb.manifests_dir().join("namespaces.yaml");
+    let text = std::fs::read_to_string(&namespaces).expect("namespaces.yaml");
+    let logging = "  name: x\n  labels:\n    ns: x\n  annotations:\n    networkpolicy.antrea.io/enable-logging: \"true\"\n";
+    write_atomic(&namespaces, &text.replacen("  name: x\n  labels:\n    ns: x\n", logging, 1));
+    let pods = Reachability::standard_pods();
+    assert!(!tb.reaches("x/b", "x/a", Port::Tcp80), "the secure bridge forwards before npagent runs");
+
+    let work = tempfile::Builder::new().prefix("npa-image-").tempdir().expect("work dir");
+    let audit = work.path().join("audit");
+    std::fs::create_dir(&audit).expect("audit dir");
+    // Default --ofp, --ovsdb and --audit-log: the paths deploy/daemonset.yaml uses.
+    let mut agent = Jailed::start(
+        &root,
+        work.path(),
+        &sb.dir,
+        &audit,
+        &tb.manifests_dir(),
+        &["run", "--manifests", "/manifests", "--metrics-addr", "127.0.0.1:0"],
+    );
+
+    let status = agent.proc_file("status");
+    let held = privileges(&status);
+    for (key, value) in &held {
+        let want = match key.as_str() {
+            "NoNewPrivs" => "1",
+            "Uid" => "0 0 0 0",
+            _ => "0000000000000000",
+        };
+        assert_eq!(value, want, "{key} of the jailed npagent:\n{status}");
+    }
+    assert_eq!(held.len(), 7, "Uid, NoNewPrivs and five capability sets in:\n{status}");
+    let mounts = agent.proc_file("mountinfo");
+    let mount_at = |point: &str| -> String {
+        mounts
+            .lines()
+            .find(|l| l.split_whitespace().nth(4) == Some(point))
+            .unwrap_or_else(|| panic!("nothing mounted at {point}:\n{mounts}"))
+            .to_owned()
+    };
+    let root_mount = mount_at("/");
+    assert!(root_mount.contains(" - overlay npagent-image "), "npagent's root is not the image: {root_mount}");
+    for point in ["/", "/var/run/openvswitch", "/manifests"] {
+        let line = mount_at(point);
+        let options = line.split_whitespace().nth(5).unwrap_or("");
+        assert!(options.split(',').any(|o| o == "ro"), "{point} is mounted read-write: {line}");
+    }
+
+    let open = Reachability::new(&pods, true);
+    tb.wait_reachability(&open, Duration::from_secs(30));
+
+    write_atomic(
+        &tb.manifests_dir().join("deny-x.yaml"),
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {namespace: x, name: deny-all-ingress}\n\
+         spec: {podSelector: {}, policyTypes: [Ingress]}\n",
+    );
+    let mut isolated = Reachability::new(&pods, true);
+    isolated.expect_all_ingress("x/*", false).allow_loopback();
+    tb.wait_reachability(&isolated, Duration::from_secs(15));
+
+    // np.log, written through the bind mount by a process without CAP_DAC_OVERRIDE.
+    let np_log = audit.join("np.log");
+    let started = Instant::now();
+    let drop_line = loop {
+        let text = std::fs::read_to_string(&np_log).unwrap_or_default();
+        if let Some(l) = text.lines().find(|l| l.contains("IngressDefaultRule K8sNetworkPolicy <nil> Ingress Drop <nil> x/")) {
+            break l.to_owned();
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "no drop in np.log:\n{text}\n{}", agent.log_text());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(drop_line.contains(" 10.10."), "{drop_line}");
+
+    let status = agent.stop();
+    assert!(status.success(), "npagent exited with {status} on SIGTERM");
+    // The flows stay when npagent exits (what the DaemonSet's rolling update relies on).
+    tb.assert_reachability(&isolated);
+}
+
+#[test]
+fn build_image_names_what_is_wrong_with_its_input() {
+    let script = repo_path("scripts/build-image");
+    let fails = |args: &[&str], needle: &str| {
+        let out = output(Command::new(&script).args(args));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "build-image {args:?} succeeded");
+        assert!(err.contains(needle), "build-image {args:?}: {needle:?} not in {err}");
+        assert!(out.stdout.is_empty(), "no image id on failure: {:?}", String::from_utf8_lossy(&out.stdout));
+    };
+    fails(&["--binary", "/nonexistent/npagent"], "--binary /nonexistent/npagent: not an executable file");
+    let not_elf = repo_path("scripts/test"); // executable, but a shell script
+    let not_elf = not_elf.to_str().expect("utf-8 path");
+    fails(&["--binary", not_elf], &format!("--binary {not_elf}: not an ELF file"));
+    fails(&["--binary"], "--binary needs a path");
+    fails(&["--tag"], "--tag needs a name");
+    fails(&["--push"], "unknown argument --push");
+}
