@@ -1,6 +1,7 @@
 //! Packet-in to audit line: decode, resolve, dedup, format and buffered write.
 //!
-//! `cargo bench --bench audit`. Throughput is in packet-ins (elements) per second of CPU time
+//! `cargo bench --bench audit`. The `*_chained_file` cases write with `--audit-chain` (one
+//! SHA-256 and one sidecar record per line); their unchained twins are the baseline. Throughput is in packet-ins (elements) per second of CPU time
 //! of the benchmark thread (user + system, from /proc/thread-self/schedstat), i.e. per core:
 //! wall time would also count the time other processes take the core from it. Where that
 //! file cannot be read, wall time is used.
@@ -132,7 +133,16 @@ fn drops() -> Vec<PacketIn2> {
 }
 
 fn file_writer(dir: &std::path::Path, name: &str) -> RotatingWriter {
-    RotatingWriter::new(WriterConfig {
+    RotatingWriter::new(file_config(dir, name))
+}
+
+/// The same writer with `--audit-chain`: a SHA-256 and a sidecar record per line.
+fn chained_writer(dir: &std::path::Path, name: &str) -> RotatingWriter {
+    RotatingWriter::chained(file_config(dir, name))
+}
+
+fn file_config(dir: &std::path::Path, name: &str) -> WriterConfig {
+    WriterConfig {
         path: dir.join(name),
         // Bounded disk use over a long run; compression off so a background gzip does not
         // share the measured core.
@@ -141,7 +151,7 @@ fn file_writer(dir: &std::path::Path, name: &str) -> RotatingWriter {
         max_age: None,
         compress: false,
         ..WriterConfig::default()
-    })
+    }
 }
 
 fn run<W: LineSink>(c: &mut Criterion, name: &str, format: Format, packet_ins: &[PacketIn2], sink: W) {
@@ -173,7 +183,9 @@ fn benches(c: &mut Criterion) {
     let allows = allows();
     let drops = drops();
     run(c, "allow_antrea_to_file", Format::Antrea, &allows, file_writer(dir.path(), "antrea.log"));
+    run(c, "allow_antrea_to_chained_file", Format::Antrea, &allows, chained_writer(dir.path(), "chained.log"));
     run(c, "allow_json_to_file", Format::Json, &allows, file_writer(dir.path(), "json.log"));
+    run(c, "allow_json_to_chained_file", Format::Json, &allows, chained_writer(dir.path(), "chained-json.log"));
     run(c, "allow_antrea_to_sink", Format::Antrea, &allows, std::io::sink());
     run(c, "drop_flood_antrea_to_file", Format::Antrea, &drops, file_writer(dir.path(), "drops.log"));
 }

@@ -66,6 +66,21 @@ pub enum Command {
     },
     /// Print npagent's manual pages (roff: npagent(1) and one per command) to stdout.
     Man,
+    /// Audit log tools.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check audit log files written with --audit-chain (plain or .gz, any order; `.chain`
+    /// sidecars next to them) and name the first break. Exit status 0 intact, 1 broken,
+    /// 2 error.
+    Verify {
+        /// The log files, e.g. /var/log/antrea/networkpolicy/np*.log*.
+        #[arg(num_args = 1.., required = true)]
+        files: Vec<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -123,10 +138,17 @@ pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9496";
 pub struct RunArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Packets per second the switch sends to npagent for logging (an OVS meter; burst twice
-    /// that). Forwarded traffic is never metered.
+    /// Default of --audit-allow-rate and --audit-drop-rate.
     #[arg(long, default_value_t = 5000, env = "NPAGENT_PACKET_IN_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub packet_in_rate: u32,
+    /// Allow copies per second the switch sends to npagent for logging (an OVS meter of its
+    /// own; burst twice that). Forwarded traffic is never metered. Default: --packet-in-rate.
+    #[arg(long, value_name = "PACKETS_PER_S", env = "NPAGENT_AUDIT_ALLOW_RATE", value_parser = clap::value_parser!(u32).range(1..))]
+    pub audit_allow_rate: Option<u32>,
+    /// Drop copies per second (a separate meter, so dropped floods cannot crowd out Allow
+    /// lines). Default: --packet-in-rate.
+    #[arg(long, value_name = "PACKETS_PER_S", env = "NPAGENT_AUDIT_DROP_RATE", value_parser = clap::value_parser!(u32).range(1..))]
+    pub audit_drop_rate: Option<u32>,
     /// Serve the admin server on HOST:PORT: /livez, /readyz (for probes) and /metrics
     /// (Prometheus). Port 9496 by default, on loopback; port 0 picks a free one (logged).
     #[arg(long, value_name = "HOST:PORT", default_value = DEFAULT_ADMIN_ADDR, env = "NPAGENT_ADMIN_ADDR")]

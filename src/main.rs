@@ -2,7 +2,7 @@
 
 use clap::{CommandFactory, Parser};
 use npagent::agent::{self, AgentConfig, SourceConfig};
-use npagent::cli::{Cli, Command, CommonArgs, LogFormat, OfpCommand, RunArgs};
+use npagent::cli::{AuditCommand, Cli, Command, CommonArgs, LogFormat, OfpCommand, RunArgs};
 use npagent::compiler::{self, Compiler, IdAllocator};
 use npagent::snapshot;
 use std::io::IsTerminal;
@@ -32,13 +32,31 @@ fn ofp_command(cmd: OfpCommand) -> std::process::ExitCode {
     }
 }
 
-/// Meter id of the logging meter.
-const LOG_METER_ID: u32 = 1;
+/// `npagent audit ...`: no runtime; exit status 0 intact, 1 broken, 2 error.
+fn audit_command(cmd: AuditCommand) -> std::process::ExitCode {
+    let AuditCommand::Verify { files } = cmd;
+    match npagent::audit::verify::verify_paths(&files) {
+        Ok(report) => {
+            print!("{}", report.text());
+            std::process::ExitCode::from(if report.broken.is_some() { 1 } else { 0 })
+        }
+        Err(e) => {
+            eprintln!("npagent audit verify: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+/// Meter of the Allow logging copies.
+const ALLOW_METER_ID: u32 = 1;
+/// Meter of the Drop logging copies.
+const DROP_METER_ID: u32 = 2;
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let command = match cli.command {
         Command::Ofp(cmd) => return ofp_command(cmd),
+        Command::Audit(cmd) => return audit_command(cmd),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "npagent", &mut std::io::stdout());
             return std::process::ExitCode::SUCCESS;
@@ -63,7 +81,7 @@ fn main() -> std::process::ExitCode {
         match command {
             Command::Run(args) => run(args).await,
             Command::Flows(args) => flows(args).await,
-            Command::Ofp(_) | Command::Completions { .. } | Command::Man | Command::Explain(_) => {
+            Command::Ofp(_) | Command::Completions { .. } | Command::Man | Command::Explain(_) | Command::Audit(_) => {
                 unreachable!("handled before the runtime starts")
             }
         }
@@ -149,9 +167,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         bridge: args.common.bridge.clone(),
         source: source_config(&args.common),
         node: node.clone(),
-        packet_in_rate: args.packet_in_rate,
+        allow_rate: args.audit_allow_rate.unwrap_or(args.packet_in_rate),
+        drop_rate: args.audit_drop_rate.unwrap_or(args.packet_in_rate),
         controller_id: args.common.controller_id,
-        meter_id: LOG_METER_ID,
+        allow_meter_id: ALLOW_METER_ID,
+        drop_meter_id: DROP_METER_ID,
         audit: args.audit.config(node.clone()),
         admin_addr: args.metrics_addr.unwrap_or(args.admin_addr),
     };
@@ -187,7 +207,7 @@ async fn flows(args: CommonArgs) -> anyhow::Result<()> {
             IdAllocator::new(0)
         }
     };
-    let cfg = compiler::Config { meter_id: LOG_METER_ID, controller_id: args.controller_id };
+    let cfg = compiler::Config { meter_id: ALLOW_METER_ID, drop_meter_id: DROP_METER_ID, controller_id: args.controller_id };
     let mut compiler = Compiler::new(cfg, ids);
     compiler.full(store.model(), 0);
     for line in compiler::flows_text(compiler.flows(), &compiler.port_names()) {

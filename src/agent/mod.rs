@@ -7,6 +7,7 @@
 //! unchanged inputs sends nothing, and a switch restart is repaired by the same diff.
 
 mod first_sync;
+mod gaps;
 mod reconciler;
 mod resolver;
 mod store;
@@ -51,10 +52,15 @@ pub struct AgentConfig {
     pub bridge: String,
     pub source: SourceConfig,
     pub node: String,
-    /// Packets per second the logging meter lets through to npagent (burst: twice that).
-    pub packet_in_rate: u32,
+    /// Allow copies per second the Allow logging meter lets through to npagent (burst: twice that).
+    pub allow_rate: u32,
+    /// Drop copies per second the Drop logging meter lets through (burst: twice that).
+    pub drop_rate: u32,
     pub controller_id: u16,
-    pub meter_id: u32,
+    /// Meter of the Allow logging copies.
+    pub allow_meter_id: u32,
+    /// Meter of the Drop logging copies: its own, so a flood of drops cannot crowd out Allows.
+    pub drop_meter_id: u32,
     pub audit: AuditConfig,
     /// Where the admin server (`/livez`, `/readyz`, `/metrics`) listens (`--admin-addr`).
     pub admin_addr: SocketAddr,
@@ -123,7 +129,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
     let mut ports_seen = false;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_meter_poll = Instant::now();
+    let mut gaps = gaps::ShedPolls::new(audit.stats());
     let mut meter_shed_warning = RateLimitedWarning::default();
     let mut queue_shed_warning = RateLimitedWarning::default();
     let audit_alive = audit.sender();
@@ -167,10 +173,11 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
             }
             _ = tick.tick() => {
                 reconciler.expire();
-                if last_meter_poll.elapsed() >= Duration::from_secs(10) {
-                    last_meter_poll = Instant::now();
-                    if unless_shutdown(&mut shutdown, &admin, reconciler.poll_meter(&mut meter_shed_warning)).await.is_none() {
-                        break Ok(());
+                gaps.meter_baseline(reconciler.meter_baseline());
+                if gaps.meter_due() {
+                    match unless_shutdown(&mut shutdown, &admin, reconciler.poll_meter(&mut meter_shed_warning)).await {
+                        None => break Ok(()),
+                        Some(total) => gaps.meter_polled(total),
                     }
                 }
                 let tasks = [
@@ -181,6 +188,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
                 ];
                 admin.health().tasks_stopped(tasks.iter().filter(|(_, t)| t.is_finished()).map(|(name, _)| *name).collect());
                 let dropped = switch.packet_in_dropped();
+                gaps.connection_polled(dropped);
                 metrics.packet_in_dropped_by_connection.store(dropped, std::sync::atomic::Ordering::Relaxed);
                 metrics.packet_in_malformed.store(switch.packet_in_malformed(), std::sync::atomic::Ordering::Relaxed);
                 queue_shed_warning.total(dropped, |n| {
@@ -202,6 +210,12 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
     source_task.abort();
     ovsdb_task.abort();
     admin_task.abort();
+    // The sheds since the last polls still become gap records (briefly: the switch may be gone).
+    gaps.meter_baseline(reconciler.meter_baseline());
+    if let Ok(total) = tokio::time::timeout(Duration::from_millis(250), reconciler.poll_meter(&mut meter_shed_warning)).await {
+        gaps.meter_polled(total);
+    }
+    gaps.connection_polled(switch.packet_in_dropped());
     // A reconcile cut short leaves the bridge with all of its bundle or none (bundles are
     // atomic); the next start dumps the bridge and sends the difference.
     drop(reconciler);

@@ -43,7 +43,8 @@ pub struct Reconciler {
     state: Arc<RwLock<State>>,
     metrics: Arc<AgentMetrics>,
     compiler_cfg: compiler::Config,
-    meter: MeterMod,
+    /// The logging meters: of the Allow copies, then of the Drop copies.
+    meters: [MeterMod; 2],
     started: Instant,
     /// What the switch holds, as far as we know (dumped at each connection, then kept).
     installed: FlowTable,
@@ -58,23 +59,32 @@ pub struct Reconciler {
     drifted: bool,
     /// Flows the switch refused, waiting for their retry.
     refused: Refused,
+    /// The meters' shed counts when this agent first installed them, and when they were read.
+    meter_baseline: Option<(MeterShed, std::time::SystemTime)>,
 }
 
 impl Reconciler {
     /// A reconciler for `cfg` talking through `switch`.
     pub fn new(cfg: &AgentConfig, switch: SwitchHandle, state: Arc<RwLock<State>>, metrics: Arc<AgentMetrics>) -> Self {
-        let rate = cfg.packet_in_rate.max(1);
+        let meter = |meter_id: u32, rate: u32| {
+            let rate = rate.max(1);
+            MeterMod {
+                command: METER_ADD,
+                flags: METER_FLAGS,
+                meter_id,
+                bands: vec![MeterBand::Drop { rate, burst_size: rate.saturating_mul(2) }],
+            }
+        };
         Reconciler {
             switch,
             state,
             metrics,
-            compiler_cfg: compiler::Config { meter_id: cfg.meter_id, controller_id: cfg.controller_id },
-            meter: MeterMod {
-                command: METER_ADD,
-                flags: METER_FLAGS,
-                meter_id: cfg.meter_id,
-                bands: vec![MeterBand::Drop { rate, burst_size: rate.saturating_mul(2) }],
+            compiler_cfg: compiler::Config {
+                meter_id: cfg.allow_meter_id,
+                drop_meter_id: cfg.drop_meter_id,
+                controller_id: cfg.controller_id,
             },
+            meters: [meter(cfg.allow_meter_id, cfg.allow_rate), meter(cfg.drop_meter_id, cfg.drop_rate)],
             started: Instant::now(),
             installed: FlowTable::new(),
             pending: Vec::new(),
@@ -83,6 +93,7 @@ impl Reconciler {
             retry_at: None,
             drifted: false,
             refused: Refused::default(),
+            meter_baseline: None,
         }
     }
 
@@ -192,6 +203,11 @@ impl Reconciler {
         // A full resync repairs any drift too.
         self.drifted = false;
         self.ensure_meter().await?;
+        if self.meter_baseline.is_none() {
+            // What the switch counted before (an earlier run's sheds) is not this run's gap.
+            let shed = self.read_meters().await?;
+            self.meter_baseline = Some((shed, std::time::SystemTime::now()));
+        }
         let dump = self.switch.dump_flows(None).await?;
         self.installed = compiler::installed_from_stats(&dump);
         let now = self.now();
@@ -429,34 +445,52 @@ impl Reconciler {
         }
     }
 
-    /// Installs the logging meter, or updates it if it exists.
+    /// Installs the logging meters, or updates those that exist.
     async fn ensure_meter(&self) -> Result<(), SwitchError> {
-        match self.switch.meter_mod(self.meter.clone()).await {
-            Ok(()) => Ok(()),
-            Err(SwitchError::Rejected { error, .. }) if error.is("OFPMMFC_METER_EXISTS") => {
-                self.switch.meter_mod(MeterMod { command: METER_MODIFY, ..self.meter.clone() }).await
+        for meter in &self.meters {
+            match self.switch.meter_mod(meter.clone()).await {
+                Ok(()) => {}
+                Err(SwitchError::Rejected { error, .. }) if error.is("OFPMMFC_METER_EXISTS") => {
+                    self.switch.meter_mod(MeterMod { command: METER_MODIFY, ..meter.clone() }).await?
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => Err(e),
         }
+        Ok(())
     }
 
-    /// Reads how many logging packets the meter dropped; warns at most once a minute.
-    pub async fn poll_meter(&self, warning: &mut super::RateLimitedWarning) {
-        if self.connected.is_none() {
-            return;
+    /// Packets each logging meter dropped, as the switch counts them.
+    async fn read_meters(&self) -> Result<MeterShed, SwitchError> {
+        let mut shed = [0; 2];
+        for (n, meter) in shed.iter_mut().zip(&self.meters) {
+            *n = meter_dropped(&self.switch.meter_stats(meter.meter_id).await?);
         }
-        let Ok(stats) = self.switch.meter_stats(self.meter.meter_id).await else { return };
-        let dropped: u64 = stats.iter().flat_map(|s| s.bands.iter()).map(|(packets, _)| packets).sum();
+        Ok(shed)
+    }
+
+    /// The meters' shed counts when this agent first installed them, and when (`None` before).
+    pub fn meter_baseline(&self) -> Option<(MeterShed, std::time::SystemTime)> {
+        self.meter_baseline
+    }
+
+    /// Reads how many logging packets the meters dropped (the switch's counts, `None` if
+    /// they could not be read); warns at most once a minute.
+    pub async fn poll_meter(&self, warning: &mut super::RateLimitedWarning) -> Option<MeterShed> {
+        self.connected?;
+        let shed = self.read_meters().await.ok()?;
+        let dropped = shed.iter().sum();
         self.metrics.shed_by_meter.store(dropped, std::sync::atomic::Ordering::Relaxed);
-        let rate = match self.meter.bands.first() {
+        let rate = |m: &MeterMod| match m.bands.first() {
             Some(MeterBand::Drop { rate, .. }) => *rate,
             _ => 0,
         };
+        let (allow, drop) = (rate(&self.meters[0]), rate(&self.meters[1]));
         warning.total(dropped, |n| {
             tracing::warn!(
-                "the logging meter ({rate} packets/s) dropped {n} packet-ins so far: audit entries were shed (see npagent_audit_shed_by_meter_total)"
+                "the logging meters ({allow} Allow and {drop} Drop packets/s) dropped {n} packet-ins so far: audit entries were shed (see npagent_audit_shed_by_meter_total)"
             )
         });
+        Some(shed)
     }
 }
 
@@ -472,6 +506,14 @@ fn timed_update(
     let touched = compiler.update(model, changes, now);
     metrics.compile_seconds.observe(started.elapsed().as_secs_f64());
     touched
+}
+
+/// Packets shed by the Allow meter, then by the Drop meter.
+pub type MeterShed = [u64; 2];
+
+/// Packets the bands of a meter dropped.
+fn meter_dropped(stats: &[ofp::MeterStats]) -> u64 {
+    stats.iter().flat_map(|s| s.bands.iter()).map(|(packets, _)| packets).sum()
 }
 
 /// Locks the shared state for writing. A panic elsewhere while holding the lock leaves the

@@ -30,6 +30,10 @@ pub struct AuditArgs {
     /// Gzip rotated backups.
     #[arg(long = "audit-compress", default_value_t = true, action = clap::ArgAction::Set, env = "NPAGENT_AUDIT_COMPRESS")]
     pub compress: bool,
+    /// Keep a hash chain next to every log file (`<file>.chain`: a sequence number and a hash
+    /// per line), checked by `npagent audit verify`.
+    #[arg(long = "audit-chain", env = "NPAGENT_AUDIT_CHAIN")]
+    pub chain: bool,
 }
 
 impl AuditArgs {
@@ -52,6 +56,7 @@ impl AuditArgs {
             node: node.into(),
             dedup_window: self.dedup_window,
             writer: self.writer_config(),
+            chain: self.chain,
             ..AuditConfig::default()
         }
     }
@@ -124,6 +129,8 @@ mod tests {
         assert!(w.compress);
         assert_eq!(cli.audit.format, Format::Antrea);
         assert_eq!(cli.audit.dedup_window, Duration::from_secs(1));
+        assert!(!cli.audit.config("n").chain);
+        assert!(Cli::try_parse_from(["npagent", "--audit-chain"]).unwrap().audit.config("n").chain);
     }
 
     #[test]

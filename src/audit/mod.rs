@@ -11,11 +11,15 @@
 //! counted and logged at debug level, a write error is reported and retried.
 
 pub mod args;
+pub mod chain;
 pub mod dedup;
 pub mod entry;
 pub mod format;
+pub mod gap;
 pub mod packet;
+pub mod sidecar;
 pub mod timefmt;
+pub mod verify;
 pub mod writer;
 
 pub use args::AuditArgs;
@@ -67,6 +71,12 @@ pub struct AuditStats {
     pub lines_discarded: AtomicU64,
     /// Packet-ins dropped because the queue was full (or the logger had stopped).
     pub shed_by_queue: AtomicU64,
+    /// The same, by direction and disposition (for gap records).
+    pub shed_by_queue_kind: gap::ShedCounters,
+    /// Sheds found outside the logger (meter, connection), waiting to be written as gaps.
+    pub reported_gaps: gap::ReportedGaps,
+    /// Gap records written (with `--audit-chain`).
+    pub gap_records: AtomicU64,
 }
 
 /// A copy of [`AuditStats`] at one moment.
@@ -172,6 +182,8 @@ pub struct AuditConfig {
     pub queue_capacity: usize,
     /// How often windows are checked and the file flushed.
     pub tick: Duration,
+    /// Keep a hash chain sidecar next to every log file (`--audit-chain`).
+    pub chain: bool,
 }
 
 impl Default for AuditConfig {
@@ -184,12 +196,15 @@ impl Default for AuditConfig {
             writer: WriterConfig::default(),
             queue_capacity: 16_384,
             tick: Duration::from_millis(100),
+            chain: false,
         }
     }
 }
 
 struct Output<W> {
     formatter: Formatter,
+    /// `Some` when gap records are written (`--audit-chain`).
+    gaps: Option<gap::GapTracker>,
     sink: W,
     stats: Arc<AuditStats>,
     line: Vec<u8>,
@@ -197,6 +212,18 @@ struct Output<W> {
 }
 
 impl<W: LineSink> Output<W> {
+    /// Writes the gap records due at `now`.
+    fn emit_gaps(&mut self, now: std::time::SystemTime) {
+        let Some(tracker) = self.gaps.as_mut() else { return };
+        for g in tracker.collect(&self.stats.shed_by_queue_kind, &self.stats.reported_gaps, now) {
+            self.line.clear();
+            g.write(self.formatter.format, &self.formatter.node, now, &mut self.line);
+            bump(&self.stats.gap_records);
+            let result = self.sink.write_line(&self.line);
+            self.note(&result);
+        }
+    }
+
     fn emit(&mut self, r: Record) {
         self.line.clear();
         self.formatter.write(&r, &mut self.line);
@@ -240,6 +267,7 @@ impl<R: RuleResolver + ?Sized, W: LineSink> Pipeline<R, W> {
             dedup: Dedup::new(cfg.dedup_window, cfg.max_pending_aggregates),
             out: Output {
                 formatter: Formatter::new(cfg.format, cfg.node.clone()),
+                gaps: cfg.chain.then(|| gap::GapTracker::new(std::time::SystemTime::now())),
                 sink,
                 stats,
                 line: Vec::with_capacity(512),
@@ -270,10 +298,11 @@ impl<R: RuleResolver + ?Sized, W: LineSink> Pipeline<R, W> {
         }
     }
 
-    /// Writes the aggregates whose window ended by `now`.
+    /// Writes the aggregates whose window ended by `now`, then the gap records due.
     pub fn tick(&mut self, now: Moment) {
         let out = &mut self.out;
         self.dedup.tick(now, &mut |r| out.emit(r));
+        self.out.emit_gaps(now.wall);
     }
 
     /// Pushes buffered lines to the sink's file.
@@ -287,6 +316,7 @@ impl<R: RuleResolver + ?Sized, W: LineSink> Pipeline<R, W> {
     pub fn shutdown(&mut self, now: Moment) -> Result<(), WriteError> {
         let out = &mut self.out;
         self.dedup.flush(now, &mut |r| out.emit(r));
+        self.out.emit_gaps(now.wall);
         let r = self.out.sink.flush_and_sync();
         self.out.note(&r);
         r
@@ -319,11 +349,14 @@ impl AuditSender {
     /// Queues a packet-in; `false` if it was shed (queue full, or the logger is gone).
     pub fn submit(&self, pi: PacketIn2) -> bool {
         bump(&self.stats.packet_ins);
-        let queued = self.tx.try_send(pi).is_ok();
-        if !queued {
-            bump(&self.stats.shed_by_queue);
+        match self.tx.try_send(pi) {
+            Ok(()) => true,
+            Err(e) => {
+                bump(&self.stats.shed_by_queue);
+                self.stats.shed_by_queue_kind.count(&e.into_inner());
+                false
+            }
         }
-        queued
     }
 
     /// Resolves once the audit task is gone (stopped, or died).
@@ -352,7 +385,11 @@ impl AuditLogger {
     where
         R: RuleResolver + Send + Sync + ?Sized + 'static,
     {
-        let sink = RotatingWriter::new(cfg.writer.clone());
+        let sink = if cfg.chain {
+            RotatingWriter::chained(cfg.writer.clone())
+        } else {
+            RotatingWriter::new(cfg.writer.clone())
+        };
         Self::spawn_with_sink(cfg, resolver, sink)
     }
 

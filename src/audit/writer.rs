@@ -14,6 +14,8 @@
 //! `max_pending` bytes (lines beyond are discarded and counted), and writing is retried on
 //! later flushes, at most once per [`RETRY_INTERVAL`] unless a flush is asked for explicitly.
 
+use super::chain::sidecar_path;
+use super::sidecar::ChainFile;
 use super::timefmt::{push_padded, Civil};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -122,6 +124,8 @@ pub struct RotatingWriter {
     mill_errors: Arc<AtomicU64>,
     /// Time in the newest backup name, so names keep increasing even within a millisecond.
     last_backup: Option<SystemTime>,
+    /// The hash chain sidecar (`--audit-chain`).
+    chain: Option<ChainFile>,
 }
 
 impl RotatingWriter {
@@ -140,7 +144,23 @@ impl RotatingWriter {
             mill_wanted: false,
             mill_errors: Arc::new(AtomicU64::new(0)),
             last_backup: None,
+            chain: None,
         }
+    }
+
+    /// A writer for `cfg` that also keeps the hash chain sidecar of every file (see
+    /// [`super::chain`]), continuing the chain found on disk.
+    pub fn chained(cfg: WriterConfig) -> RotatingWriter {
+        let chain = ChainFile::new(&cfg.path);
+        let mut w = RotatingWriter::new(cfg);
+        w.chain = Some(chain);
+        w
+    }
+
+    /// The chain so far: file index, lines in the current file and last hash (`None`
+    /// unchained, or before the first write).
+    pub fn chain_state(&self) -> Option<&super::chain::ChainState> {
+        self.chain.as_ref().and_then(ChainFile::state)
     }
 
     /// The configuration in use.
@@ -173,9 +193,21 @@ impl RotatingWriter {
         if self.file.is_some() {
             return Ok(());
         }
-        let file = open_for_append(&self.cfg.path)?;
+        let path = self.cfg.path.clone();
+        if let Some(recovery) = self.chain.as_ref().filter(|c| !c.recovered()).map(|c| c.recover(&path)) {
+            if recovery.move_aside {
+                self.move_aside()?;
+            }
+            if let Some(c) = self.chain.as_mut() {
+                c.adopt(recovery);
+            }
+        }
+        let file = open_for_append(&path)?;
         self.size = file.metadata().map(|m| m.len()).unwrap_or(0);
         self.file = Some(file);
+        if let Some(c) = self.chain.as_mut() {
+            c.open()?;
+        }
         // Like lumberjack, tidy up backups left by an earlier run.
         self.mill_wanted = true;
         self.start_mill();
@@ -220,6 +252,9 @@ impl RotatingWriter {
         if let Some(f) = &self.file {
             f.sync_data().map_err(|source| WriteError::Sync { path: self.cfg.path.clone(), source })?;
         }
+        if let Some(c) = self.chain.as_mut() {
+            c.sync()?;
+        }
         Ok(())
     }
 
@@ -237,6 +272,14 @@ impl RotatingWriter {
     }
 
     fn flush_inner(&mut self) -> Result<(), WriteError> {
+        self.flush_lines()?;
+        match self.chain.as_mut() {
+            Some(c) => c.flush(),
+            None => Ok(()),
+        }
+    }
+
+    fn flush_lines(&mut self) -> Result<(), WriteError> {
         if self.buf.is_empty() {
             return Ok(());
         }
@@ -280,12 +323,39 @@ impl RotatingWriter {
                 }
             }
         }
+        if let (Some(c), Some(written)) = (self.chain.as_mut(), self.buf.get(..done)) {
+            c.wrote(written);
+        }
         self.buf.drain(..done);
         self.size = self.size.saturating_add(done as u64);
         result
     }
 
     fn rotate(&mut self) -> Result<(), WriteError> {
+        let backup = self.rename_to_backup()?;
+        if let Some(c) = self.chain.as_mut() {
+            c.rotate(&backup)?;
+        }
+        self.size = 0;
+        self.ensure_open()
+    }
+
+    /// Moves a log the chain cannot continue, and its sidecar, to a backup name.
+    fn move_aside(&mut self) -> Result<(), WriteError> {
+        let backup = self.rename_to_backup()?;
+        if let Some(c) = self.chain.as_ref() {
+            let to = sidecar_path(&backup);
+            match fs::rename(c.path(), &to) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(source) => return Err(WriteError::Rotate { path: c.path().to_path_buf(), backup: to, source }),
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the log and renames it to a new backup name (a missing log is no error).
+    fn rename_to_backup(&mut self) -> Result<PathBuf, WriteError> {
         self.file = None;
         let mut t = SystemTime::now();
         if let Some(last) = self.last_backup {
@@ -300,8 +370,7 @@ impl RotatingWriter {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(source) => return Err(WriteError::Rotate { path: self.cfg.path.clone(), backup, source }),
         }
-        self.size = 0;
-        self.ensure_open()
+        Ok(backup)
     }
 
     fn start_mill(&mut self) {
@@ -473,6 +542,11 @@ fn mill(cfg: &WriterConfig, now: SystemTime) -> u64 {
         if too_many || too_old {
             if fs::remove_file(&b.path).is_err() {
                 failures += 1;
+            }
+            // Its chain sidecar, if any, goes with it: a pruned oldest file is no break.
+            match fs::remove_file(sidecar_path(&b.path)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => failures += 1,
+                _ => {}
             }
             continue;
         }

@@ -23,15 +23,18 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Settings of the compiled pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// Meter of the logging copies (NXAC2PT_METER_ID).
+    /// Meter of the Allow logging copies (NXAC2PT_METER_ID).
     pub meter_id: u32,
+    /// Meter of the Drop logging copies (the default drops), apart from the Allow one so a
+    /// flood of dropped packets cannot push allowed connections out of the log.
+    pub drop_meter_id: u32,
     /// Controller id npagent sets on its connection (NXAC2PT_CONTROLLER_ID).
     pub controller_id: u16,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { meter_id: 1, controller_id: 0x4e50 }
+        Config { meter_id: 1, drop_meter_id: 2, controller_id: 0x4e50 }
     }
 }
 
@@ -517,7 +520,7 @@ impl Compiler {
                     || set.iter().any(|p| model.policies.get(p).is_some_and(policy_logging));
                 let instructions = if logging {
                     let ud = LogUserdata { disposition: Disposition::Drop, table_id: table, rule_id: o };
-                    vec![Instruction::ApplyActions(vec![flow::controller(&ud.encode(), self.cfg.meter_id, self.cfg.controller_id)])]
+                    vec![Instruction::ApplyActions(vec![flow::controller(&ud.encode(), self.cfg.drop_meter_id, self.cfg.controller_id)])]
                 } else {
                     vec![]
                 };

@@ -1,0 +1,289 @@
+//! Gap records: lines in the audit log itself saying that packet-ins were shed before they
+//! could become entries (by the switch's logging meter, npagent's connection, or the audit
+//! queue), how many, of which direction and disposition where that is known, and over which
+//! interval. With them a reader can tell "nothing happened" from "npagent could not write
+//! it down".
+//!
+//! - JSON: `{"type":"gap","time":..,"node":..,"cause":"meter","direction":null,
+//!   "disposition":"Drop","shed":120,"from":..,"to":..}`; packet lines have no `type` field.
+//! - Antrea formats: `<timestamp> AuditGap <cause> <direction|<nil>> <disposition|<nil>>
+//!   shed=<N> from=<RFC 3339> to=<RFC 3339>`: 7 fields after the timestamp, so Antrea's
+//!   Fluentd regex (14 fields, a numeric length) never reads it as a packet.
+
+use super::entry::{disposition_str, Direction};
+use super::format::Format;
+use super::timefmt::{push_go_log_timestamp, push_rfc3339_nanos, rfc3339_nanos};
+use crate::compiler::userdata::{Disposition, LogUserdata};
+use ofp::packet_in2::PacketIn2;
+use serde::Serialize;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+/// Who shed the packet-ins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum GapCause {
+    /// The switch's logging meters (Allow or Drop copies over `--audit-allow-rate` or
+    /// `--audit-drop-rate`).
+    Meter,
+    /// npagent's OpenFlow connection (its packet-in channel was full).
+    Connection,
+    /// The audit logger's queue was full.
+    Queue,
+}
+
+impl GapCause {
+    /// Lower-case name used in both layouts.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GapCause::Meter => "meter",
+            GapCause::Connection => "connection",
+            GapCause::Queue => "queue",
+        }
+    }
+}
+
+/// Packet-ins shed over an interval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gap {
+    pub cause: GapCause,
+    pub direction: Option<Direction>,
+    pub disposition: Option<Disposition>,
+    pub shed: u64,
+    /// The shedding happened after `from` and no later than `to`.
+    pub from: SystemTime,
+    pub to: SystemTime,
+}
+
+#[derive(Serialize)]
+struct JsonGap<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    time: String,
+    node: &'a str,
+    cause: &'static str,
+    direction: Option<&'static str>,
+    disposition: Option<&'static str>,
+    shed: u64,
+    from: String,
+    to: String,
+}
+
+impl Gap {
+    /// Appends the gap's line in `format`, newline included, written at `now`.
+    pub fn write(&self, format: Format, node: &str, now: SystemTime, out: &mut Vec<u8>) {
+        let direction = self.direction.map(Direction::as_str);
+        let disposition = self.disposition.map(disposition_str);
+        match format {
+            Format::Json => {
+                let line = JsonGap {
+                    kind: "gap",
+                    time: rfc3339_nanos(now),
+                    node,
+                    cause: self.cause.as_str(),
+                    direction,
+                    disposition,
+                    shed: self.shed,
+                    from: rfc3339_nanos(self.from),
+                    to: rfc3339_nanos(self.to),
+                };
+                let _ = serde_json::to_writer(&mut *out, &line);
+            }
+            Format::Antrea | Format::AntreaV1 => {
+                push_go_log_timestamp(out, now);
+                let _ = write!(
+                    out,
+                    " AuditGap {} {} {} shed={} from=",
+                    self.cause.as_str(),
+                    direction.unwrap_or("<nil>"),
+                    disposition.unwrap_or("<nil>"),
+                    self.shed
+                );
+                push_rfc3339_nanos(out, self.from);
+                out.extend_from_slice(b" to=");
+                push_rfc3339_nanos(out, self.to);
+            }
+        }
+        out.push(b'\n');
+    }
+}
+
+/// The buckets of [`ShedCounters`]: (direction, disposition), and one for packet-ins whose
+/// userdata does not say.
+const BUCKETS: [(Option<Direction>, Option<Disposition>); 5] = [
+    (Some(Direction::Ingress), Some(Disposition::Allow)),
+    (Some(Direction::Ingress), Some(Disposition::Drop)),
+    (Some(Direction::Egress), Some(Disposition::Allow)),
+    (Some(Direction::Egress), Some(Disposition::Drop)),
+    (None, None),
+];
+
+/// Packet-ins shed by the audit queue, by direction and disposition (read from their
+/// userdata, which costs a few bytes' decode).
+#[derive(Debug, Default)]
+pub struct ShedCounters([AtomicU64; BUCKETS.len()]);
+
+impl ShedCounters {
+    /// Counts one shed packet-in.
+    pub fn count(&self, pi: &PacketIn2) {
+        let kind = pi.userdata.as_deref().and_then(|u| LogUserdata::decode(u).ok()).and_then(|u| {
+            let direction = Direction::of_table(u.table_id)?;
+            BUCKETS.iter().position(|&(d, s)| d == Some(direction) && s == Some(u.disposition))
+        });
+        if let Some(c) = self.0.get(kind.unwrap_or(BUCKETS.len() - 1)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn read(&self) -> [u64; BUCKETS.len()] {
+        std::array::from_fn(|i| self.0.get(i).map_or(0, |c| c.load(Ordering::Relaxed)))
+    }
+
+    /// The total so far.
+    pub fn total(&self) -> u64 {
+        self.read().iter().sum()
+    }
+}
+
+/// Most gaps reported from outside the logger kept until its next tick; beyond, the shed
+/// counts are merged into the last one (never dropped).
+const MAX_REPORTED: usize = 256;
+
+/// Gaps known outside the audit logger (meter and connection sheds, found by the agent's
+/// polls), waiting for the logger to write them.
+#[derive(Debug, Default)]
+pub struct ReportedGaps(Mutex<Vec<Gap>>);
+
+impl ReportedGaps {
+    /// Queues a gap for the log; a zero count is ignored.
+    pub fn report(&self, gap: Gap) {
+        if gap.shed == 0 {
+            return;
+        }
+        let mut q = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if q.len() >= MAX_REPORTED {
+            if let Some(last) = q.last_mut() {
+                last.shed = last.shed.saturating_add(gap.shed);
+                last.from = last.from.min(gap.from);
+                last.to = last.to.max(gap.to);
+                if (last.cause, last.direction, last.disposition) != (gap.cause, gap.direction, gap.disposition) {
+                    last.direction = None;
+                    last.disposition = None;
+                }
+                return;
+            }
+        }
+        q.push(gap);
+    }
+
+    fn take(&self) -> Vec<Gap> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// Turns the queue's shed counts into gaps between ticks, and collects reported ones.
+#[derive(Debug)]
+pub struct GapTracker {
+    seen: [u64; BUCKETS.len()],
+    since: SystemTime,
+}
+
+impl GapTracker {
+    /// A tracker whose first interval starts at `now`.
+    pub fn new(now: SystemTime) -> GapTracker {
+        GapTracker { seen: [0; BUCKETS.len()], since: now }
+    }
+
+    /// The gaps to write at `now`: queue sheds since the last call, then reported gaps.
+    pub fn collect(&mut self, queue: &ShedCounters, reported: &ReportedGaps, now: SystemTime) -> Vec<Gap> {
+        let counts = queue.read();
+        let mut gaps = Vec::new();
+        for (i, (&count, &(direction, disposition))) in counts.iter().zip(BUCKETS.iter()).enumerate() {
+            let before = self.seen.get(i).copied().unwrap_or(0);
+            if count > before {
+                gaps.push(Gap { cause: GapCause::Queue, direction, disposition, shed: count - before, from: self.since, to: now });
+            }
+        }
+        self.seen = counts;
+        self.since = now;
+        gaps.extend(reported.take());
+        gaps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compiler::tables;
+    use bytes::Bytes;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn t(s: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_688_473_862 + s)
+    }
+
+    fn pi(disposition: Disposition, table_id: u8) -> PacketIn2 {
+        let ud = LogUserdata { disposition, table_id, rule_id: 3 };
+        PacketIn2 { userdata: Some(Bytes::copy_from_slice(&ud.encode())), ..Default::default() }
+    }
+
+    #[test]
+    fn lines_in_both_layouts() {
+        let gap = Gap { cause: GapCause::Meter, direction: None, disposition: Some(Disposition::Drop), shed: 120, from: t(0), to: t(10) };
+        let mut out = Vec::new();
+        gap.write(Format::Antrea, "n1", t(10), &mut out);
+        let line = String::from_utf8(out).unwrap();
+        assert_eq!(
+            line,
+            "2023/07/04 12:31:12.000000 AuditGap meter <nil> Drop shed=120 from=2023-07-04T12:31:02.000000000Z to=2023-07-04T12:31:12.000000000Z\n"
+        );
+        assert_eq!(line.split(' ').count(), 2 + 7, "never 14 fields after the timestamp, like a packet line");
+        let mut out = Vec::new();
+        gap.write(Format::Json, "n1", t(10), &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["type"], "gap");
+        assert_eq!((v["cause"].as_str(), v["disposition"].as_str(), v["shed"].as_u64()), (Some("meter"), Some("Drop"), Some(120)));
+        assert!(v["direction"].is_null());
+        assert_eq!(v["from"], "2023-07-04T12:31:02.000000000Z");
+    }
+
+    #[test]
+    fn queue_sheds_become_gaps_by_kind_once() {
+        let q = ShedCounters::default();
+        let reported = ReportedGaps::default();
+        let mut tracker = GapTracker::new(t(0));
+        assert!(tracker.collect(&q, &reported, t(1)).is_empty());
+        for _ in 0..3 {
+            q.count(&pi(Disposition::Drop, tables::INGRESS_DEFAULT_RULE));
+        }
+        q.count(&pi(Disposition::Allow, tables::EGRESS_RULE));
+        q.count(&PacketIn2::default());
+        reported.report(Gap { cause: GapCause::Meter, direction: None, disposition: None, shed: 7, from: t(0), to: t(2) });
+        reported.report(Gap { cause: GapCause::Connection, direction: None, disposition: None, shed: 0, from: t(0), to: t(2) });
+        let gaps = tracker.collect(&q, &reported, t(2));
+        let summary: Vec<_> = gaps.iter().map(|g| (g.cause, g.direction, g.disposition, g.shed, g.from, g.to)).collect();
+        assert_eq!(
+            summary,
+            vec![
+                (GapCause::Queue, Some(Direction::Ingress), Some(Disposition::Drop), 3, t(1), t(2)),
+                (GapCause::Queue, Some(Direction::Egress), Some(Disposition::Allow), 1, t(1), t(2)),
+                (GapCause::Queue, None, None, 1, t(1), t(2)),
+                (GapCause::Meter, None, None, 7, t(0), t(2)),
+            ]
+        );
+        assert_eq!(q.total(), 5);
+        assert!(tracker.collect(&q, &reported, t(3)).is_empty(), "each shed is written once");
+    }
+
+    #[test]
+    fn a_flood_of_reports_is_merged_not_lost() {
+        let reported = ReportedGaps::default();
+        for i in 0..(MAX_REPORTED as u64 + 10) {
+            reported.report(Gap { cause: GapCause::Meter, direction: None, disposition: Some(Disposition::Drop), shed: 1, from: t(i), to: t(i + 1) });
+        }
+        let gaps = reported.take();
+        assert_eq!(gaps.len(), MAX_REPORTED);
+        assert_eq!(gaps.iter().map(|g| g.shed).sum::<u64>(), MAX_REPORTED as u64 + 10);
+    }
+}

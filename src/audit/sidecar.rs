@@ -1,0 +1,192 @@
+//! The chain sidecar the rotating writer keeps next to the log when `--audit-chain` is on:
+//! records appended as lines reach the log, renamed with the log on rotation, and the chain
+//! picked up again when the agent starts.
+
+use super::chain::{self, ChainState, Header, Sidecar, GENESIS};
+use super::verify::verify_lines;
+use super::writer::{list_backups, WriteError};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// How the chain goes on when the writer first opens the log.
+#[derive(Debug)]
+pub struct Recovery {
+    /// The log (and sidecar) on disk cannot be continued: the writer moves them aside as a
+    /// backup, where `npagent audit verify` will show what is wrong with them.
+    pub move_aside: bool,
+    /// The chain to continue.
+    pub state: ChainState,
+    /// Whether `state` continues the sidecar on disk (else a new one is started).
+    pub resume: bool,
+}
+
+/// The sidecar of one log path.
+#[derive(Debug)]
+pub struct ChainFile {
+    path: PathBuf,
+    file: Option<File>,
+    /// `None` until the chain on disk has been read.
+    state: Option<ChainState>,
+    /// The header to write when the sidecar is (re)created.
+    header: Option<Header>,
+    records: Vec<u8>,
+}
+
+impl ChainFile {
+    /// The sidecar of the log at `log`; nothing is read until [`ChainFile::recover`].
+    pub fn new(log: &Path) -> ChainFile {
+        ChainFile { path: chain::sidecar_path(log), file: None, state: None, header: None, records: Vec::new() }
+    }
+
+    /// Whether the chain on disk has been read.
+    pub fn recovered(&self) -> bool {
+        self.state.is_some()
+    }
+
+    /// The chain so far (`None` before recovery).
+    pub fn state(&self) -> Option<&ChainState> {
+        self.state.as_ref()
+    }
+
+    /// Reads the chain on disk for the log at `log` and decides how to go on (see
+    /// [`Recovery`]); the caller moves the files aside if asked, then calls [`Self::adopt`].
+    pub fn recover(&self, log: &Path) -> Recovery {
+        let after_backups = || Recovery { move_aside: false, state: ChainState::start(newest_backup_header(log)), resume: false };
+        let log_len = fs::metadata(log).map(|m| m.len()).ok();
+        let sidecar = match fs::read(&self.path) {
+            Ok(text) => Some(Sidecar::parse(&text)),
+            Err(_) => None,
+        };
+        match (sidecar, log_len) {
+            (None, None | Some(0)) => after_backups(),
+            (None, Some(_)) => {
+                tracing::warn!(log = %log.display(), "audit log has no chain sidecar; it is moved aside and a new chained file started");
+                Recovery { move_aside: true, ..after_backups() }
+            }
+            (Some(Err(e)), _) => {
+                tracing::warn!(sidecar = %self.path.display(), error = %e, "audit chain sidecar unreadable; log moved aside");
+                Recovery { move_aside: true, ..after_backups() }
+            }
+            (Some(Ok(s)), len) => {
+                let intact = len.is_some()
+                    && File::open(log).is_ok_and(|f| verify_lines(&s, &mut BufReader::new(f)).is_ok());
+                let state = ChainState::resume(&s);
+                if intact {
+                    Recovery { move_aside: false, state, resume: true }
+                } else {
+                    tracing::warn!(log = %log.display(), "audit log does not match its chain; moved aside for `npagent audit verify`");
+                    Recovery { move_aside: true, state: ChainState::start(state.next_header()), resume: false }
+                }
+            }
+        }
+    }
+
+    /// Takes the decision of [`Self::recover`].
+    pub fn adopt(&mut self, r: Recovery) {
+        if !r.resume {
+            self.header = Some(r.state.header());
+        }
+        self.state = Some(r.state);
+    }
+
+    /// Opens the sidecar (creating it with its header for a new file) if not open.
+    pub fn open(&mut self) -> Result<(), WriteError> {
+        if self.file.is_some() {
+            return Ok(());
+        }
+        let fresh = self.header.is_some();
+        let mut opts = OpenOptions::new();
+        opts.create(true).mode(0o600);
+        if fresh {
+            opts.write(true).truncate(true);
+        } else {
+            opts.append(true);
+        }
+        let mut file = opts.open(&self.path).map_err(|source| WriteError::Open { path: self.path.clone(), source })?;
+        if let Some(h) = self.header {
+            file.write_all(h.line().as_bytes()).map_err(|source| WriteError::Write { path: self.path.clone(), source })?;
+            self.header = None;
+        }
+        self.file = Some(file);
+        Ok(())
+    }
+
+    /// Chains bytes just written to the log.
+    pub fn wrote(&mut self, bytes: &[u8]) {
+        if let Some(s) = self.state.as_mut() {
+            s.append(bytes, &mut self.records);
+        }
+    }
+
+    /// Writes the records of the lines written so far; kept for a retry on error.
+    pub fn flush(&mut self) -> Result<(), WriteError> {
+        if self.records.is_empty() {
+            return Ok(());
+        }
+        self.open()?;
+        let Some(file) = self.file.as_mut() else { return Ok(()) };
+        match file.write_all(&self.records) {
+            Ok(()) => {
+                self.records.clear();
+                Ok(())
+            }
+            Err(source) => {
+                // A partial write would leave a cut record: start a fresh handle and let the
+                // verifier see the damage rather than guess what reached the disk.
+                self.file = None;
+                Err(WriteError::Write { path: self.path.clone(), source })
+            }
+        }
+    }
+
+    /// Flushes and syncs the sidecar.
+    pub fn sync(&mut self) -> Result<(), WriteError> {
+        self.flush()?;
+        if let Some(f) = &self.file {
+            f.sync_data().map_err(|source| WriteError::Sync { path: self.path.clone(), source })?;
+        }
+        Ok(())
+    }
+
+    /// The log was renamed to `backup`: the sidecar follows, and the next file's chain starts
+    /// from this one's last hash.
+    pub fn rotate(&mut self, backup: &Path) -> Result<(), WriteError> {
+        self.flush()?;
+        self.file = None;
+        let Some(state) = self.state.as_ref() else { return Ok(()) };
+        let next = state.next_header();
+        tracing::info!(
+            file = %backup.display(), index = state.file_index, lines = state.seq, head = %hex::encode(state.head),
+            "audit chain: file closed"
+        );
+        let to = chain::sidecar_path(backup);
+        match fs::rename(&self.path, &to) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(source) => return Err(WriteError::Rotate { path: self.path.clone(), backup: to, source }),
+        }
+        self.state = Some(ChainState::start(next));
+        self.header = Some(next);
+        Ok(())
+    }
+
+    /// The sidecar's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The header that continues the newest backup with a readable sidecar, or the genesis header.
+fn newest_backup_header(log: &Path) -> Header {
+    let backups = list_backups(log).unwrap_or_default();
+    for b in backups {
+        if let Ok(text) = fs::read(chain::sidecar_path(&b.path)) {
+            if let Ok(s) = Sidecar::parse(&text) {
+                return ChainState::resume(&s).next_header();
+            }
+        }
+    }
+    Header { file_index: 1, prev: GENESIS }
+}
