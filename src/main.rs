@@ -110,6 +110,11 @@ fn check_run_args(args: &RunArgs) {
     if let Err(e) = npagent::audit::writer::check_writable(&args.audit.log) {
         invalid(format!("--audit-log {}: {e}", args.audit.log.display()));
     }
+    if let Some(path) = &args.audit.changes_log {
+        if let Err(e) = npagent::audit::writer::check_writable(path) {
+            invalid(format!("--audit-changes-log {}: {e}", path.display()));
+        }
+    }
     if let (None, Some(path)) = (&args.common.manifests, &args.common.kubeconfig) {
         if let Err(e) = kube::config::Kubeconfig::read_from(path) {
             invalid(format!("--kubeconfig {}: {e}", path.display()));

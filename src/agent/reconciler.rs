@@ -13,6 +13,7 @@ mod refused;
 use super::{AgentConfig, State};
 use crate::admin::health::Progress;
 use crate::admin::metrics::{AgentMetrics, KindLabel, TableLabel};
+use crate::audit::changes::ChangeAuditor;
 use crate::compiler::{self, tables, Change, Compiler, FlowTable, IdAllocator};
 use crate::model::LocalPort;
 use crate::source::SourceEvent;
@@ -61,6 +62,8 @@ pub struct Reconciler {
     refused: Refused,
     /// The meters' shed counts when this agent first installed them, and when they were read.
     meter_baseline: Option<(MeterShed, std::time::SystemTime)>,
+    /// The policy change log (`--audit-changes-log`).
+    changes: Option<ChangeAuditor>,
 }
 
 impl Reconciler {
@@ -94,6 +97,11 @@ impl Reconciler {
             drifted: false,
             refused: Refused::default(),
             meter_baseline: None,
+            changes: cfg.audit.changes_log.as_deref().and_then(|path| {
+                ChangeAuditor::open(path)
+                    .map_err(|e| tracing::error!("--audit-changes-log {}: {e}; policy changes are not logged", path.display()))
+                    .ok()
+            }),
         }
     }
 
@@ -125,6 +133,9 @@ impl Reconciler {
     pub fn apply_source(&mut self, ev: SourceEvent) {
         tracing::trace!("source event: {}", describe_event(&ev));
         let changes = self.state().store.apply(ev);
+        if let Some(log) = self.changes.as_mut() {
+            log.changed(&changes, &write(&self.state).store.refused_policies());
+        }
         self.pending.extend(changes);
     }
 
@@ -189,7 +200,12 @@ impl Reconciler {
             self.incremental().await
         };
         match result {
-            Ok(()) => self.retry_at = None,
+            Ok(()) => {
+                self.retry_at = None;
+                if let Some(log) = self.changes.as_mut() {
+                    log.enforced(&write(&self.state).store.model().policies);
+                }
+            }
             Err(e) => {
                 tracing::error!("reconcile failed: {e}; retrying with a full resync");
                 self.synced_generation = None;

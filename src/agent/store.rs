@@ -77,6 +77,11 @@ impl Store {
 
     /// Applies one source event; returns the model changes it caused. Pods are judged live
     /// or finished against the system clock.
+    /// The policies whose latest version was refused, with why.
+    pub fn refused_policies(&self) -> BTreeMap<ObjectRef, String> {
+        self.invalid.iter().filter(|((kind, _), _)| *kind == Kind::NetworkPolicy).map(|((_, r), why)| (r.clone(), why.clone())).collect()
+    }
+
     pub fn apply(&mut self, event: SourceEvent) -> Vec<Change> {
         self.apply_at(event, SystemTime::now())
     }

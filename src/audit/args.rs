@@ -34,6 +34,11 @@ pub struct AuditArgs {
     /// per line), checked by `npagent audit verify`.
     #[arg(long = "audit-chain", env = "NPAGENT_AUDIT_CHAIN")]
     pub chain: bool,
+    /// Also log policy changes to this file, as JSON lines: a NetworkPolicy added, modified
+    /// (with a hash of what is enforced) or deleted once the bridge holds its flows, and one
+    /// rejected as invalid.
+    #[arg(long = "audit-changes-log", value_name = "FILE", env = "NPAGENT_AUDIT_CHANGES_LOG")]
+    pub changes_log: Option<PathBuf>,
 }
 
 impl AuditArgs {
@@ -57,6 +62,7 @@ impl AuditArgs {
             dedup_window: self.dedup_window,
             writer: self.writer_config(),
             chain: self.chain,
+            changes_log: self.changes_log.clone(),
             ..AuditConfig::default()
         }
     }

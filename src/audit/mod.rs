@@ -11,6 +11,7 @@
 //! counted and logged at debug level, a write error is reported and retried.
 
 pub mod args;
+pub mod changes;
 pub mod chain;
 pub mod dedup;
 pub mod entry;
@@ -184,6 +185,8 @@ pub struct AuditConfig {
     pub tick: Duration,
     /// Keep a hash chain sidecar next to every log file (`--audit-chain`).
     pub chain: bool,
+    /// Where policy changes are logged (`--audit-changes-log`), if anywhere.
+    pub changes_log: Option<std::path::PathBuf>,
 }
 
 impl Default for AuditConfig {
@@ -197,6 +200,7 @@ impl Default for AuditConfig {
             queue_capacity: 16_384,
             tick: Duration::from_millis(100),
             chain: false,
+            changes_log: None,
         }
     }
 }

@@ -93,7 +93,7 @@ pub fn check_writable(path: &Path) -> Result<(), WriteError> {
 }
 
 /// Creates the directory of `path` (0755) if missing and opens the file for appending.
-fn open_for_append(path: &Path) -> Result<File, WriteError> {
+pub(crate) fn open_for_append(path: &Path) -> Result<File, WriteError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         fs::DirBuilder::new()
             .recursive(true)
