@@ -7,11 +7,11 @@
 //! file cannot be read, wall time is used.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
-use npagent::compiler::tables;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use npagent::audit::writer::{RotatingWriter, WriterConfig};
 use npagent::audit::{AuditConfig, AuditStats, Format, LineSink, Moment, Pipeline, RuleMeta, RuleResolver};
+use npagent::compiler::tables;
 use npagent::compiler::userdata::{Disposition, LogUserdata};
 use npagent::model::ObjectRef;
 use ofp::packet_in2::PacketIn2;

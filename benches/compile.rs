@@ -23,10 +23,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use criterion::{BenchmarkId, Criterion};
-use std::hint::black_box;
 use npagent::compiler::synthetic::{cluster, cluster_without_egress, ns_name, oref, pod_name, tcp, ClusterSpec};
 use npagent::compiler::{compile, diff_keys, Change, Compiler, Config, FlowTable, IdAllocator};
 use npagent::model::Model;
+use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 fn spec() -> ClusterSpec {
@@ -143,7 +143,9 @@ fn percentiles(mut v: Vec<Duration>) -> (Duration, Duration, Duration) {
 fn vm_hwm_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
         .unwrap_or(0)
 }
 
@@ -196,8 +198,11 @@ fn main() {
     let mut tog = Toggle::new(model);
     println!("with the broad policy: {} flows", tog.compiler.flows().len());
 
-    let mut cases: Vec<Case> =
-        vec![("policy_change", Toggle::policy_change), ("pod_relabel", Toggle::pod_relabel), ("pod_relabel_broad", Toggle::pod_relabel_broad)];
+    let mut cases: Vec<Case> = vec![
+        ("policy_change", Toggle::policy_change),
+        ("pod_relabel", Toggle::pod_relabel),
+        ("pod_relabel_broad", Toggle::pod_relabel_broad),
+    ];
     // The egress cases name namespaces of the target cluster.
     if egress && spec.namespaces == ClusterSpec::TARGET.namespaces {
         cases.extend([

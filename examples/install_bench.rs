@@ -32,28 +32,24 @@ struct Rule {
 
 fn rules(n_flows: usize) -> impl Iterator<Item = Rule> {
     let per_table = (n_flows / 4).div_ceil(TABLES as usize) as u32;
-    (0..TABLES)
-        .flat_map(move |t| (0..per_table).map(move |r| (t, r)))
-        .take(n_flows / 4)
-        .map(|(t, r)| {
-            let id = t * 100_000 + r + 1;
-            Rule {
-                table: t as u8,
-                id,
-                src: Ipv4Addr::from(0x0a00_0000 | t << 16 | r),
-                reg1: r + 1,
-                port: (1000 + r % 60_000) as u16,
-                cookie: 0x00ab_0000_0000_0000 | u64::from(id),
-            }
-        })
+    (0..TABLES).flat_map(move |t| (0..per_table).map(move |r| (t, r))).take(n_flows / 4).map(|(t, r)| {
+        let id = t * 100_000 + r + 1;
+        Rule {
+            table: t as u8,
+            id,
+            src: Ipv4Addr::from(0x0a00_0000 | t << 16 | r),
+            reg1: r + 1,
+            port: (1000 + r % 60_000) as u16,
+            cookie: 0x00ab_0000_0000_0000 | u64::from(id),
+        }
+    })
 }
 
 fn flow_mods(n_flows: usize) -> Vec<FlowMod> {
     let mut flows = Vec::with_capacity(n_flows);
     for rule in rules(n_flows) {
-        let conj = |clause| {
-            vec![Instruction::ApplyActions(vec![Action::Conjunction { id: rule.id, clause, n_clauses: 3 }])]
-        };
+        let conj =
+            |clause| vec![Instruction::ApplyActions(vec![Action::Conjunction { id: rule.id, clause, n_clauses: 3 }])];
         let base = FlowMod { table_id: rule.table, priority: 200, cookie: rule.cookie, ..FlowMod::default() };
         let with = |priority, fields, instructions| FlowMod {
             priority,
@@ -72,10 +68,7 @@ fn flow_mods(n_flows: usize) -> Vec<FlowMod> {
             190,
             vec![Oxm::ConjId(rule.id)],
             vec![
-                Instruction::ApplyActions(vec![Action::SetField(Oxm::Reg {
-                    index: 3,
-                    value: Masked::exact(rule.id),
-                })]),
+                Instruction::ApplyActions(vec![Action::SetField(Oxm::Reg { index: 3, value: Masked::exact(rule.id) })]),
                 Instruction::GotoTable(NEXT_TABLE),
             ],
         ));

@@ -66,7 +66,11 @@ impl Spec {
         } else {
             ClusterSpec::TARGET
         };
-        if self.egress { cluster(size) } else { cluster_without_egress(size) }
+        if self.egress {
+            cluster(size)
+        } else {
+            cluster_without_egress(size)
+        }
     }
 
     fn marker(self) -> String {
@@ -89,7 +93,13 @@ fn gen(dir: &Path, spec: Spec) -> Result<(), String> {
         std::fs::write(dir.join(format!("{ns}.yaml")), text).map_err(|e| format!("{ns}: {e}"))?;
     }
     std::fs::write(dir.join(".spec"), spec.marker()).map_err(|e| e.to_string())?;
-    eprintln!("wrote {} namespaces, {} pods, {} policies in {:?}", model.namespaces.len(), model.pods.len(), model.policies.len(), started.elapsed());
+    eprintln!(
+        "wrote {} namespaces, {} pods, {} policies in {:?}",
+        model.namespaces.len(),
+        model.pods.len(),
+        model.policies.len(),
+        started.elapsed()
+    );
 
     // Read back through the agent's loader: the manifests must mean exactly the model.
     let (objects, invalid) = load_dir(dir);
@@ -122,7 +132,8 @@ fn gen(dir: &Path, spec: Spec) -> Result<(), String> {
     for p in model.ports.values() {
         let ip = p.ips.first().map(|ip| ip.to_string()).unwrap_or_default();
         let mac = p.mac.map(|m| m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")).unwrap_or_default();
-        writeln!(out, "{} {} {} {} {ip} {mac}", p.ofport, p.interface, p.pod.namespace, p.pod.name).map_err(|e| e.to_string())?;
+        writeln!(out, "{} {} {} {} {ip} {mac}", p.ofport, p.interface, p.pod.namespace, p.pod.name)
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -157,10 +168,16 @@ fn namespace_file(model: &Model, ns: &str) -> Result<String, String> {
         if p.affects_egress {
             types.push("Egress");
         }
-        let ingress: Vec<Value> =
-            p.ingress.iter().map(|r| json!({"from": r.from.iter().map(peer).collect::<Vec<_>>(), "ports": ports(&r.ports)})).collect();
-        let egress: Vec<Value> =
-            p.egress.iter().map(|r| json!({"to": r.to.iter().map(peer).collect::<Vec<_>>(), "ports": ports(&r.ports)})).collect();
+        let ingress: Vec<Value> = p
+            .ingress
+            .iter()
+            .map(|r| json!({"from": r.from.iter().map(peer).collect::<Vec<_>>(), "ports": ports(&r.ports)}))
+            .collect();
+        let egress: Vec<Value> = p
+            .egress
+            .iter()
+            .map(|r| json!({"to": r.to.iter().map(peer).collect::<Vec<_>>(), "ports": ports(&r.ports)}))
+            .collect();
         let mut spec = json!({"podSelector": selector(&p.pod_selector), "policyTypes": types, "ingress": ingress});
         if p.affects_egress {
             spec["egress"] = json!(egress);
@@ -300,7 +317,8 @@ fn line_time(line: &str) -> Option<f64> {
     let mut d = date.split('-').map(|s| s.parse::<i64>().ok());
     let (y, m, day) = (d.next()??, d.next()??, d.next()??);
     let mut t = time.split(':');
-    let (h, min, sec) = (t.next()?.parse::<f64>().ok()?, t.next()?.parse::<f64>().ok()?, t.next()?.parse::<f64>().ok()?);
+    let (h, min, sec) =
+        (t.next()?.parse::<f64>().ok()?, t.next()?.parse::<f64>().ok()?, t.next()?.parse::<f64>().ok()?);
     // Days from the civil date (Howard Hinnant's algorithm).
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
@@ -348,7 +366,11 @@ fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Resu
                 let p = model.pods.get_mut(&oref(&ns, &pod_name(5))).ok_or("pod5")?;
                 let into = if kind == "pod" { "app1" } else { "app4" };
                 p.labels.insert("app".into(), if away { into } else { "app5" }.into());
-                if kind == "pod" { ("nw_src=10.0.0.5", "ip,nw_src=10.0.0.5") } else { ("nw_dst=10.0.110.5", "ip,nw_dst=10.0.110.5") }
+                if kind == "pod" {
+                    ("nw_src=10.0.0.5", "ip,nw_src=10.0.0.5")
+                } else {
+                    ("nw_dst=10.0.110.5", "ip,nw_dst=10.0.110.5")
+                }
             }
             _ => unreachable!("checked above"),
         };

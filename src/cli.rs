@@ -160,7 +160,6 @@ pub struct RunArgs {
     pub audit: AuditArgs,
 }
 
-
 /// Output of `explain`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
@@ -248,7 +247,9 @@ mod tests {
         for ok in ["info", "WARN", "off", "info,npagent::agent=debug", "npagent=trace", "debug,kube=warn,"] {
             assert_eq!(parse_log_filter(ok).as_deref(), Ok(ok), "{ok}");
         }
-        for (bad, culprit) in [("warning", "\"warning\""), ("info,verbose", "\"verbose\""), ("", "empty"), ("npagent=loud", "loud")] {
+        for (bad, culprit) in
+            [("warning", "\"warning\""), ("info,verbose", "\"verbose\""), ("", "empty"), ("npagent=loud", "loud")]
+        {
             let err = parse_log_filter(bad).expect_err(bad);
             assert!(err.contains(culprit), "{bad}: {err}");
         }

@@ -107,8 +107,20 @@ mod tests {
     #[test]
     fn rejects_garbage_naming_it() {
         let bad = [
-            "", "unix:", "tcp:", "tcp:host", "tcp::80", "tcp:h:", "tcp:h:99999", "tcp:h:-1", "tcp:h:80x",
-            "ssl:1.2.3.4:6653", "punix:/run/x", "/path", "UNIX:/path", "garbage",
+            "",
+            "unix:",
+            "tcp:",
+            "tcp:host",
+            "tcp::80",
+            "tcp:h:",
+            "tcp:h:99999",
+            "tcp:h:-1",
+            "tcp:h:80x",
+            "ssl:1.2.3.4:6653",
+            "punix:/run/x",
+            "/path",
+            "UNIX:/path",
+            "garbage",
         ];
         for s in bad {
             let err = s.parse::<Endpoint>().expect_err(s);

@@ -5,10 +5,10 @@
 use crate::agent::SourceConfig;
 use crate::cli::{ExplainArgs, OutputFormat};
 use crate::compiler::{self, Compiler, IdAllocator};
+use crate::endpoint::Endpoint;
 use crate::explain::trace::{self, TracePacket, TraceVerdict};
 use crate::explain::{self, render, Explanation, Query};
 use crate::model::{Model, ObjectRef};
-use crate::endpoint::Endpoint;
 use crate::snapshot;
 use anyhow::Context;
 use std::process::ExitCode;
@@ -53,7 +53,10 @@ async fn run(args: &ExplainArgs) -> anyhow::Result<Outcome> {
     };
     let mut store = snapshot::load_store(&source, true).await?;
     let bridge = (args.ofp.is_some() || args.ovsdb.is_some()).then(|| {
-        (args.ofp.clone().unwrap_or_else(Endpoint::default_ofp), args.ovsdb.clone().unwrap_or_else(Endpoint::default_ovsdb))
+        (
+            args.ofp.clone().unwrap_or_else(Endpoint::default_ofp),
+            args.ovsdb.clone().unwrap_or_else(Endpoint::default_ovsdb),
+        )
     });
     let ids = match &bridge {
         Some((ofp, ovsdb)) => {
@@ -99,7 +102,10 @@ async fn run(args: &ExplainArgs) -> anyhow::Result<Outcome> {
     }
     if let Some(t) = traced.filter(|t| !t.agrees) {
         let (says, does) = if explanation.allowed { ("allowed", "drops") } else { ("dropped", "delivers") };
-        eprintln!("npagent explain: THE DATAPATH DISAGREES: explained {says}, but OVS {does} the packet ({})", t.datapath_actions);
+        eprintln!(
+            "npagent explain: THE DATAPATH DISAGREES: explained {says}, but OVS {does} the packet ({})",
+            t.datapath_actions
+        );
         return Ok(Outcome::DatapathDisagrees);
     }
     Ok(if explanation.allowed { Outcome::Allowed } else { Outcome::Dropped })
@@ -111,15 +117,24 @@ const REMOTE_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 
 /// Runs `ovs-appctl ofproto/trace` for the connection's first packet, from the source pod's
 /// real port, MAC and address.
-fn trace_in_ovs(args: &ExplainArgs, model: &Model, stand_ins: &[ObjectRef], e: &Explanation) -> anyhow::Result<TraceVerdict> {
+fn trace_in_ovs(
+    args: &ExplainArgs,
+    model: &Model,
+    stand_ins: &[ObjectRef],
+    e: &Explanation,
+) -> anyhow::Result<TraceVerdict> {
     let real_port = |end: &explain::Endpoint| {
         end.ofport.and_then(|o| model.ports.get(&o)).filter(|p| !stand_ins.contains(&p.pod)).filter(|_| end.pod)
     };
-    let src = real_port(&e.from).with_context(|| format!("--trace needs the source to be a pod on bridge {}; {} is not", args.bridge, e.from.name))?;
-    let src_mac = src.mac.with_context(|| format!("--trace: the port of {} has no MAC address in OVSDB", e.from.name))?;
+    let src = real_port(&e.from).with_context(|| {
+        format!("--trace needs the source to be a pod on bridge {}; {} is not", args.bridge, e.from.name)
+    })?;
+    let src_mac =
+        src.mac.with_context(|| format!("--trace: the port of {} has no MAC address in OVSDB", e.from.name))?;
     let dst_mac = real_port(&e.to).and_then(|p| p.mac).unwrap_or(REMOTE_MAC);
     let transport = args.port.as_ref().zip(e.port.as_ref()).map(|(spec, p)| (spec.protocol, p.port));
-    let flow = trace::flow(&TracePacket { in_port: src.ofport, src_mac, dst_mac, src: e.from.ip, dst: e.to.ip, transport });
+    let flow =
+        trace::flow(&TracePacket { in_port: src.ofport, src_mac, dst_mac, src: e.from.ip, dst: e.to.ip, transport });
     let mut cmd = std::process::Command::new("ovs-appctl");
     if let Some(target) = &args.ovs_appctl_target {
         cmd.arg("-t").arg(target);
@@ -128,9 +143,14 @@ fn trace_in_ovs(args: &ExplainArgs, model: &Model, stand_ins: &[ObjectRef], e: &
     let out = cmd.output().context("running ovs-appctl")?;
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        anyhow::bail!("ovs-appctl ofproto/trace {} {flow}: {}", args.bridge, String::from_utf8_lossy(&out.stderr).trim());
+        anyhow::bail!(
+            "ovs-appctl ofproto/trace {} {flow}: {}",
+            args.bridge,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
-    trace::verdict(flow.clone(), &text, e.allowed).with_context(|| format!("ofproto/trace {flow}: no datapath actions in its output:\n{text}"))
+    trace::verdict(flow.clone(), &text, e.allowed)
+        .with_context(|| format!("ofproto/trace {flow}: no datapath actions in its output:\n{text}"))
 }
 
 /// Where the conjunction ids, cookies and flows come from.

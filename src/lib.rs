@@ -5,17 +5,17 @@
 //! flows, diff), [`switch`] (the OpenFlow connection), [`audit`] (packet-ins to log lines),
 //! [`admin`] (health and metrics over HTTP), and [`agent`] wiring them.
 
-pub mod endpoint;
-pub mod model;
-pub mod source;
-pub mod compiler;
-pub mod switch;
-pub mod audit;
 pub mod admin;
-pub mod rate_limited;
 pub mod agent;
-pub mod ofp_tool;
+pub mod audit;
 pub mod cli;
+pub mod compiler;
+pub mod endpoint;
 pub mod explain;
 pub mod explain_command;
+pub mod model;
+pub mod ofp_tool;
+pub mod rate_limited;
 pub mod snapshot;
+pub mod source;
+pub mod switch;

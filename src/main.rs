@@ -212,7 +212,8 @@ async fn flows(args: CommonArgs) -> anyhow::Result<()> {
             IdAllocator::new(0)
         }
     };
-    let cfg = compiler::Config { meter_id: ALLOW_METER_ID, drop_meter_id: DROP_METER_ID, controller_id: args.controller_id };
+    let cfg =
+        compiler::Config { meter_id: ALLOW_METER_ID, drop_meter_id: DROP_METER_ID, controller_id: args.controller_id };
     let mut compiler = Compiler::new(cfg, ids);
     compiler.full(store.model(), 0);
     for line in compiler::flows_text(compiler.flows(), &compiler.port_names()) {

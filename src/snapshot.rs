@@ -3,9 +3,9 @@
 //! flows (whose conjunction ids a compile recovers, so its output matches the bridge).
 
 use crate::agent::{SourceConfig, Store};
+use crate::endpoint::Endpoint;
 use crate::model::LocalPort;
 use crate::source::{self, SourceEvent};
-use crate::endpoint::Endpoint;
 use crate::switch::{self, ConnectionConfig};
 use anyhow::{bail, Context};
 use std::path::Path;

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::agent::{get, get_raw, npagent_bin, parse_admin_addr, Agent};
@@ -213,7 +213,11 @@ fn prometheus_parse(text: &str) -> BTreeMap<String, Family> {
         .expect("Debian's python3 (scripts/test installs python3-prometheus-client)");
     std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), text.as_bytes()).expect("write the page");
     let out = child.wait_with_output().expect("python3");
-    assert!(out.status.success(), "Prometheus' parser rejects the page: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "Prometheus' parser rejects the page: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("the parser's JSON")
 }
 
@@ -301,7 +305,8 @@ fn paths_and_methods_over_the_wire() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut child = standalone(dir.path(), &["--admin-addr", "127.0.0.1:0"], &[]);
     let (addr, _) = admin_line(dir.path(), &mut child);
-    let (status, body) = poll(addr, "/readyz", Duration::from_secs(10), |_, b| !b.contains("waiting for the manifests"));
+    let (status, body) =
+        poll(addr, "/readyz", Duration::from_secs(10), |_, b| !b.contains("waiting for the manifests"));
     assert_eq!(status, 503);
     assert!(body.contains("waiting for OVSDB") && body.contains("switch not connected"), "{body}");
     assert_eq!(get(addr, "/livez").expect("livez").0, 200);
@@ -316,7 +321,8 @@ fn paths_and_methods_over_the_wire() {
     assert!(garbage.is_empty() || garbage.contains(" 400 "), "{garbage:?}");
     assert_eq!(get(addr, "/livez").expect("livez after garbage").0, 200);
     // Keep-alive: two requests on one connection.
-    let two = send(addr, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\nGET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let two =
+        send(addr, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\nGET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert_eq!(two.matches("HTTP/1.1 200").count(), 2, "{two}");
     let _ = child.kill();
     let _ = child.wait();
@@ -387,5 +393,8 @@ fn the_default_admin_address_is_loopback_9496() {
     assert_eq!(run.admin_addr, "127.0.0.1:9496".parse::<SocketAddr>().expect("addr"));
     let help = Command::new(npagent_bin()).args(["run", "--help"]).output().expect("help");
     let help = String::from_utf8_lossy(&help.stdout);
-    assert!(help.contains("--admin-addr") && help.contains("127.0.0.1:9496") && help.contains("NPAGENT_ADMIN_ADDR"), "{help}");
+    assert!(
+        help.contains("--admin-addr") && help.contains("127.0.0.1:9496") && help.contains("NPAGENT_ADMIN_ADDR"),
+        "{help}"
+    );
 }

@@ -58,7 +58,8 @@ fn sigterm_preempts_a_reconcile_the_switch_never_answers() {
     let sb = &tb.sandbox;
     // Logging on in namespace x; x/a isolated (only x/b may reach it, on TCP 80).
     let namespaces = tb.manifests_dir().join("namespaces.yaml");
-    let logging = "  name: x\n  labels:\n    ns: x\n  annotations:\n    networkpolicy.antrea.io/enable-logging: \"true\"\n";
+    let logging =
+        "  name: x\n  labels:\n    ns: x\n  annotations:\n    networkpolicy.antrea.io/enable-logging: \"true\"\n";
     write_atomic(&namespaces, &read(&namespaces).replacen("  name: x\n  labels:\n    ns: x\n", logging, 1));
     copy_example(&tb, "allow-xb-to-xa-tcp80");
     let logs = tempfile::Builder::new().prefix("npa-shutdown-").tempdir().expect("temp dir");

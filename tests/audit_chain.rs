@@ -117,7 +117,10 @@ fn pruned_oldest_backups_are_no_break() {
     write_run(&path, 2, 100, 200);
     let files = log_files(&path);
     assert_eq!(files.len(), 3, "{files:?}");
-    let sidecars = fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().path().to_string_lossy().ends_with(".chain")).count();
+    let sidecars = fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().to_string_lossy().ends_with(".chain"))
+        .count();
     assert_eq!(sidecars, 3, "the sidecars of pruned backups are pruned with them");
     let report = verify_paths(&files).unwrap();
     assert_eq!(report.broken, None);

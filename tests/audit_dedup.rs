@@ -4,11 +4,11 @@
 
 mod audit_support;
 
-use npagent::compiler::tables;
 use audit_support::*;
 use npagent::audit::dedup::{Dedup, Moment, Record};
 use npagent::audit::format::{Format, Formatter};
 use npagent::audit::{entry_from_packet_in, AuditEntry};
+use npagent::compiler::tables;
 use npagent::compiler::userdata::Disposition;
 use ofp::packet_in2::PacketIn2;
 use proptest::prelude::*;
@@ -100,9 +100,24 @@ fn a_single_drop_is_written_plain_at_the_window_end() {
 fn entries_differing_in_any_field_are_separate() {
     let t0 = t_drop();
     let mut run = Run::new(SEC);
-    let a = packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1000, 80, true)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5);
-    let b = packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1001, 80, true)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5);
-    let c = packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1000, 80, false)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5);
+    let a = packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1000, 80, true)),
+        Disposition::Drop,
+        tables::INGRESS_DEFAULT_RULE,
+        5,
+    );
+    let b = packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1001, 80, true)),
+        Disposition::Drop,
+        tables::INGRESS_DEFAULT_RULE,
+        5,
+    );
+    let c = packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1000, 80, false)),
+        Disposition::Drop,
+        tables::INGRESS_DEFAULT_RULE,
+        5,
+    );
     for (i, pi) in [&a, &b, &a, &c, &a].into_iter().enumerate() {
         run.offer(entry(pi, t0 + ms(i as u64)));
     }
@@ -133,7 +148,12 @@ fn flush_writes_everything_pending() {
     let mut run = Run::new(Duration::from_secs(60));
     run.offer(entry(&drop_icmp(), t0));
     run.offer(entry(&drop_icmp(), t0 + ms(1)));
-    let other = packet_in(ipv4("10.10.1.13", "10.10.1.7", UDP, &udp(1, 2, 0)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5);
+    let other = packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", UDP, &udp(1, 2, 0)),
+        Disposition::Drop,
+        tables::INGRESS_DEFAULT_RULE,
+        5,
+    );
     run.offer(entry(&other, t0 + ms(2)));
     run.tick(t0 + SEC);
     assert!(run.out.is_empty());
@@ -158,7 +178,12 @@ fn beyond_the_pending_bound_entries_are_written_at_once() {
     let mut dedup = Dedup::new(SEC, 2);
     let mut out = Vec::new();
     for port in 0..5u16 {
-        let pi = packet_in(ipv4("10.10.1.13", "10.10.1.7", UDP, &udp(port, 53, 0)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5);
+        let pi = packet_in(
+            ipv4("10.10.1.13", "10.10.1.7", UDP, &udp(port, 53, 0)),
+            Disposition::Drop,
+            tables::INGRESS_DEFAULT_RULE,
+            5,
+        );
         dedup.offer(entry(&pi, t0), clocks(t0).mono, &mut |r| out.push(r));
     }
     assert_eq!(dedup.pending(), 2);

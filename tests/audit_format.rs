@@ -3,10 +3,10 @@
 
 mod audit_support;
 
-use npagent::compiler::tables;
 use audit_support::*;
 use npagent::audit::format::{Format, Formatter};
 use npagent::audit::{entry_from_packet_in, AuditEntry, AuditError, Record};
+use npagent::compiler::tables;
 use npagent::compiler::userdata::Disposition;
 use ofp::packet_in2::PacketIn2;
 use serde_json::{json, Value};
@@ -48,46 +48,148 @@ fn antrea_default_drop_icmp_is_designs_example() {
 fn antrea_fields_udp_sctp_igmp_ipv6() {
     let cases: Vec<(PacketIn2, [&str; 14])> = vec![
         (
-            packet_in(ipv4("10.10.1.13", "10.10.1.7", UDP, &udp(5353, 53, 32)), Disposition::Allow, tables::INGRESS_RULE, 18),
+            packet_in(
+                ipv4("10.10.1.13", "10.10.1.7", UDP, &udp(5353, 53, 32)),
+                Disposition::Allow,
+                tables::INGRESS_RULE,
+                18,
+            ),
             [
-                "IngressRule", "K8sNetworkPolicy:x/named", "ingress-0", "Ingress", "Allow", "190", "default/nettool",
-                "10.10.1.13", "5353", "10.10.1.7", "53", "UDP", "60", "audit-me",
+                "IngressRule",
+                "K8sNetworkPolicy:x/named",
+                "ingress-0",
+                "Ingress",
+                "Allow",
+                "190",
+                "default/nettool",
+                "10.10.1.13",
+                "5353",
+                "10.10.1.7",
+                "53",
+                "UDP",
+                "60",
+                "audit-me",
             ],
         ),
         (
-            packet_in(ipv4("10.10.1.13", "10.10.1.7", SCTP, &sctp(3000, 5000)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5),
+            packet_in(
+                ipv4("10.10.1.13", "10.10.1.7", SCTP, &sctp(3000, 5000)),
+                Disposition::Drop,
+                tables::INGRESS_DEFAULT_RULE,
+                5,
+            ),
             [
-                "IngressDefaultRule", "K8sNetworkPolicy", "<nil>", "Ingress", "Drop", "<nil>", "default/nettool",
-                "10.10.1.13", "3000", "10.10.1.7", "5000", "SCTP", "52", "<nil>",
+                "IngressDefaultRule",
+                "K8sNetworkPolicy",
+                "<nil>",
+                "Ingress",
+                "Drop",
+                "<nil>",
+                "default/nettool",
+                "10.10.1.13",
+                "3000",
+                "10.10.1.7",
+                "5000",
+                "SCTP",
+                "52",
+                "<nil>",
             ],
         ),
         (
-            packet_in(ipv4("10.10.9.9", "10.10.1.7", IGMP, &igmp()), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5),
+            packet_in(
+                ipv4("10.10.9.9", "10.10.1.7", IGMP, &igmp()),
+                Disposition::Drop,
+                tables::INGRESS_DEFAULT_RULE,
+                5,
+            ),
             [
-                "IngressDefaultRule", "K8sNetworkPolicy", "<nil>", "Ingress", "Drop", "<nil>", "default/nettool",
-                "10.10.9.9", "<nil>", "10.10.1.7", "<nil>", "IGMP", "28", "<nil>",
+                "IngressDefaultRule",
+                "K8sNetworkPolicy",
+                "<nil>",
+                "Ingress",
+                "Drop",
+                "<nil>",
+                "default/nettool",
+                "10.10.9.9",
+                "<nil>",
+                "10.10.1.7",
+                "<nil>",
+                "IGMP",
+                "28",
+                "<nil>",
             ],
         ),
         (
-            packet_in(ipv6("fd00::13", "fd00::7", TCP, &[], &tcp(40000, 8080, true)), Disposition::Allow, tables::INGRESS_RULE, 17),
+            packet_in(
+                ipv6("fd00::13", "fd00::7", TCP, &[], &tcp(40000, 8080, true)),
+                Disposition::Allow,
+                tables::INGRESS_RULE,
+                17,
+            ),
             [
-                "IngressRule", "K8sNetworkPolicy:default/allow-tcp-80", "<nil>", "Ingress", "Allow", "190",
-                "default/nettool", "fd00::13", "40000", "fd00::7", "8080", "TCP", "80", "<nil>",
+                "IngressRule",
+                "K8sNetworkPolicy:default/allow-tcp-80",
+                "<nil>",
+                "Ingress",
+                "Allow",
+                "190",
+                "default/nettool",
+                "fd00::13",
+                "40000",
+                "fd00::7",
+                "8080",
+                "TCP",
+                "80",
+                "<nil>",
             ],
         ),
         (
-            packet_in(ipv6("fd00::13", "fd00::7", ICMPV6, &[], &icmp_echo(56)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5),
+            packet_in(
+                ipv6("fd00::13", "fd00::7", ICMPV6, &[], &icmp_echo(56)),
+                Disposition::Drop,
+                tables::INGRESS_DEFAULT_RULE,
+                5,
+            ),
             [
-                "IngressDefaultRule", "K8sNetworkPolicy", "<nil>", "Ingress", "Drop", "<nil>", "default/nettool",
-                "fd00::13", "<nil>", "fd00::7", "<nil>", "IPv6-ICMP", "104", "<nil>",
+                "IngressDefaultRule",
+                "K8sNetworkPolicy",
+                "<nil>",
+                "Ingress",
+                "Drop",
+                "<nil>",
+                "default/nettool",
+                "fd00::13",
+                "<nil>",
+                "fd00::7",
+                "<nil>",
+                "IPv6-ICMP",
+                "104",
+                "<nil>",
             ],
         ),
         (
             // Unknown ofport and an unknown destination: applied-to is <nil>. GRE: unknown protocol.
-            packet_in(ipv4("10.10.1.13", "10.10.2.2", 47, &[0; 8]), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 99),
+            packet_in(
+                ipv4("10.10.1.13", "10.10.2.2", 47, &[0; 8]),
+                Disposition::Drop,
+                tables::INGRESS_DEFAULT_RULE,
+                99,
+            ),
             [
-                "IngressDefaultRule", "K8sNetworkPolicy", "<nil>", "Ingress", "Drop", "<nil>", "<nil>", "10.10.1.13",
-                "<nil>", "10.10.2.2", "<nil>", "UnknownProtocol", "28", "<nil>",
+                "IngressDefaultRule",
+                "K8sNetworkPolicy",
+                "<nil>",
+                "Ingress",
+                "Drop",
+                "<nil>",
+                "<nil>",
+                "10.10.1.13",
+                "<nil>",
+                "10.10.2.2",
+                "<nil>",
+                "UnknownProtocol",
+                "28",
+                "<nil>",
             ],
         ),
     ];
@@ -104,9 +206,24 @@ fn antrea_fields_udp_sctp_igmp_ipv6() {
 fn antrea_v1_lines_are_prs_examples() {
     let mut res = resolver();
     res.rules.get_mut(&17).unwrap().policy = obj("default", "test-np-log");
-    let allow = packet_in(ipv4("10.10.1.82", "10.10.1.84", TCP, &tcp(49518, 80, true)), Disposition::Allow, tables::INGRESS_RULE, 17);
-    let drop = packet_in(ipv4("10.10.1.83", "10.10.1.84", TCP, &tcp(38608, 80, true)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5);
-    let ping = packet_in(ipv4("10.10.1.83", "10.10.1.84", ICMP, &icmp_echo(56)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5);
+    let allow = packet_in(
+        ipv4("10.10.1.82", "10.10.1.84", TCP, &tcp(49518, 80, true)),
+        Disposition::Allow,
+        tables::INGRESS_RULE,
+        17,
+    );
+    let drop = packet_in(
+        ipv4("10.10.1.83", "10.10.1.84", TCP, &tcp(38608, 80, true)),
+        Disposition::Drop,
+        tables::INGRESS_DEFAULT_RULE,
+        5,
+    );
+    let ping = packet_in(
+        ipv4("10.10.1.83", "10.10.1.84", ICMP, &icmp_echo(56)),
+        Disposition::Drop,
+        tables::INGRESS_DEFAULT_RULE,
+        5,
+    );
     let e = |pi: &PacketIn2| Record::single(entry_from_packet_in(pi, &res, t_allow()).unwrap());
     assert_eq!(
         line(Format::AntreaV1, &e(&allow)),
@@ -167,7 +284,12 @@ fn json_names_both_ends() {
 
 #[test]
 fn json_default_drop_aggregate() {
-    let pi = packet_in(ipv4("10.20.0.5", "10.10.1.7", ICMP, &icmp_echo(56)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5);
+    let pi = packet_in(
+        ipv4("10.20.0.5", "10.10.1.7", ICMP, &icmp_echo(56)),
+        Disposition::Drop,
+        tables::INGRESS_DEFAULT_RULE,
+        5,
+    );
     let first = t_drop();
     let mut r = Record::single(entry(&pi, first));
     r.count = 3;
@@ -197,7 +319,12 @@ fn json_default_drop_aggregate() {
 #[test]
 fn json_default_drop_of_another_direction_names_its_own_isolating_policies() {
     // Egress from the same port: nothing isolates it for egress in the resolver.
-    let pi = packet_in(ipv4("10.10.1.7", "10.10.1.13", ICMP, &icmp_echo(56)), Disposition::Drop, tables::EGRESS_DEFAULT_RULE, 5);
+    let pi = packet_in(
+        ipv4("10.10.1.7", "10.10.1.13", ICMP, &icmp_echo(56)),
+        Disposition::Drop,
+        tables::EGRESS_DEFAULT_RULE,
+        5,
+    );
     let v: Value = serde_json::from_str(&line(Format::Json, &Record::single(entry(&pi, t_drop())))).unwrap();
     assert_eq!(v["direction"], "Egress");
     assert_eq!(v["isolated_by"], json!([]));
@@ -212,7 +339,12 @@ fn unresolvable_packet_ins_are_errors() {
     let mut pi = allow_tcp_80();
     pi.userdata = Some(bytes::Bytes::from_static(&[1, 1]));
     assert!(matches!(entry_from_packet_in(&pi, &res, t_allow()), Err(AuditError::Userdata(_))));
-    let pi = packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1, 2, false)), Disposition::Allow, tables::INGRESS_RULE, 4242);
+    let pi = packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1, 2, false)),
+        Disposition::Allow,
+        tables::INGRESS_RULE,
+        4242,
+    );
     assert_eq!(entry_from_packet_in(&pi, &res, t_allow()), Err(AuditError::UnknownRule(4242)));
     let mut pi = allow_tcp_80();
     pi.packet = pi.packet.slice(..30);
@@ -225,8 +357,18 @@ fn unresolvable_packet_ins_are_errors() {
 fn egress_lines_name_the_source_pod() {
     let mut res = resolver();
     res.ports.insert(6, obj("default", "client"));
-    let allow = packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(57050, 80, true)), Disposition::Allow, tables::EGRESS_RULE, 17);
-    let drop = packet_in(ipv4("10.10.1.13", "10.10.1.7", ICMP, &icmp_echo(56)), Disposition::Drop, tables::EGRESS_DEFAULT_RULE, 6);
+    let allow = packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(57050, 80, true)),
+        Disposition::Allow,
+        tables::EGRESS_RULE,
+        17,
+    );
+    let drop = packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", ICMP, &icmp_echo(56)),
+        Disposition::Drop,
+        tables::EGRESS_DEFAULT_RULE,
+        6,
+    );
     let e = |pi: &PacketIn2| Record::single(entry_from_packet_in(pi, &res, t_allow()).unwrap());
     assert_eq!(
         line(Format::Antrea, &e(&allow)),
@@ -248,7 +390,12 @@ fn egress_lines_name_the_source_pod() {
     assert_eq!(j["source"]["pod"], "client");
     assert_eq!(j["destination"]["pod"], "nettool");
     // Without the port in the rule table, the source pod by its address.
-    let unknown_port = packet_in(ipv4("10.10.1.13", "10.10.1.7", ICMP, &icmp_echo(56)), Disposition::Drop, tables::EGRESS_DEFAULT_RULE, 99);
+    let unknown_port = packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", ICMP, &icmp_echo(56)),
+        Disposition::Drop,
+        tables::EGRESS_DEFAULT_RULE,
+        99,
+    );
     assert_eq!(fields(&line(Format::Antrea, &e(&unknown_port)))[8], "default/client");
 }
 
@@ -264,7 +411,12 @@ fn free_form_values_stay_one_field() {
     let rule = res.rules.get_mut(&18).unwrap();
     rule.rule_name = Some("allow web\nnow".into());
     rule.log_label = Some(String::new());
-    let pi = packet_in(ipv4("10.10.1.13", "10.10.1.7", UDP, &udp(5353, 53, 32)), Disposition::Allow, tables::INGRESS_RULE, 18);
+    let pi = packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", UDP, &udp(5353, 53, 32)),
+        Disposition::Allow,
+        tables::INGRESS_RULE,
+        18,
+    );
     let e = entry_from_packet_in(&pi, &res, t_allow()).unwrap();
     let l = line(Format::Antrea, &Record::single(e));
     let f = fields(&l);

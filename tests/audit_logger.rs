@@ -3,13 +3,13 @@
 
 mod audit_support;
 
-use npagent::compiler::tables;
 use audit_support::*;
-use npagent::audit::writer::WriterConfig;
 use npagent::admin::metrics::{registry, render, AgentMetrics};
+use npagent::audit::writer::WriterConfig;
 use npagent::audit::{AuditConfig, AuditLogger, AuditStats, Format, Pipeline};
-use std::collections::BTreeMap;
+use npagent::compiler::tables;
 use npagent::compiler::userdata::Disposition;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,14 +50,27 @@ async fn lines_are_written_and_counted() {
     let mut foreign = allow_tcp_80();
     foreign.userdata = None;
     assert!(tx.submit(foreign));
-    assert!(tx.submit(packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1, 80, false)), Disposition::Allow, tables::INGRESS_RULE, 999)));
+    assert!(tx.submit(packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1, 80, false)),
+        Disposition::Allow,
+        tables::INGRESS_RULE,
+        999
+    )));
 
     // The Allow line appears at once; the drops after their window, aggregated.
     wait_for(|| std::fs::read_to_string(&path).is_ok_and(|t| t.lines().count() == 2)).await;
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].contains(" IngressRule K8sNetworkPolicy:default/allow-tcp-80 <nil> Ingress Allow 190 "), "{}", lines[0]);
-    assert!(lines[1].contains(" IngressDefaultRule K8sNetworkPolicy <nil> Ingress Drop <nil> default/nettool "), "{}", lines[1]);
+    assert!(
+        lines[0].contains(" IngressRule K8sNetworkPolicy:default/allow-tcp-80 <nil> Ingress Allow 190 "),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains(" IngressDefaultRule K8sNetworkPolicy <nil> Ingress Drop <nil> default/nettool "),
+        "{}",
+        lines[1]
+    );
     assert!(lines[1].contains(" ICMP 84 <nil> [5 packets in "), "{}", lines[1]);
 
     let s = stats.snapshot();
@@ -91,7 +104,12 @@ async fn every_packet_in_not_audited_is_counted_on_the_metrics_page() {
     for pi in [cut, foreign, bad_userdata] {
         tx.submit(pi);
     }
-    tx.submit(packet_in(ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1, 80, false)), Disposition::Allow, tables::INGRESS_RULE, 999));
+    tx.submit(packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(1, 80, false)),
+        Disposition::Allow,
+        tables::INGRESS_RULE,
+        999,
+    ));
     logger.shutdown().await.unwrap();
     assert!(!tx.submit(allow_tcp_80()), "the logger has stopped");
     let agent = Arc::new(AgentMetrics::default());

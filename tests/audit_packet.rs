@@ -4,8 +4,8 @@
 mod audit_support;
 
 use audit_support::*;
+use npagent::audit::entry_from_packet_in;
 use npagent::audit::packet::{decode, PacketError, PacketInfo};
-use npagent::audit::{entry_from_packet_in};
 use npagent::compiler::userdata::Disposition;
 use proptest::prelude::*;
 
@@ -49,8 +49,16 @@ fn frames() -> Vec<(&'static str, Vec<u8>, PacketInfo)> {
             ipv4("10.0.0.1", "10.0.0.2", SCTP, &sctp(3000, 5000)),
             v4("10.0.0.1", "10.0.0.2", SCTP, 52, Some(3000), Some(5000)),
         ),
-        ("ipv4 icmp", ipv4("10.0.0.1", "10.0.0.2", ICMP, &icmp_echo(56)), v4("10.0.0.1", "10.0.0.2", ICMP, 84, None, None)),
-        ("ipv4 igmp", ipv4("10.0.0.1", "224.0.0.22", IGMP, &igmp()), v4("10.0.0.1", "224.0.0.22", IGMP, 28, None, None)),
+        (
+            "ipv4 icmp",
+            ipv4("10.0.0.1", "10.0.0.2", ICMP, &icmp_echo(56)),
+            v4("10.0.0.1", "10.0.0.2", ICMP, 84, None, None),
+        ),
+        (
+            "ipv4 igmp",
+            ipv4("10.0.0.1", "224.0.0.22", IGMP, &igmp()),
+            v4("10.0.0.1", "224.0.0.22", IGMP, 28, None, None),
+        ),
         (
             "ipv6 tcp",
             ipv6("fd00::13", "fd00::7", TCP, &[], &tcp(40000, 443, false)),

@@ -55,8 +55,12 @@ fn rotation_keeps_whole_lines_caps_backups_and_gzips_them() {
     let backups = list_backups(&path).unwrap();
     assert_eq!(backups.len(), 3, "{backups:?}");
     assert!(backups.iter().all(|b| b.compressed && b.path.to_string_lossy().ends_with(".log.gz")), "{backups:?}");
-    let names: Vec<String> = backups.iter().map(|b| b.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
-    assert!(names.iter().all(|n| n.starts_with("np-") && n.len() == "np-2023-07-04T12-31-02.801.log.gz".len()), "{names:?}");
+    let names: Vec<String> =
+        backups.iter().map(|b| b.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert!(
+        names.iter().all(|n| n.starts_with("np-") && n.len() == "np-2023-07-04T12-31-02.801.log.gz".len()),
+        "{names:?}"
+    );
     // No stray temporary or uncompressed files.
     let all: Vec<_> = fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(all.len(), 4, "{all:?}");

@@ -175,7 +175,8 @@ fn bad_configuration_exits_2_naming_the_flag_before_anything_connects() {
         }
         args.extend(extra);
         // The endpoints from the environment unless the case sets one: the command line wins.
-        let mut all_env: Vec<(&str, &str)> = endpoints.iter().filter(|(k, _)| !env.iter().any(|(e, _)| e == k)).copied().collect();
+        let mut all_env: Vec<(&str, &str)> =
+            endpoints.iter().filter(|(k, _)| !env.iter().any(|(e, _)| e == k)).copied().collect();
         all_env.extend(env);
         let (status, stderr) = npagent_exit(&args, &all_env, tmp.path());
         assert_eq!(status.code(), Some(2), "{what}: {status}\n{stderr}");
@@ -244,8 +245,19 @@ fn json_logs_are_one_object_a_line() {
     std::fs::create_dir(&manifests).expect("mkdir");
     let audit_log = tmp.path().join("np.log").to_string_lossy().into_owned();
     let args = [
-        "--log-format", "json", "--log-level", "debug", "run", "--ofp", &sb.ofp, "--ovsdb", &sb.ovsdb,
-        "--manifests", &manifests.to_string_lossy(), "--audit-log", &audit_log,
+        "--log-format",
+        "json",
+        "--log-level",
+        "debug",
+        "run",
+        "--ofp",
+        &sb.ofp,
+        "--ovsdb",
+        &sb.ovsdb,
+        "--manifests",
+        &manifests.to_string_lossy(),
+        "--audit-log",
+        &audit_log,
     ];
     let mut agent = Npagent::spawn(&args, &[("NODE_NAME", "node-b")], &tmp.path().join("stderr"));
     agent.wait_log(RESYNCED, START_TIMEOUT);
@@ -255,17 +267,16 @@ fn json_logs_are_one_object_a_line() {
     assert_eq!(agent.terminate().code(), Some(0), "{}", agent.log());
 
     let log = agent.log();
-    let lines: Vec<serde_json::Value> = log
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
-        .collect();
+    let lines: Vec<serde_json::Value> =
+        log.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}"))).collect();
     assert!(lines.len() > 3, "{log}");
     for line in &lines {
         for key in ["timestamp", "level", "target", "message"] {
             assert!(line.get(key).is_some_and(serde_json::Value::is_string), "no string {key:?} in {line}");
         }
     }
-    let starting = lines.iter().find(|l| l["message"].as_str().is_some_and(|m| m.contains("starting"))).expect("a start line");
+    let starting =
+        lines.iter().find(|l| l["message"].as_str().is_some_and(|m| m.contains("starting"))).expect("a start line");
     assert!(starting["message"].as_str().is_some_and(|m| m.contains("node \"node-b\"")), "NODE_NAME: {starting}");
     let down = lines.iter().find(|l| l["message"] == "switch connection down").expect("the warning");
     assert_eq!(down["level"], "WARN", "{down}");
@@ -291,7 +302,14 @@ fn ovsdb_going_away_and_the_manifests_directory_vanishing_are_survived() {
     ovsdb_appctl(&sb, &["ovsdb-server/add-remote", &remote]);
     let ovsdb = format!("unix:{}", sb.dir.join("npagent-db.sock").display());
     let args = [
-        "run", "--ofp", &sb.ofp, "--ovsdb", &ovsdb, "--manifests", &manifests.to_string_lossy(), "--audit-log",
+        "run",
+        "--ofp",
+        &sb.ofp,
+        "--ovsdb",
+        &ovsdb,
+        "--manifests",
+        &manifests.to_string_lossy(),
+        "--audit-log",
         &audit_log,
     ];
     let mut agent = Npagent::spawn(&args, &[], &tmp.path().join("stderr"));
@@ -325,7 +343,8 @@ fn sigterm_exits_0_with_the_audit_log_flushed_and_1_when_it_cannot_be() {
     // Logging on in namespace x; x/a isolated (only x/b may reach it, on TCP 80).
     let namespaces = tb.manifests_dir().join("namespaces.yaml");
     let text = std::fs::read_to_string(&namespaces).expect("namespaces.yaml");
-    let logging = "  name: x\n  labels:\n    ns: x\n  annotations:\n    networkpolicy.antrea.io/enable-logging: \"true\"\n";
+    let logging =
+        "  name: x\n  labels:\n    ns: x\n  annotations:\n    networkpolicy.antrea.io/enable-logging: \"true\"\n";
     write_atomic(&namespaces, &text.replacen("  name: x\n  labels:\n    ns: x\n", logging, 1));
     let policy = std::fs::read_to_string(repo_path("testbed/examples/allow-xb-to-xa-tcp80.yaml")).expect("example");
     write_atomic(&tb.manifests_dir().join("allow-xb-to-xa-tcp80.yaml"), &policy);
@@ -339,8 +358,17 @@ fn sigterm_exits_0_with_the_audit_log_flushed_and_1_when_it_cannot_be() {
 
     // An audit log on a full disk: every write fails, so the entries are lost.
     let args = [
-        "run", "--ofp", &sb.ofp, "--ovsdb", &sb.ovsdb, "--manifests", &manifests, "--audit-log", "/dev/full",
-        "--audit-dedup-window", "0",
+        "run",
+        "--ofp",
+        &sb.ofp,
+        "--ovsdb",
+        &sb.ovsdb,
+        "--manifests",
+        &manifests,
+        "--audit-log",
+        "/dev/full",
+        "--audit-dedup-window",
+        "0",
     ];
     let mut agent = Npagent::spawn(&args, &[], &tmp.path().join("full.stderr"));
     agent.wait_log(RESYNCED, START_TIMEOUT);
@@ -385,7 +413,8 @@ fn completions_for_each_shell_name_the_commands_and_options() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let path = tmp.path().join("npagent.bash");
     std::fs::write(&path, npagent_stdout(&["completions", "bash"])).expect("write");
-    let registered = run(Command::new("bash").arg("-c").arg(format!("source {} && complete -p npagent", path.display())));
+    let registered =
+        run(Command::new("bash").arg("-c").arg(format!("source {} && complete -p npagent", path.display())));
     assert!(registered.contains("npagent"), "{registered}");
     let out = Command::new(npagent_bin()).args(["completions", "tcsh"]).output().expect("run");
     assert_eq!(out.status.code(), Some(2), "an unknown shell is a usage error");

@@ -16,9 +16,8 @@ use Verdict::*;
 /// port 1, x/b on port 2, y/a on port 3. IPs: x: 10.0.0.1-3, y: 10.0.1.1-3, x/b also
 /// fd00::2. Named port `http`: TCP 8080 on x/b, TCP 9090 on y/b, UDP 8080 on y/c.
 fn base() -> Model {
-    let mut m = Model::default()
-        .with_ns(namespace("x", &[("team", "a")], &[]))
-        .with_ns(namespace("y", &[("team", "b")], &[]));
+    let mut m =
+        Model::default().with_ns(namespace("x", &[("team", "a")], &[])).with_ns(namespace("y", &[("team", "b")], &[]));
     for (ns, net) in [("x", 0), ("y", 1)] {
         for (i, name) in ["a", "b", "c"].iter().enumerate() {
             let v4 = format!("10.0.{net}.{}", i + 1);
@@ -86,21 +85,47 @@ const OUTSIDE: &str = "192.168.5.5";
 
 #[test]
 fn isolation_and_defaulting() {
-    check("no policy: every pod sends anywhere", &base(), &[(tcp_from(1, OUTSIDE, 80), Allow), (tcp_from(3, XB, 1), Allow)]);
+    check(
+        "no policy: every pod sends anywhere",
+        &base(),
+        &[(tcp_from(1, OUTSIDE, 80), Allow), (tcp_from(3, XB, 1), Allow)],
+    );
     let deny = base().with_policy(egress("x", "deny", sel(&[("pod", "a")]), vec![]));
-    check("egress: [] isolates x/a only", &deny, &[(tcp_from(1, XB, 80), Drop), (tcp_from(1, OUTSIDE, 53), Drop), (tcp_from(2, XC, 80), Allow), (tcp_from(3, XB, 80), Allow)]);
+    check(
+        "egress: [] isolates x/a only",
+        &deny,
+        &[
+            (tcp_from(1, XB, 80), Drop),
+            (tcp_from(1, OUTSIDE, 53), Drop),
+            (tcp_from(2, XC, 80), Allow),
+            (tcp_from(3, XB, 80), Allow),
+        ],
+    );
     let ingress_only = base().with_policy(policy("x", "in", LabelSelector::everything(), vec![]));
     check("an Ingress policy does not isolate for egress", &ingress_only, &[(tcp_from(1, OUTSIDE, 80), Allow)]);
     let mut both = egress("x", "both", LabelSelector::everything(), vec![]);
     both.affects_ingress = true;
-    check("Ingress+Egress isolates both ways", &base().with_policy(both), &[(tcp_from(1, YA, 80), Drop), (tcp_from(2, YA, 80), Drop), (tcp_from(3, XB, 80), Allow)]);
+    check(
+        "Ingress+Egress isolates both ways",
+        &base().with_policy(both),
+        &[(tcp_from(1, YA, 80), Drop), (tcp_from(2, YA, 80), Drop), (tcp_from(3, XB, 80), Allow)],
+    );
     let all = base().with_policy(egress("x", "all", LabelSelector::everything(), vec![rule(vec![], vec![])]));
-    check("one empty rule allows everything", &all, &[(tcp_from(1, OUTSIDE, 1), Allow), (send(2, "fd00::9", 17, 53), Allow)]);
+    check(
+        "one empty rule allows everything",
+        &all,
+        &[(tcp_from(1, OUTSIDE, 1), Allow), (send(2, "fd00::9", 17, 53), Allow)],
+    );
 }
 
 #[test]
 fn peers() {
-    let to_b = base().with_policy(egress("x", "p", sel(&[("pod", "a")]), vec![rule(vec![pods(Some(sel(&[("pod", "b")])), None)], vec![tcp(80)])]));
+    let to_b = base().with_policy(egress(
+        "x",
+        "p",
+        sel(&[("pod", "a")]),
+        vec![rule(vec![pods(Some(sel(&[("pod", "b")])), None)], vec![tcp(80)])],
+    ));
     check(
         "podSelector: same namespace, TCP 80 only, both families",
         &to_b,
@@ -113,23 +138,42 @@ fn peers() {
             (tcp_from(1, XC, 80), Drop),
         ],
     );
-    let ns = base().with_policy(egress("x", "p", sel(&[("pod", "a")]), vec![rule(vec![pods(None, Some(sel(&[("team", "b")])))], vec![])]));
-    check("namespaceSelector: every pod there, every port", &ns, &[(tcp_from(1, YA, 1), Allow), (send(1, YC, 132, 7), Allow), (tcp_from(1, XB, 80), Drop)]);
+    let ns = base().with_policy(egress(
+        "x",
+        "p",
+        sel(&[("pod", "a")]),
+        vec![rule(vec![pods(None, Some(sel(&[("team", "b")])))], vec![])],
+    ));
+    check(
+        "namespaceSelector: every pod there, every port",
+        &ns,
+        &[(tcp_from(1, YA, 1), Allow), (send(1, YC, 132, 7), Allow), (tcp_from(1, XB, 80), Drop)],
+    );
     let both = base().with_policy(egress(
         "x",
         "p",
         sel(&[("pod", "a")]),
         vec![rule(vec![pods(Some(sel(&[("pod", "c")])), Some(sel(&[("team", "b")])))], vec![])],
     ));
-    check("both selectors in one peer: their intersection", &both, &[(tcp_from(1, YC, 80), Allow), (tcp_from(1, YB, 80), Drop), (tcp_from(1, XC, 80), Drop)]);
+    check(
+        "both selectors in one peer: their intersection",
+        &both,
+        &[(tcp_from(1, YC, 80), Allow), (tcp_from(1, YB, 80), Drop), (tcp_from(1, XC, 80), Drop)],
+    );
     let block = base().with_policy(egress(
         "x",
         "p",
         sel(&[("pod", "a")]),
         vec![rule(
             vec![
-                Peer::IpBlock { cidr: parse_cidr("192.168.0.0/16").unwrap(), except: vec![parse_cidr("192.168.5.0/24").unwrap()] },
-                Peer::IpBlock { cidr: parse_cidr("fd00::/64").unwrap(), except: vec![parse_cidr("fd00::2/128").unwrap()] },
+                Peer::IpBlock {
+                    cidr: parse_cidr("192.168.0.0/16").unwrap(),
+                    except: vec![parse_cidr("192.168.5.0/24").unwrap()],
+                },
+                Peer::IpBlock {
+                    cidr: parse_cidr("fd00::/64").unwrap(),
+                    except: vec![parse_cidr("fd00::2/128").unwrap()],
+                },
             ],
             vec![PortSpec { protocol: Protocol::Udp, port: Some(PortRef::Number(5000)), end_port: Some(5100) }],
         )],
@@ -148,9 +192,18 @@ fn peers() {
         ],
     );
     let two = base()
-        .with_policy(egress("x", "one", sel(&[("pod", "a")]), vec![rule(vec![pods(Some(sel(&[("pod", "b")])), None)], vec![tcp(80)])]))
+        .with_policy(egress(
+            "x",
+            "one",
+            sel(&[("pod", "a")]),
+            vec![rule(vec![pods(Some(sel(&[("pod", "b")])), None)], vec![tcp(80)])],
+        ))
         .with_policy(egress("x", "two", sel(&[("pod", "a")]), vec![rule(vec![], vec![tcp(53)])]));
-    check("two policies add up", &two, &[(tcp_from(1, XB, 80), Allow), (tcp_from(1, OUTSIDE, 53), Allow), (tcp_from(1, OUTSIDE, 80), Drop)]);
+    check(
+        "two policies add up",
+        &two,
+        &[(tcp_from(1, XB, 80), Allow), (tcp_from(1, OUTSIDE, 53), Allow), (tcp_from(1, OUTSIDE, 80), Drop)],
+    );
 }
 
 #[test]
@@ -176,7 +229,8 @@ fn named_ports_resolve_on_the_destination() {
             (tcp_from(1, XC, 8080), Drop),
         ],
     );
-    let to_anyone = base().with_policy(egress("x", "p", sel(&[("pod", "a")]), vec![rule(vec![], vec![named("http"), tcp(53)])]));
+    let to_anyone =
+        base().with_policy(egress("x", "p", sel(&[("pod", "a")]), vec![rule(vec![], vec![named("http"), tcp(53)])]));
     check(
         "empty `to`: every pod that has the name, numeric ports anywhere",
         &to_anyone,
@@ -192,7 +246,10 @@ fn named_ports_resolve_on_the_destination() {
         "x",
         "p",
         sel(&[("pod", "a")]),
-        vec![rule(vec![Peer::IpBlock { cidr: parse_cidr("10.0.0.0/8").unwrap(), except: vec![] }], vec![named("http")])],
+        vec![rule(
+            vec![Peer::IpBlock { cidr: parse_cidr("10.0.0.0/8").unwrap(), except: vec![] }],
+            vec![named("http")],
+        )],
     ));
     check("an ipBlock has no named ports", &block_named, &[(tcp_from(1, XB, 8080), Drop)]);
 }

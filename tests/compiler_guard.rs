@@ -61,14 +61,20 @@ fn matches(f: &Oxm, p: &Frame, reg1: Option<u32>) -> bool {
         Oxm::EthSrc(m) => masked_eq(p.dl_src, m.value, m.mask),
         Oxm::EthDst(m) => masked_eq(p.dl_dst, m.value, m.mask),
         Oxm::EthType(t) => *t == p.eth_type,
-        Oxm::Ipv4Src(m) | Oxm::ArpSpa(m) => v4(p.src).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets()))),
-        Oxm::Ipv4Dst(m) | Oxm::ArpTpa(m) => v4(p.dst).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets()))),
+        Oxm::Ipv4Src(m) | Oxm::ArpSpa(m) => {
+            v4(p.src).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets())))
+        }
+        Oxm::Ipv4Dst(m) | Oxm::ArpTpa(m) => {
+            v4(p.dst).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets())))
+        }
         Oxm::Ipv6Src(m) => v6(p.src).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets()))),
         Oxm::Ipv6Dst(m) => v6(p.dst).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets()))),
         Oxm::ArpSha(m) => masked_eq(p.arp_sha, m.value, m.mask),
         Oxm::IpProto(proto) => *proto == if p.nd.is_some() { 58 } else { 17 },
         Oxm::Icmpv6Type(t) => p.nd.is_some_and(|(kind, _)| kind == *t),
-        Oxm::Ipv6NdTarget(m) => p.nd.is_some_and(|(_, target)| v6(target).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets())))),
+        Oxm::Ipv6NdTarget(m) => p.nd.is_some_and(|(_, target)| {
+            v6(target).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets())))
+        }),
         // A new, valid connection.
         Oxm::CtState(m) => {
             let state = 0x21; // +new+trk
@@ -127,7 +133,13 @@ fn ip(s: &str) -> IpAddr {
 /// address in OVSDB), and port 5 of x/c claiming x/b's address (a stale OVSDB row).
 fn model() -> Model {
     let mut m = Model::default().with_ns(namespace("x", &[], &[])).with_ns(namespace("y", &[], &[]));
-    for (ns, name, pod_ip) in [("x", "a", "10.0.0.1"), ("x", "b", "10.0.0.2"), ("x", "c", "10.0.0.3"), ("y", "a", "10.0.1.1"), ("y", "b", "10.0.1.2")] {
+    for (ns, name, pod_ip) in [
+        ("x", "a", "10.0.0.1"),
+        ("x", "b", "10.0.0.2"),
+        ("x", "c", "10.0.0.3"),
+        ("y", "a", "10.0.1.1"),
+        ("y", "b", "10.0.1.2"),
+    ] {
         m = m.with_pod(pod(ns, name, &[], &[pod_ip]));
     }
     let no_mac = LocalPort { mac: None, ..port_with_ips(3, "y", "a", 3, &["10.0.1.1"]) };
@@ -182,15 +194,29 @@ fn a_pod_port_sends_only_as_its_pod() {
     }
     // Neighbour discovery (x/a has fd00::1): solicitations from its own, link-local or the
     // unspecified address; advertisements only for its own or a link-local address.
-    for f in [nd(1, a, "fd00::1", 135, "fd00::2"), nd(1, a, "fe80::1", 135, "fd00::2"), nd(1, a, "::", 135, "fd00::1"), nd(1, a, "fd00::1", 136, "fd00::1"), nd(1, a, "fe80::1", 136, "fe80::1")] {
+    for f in [
+        nd(1, a, "fd00::1", 135, "fd00::2"),
+        nd(1, a, "fe80::1", 135, "fd00::2"),
+        nd(1, a, "::", 135, "fd00::1"),
+        nd(1, a, "fd00::1", 136, "fd00::1"),
+        nd(1, a, "fe80::1", 136, "fe80::1"),
+    ] {
         assert_eq!(fate(flows, &f), Normal, "{f:?}");
     }
-    for f in [nd(1, a, "fd00::2", 135, "fd00::9"), nd(1, a, "fd00::1", 136, "fd00::2"), nd(1, b, "fd00::1", 135, "fd00::2"), nd(2, b, "fe80::2", 135, "fd00::1")] {
+    for f in [
+        nd(1, a, "fd00::2", 135, "fd00::9"),
+        nd(1, a, "fd00::1", 136, "fd00::2"),
+        nd(1, b, "fd00::1", 135, "fd00::2"),
+        nd(2, b, "fe80::2", 135, "fd00::1"),
+    ] {
         assert_eq!(fate(flows, &f), Dropped, "{f:?}");
     }
     // A port whose MAC or addresses OVSDB does not give sends nothing.
     assert_eq!(fate(flows, &udp(3, [0x0a, 0x58, 0, 0, 0, 3], "10.0.1.1", b, "10.0.0.2")), Dropped);
-    assert_eq!(fate(flows, &arp(3, [0x0a, 0x58, 0, 0, 0, 3], "10.0.1.1", [0x0a, 0x58, 0, 0, 0, 3], "10.0.0.2")), Dropped);
+    assert_eq!(
+        fate(flows, &arp(3, [0x0a, 0x58, 0, 0, 0, 3], "10.0.1.1", [0x0a, 0x58, 0, 0, 0, 3], "10.0.0.2")),
+        Dropped
+    );
     assert_eq!(fate(flows, &udp(4, mac(4), "10.0.1.2", b, "10.0.0.2")), Dropped);
     // The node's own ports are not checked.
     assert_eq!(fate(flows, &udp(NODE_PORT, UNKNOWN, "192.168.1.1", b, "10.0.0.2")), Policy(Some(2)));
@@ -205,7 +231,8 @@ fn ip_to_a_local_pod_meets_its_policy_whatever_the_mac() {
     let a = m.ports[&1].mac.unwrap();
     let b = m.ports[&2].mac.unwrap();
     for dl_dst in [a, b, BROADCAST, IP4_MULTICAST, IP6_MULTICAST, UNKNOWN] {
-        for from in [udp(2, b, "10.0.0.2", dl_dst, "10.0.0.1"), udp(NODE_PORT, UNKNOWN, "10.9.9.9", dl_dst, "10.0.0.1")] {
+        for from in [udp(2, b, "10.0.0.2", dl_dst, "10.0.0.1"), udp(NODE_PORT, UNKNOWN, "10.9.9.9", dl_dst, "10.0.0.1")]
+        {
             assert_eq!(fate(flows, &from), Policy(Some(1)), "{from:?}");
         }
         assert_eq!(fate(flows, &udp(NODE_PORT, UNKNOWN, "fd00::9", dl_dst, "fd00::1")), Policy(Some(1)));

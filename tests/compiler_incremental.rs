@@ -90,7 +90,8 @@ fn changing_one_policy_changes_only_its_flows() {
     m.policies.get_mut(&target).unwrap().ingress[0].ports = vec![tcp(8443)];
     let touched = c.update(&m, &[Change::Policy(target.clone())], 1);
     assert!(!touched.is_empty());
-    let new_ids: BTreeSet<u32> = c.rules().rules().values().filter(|r| r.policy == target && !r.deleted).map(|r| r.id).collect();
+    let new_ids: BTreeSet<u32> =
+        c.rules().rules().values().filter(|r| r.policy == target && !r.deleted).map(|r| r.id).collect();
     assert!(old_ids.is_disjoint(&new_ids), "a changed rule identity gets a new id");
     let mine: BTreeSet<u32> = old_ids.union(&new_ids).copied().collect();
     for k in &touched {
@@ -126,7 +127,12 @@ fn deleted_ids_stay_resolvable_and_reserved_for_the_grace_period() {
     }
     // New rules never take the reserved ids.
     for i in 0..20 {
-        let p = policy("ns0", &format!("new{i}"), LabelSelector::everything(), vec![IngressRule { from: vec![], ports: vec![tcp(1000 + i)] }]);
+        let p = policy(
+            "ns0",
+            &format!("new{i}"),
+            LabelSelector::everything(),
+            vec![IngressRule { from: vec![], ports: vec![tcp(1000 + i)] }],
+        );
         m = m.with_policy(p);
         c.update(&m, &[Change::Policy(oref("ns0", &format!("new{i}")))], 101);
     }
@@ -157,7 +163,9 @@ fn recovery_from_installed_flows_gives_the_same_ids() {
     let recovered = compile(&m, Config::default(), IdAllocator::recover(&as_stats(c.flows()), 60), 3);
     assert_eq!(recovered.flows(), c.flows());
     assert!(diff(recovered.flows(), c.flows()).is_empty());
-    let live = |c: &Compiler| c.rules().rules().values().filter(|r| !r.deleted).map(|r| (r.id, r.policy.clone(), r.index)).collect::<Vec<_>>();
+    let live = |c: &Compiler| {
+        c.rules().rules().values().filter(|r| !r.deleted).map(|r| (r.id, r.policy.clone(), r.index)).collect::<Vec<_>>()
+    };
     assert_eq!(live(&recovered), live(&c));
     let fresh = compile(&m, Config::default(), IdAllocator::new(60), 3);
     assert_ne!(fresh.flows(), c.flows(), "the churn above must have made ids differ from a fresh compile");
@@ -195,7 +203,8 @@ const PODS: [&str; 4] = ["p0", "p1", "p2", "p3"];
 fn template(ns: &str, t: usize) -> npagent::model::Policy {
     let named = PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Name("http".into())), end_port: None };
     let peer = |l: &str| Peer::Pods { pod_selector: Some(sel(&[("role", l)])), namespace_selector: None };
-    let nspeer = Peer::Pods { pod_selector: Some(sel(&[("role", "r1")])), namespace_selector: Some(sel(&[("team", "t1")])) };
+    let nspeer =
+        Peer::Pods { pod_selector: Some(sel(&[("role", "r1")])), namespace_selector: Some(sel(&[("team", "t1")])) };
     let (selector, rules) = match t {
         0 => (sel(&[("role", "r0")]), vec![IngressRule { from: vec![peer("r1")], ports: vec![tcp(80)] }]),
         1 => (LabelSelector::everything(), vec![]),
@@ -204,18 +213,43 @@ fn template(ns: &str, t: usize) -> npagent::model::Policy {
         4 => (
             sel(&[("role", "r1")]),
             vec![
-                IngressRule { from: vec![Peer::IpBlock { cidr: parse_cidr("10.9.0.0/16").unwrap(), except: vec![parse_cidr("10.9.1.0/24").unwrap()] }], ports: vec![] },
-                IngressRule { from: vec![peer("r0"), peer("r3")], ports: vec![PortSpec { protocol: Protocol::Udp, port: Some(PortRef::Number(100)), end_port: Some(200) }] },
+                IngressRule {
+                    from: vec![Peer::IpBlock {
+                        cidr: parse_cidr("10.9.0.0/16").unwrap(),
+                        except: vec![parse_cidr("10.9.1.0/24").unwrap()],
+                    }],
+                    ports: vec![],
+                },
+                IngressRule {
+                    from: vec![peer("r0"), peer("r3")],
+                    ports: vec![PortSpec {
+                        protocol: Protocol::Udp,
+                        port: Some(PortRef::Number(100)),
+                        end_port: Some(200),
+                    }],
+                },
             ],
         ),
-        5 => (sel(&[("role", "r3")]), vec![IngressRule { from: vec![Peer::Pods { pod_selector: None, namespace_selector: Some(LabelSelector::everything()) }], ports: vec![named] }]),
+        5 => (
+            sel(&[("role", "r3")]),
+            vec![IngressRule {
+                from: vec![Peer::Pods { pod_selector: None, namespace_selector: Some(LabelSelector::everything()) }],
+                ports: vec![named],
+            }],
+        ),
         _ => return egress_template(ns, t, named, peer, nspeer),
     };
     policy(ns, &format!("t{t}"), selector, rules)
 }
 
 /// Templates 6..9: egress, alone (6, 8) or with ingress (7).
-fn egress_template(ns: &str, t: usize, named: PortSpec, peer: impl Fn(&str) -> Peer, nspeer: Peer) -> npagent::model::Policy {
+fn egress_template(
+    ns: &str,
+    t: usize,
+    named: PortSpec,
+    peer: impl Fn(&str) -> Peer,
+    nspeer: Peer,
+) -> npagent::model::Policy {
     let (selector, rules, ingress) = match t {
         6 => (sel(&[("role", "r0")]), vec![EgressRule { to: vec![peer("r1")], ports: vec![tcp(80)] }], false),
         7 => (LabelSelector::everything(), vec![EgressRule { to: vec![nspeer], ports: vec![named] }], true),
@@ -223,12 +257,26 @@ fn egress_template(ns: &str, t: usize, named: PortSpec, peer: impl Fn(&str) -> P
             sel(&[("role", "r1")]),
             vec![
                 EgressRule { to: vec![], ports: vec![named] },
-                EgressRule { to: vec![Peer::IpBlock { cidr: parse_cidr("10.1.0.0/16").unwrap(), except: vec![parse_cidr("10.1.1.0/24").unwrap()] }, peer("r2")], ports: vec![] },
+                EgressRule {
+                    to: vec![
+                        Peer::IpBlock {
+                            cidr: parse_cidr("10.1.0.0/16").unwrap(),
+                            except: vec![parse_cidr("10.1.1.0/24").unwrap()],
+                        },
+                        peer("r2"),
+                    ],
+                    ports: vec![],
+                },
             ],
             false,
         ),
     };
-    npagent::model::Policy { affects_ingress: ingress, affects_egress: true, egress: rules, ..policy(ns, &format!("t{t}"), selector, vec![]) }
+    npagent::model::Policy {
+        affects_ingress: ingress,
+        affects_egress: true,
+        egress: rules,
+        ..policy(ns, &format!("t{t}"), selector, vec![])
+    }
 }
 
 fn prop_base() -> Model {
@@ -257,7 +305,11 @@ fn mutate(m: &mut Model, op: &Op) -> Change {
         }
         Op::ToggleIp(n, p) => {
             let pod = m.pods.get_mut(&oref(NS[*n], PODS[*p])).unwrap();
-            pod.ips = if pod.ips.is_empty() { vec![format!("10.1.{n}.{p}").parse().unwrap(), format!("fd00::{n}:{p}").parse().unwrap()] } else { vec![] };
+            pod.ips = if pod.ips.is_empty() {
+                vec![format!("10.1.{n}.{p}").parse().unwrap(), format!("fd00::{n}:{p}").parse().unwrap()]
+            } else {
+                vec![]
+            };
             Change::Pod(oref(NS[*n], PODS[*p]))
         }
         Op::NamedPort(n, p, port) => {
@@ -292,7 +344,10 @@ fn mutate(m: &mut Model, op: &Op) -> Change {
             // address as their first port, and for some the same MAC as another pod's port.
             if m.ports.remove(&ofport).is_none() {
                 let ip = format!("10.1.{n}.{p}");
-                m.ports.insert(ofport, port_with_ips(ofport, NS[*n], PODS[*p], (*n * 4 + *p) as u8 + 1, &[&ip, &format!("fd00::{n}:{p}")]));
+                m.ports.insert(
+                    ofport,
+                    port_with_ips(ofport, NS[*n], PODS[*p], (*n * 4 + *p) as u8 + 1, &[&ip, &format!("fd00::{n}:{p}")]),
+                );
             }
             Change::Port(ofport)
         }
@@ -371,7 +426,8 @@ fn logging_toggle_modifies_exactly_the_logging_flows() {
     let mods = diff_keys(c.flows(), &installed, &touched);
     assert!(!mods.is_empty());
     let local: BTreeSet<u32> = m.ports.values().filter(|p| p.pod.namespace == ns).map(|p| p.ofport).collect();
-    let ns_rules: BTreeSet<u32> = c.rules().rules().values().filter(|r| r.policy.namespace == ns).map(|r| r.id).collect();
+    let ns_rules: BTreeSet<u32> =
+        c.rules().rules().values().filter(|r| r.policy.namespace == ns).map(|r| r.id).collect();
     for fm in &mods {
         assert_eq!(fm.command, ofp::FlowModCommand::ModifyStrict, "{fm:?}");
         match fm.match_.fields.as_slice() {

@@ -11,7 +11,9 @@ use npagent::compiler::{
     diff, diff_keys, flows_text, installed_from_stats, tables, Change, Compiler, Config, FlowTable, IdAllocator,
 };
 use npagent::model::{IngressRule, Model, Peer};
-use ofp::{FlowMod, FlowStats, FlowStatsRequest, MultipartReply, MultipartReplyBody, MultipartRequest, MultipartRequestBody};
+use ofp::{
+    FlowMod, FlowStats, FlowStatsRequest, MultipartReply, MultipartReplyBody, MultipartRequest, MultipartRequestBody,
+};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -79,12 +81,26 @@ impl Sandbox {
             "protocols=OpenFlow15".into(),
         ];
         for (ofport, name) in ports {
-            args.extend(["--", "add-port", "br-int", name, "--", "set", "Interface", name, "type=dummy"].map(String::from));
+            args.extend(
+                ["--", "add-port", "br-int", name, "--", "set", "Interface", name, "type=dummy"].map(String::from),
+            );
             args.push(format!("ofport_request={ofport}"));
         }
         for (id, name) in tables::TABLES {
-            args.extend(["--".into(), format!("--id=@t{id}"), "create".into(), "Flow_Table".into(), format!("name={name}")]);
-            args.extend(["--".into(), "set".into(), "Bridge".into(), "br-int".into(), format!("flow_tables:{id}=@t{id}")]);
+            args.extend([
+                "--".into(),
+                format!("--id=@t{id}"),
+                "create".into(),
+                "Flow_Table".into(),
+                format!("name={name}"),
+            ]);
+            args.extend([
+                "--".into(),
+                "set".into(),
+                "Bridge".into(),
+                "br-int".into(),
+                format!("flow_tables:{id}=@t{id}"),
+            ]);
         }
         run(Command::new("ovs-vsctl").args(&args));
         Some(sb)
@@ -246,7 +262,15 @@ fn compiled_pipeline_on_real_ovs() {
     // (IPv4) and on the named port 8080 (IPv6) is allowed, logged and committed; c -> a is
     // dropped and logged.
     let trace = |flow: &str| {
-        let out = run(Command::new("ovs-appctl").args(["-t", sb.dir().join("vs.ctl").to_str().unwrap(), "ofproto/trace", "br-int", flow, "--ct-next", "trk,new"]));
+        let out = run(Command::new("ovs-appctl").args([
+            "-t",
+            sb.dir().join("vs.ctl").to_str().unwrap(),
+            "ofproto/trace",
+            "br-int",
+            flow,
+            "--ct-next",
+            "trk,new",
+        ]));
         out.lines().rfind(|l| l.starts_with("Datapath actions:")).unwrap_or_default().to_string()
     };
     let allowed = trace("in_port=LOCAL,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80");
@@ -264,12 +288,14 @@ fn compiled_pipeline_on_real_ovs() {
     let d_mac = "dl_src=0a:58:00:00:00:02";
     for spoofed in [
         format!("in_port=2,{d_mac},tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80"),
-        "in_port=2,dl_src=0a:58:00:00:00:09,tcp,nw_src=10.0.1.4,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80".into(),
+        "in_port=2,dl_src=0a:58:00:00:00:09,tcp,nw_src=10.0.1.4,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80"
+            .into(),
         format!("in_port=2,{d_mac},arp,arp_spa=10.0.0.2,arp_sha=0a:58:00:00:00:02,arp_tpa=10.0.0.1"),
     ] {
         assert_eq!(trace(&spoofed), "Datapath actions: drop", "{spoofed}");
     }
-    let genuine = trace(&format!("in_port=2,{d_mac},tcp,nw_src=10.0.1.4,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80"));
+    let genuine =
+        trace(&format!("in_port=2,{d_mac},tcp,nw_src=10.0.1.4,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80"));
     assert!(genuine.contains("controller(") && !genuine.contains("ct(commit"), "{genuine}");
     let arp = trace(&format!("in_port=2,{d_mac},arp,arp_spa=10.0.1.4,arp_sha=0a:58:00:00:00:02,arp_tpa=10.0.0.1"));
     assert_ne!(arp, "Datapath actions: drop", "{arp}");
@@ -339,7 +365,13 @@ fn compiled_pipeline_on_real_ovs() {
     let key = c.flows().keys().find(|k| k.table == tables::OUTPUT && k.priority == 200).unwrap().clone();
     conn.flow_mods(&[
         FlowMod { cookie: 0x1234, table_id: 6, priority: 7, ..FlowMod::default() },
-        FlowMod { cookie: 0x99, table_id: key.table, priority: key.priority, match_: key.match_.clone(), ..FlowMod::default() },
+        FlowMod {
+            cookie: 0x99,
+            table_id: key.table,
+            priority: key.priority,
+            match_: key.match_.clone(),
+            ..FlowMod::default()
+        },
     ]);
     let inst = installed(&mut conn);
     let fix = diff(c.flows(), &inst);

@@ -45,7 +45,9 @@ fn logging(flows: &FlowTable) -> Vec<String> {
 
 #[test]
 fn an_annotated_policy_logs_its_rules_and_its_pods_default_drops() {
-    let m = base().with_policy(allow_a(&[(LOGGING_ANNOTATION, "true"), (LOG_LABEL_ANNOTATION, "team-y")])).with_policy(deny_b());
+    let m = base()
+        .with_policy(allow_a(&[(LOGGING_ANNOTATION, "true"), (LOG_LABEL_ANNOTATION, "team-y")]))
+        .with_policy(deny_b());
     let c = compile(&m, Config::default(), IdAllocator::new(0), 0);
     let logged = logging(c.flows());
     assert_eq!(logged.len(), 2, "allow-a's conj_id flow and y/a's default drop:\n{}", logged.join("\n"));
@@ -57,7 +59,11 @@ fn an_annotated_policy_logs_its_rules_and_its_pods_default_drops() {
     // Without the annotation nothing logs; a bad value is off too.
     for anns in [&[][..], &[(LOGGING_ANNOTATION, "yes")][..]] {
         let m = base().with_policy(allow_a(anns)).with_policy(deny_b());
-        assert_eq!(logging(compile(&m, Config::default(), IdAllocator::new(0), 0).flows()), Vec::<String>::new(), "{anns:?}");
+        assert_eq!(
+            logging(compile(&m, Config::default(), IdAllocator::new(0), 0).flows()),
+            Vec::<String>::new(),
+            "{anns:?}"
+        );
     }
 }
 

@@ -67,7 +67,8 @@ fn the_compiler_names_no_runtime_clock_io_or_hash_map() {
 
 #[test]
 fn the_check_finds_what_it_forbids_and_skips_comments_and_longer_names() {
-    let source = "use std::collections::HashMap;\n// tokio in a comment\nlet t = Instant::now();\nstruct MyHashMapLike;\n";
+    let source =
+        "use std::collections::HashMap;\n// tokio in a comment\nlet t = Instant::now();\nstruct MyHashMapLike;\n";
     let found: Vec<(usize, &str)> = violations(source).into_iter().map(|(l, i, _)| (l, i)).collect();
     assert_eq!(found, vec![(1, "HashMap"), (3, "Instant")]);
 }

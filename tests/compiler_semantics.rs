@@ -27,9 +27,11 @@ fn tcp_to(src: &str, ofport: u32, dport: u16) -> Packet {
 /// pod=<name>; x/a on port 1, x/b on port 2, y/a on port 3. IPs: x: 10.0.0.1-3, y: 10.0.1.1-3,
 /// plus fd00::1 on x/b.
 fn base() -> Model {
-    let mut m = Model::default()
-        .with_ns(namespace("x", &[("ns", "x"), ("team", "a")], &[]))
-        .with_ns(namespace("y", &[("ns", "y"), ("team", "b")], &[]));
+    let mut m = Model::default().with_ns(namespace("x", &[("ns", "x"), ("team", "a")], &[])).with_ns(namespace(
+        "y",
+        &[("ns", "y"), ("team", "b")],
+        &[],
+    ));
     for (ns, net) in [("x", 0), ("y", 1)] {
         for (i, name) in ["a", "b", "c"].iter().enumerate() {
             let mut ips = vec![format!("10.0.{net}.{}", i + 1)];
@@ -156,9 +158,17 @@ fn cases() -> Vec<Case> {
                         Some(LabelSelector {
                             match_labels: Default::default(),
                             match_expressions: vec![
-                                Requirement { key: "pod".into(), op: SelectorOp::In, values: ["c".into(), "b".into()].into_iter().collect() },
+                                Requirement {
+                                    key: "pod".into(),
+                                    op: SelectorOp::In,
+                                    values: ["c".into(), "b".into()].into_iter().collect(),
+                                },
                                 Requirement { key: "pod".into(), op: SelectorOp::Exists, values: BTreeSet::new() },
-                                Requirement { key: "missing".into(), op: SelectorOp::DoesNotExist, values: BTreeSet::new() },
+                                Requirement {
+                                    key: "missing".into(),
+                                    op: SelectorOp::DoesNotExist,
+                                    values: BTreeSet::new(),
+                                },
                             ],
                         }),
                         None,
@@ -166,7 +176,12 @@ fn cases() -> Vec<Case> {
                     vec![],
                 )],
             )),
-            vec![(tcp_to(XC, 1, 80), Allow), (tcp_to(XB, 1, 80), Allow), (tcp_to(XA, 1, 80), Drop), (tcp_to(XA, 2, 80), Allow)],
+            vec![
+                (tcp_to(XC, 1, 80), Allow),
+                (tcp_to(XB, 1, 80), Allow),
+                (tcp_to(XA, 1, 80), Drop),
+                (tcp_to(XA, 2, 80), Allow),
+            ],
         ),
         (
             "ipBlock with except (IPv4 and IPv6)",
@@ -176,8 +191,17 @@ fn cases() -> Vec<Case> {
                 sel(&[("pod", "a")]),
                 vec![rule(
                     vec![
-                        Peer::IpBlock { cidr: parse_cidr("192.168.0.0/16").unwrap(), except: vec![parse_cidr("192.168.3.0/24").unwrap(), parse_cidr("192.168.200.7/32").unwrap()] },
-                        Peer::IpBlock { cidr: parse_cidr("fd00:1::/48").unwrap(), except: vec![parse_cidr("fd00:1:0:5::/64").unwrap()] },
+                        Peer::IpBlock {
+                            cidr: parse_cidr("192.168.0.0/16").unwrap(),
+                            except: vec![
+                                parse_cidr("192.168.3.0/24").unwrap(),
+                                parse_cidr("192.168.200.7/32").unwrap(),
+                            ],
+                        },
+                        Peer::IpBlock {
+                            cidr: parse_cidr("fd00:1::/48").unwrap(),
+                            except: vec![parse_cidr("fd00:1:0:5::/64").unwrap()],
+                        },
                     ],
                     vec![],
                 )],
@@ -229,8 +253,18 @@ fn cases() -> Vec<Case> {
             "several policies add up; one allow is enough",
             base()
                 .with_policy(policy("x", "deny", sel(&[("pod", "a")]), vec![]))
-                .with_policy(policy("x", "p1", sel(&[("pod", "a")]), vec![rule(vec![pods_peer(Some(sel(&[("pod", "b")])), None)], vec![tcp(80)])]))
-                .with_policy(policy("x", "p2", LabelSelector::everything(), vec![rule(vec![pods_peer(Some(sel(&[("pod", "c")])), None)], vec![tcp(81)])])),
+                .with_policy(policy(
+                    "x",
+                    "p1",
+                    sel(&[("pod", "a")]),
+                    vec![rule(vec![pods_peer(Some(sel(&[("pod", "b")])), None)], vec![tcp(80)])],
+                ))
+                .with_policy(policy(
+                    "x",
+                    "p2",
+                    LabelSelector::everything(),
+                    vec![rule(vec![pods_peer(Some(sel(&[("pod", "c")])), None)], vec![tcp(81)])],
+                )),
             vec![
                 (tcp_to(XB, 1, 80), Allow),
                 (tcp_to(XC, 1, 81), Allow),
@@ -243,7 +277,12 @@ fn cases() -> Vec<Case> {
         (
             "pods without IPs are not peers",
             {
-                let mut m = base().with_policy(policy("x", "p", sel(&[("pod", "a")]), vec![rule(vec![pods_peer(Some(sel(&[("pod", "c")])), None)], vec![])]));
+                let mut m = base().with_policy(policy(
+                    "x",
+                    "p",
+                    sel(&[("pod", "a")]),
+                    vec![rule(vec![pods_peer(Some(sel(&[("pod", "c")])), None)], vec![])],
+                ));
                 m.pods.get_mut(&oref("x", "c")).unwrap().ips.clear();
                 m
             },
@@ -251,7 +290,6 @@ fn cases() -> Vec<Case> {
         ),
     ]
 }
-
 
 #[test]
 fn ingress_semantics_table() {
@@ -273,8 +311,7 @@ fn named_ports_resolve_per_destination_pod() {
     set_port(&mut m, "a", 8080);
     set_port(&mut m, "b", 9090);
     let named = PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Name("http".into())), end_port: None };
-    let m = m
-        .with_policy(policy("x", "p", LabelSelector::everything(), vec![rule(vec![], vec![named, tcp(22)])]));
+    let m = m.with_policy(policy("x", "p", LabelSelector::everything(), vec![rule(vec![], vec![named, tcp(22)])]));
     let c = compile(&m, Config::default(), IdAllocator::new(60), 0);
     let f = c.flows();
     assert_eq!(verdict(f, &tcp_to(YA, 1, 8080)), Allow);
@@ -291,15 +328,18 @@ fn named_ports_resolve_per_destination_pod() {
 
     // A pod without the named port gets nothing from it but is isolated.
     let named_only = PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Name("http".into())), end_port: None };
-    let mut m2 = base().with_policy(policy("x", "p", LabelSelector::everything(), vec![rule(vec![], vec![named_only])]));
-    m2.pods.get_mut(&oref("x", "a")).unwrap().ports = vec![ContainerPort { name: Some("http".into()), port: 8080, protocol: Protocol::Tcp }];
+    let mut m2 =
+        base().with_policy(policy("x", "p", LabelSelector::everything(), vec![rule(vec![], vec![named_only])]));
+    m2.pods.get_mut(&oref("x", "a")).unwrap().ports =
+        vec![ContainerPort { name: Some("http".into()), port: 8080, protocol: Protocol::Tcp }];
     let f = flows(&m2);
     assert_eq!(verdict(&f, &tcp_to(YA, 1, 8080)), Allow);
     assert_eq!(verdict(&f, &tcp_to(YA, 2, 8080)), Drop);
     // A UDP named port does not resolve against a TCP container port.
     let udp_named = PortSpec { protocol: Protocol::Udp, port: Some(PortRef::Name("http".into())), end_port: None };
     let mut m3 = base().with_policy(policy("x", "p", sel(&[("pod", "a")]), vec![rule(vec![], vec![udp_named])]));
-    m3.pods.get_mut(&oref("x", "a")).unwrap().ports = vec![ContainerPort { name: Some("http".into()), port: 8080, protocol: Protocol::Tcp }];
+    m3.pods.get_mut(&oref("x", "a")).unwrap().ports =
+        vec![ContainerPort { name: Some("http".into()), port: 8080, protocol: Protocol::Tcp }];
     let f = flows(&m3);
     assert_eq!(verdict(&f, &Packet { peer: YA.parse().unwrap(), ofport: 1, proto: 17, dport: 8080 }), Drop);
 }
@@ -310,7 +350,9 @@ fn logging_flags_follow_the_namespace() {
     let m = base().with_policy(policy_x.clone());
     let has_controller = |f: &FlowTable, table: u8| {
         f.iter().filter(|(k, _)| k.table == table && k.priority != 0).any(|(_, v)| {
-            v.instructions.iter().any(|i| matches!(i, Instruction::ApplyActions(a) if a.iter().any(|a| matches!(a, Action::Controller2(_)))))
+            v.instructions.iter().any(
+                |i| matches!(i, Instruction::ApplyActions(a) if a.iter().any(|a| matches!(a, Action::Controller2(_)))),
+            )
         })
     };
     let f = flows(&m);
@@ -340,7 +382,14 @@ fn a_local_pod_the_model_does_not_know_fails_closed() {
     m = m.with_port(port(9, "ghost", "nobody", 9)).with_port(port(10, "quiet", "nobody", 10));
     let f = flows(&m);
     assert_eq!(verdict(&f, &tcp_to(XB, 9, 80)), Drop);
-    assert_eq!(policy_eval::verdict(&f, Direction::Egress, &Packet { peer: XB.parse().unwrap(), ofport: 9, proto: 6, dport: 80 }), Allow);
+    assert_eq!(
+        policy_eval::verdict(
+            &f,
+            Direction::Egress,
+            &Packet { peer: XB.parse().unwrap(), ofport: 9, proto: 6, dport: 80 }
+        ),
+        Allow
+    );
     // A namespace without policies isolates nobody.
     assert_eq!(verdict(&f, &tcp_to(XB, 10, 80)), Allow);
     // Once the pod is known, the policy's rules apply to it.

@@ -11,7 +11,8 @@ fn small_model_flow_text() {
     let text = flows_text(c.flows(), &c.port_names()).join("\n");
     let want = include_str!("compiler_snapshot.txt");
     if std::env::var_os("UPDATE_SNAPSHOT").is_some() {
-        std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/compiler_snapshot.txt"), format!("{text}\n")).unwrap();
+        std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/compiler_snapshot.txt"), format!("{text}\n"))
+            .unwrap();
         return;
     }
     assert_eq!(format!("{text}\n"), want);

@@ -37,11 +37,15 @@ struct Image {
 impl Image {
     /// `scripts/build-image --binary <binary>` with a tag no other run uses.
     fn build(binary: &Path) -> Image {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let tag = format!("localhost/npagent-test:{}-{nanos}", std::process::id());
         let out = run(Command::new(repo_path("scripts/build-image")).arg("--binary").arg(binary).args(["--tag", &tag]));
         let id = out.trim().strip_prefix("sha256:").unwrap_or(out.trim()).to_owned();
-        assert!(id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()), "build-image printed no image id: {out:?}");
+        assert!(
+            id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+            "build-image printed no image id: {out:?}"
+        );
         let image = Image { id, mounted: false };
         let tags = run(Command::new("podman").args(["image", "inspect", "--format", "{{json .RepoTags}}", &image.id]));
         assert!(tags.contains(&tag), "{tags}");
@@ -120,7 +124,8 @@ fn tree(root: &Path) -> Vec<(String, char, u32)> {
 }
 
 fn same_bytes(a: &Path, b: &Path) -> bool {
-    let open = |p: &Path| std::io::BufReader::new(std::fs::File::open(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())));
+    let open =
+        |p: &Path| std::io::BufReader::new(std::fs::File::open(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())));
     let (mut a, mut b) = (open(a), open(b));
     let (mut x, mut y) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
     loop {
@@ -293,7 +298,8 @@ fn image_holds_the_binary_and_its_libraries_only_and_enforces_without_capabiliti
     assert_eq!(sb.ovsdb, format!("unix:{}/db.sock", sb.dir.display()), "the default --ovsdb in the OVS dir");
     let namespaces = tb.manifests_dir().join("namespaces.yaml");
     let text = std::fs::read_to_string(&namespaces).expect("namespaces.yaml");
-    let logging = "  name: x\n  labels:\n    ns: x\n  annotations:\n    networkpolicy.antrea.io/enable-logging: \"true\"\n";
+    let logging =
+        "  name: x\n  labels:\n    ns: x\n  annotations:\n    networkpolicy.antrea.io/enable-logging: \"true\"\n";
     write_atomic(&namespaces, &text.replacen("  name: x\n  labels:\n    ns: x\n", logging, 1));
     let pods = Reachability::standard_pods();
     assert!(!tb.reaches("x/b", "x/a", Port::Tcp80), "the secure bridge forwards before npagent runs");
@@ -355,7 +361,9 @@ fn image_holds_the_binary_and_its_libraries_only_and_enforces_without_capabiliti
     let started = Instant::now();
     let drop_line = loop {
         let text = std::fs::read_to_string(&np_log).unwrap_or_default();
-        if let Some(l) = text.lines().find(|l| l.contains("IngressDefaultRule K8sNetworkPolicy <nil> Ingress Drop <nil> x/")) {
+        if let Some(l) =
+            text.lines().find(|l| l.contains("IngressDefaultRule K8sNetworkPolicy <nil> Ingress Drop <nil> x/"))
+        {
             break l.to_owned();
         }
         assert!(started.elapsed() < Duration::from_secs(10), "no drop in np.log:\n{text}\n{}", agent.log_text());

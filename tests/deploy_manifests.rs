@@ -127,7 +127,9 @@ fn load() -> Vec<Manifest> {
     assert_eq!(listed.len(), k.resources.len(), "a resource is listed twice: {:?}", k.resources);
     for entry in std::fs::read_dir(&dir).expect("deploy/") {
         let name = entry.expect("dir entry").file_name().to_string_lossy().into_owned();
-        if name != "kustomization.yaml" && (name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json")) {
+        if name != "kustomization.yaml"
+            && (name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json"))
+        {
             assert!(listed.contains(name.as_str()), "deploy/{name} is not in the kustomization's resources");
         }
     }
@@ -137,7 +139,13 @@ fn load() -> Vec<Manifest> {
 /// The one object of a kind.
 macro_rules! one {
     ($all:expr, $kind:ident) => {{
-        let found: Vec<_> = $all.iter().filter_map(|m| match m { Manifest::$kind(x) => Some(x), _ => None }).collect();
+        let found: Vec<_> = $all
+            .iter()
+            .filter_map(|m| match m {
+                Manifest::$kind(x) => Some(x),
+                _ => None,
+            })
+            .collect();
         assert_eq!(found.len(), 1, "deploy/ should hold exactly one {}", stringify!($kind));
         found[0]
     }};
@@ -172,7 +180,10 @@ fn run_value(argv: &[String], long: &str) -> String {
         .unwrap_or_else(|| panic!("npagent run has no --{long}"));
     let matches = Cli::command().try_get_matches_from(argv).unwrap_or_else(|e| panic!("{e}"));
     let run = matches.subcommand_matches("run").expect("args start with run");
-    let raw = run.get_raw(arg.get_id().as_str()).and_then(|mut v| v.next()).unwrap_or_else(|| panic!("no value for --{long}"));
+    let raw = run
+        .get_raw(arg.get_id().as_str())
+        .and_then(|mut v| v.next())
+        .unwrap_or_else(|| panic!("no value for --{long}"));
     raw.to_string_lossy().into_owned()
 }
 
@@ -215,7 +226,8 @@ fn a_misspelt_or_unknown_field_is_caught() {
     assert!(err.contains(".spec.template.spec.hostNetwrok"), "{err}");
 
     let mut deep = ds.clone();
-    deep["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilites"] = serde_json::json!({"add": ["NET_ADMIN"]});
+    deep["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilites"] =
+        serde_json::json!({"add": ["NET_ADMIN"]});
     let err = manifest(&deep).expect_err("an unknown nested field must fail");
     assert!(err.contains("securityContext.capabilites"), "{err}");
 
@@ -324,9 +336,10 @@ fn daemonset_runs_on_every_node_with_the_node_network() {
     assert_eq!(spec.dns_policy.as_deref(), Some("ClusterFirstWithHostNet"));
     assert_eq!(spec.priority_class_name.as_deref(), Some("system-node-critical"));
     assert!(spec.host_pid.is_none() && spec.host_ipc.is_none(), "no host PID or IPC namespace");
-    let tolerates_all = spec.tolerations.iter().flatten().any(|t| {
-        t.operator.as_deref() == Some("Exists") && t.key.is_none() && t.effect.is_none() && t.value.is_none()
-    });
+    let tolerates_all =
+        spec.tolerations.iter().flatten().any(|t| {
+            t.operator.as_deref() == Some("Exists") && t.key.is_none() && t.effect.is_none() && t.value.is_none()
+        });
     assert!(tolerates_all, "a toleration of every taint: {:?}", spec.tolerations);
     assert!(spec.termination_grace_period_seconds.is_some_and(|s| s >= 10), "time to flush np.log");
     let update = ds.spec.as_ref().and_then(|s| s.update_strategy.as_ref()).expect("updateStrategy");
@@ -334,7 +347,8 @@ fn daemonset_runs_on_every_node_with_the_node_network() {
     let unavailable = update.rolling_update.as_ref().and_then(|r| r.max_unavailable.as_ref());
     assert_eq!(unavailable, Some(&IntOrString::Int(1)));
     let selector = ds.spec.as_ref().and_then(|s| s.selector.match_labels.clone()).expect("matchLabels");
-    let labels = ds.spec.as_ref().and_then(|s| s.template.metadata.as_ref()).and_then(|m| m.labels.clone()).expect("labels");
+    let labels =
+        ds.spec.as_ref().and_then(|s| s.template.metadata.as_ref()).and_then(|m| m.labels.clone()).expect("labels");
     for (k, v) in &selector {
         assert_eq!(labels.get(k), Some(v), "the selector selects the template");
     }

@@ -32,7 +32,8 @@ fn set_namespaces(tb: &Testbed, annotations: &[(&str, &[(&str, &str)])]) {
             text.push_str("---\n");
         }
         text.push_str(&format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels:\n    ns: {ns}\n"));
-        let ann: Vec<&(&str, &str)> = annotations.iter().filter(|(n, _)| *n == ns).flat_map(|(_, a)| a.iter()).collect();
+        let ann: Vec<&(&str, &str)> =
+            annotations.iter().filter(|(n, _)| *n == ns).flat_map(|(_, a)| a.iter()).collect();
         if !ann.is_empty() {
             text.push_str("  annotations:\n");
             for (k, v) in ann {
@@ -215,7 +216,8 @@ fn egress_drop_flow(flows: &BTreeMap<String, FlowStat>, pod: &Pod) -> FlowStat {
 fn meter_stats(sb: &Sandbox) -> (u64, u64) {
     let text = sb.ofctl(&["meter-stats"]);
     let num = |key: &str| -> u64 {
-        let values: Vec<u64> = text.split_whitespace().filter_map(|w| w.strip_prefix(key)).filter_map(|v| v.parse().ok()).collect();
+        let values: Vec<u64> =
+            text.split_whitespace().filter_map(|w| w.strip_prefix(key)).filter_map(|v| v.parse().ok()).collect();
         assert_eq!(values.len(), 2, "{key} of two meters in {text}");
         values.iter().sum()
     };
@@ -509,7 +511,12 @@ fn antrea_acceptance_cases_and_metrics() {
     };
     for (src, dst) in [(&xb, &xa), (&xc, &xa), (&ya, &yb)] {
         for (proto, port) in [("TCP", "81"), ("UDP", "80")] {
-            assert!(dropped(&src.ip, &dst.ip, proto, port) >= 1, "no Drop line {} -> {} {proto}/{port}", src.id(), dst.id());
+            assert!(
+                dropped(&src.ip, &dst.ip, proto, port) >= 1,
+                "no Drop line {} -> {} {proto}/{port}",
+                src.id(),
+                dst.id()
+            );
         }
         if src.id() != "x/b" {
             assert!(dropped(&src.ip, &dst.ip, "TCP", "80") >= 1, "no Drop line {} -> {} TCP/80", src.id(), dst.id());
@@ -611,7 +618,11 @@ fn toggle_modifies_drop_flows_in_place() {
         let after = dump_flows(sb);
 
         // modified, not re-added: same flows, counters and age kept
-        assert_eq!(after.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "step {step}: flow set changed");
+        assert_eq!(
+            after.keys().collect::<Vec<_>>(),
+            before.keys().collect::<Vec<_>>(),
+            "step {step}: flow set changed"
+        );
         let adds = |m: &support::agent::Metrics| m.count("npagent_flow_mods_total{kind=\"add\"}");
         let dels = |m: &support::agent::Metrics| m.count("npagent_flow_mods_total{kind=\"delete\"}");
         let mods = |m: &support::agent::Metrics| m.count("npagent_flow_mods_total{kind=\"modify\"}");
@@ -622,7 +633,12 @@ fn toggle_modifies_drop_flows_in_place() {
         for (key, b) in &before {
             let a = &after[key];
             assert_eq!(a.n_packets, b.n_packets, "step {step}: counters of {key} changed");
-            assert!(a.duration >= b.duration, "step {step}: {key} was re-added (duration {} -> {})", b.duration, a.duration);
+            assert!(
+                a.duration >= b.duration,
+                "step {step}: {key} was re-added (duration {} -> {})",
+                b.duration,
+                a.duration
+            );
         }
         let f = drop_flow(&after, xa.ofport);
         assert_eq!(f.actions.contains("controller("), logging, "step {step}: {f:?}");
@@ -671,7 +687,9 @@ fn toggle_modifies_drop_flows_in_place() {
     std::thread::sleep(Duration::from_millis(1_000));
     assert_eq!(agent.metrics().flow_mods(), m0.flow_mods(), "an unrelated annotation sent flow_mods");
     set_namespaces(&tb, &[("x", &[(ANTREA_KEY, "false"), ("example.com/owner", "team-a")]), ("y", on)]);
-    wait_until(Duration::from_secs(5), "the marker toggle", || !drop_flow(&dump_flows(sb), xa.ofport).actions.contains("controller("));
+    wait_until(Duration::from_secs(5), "the marker toggle", || {
+        !drop_flow(&dump_flows(sb), xa.ofport).actions.contains("controller(")
+    });
     std::thread::sleep(Duration::from_millis(300));
     let m1 = agent.metrics();
     assert_eq!(m1.flow_mods() - m0.flow_mods(), modifies_per_toggle.expect("toggled"));
@@ -699,8 +717,10 @@ fn packet_in_rate_limits_entries_never_allowed_traffic() {
     // ~3 s of 3 x 700 dropped datagrams/s (distinct source ports) and as many allowed
     // connections as x/b can open: far above 50/s.
     let started = Instant::now();
-    let floods: Vec<Traffic> =
-        ["x/c", "y/a", "z/a"].iter().map(|from| Traffic::start(&tb, from, "udp-distinct", &xa.ip, 80, 2_100, 700)).collect();
+    let floods: Vec<Traffic> = ["x/c", "y/a", "z/a"]
+        .iter()
+        .map(|from| Traffic::start(&tb, from, "udp-distinct", &xa.ip, 80, 2_100, 700))
+        .collect();
     let allowed = traffic(&tb, "x/b", "tcp", &xa.ip, 80, 400, 150);
     let sent: u32 = floods.into_iter().map(Traffic::wait).sum();
     let elapsed = started.elapsed().as_secs_f64();
@@ -723,7 +743,10 @@ fn packet_in_rate_limits_entries_never_allowed_traffic() {
     let logged = packets(&lines);
     // Two meters (Allow copies, Drop copies), each at RATE with a burst of twice that.
     let bound = 2.0 * (RATE as f64 * (elapsed + 0.5) + 2.0 * RATE as f64);
-    assert!((logged as f64) <= bound, "{logged} packets logged in {elapsed:.1} s, more than rate and burst allow ({bound})");
+    assert!(
+        (logged as f64) <= bound,
+        "{logged} packets logged in {elapsed:.1} s, more than rate and burst allow ({bound})"
+    );
     assert!(logged >= 2 * RATE, "{logged} packets logged: not even the burst");
     assert_eq!(logged, meter_in - meter_dropped, "every packet-in the meter let through is logged");
     // The Allow copies have a meter of their own at the same rate, below the connections'
@@ -885,14 +908,20 @@ fn formats_field_by_field_and_rotation() {
     assert_eq!(a["priority"], 190);
     assert_eq!(a["policy"]["namespace"], "x");
     assert_eq!(a["policy"]["name"], ALLOW_XB_XA);
-    assert_eq!((&a["source"]["ip"], &a["source"]["namespace"], &a["source"]["pod"]), (&xb.ip.as_str().into(), &"x".into(), &"b".into()));
+    assert_eq!(
+        (&a["source"]["ip"], &a["source"]["namespace"], &a["source"]["pod"]),
+        (&xb.ip.as_str().into(), &"x".into(), &"b".into())
+    );
     assert_eq!((&a["protocol"], &a["length"], &a["count"]), (&"TCP".into(), &60.into(), &1.into()));
     assert_eq!(a["first_seen"], a["last_seen"]);
     assert_eq!(d["disposition"], "Drop");
     assert_eq!(d["table"], "IngressDefaultRule");
     assert!(d["priority"].is_null());
     assert!(d["policy"]["namespace"].is_null() && d["policy"]["name"].is_null(), "{d}");
-    assert_eq!((&d["source"]["ip"], &d["source"]["namespace"], &d["source"]["pod"]), (&xc.ip.as_str().into(), &"x".into(), &"c".into()));
+    assert_eq!(
+        (&d["source"]["ip"], &d["source"]["namespace"], &d["source"]["pod"]),
+        (&xc.ip.as_str().into(), &"x".into(), &"c".into())
+    );
     assert_eq!((&d["protocol"], &d["length"], &d["count"]), (&"UDP".into(), &UDP_TRAFFIC_IP_LEN.into(), &3.into()));
     assert!(rfc3339(&d["first_seen"]) < rfc3339(&d["last_seen"]), "three packets 10 ms apart");
 
@@ -908,8 +937,10 @@ fn formats_field_by_field_and_rotation() {
     );
     let (in0, _) = meter_stats(sb);
     let overflow0 = rconn_overflow(sb);
-    let floods: Vec<Traffic> =
-        ["x/c", "y/a", "z/a"].iter().map(|from| Traffic::start(&tb, from, "udp-distinct", &xa.ip, 80, 3_000, 800)).collect();
+    let floods: Vec<Traffic> = ["x/c", "y/a", "z/a"]
+        .iter()
+        .map(|from| Traffic::start(&tb, from, "udp-distinct", &xa.ip, 80, 3_000, 800))
+        .collect();
     let sent: u32 = floods.into_iter().map(Traffic::wait).sum();
     assert_eq!(sent, 9_000);
     let (in1, dropped) = meter_stats(sb);
@@ -942,7 +973,9 @@ fn formats_field_by_field_and_rotation() {
         assert!(name.ends_with(".log.gz"), "backups are gzipped: {name}");
         let mut text = String::new();
         use std::io::Read as _;
-        flate2::read::GzDecoder::new(std::fs::File::open(b).expect("open backup")).read_to_string(&mut text).expect("gunzip");
+        flate2::read::GzDecoder::new(std::fs::File::open(b).expect("open backup"))
+            .read_to_string(&mut text)
+            .expect("gunzip");
         assert!(text.len() as u64 <= 1024 * 1024, "{name} is {} bytes, over the max size", text.len());
         assert!(text.ends_with('\n'), "a line was split across files");
         all.extend(text.lines().map(str::to_owned));
@@ -1087,19 +1120,39 @@ fn egress_lines_field_by_field_in_every_format() {
     for o in [a, d] {
         assert_eq!(o["direction"], "Egress", "{o}");
         assert_eq!(o["applied_to"], serde_json::json!({"namespace": "x", "pod": "a"}), "{o}");
-        assert_eq!((&o["source"]["ip"], &o["source"]["namespace"], &o["source"]["pod"]), (&xa.ip.as_str().into(), &"x".into(), &"a".into()), "{o}");
+        assert_eq!(
+            (&o["source"]["ip"], &o["source"]["namespace"], &o["source"]["pod"]),
+            (&xa.ip.as_str().into(), &"x".into(), &"a".into()),
+            "{o}"
+        );
         assert!(o["source"]["port"].as_u64().is_some_and(|p| p > 0 && p <= 65_535), "{o}");
         assert_eq!(o["destination"]["port"], 80, "{o}");
         assert_eq!(o["policy"]["kind"], "K8sNetworkPolicy", "{o}");
     }
-    assert_eq!((&a["table"], &a["disposition"], &a["priority"]), (&"EgressRule".into(), &"Allow".into(), &190.into()), "{a}");
+    assert_eq!(
+        (&a["table"], &a["disposition"], &a["priority"]),
+        (&"EgressRule".into(), &"Allow".into(), &190.into()),
+        "{a}"
+    );
     assert_eq!((&a["policy"]["namespace"], &a["policy"]["name"]), (&"x".into(), &ALLOW_XA_XB.into()), "{a}");
-    assert_eq!((&a["destination"]["ip"], &a["destination"]["namespace"], &a["destination"]["pod"]), (&xb.ip.as_str().into(), &"x".into(), &"b".into()), "{a}");
+    assert_eq!(
+        (&a["destination"]["ip"], &a["destination"]["namespace"], &a["destination"]["pod"]),
+        (&xb.ip.as_str().into(), &"x".into(), &"b".into()),
+        "{a}"
+    );
     assert_eq!((&a["protocol"], &a["length"], &a["count"]), (&"TCP".into(), &60.into(), &1.into()), "{a}");
     assert_eq!((&d["table"], &d["disposition"]), (&"EgressDefaultRule".into(), &"Drop".into()), "{d}");
     assert!(d["priority"].is_null() && d["policy"]["namespace"].is_null() && d["policy"]["name"].is_null(), "{d}");
-    assert_eq!((&d["destination"]["ip"], &d["destination"]["namespace"], &d["destination"]["pod"]), (&xc.ip.as_str().into(), &"x".into(), &"c".into()), "{d}");
-    assert_eq!((&d["protocol"], &d["length"], &d["count"]), (&"UDP".into(), &UDP_TRAFFIC_IP_LEN.into(), &3.into()), "{d}");
+    assert_eq!(
+        (&d["destination"]["ip"], &d["destination"]["namespace"], &d["destination"]["pod"]),
+        (&xc.ip.as_str().into(), &"x".into(), &"c".into()),
+        "{d}"
+    );
+    assert_eq!(
+        (&d["protocol"], &d["length"], &d["count"]),
+        (&"UDP".into(), &UDP_TRAFFIC_IP_LEN.into(), &3.into()),
+        "{d}"
+    );
 
     // antrea-v1 has no direction: the table names it, as in Antrea 1.8.
     let v1_log = logs.path().join("v1.log");
@@ -1110,17 +1163,24 @@ fn egress_lines_field_by_field_in_every_format() {
     assert!(agent.stop().success());
     let v1 = read_lines(&v1_log);
     assert_eq!(v1.len(), 2, "{v1:#?}");
-    let fields = |line: &str| -> Vec<String> { line.get(27..).unwrap_or_default().split(' ').map(str::to_owned).collect() };
+    let fields =
+        |line: &str| -> Vec<String> { line.get(27..).unwrap_or_default().split(' ').map(str::to_owned).collect() };
     let allow = fields(&v1[0]);
     assert!(is_port(&allow[5]), "{}", v1[0]);
-    assert_eq!(allow.join(" "), format!("EgressRule K8sNetworkPolicy:x/{ALLOW_XA_XB} Allow 190 {} {} {} 80 TCP 60", xa.ip, allow[5], xb.ip));
+    assert_eq!(
+        allow.join(" "),
+        format!("EgressRule K8sNetworkPolicy:x/{ALLOW_XA_XB} Allow 190 {} {} {} 80 TCP 60", xa.ip, allow[5], xb.ip)
+    );
     let (body, n, _) = split_aggregate(&v1[1]);
     let drop = fields(body);
     assert_eq!(n, 3, "{}", v1[1]);
     assert!(is_port(&drop[5]), "{}", v1[1]);
     assert_eq!(
         drop.join(" "),
-        format!("EgressDefaultRule K8sNetworkPolicy Drop -1 {} {} {} 80 UDP {UDP_TRAFFIC_IP_LEN}", xa.ip, drop[5], xc.ip)
+        format!(
+            "EgressDefaultRule K8sNetworkPolicy Drop -1 {} {} {} 80 UDP {UDP_TRAFFIC_IP_LEN}",
+            xa.ip, drop[5], xc.ip
+        )
     );
 }
 
@@ -1155,7 +1215,8 @@ fn egress_toggle_modifies_only_logging_flows_in_place() {
         assert_eq!(traffic(&tb, "x/a", "tcp", &xb.ip, 80, 1, 0), 1);
         assert_eq!(traffic(&tb, "x/b", "tcp", &xa.ip, 80, 1, 0), 1);
     };
-    let drop_counts = |f: &BTreeMap<String, FlowStat>| (egress_drop_flow(f, &xa).n_packets, drop_flow(f, xa.ofport).n_packets);
+    let drop_counts =
+        |f: &BTreeMap<String, FlowStat>| (egress_drop_flow(f, &xa).n_packets, drop_flow(f, xa.ofport).n_packets);
     let settle = |want: u64| -> BTreeMap<String, FlowStat> {
         let mut flows = BTreeMap::new();
         wait_until(Duration::from_secs(5), "drop counters", || {
@@ -1210,7 +1271,11 @@ fn egress_toggle_modifies_only_logging_flows_in_place() {
         let after = dump_flows(sb);
 
         // Modified, not re-added: the same flows, counters and ages kept.
-        assert_eq!(after.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "step {step}: flow set changed");
+        assert_eq!(
+            after.keys().collect::<Vec<_>>(),
+            before.keys().collect::<Vec<_>>(),
+            "step {step}: flow set changed"
+        );
         for kind in ["add", "delete"] {
             let key = format!("npagent_flow_mods_total{{kind=\"{kind}\"}}");
             assert_eq!(m1.count(&key), m0.count(&key), "step {step}: {kind} on a toggle");
@@ -1225,7 +1290,12 @@ fn egress_toggle_modifies_only_logging_flows_in_place() {
         for (key, b) in &before {
             let a = &after[key];
             assert!(a.n_packets >= b.n_packets, "step {step}: counters of {key} reset");
-            assert!(a.duration >= b.duration, "step {step}: {key} was re-added (duration {} -> {})", b.duration, a.duration);
+            assert!(
+                a.duration >= b.duration,
+                "step {step}: {key} was re-added (duration {} -> {})",
+                b.duration,
+                a.duration
+            );
             if logging_flows.contains(key) {
                 assert_eq!(a.actions.contains("controller("), logging, "step {step}: {key}: {}", a.actions);
             } else {
@@ -1248,7 +1318,11 @@ fn egress_toggle_modifies_only_logging_flows_in_place() {
             );
         }
         for want in [&egress_drop, &ingress_drop] {
-            assert!(received.iter().any(|fm| fm.contains(want.as_str())), "step {step}: no flow_mod with {want}:\n{}", received.join("\n"));
+            assert!(
+                received.iter().any(|fm| fm.contains(want.as_str())),
+                "step {step}: no flow_mod with {want}:\n{}",
+                received.join("\n")
+            );
         }
 
         // Traffic after the toggle (no cached datapath flow of before): counted by the same
@@ -1297,7 +1371,11 @@ fn egress_logging_flag_changed_while_the_agent_is_away() {
     let agent = Agent::start(sb, &tb.manifests_dir(), &np_log, &[]);
     std::thread::sleep(Duration::from_millis(500));
     let m = agent.metrics();
-    assert_eq!(m.count("npagent_flow_mods_total{kind=\"modify\"}"), 2, "x/a's egress drop flow and the policy's allow flow");
+    assert_eq!(
+        m.count("npagent_flow_mods_total{kind=\"modify\"}"),
+        2,
+        "x/a's egress drop flow and the policy's allow flow"
+    );
     assert_eq!(m.flow_mods(), 2);
     let after = dump_flows(sb);
     assert_eq!(after.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>());
@@ -1306,7 +1384,12 @@ fn egress_logging_flag_changed_while_the_agent_is_away() {
         assert_eq!(a.n_packets, b.n_packets, "{key}: counter reset");
         assert!(a.duration > b.duration, "{key} re-added over the restart");
         if a.actions != b.actions {
-            assert!(key.starts_with("EgressDefaultRule ") || key.contains("conj_id="), "{key} changed: {} -> {}", b.actions, a.actions);
+            assert!(
+                key.starts_with("EgressDefaultRule ") || key.contains("conj_id="),
+                "{key} changed: {} -> {}",
+                b.actions,
+                a.actions
+            );
         }
     }
     assert_eq!(egress_drop_flow(&after, &xa).actions, "drop");

@@ -19,7 +19,9 @@ const ANTREA_KEY: &str = "networkpolicy.antrea.io/enable-logging";
 fn logging_manifests(tb: &Testbed) {
     let mut text = String::new();
     for ns in ["x", "y", "z"] {
-        text.push_str(&format!("---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels:\n    ns: {ns}\n"));
+        text.push_str(&format!(
+            "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels:\n    ns: {ns}\n"
+        ));
         if ns == "x" {
             text.push_str(&format!("  annotations:\n    {ANTREA_KEY}: \"true\"\n"));
         }
@@ -55,7 +57,10 @@ fn wait_lines(path: &Path, n: usize) {
 
 fn verify(files: &[PathBuf]) -> (i32, String) {
     let out = Command::new(npagent_bin()).args(["audit", "verify"]).args(files).output().expect("run verify");
-    (out.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    (
+        out.status.code().unwrap_or(-1),
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+    )
 }
 
 #[test]
@@ -125,7 +130,10 @@ fn udp_flood(tb: &Testbed, from: &str, ip: &str, count: u32, pps: u32) -> std::p
         "import socket, time\nstart = time.monotonic()\nfor i in range({count}):\n    d = start + i / {pps} - time.monotonic()\n    if d > 0: time.sleep(d)\n    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n    s.sendto(b'x', ('{ip}', 80))\n    s.close()\n"
     );
     let pod = tb.pod(from);
-    Command::new("ip").args(["netns", "exec", &pod.netns, "/usr/bin/python3", "-c", &script]).spawn().expect("start flood")
+    Command::new("ip")
+        .args(["netns", "exec", &pod.netns, "/usr/bin/python3", "-c", &script])
+        .spawn()
+        .expect("start flood")
 }
 
 #[test]
@@ -196,7 +204,10 @@ fn allowed_connections_made_during_a_drop_flood_are_all_logged() {
     assert_eq!(allow_lines, 150, "every allowed connection is in the log despite the flood");
     assert!(all.iter().any(|l| l.contains(" Drop ")));
     let (drop_in, drop_shed) = drop_meter;
-    assert!(drop_in >= 3 * 2_100 && drop_shed > 3_000, "the drop flood did not exceed its meter: {drop_in} in, {drop_shed} shed");
+    assert!(
+        drop_in >= 3 * 2_100 && drop_shed > 3_000,
+        "the drop flood did not exceed its meter: {drop_in} in, {drop_shed} shed"
+    );
     assert_eq!(allow_meter, (150, 0), "the Allow meter saw only the connections and shed none");
 }
 
@@ -239,7 +250,8 @@ fn a_long_chained_run_with_rotation_and_a_restart_verifies() {
     let xa = tb.pod("x/a");
     for run in 0..2 {
         let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &args);
-        let floods: Vec<_> = ["x/c", "y/a", "z/a"].iter().map(|from| udp_flood(&tb, from, &xa.ip, 1_500, 500)).collect();
+        let floods: Vec<_> =
+            ["x/c", "y/a", "z/a"].iter().map(|from| udp_flood(&tb, from, &xa.ip, 1_500, 500)).collect();
         for mut f in floods {
             assert!(f.wait().expect("flood").success());
         }
@@ -248,7 +260,10 @@ fn a_long_chained_run_with_rotation_and_a_restart_verifies() {
         assert!(agent.stop().success());
     }
     let files = log_files(logs.path());
-    assert!(files.len() >= 2 && files.iter().any(|f| f.extension().is_some_and(|e| e == "gz")), "no rotation: {files:?}");
+    assert!(
+        files.len() >= 2 && files.iter().any(|f| f.extension().is_some_and(|e| e == "gz")),
+        "no rotation: {files:?}"
+    );
     let total: usize = files.iter().map(|f| count_lines(f)).sum();
     assert!(total >= 2 * 4_500, "{total} lines");
     let (code, text) = verify(&files);

@@ -70,7 +70,10 @@ fn policy_changes_are_logged_once_enforced_or_refused() {
     write_atomic(&file, &deny_all("  ingress:\n  - from: [{ipBlock: {cidr: 10.10.1.12/33}}]\n"));
     let rejected = nth_event(&log, 3);
     assert_eq!((rejected["event"].as_str(), rejected["policy"].as_str()), (Some("rejected"), Some("x/deny-all")));
-    assert!(rejected["reason"].as_str().is_some_and(|r| r.contains("10.10.1.12/33")), "the reason names the culprit: {rejected}");
+    assert!(
+        rejected["reason"].as_str().is_some_and(|r| r.contains("10.10.1.12/33")),
+        "the reason names the culprit: {rejected}"
+    );
 
     std::fs::remove_file(&file).expect("remove the policy");
     let deleted = nth_event(&log, 4);

@@ -18,7 +18,9 @@ const LOGGING_KEY: &str = "networkpolicy.antrea.io/enable-logging";
 fn namespaces(tb: &Testbed) {
     let mut text = String::new();
     for ns in ["x", "y", "z"] {
-        text.push_str(&format!("---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels:\n    ns: {ns}\n"));
+        text.push_str(&format!(
+            "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels:\n    ns: {ns}\n"
+        ));
         if ns == "x" {
             text.push_str(&format!("  annotations:\n    {LOGGING_KEY}: \"true\"\n"));
         }
@@ -93,14 +95,16 @@ fn default_drops_name_the_isolating_policies_of_their_direction() {
 
     // Ingress drop into x/a: both of its isolating policies, sorted.
     udp(&tb, "y/a", &xa.ip, 3);
-    let drop = wait_line(&np_log, 0, Duration::from_secs(5), "ingress drop to x/a", |v| is_drop_to(v, "Ingress", &xa.ip));
+    let drop =
+        wait_line(&np_log, 0, Duration::from_secs(5), "ingress drop to x/a", |v| is_drop_to(v, "Ingress", &xa.ip));
     assert_eq!(drop["table"], "IngressDefaultRule");
     assert_eq!(drop["policy"], json!({"kind": "K8sNetworkPolicy", "namespace": null, "name": null}));
     assert_eq!(names(&drop), ["x/aa-allow-y-81", "x/zz-deny-ingress"], "{drop}");
 
     // Egress drop from x/b: only its egress isolation, not the ingress policy that selects it.
     udp(&tb, "x/b", &ya.ip, 2);
-    let drop = wait_line(&np_log, 0, Duration::from_secs(5), "egress drop from x/b", |v| is_drop_to(v, "Egress", &ya.ip));
+    let drop =
+        wait_line(&np_log, 0, Duration::from_secs(5), "egress drop from x/b", |v| is_drop_to(v, "Egress", &ya.ip));
     assert_eq!(drop["source"]["ip"], xb.ip.as_str());
     assert_eq!(names(&drop), ["x/egress-b-none"], "{drop}");
 
@@ -118,11 +122,19 @@ fn default_drops_name_the_isolating_policies_of_their_direction() {
     let after = loop {
         udp(&tb, "y/a", &xa.ip, 1);
         std::thread::sleep(Duration::from_millis(300));
-        let found = lines(&np_log).into_iter().skip(seen).filter(|v| is_drop_to(v, "Ingress", &xa.ip)).find(|v| names(v).len() == 1);
+        let found = lines(&np_log)
+            .into_iter()
+            .skip(seen)
+            .filter(|v| is_drop_to(v, "Ingress", &xa.ip))
+            .find(|v| names(v).len() == 1);
         if let Some(v) = found {
             break v;
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "no drop naming one policy after the deletion:\n{:#?}", lines(&np_log));
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no drop naming one policy after the deletion:\n{:#?}",
+            lines(&np_log)
+        );
     };
     assert_eq!(names(&after), ["x/aa-allow-y-81"], "{after}");
     // And x/b, no longer isolated for ingress, takes UDP from y/a.
@@ -156,7 +168,11 @@ fn an_annotated_policy_logs_its_own_allows_and_drops_with_its_label() {
     udp(&tb, "x/b", &yb.ip, 2);
     assert!(!tb.reaches("x/b", "y/b", support::Port::Tcp80), "quiet-deny isolates y/b");
     let antrea = |path: &Path| -> Vec<Vec<String>> {
-        std::fs::read_to_string(path).unwrap_or_default().lines().map(|l| l.split(' ').map(str::to_string).collect()).collect()
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.split(' ').map(str::to_string).collect())
+            .collect()
     };
     let start = Instant::now();
     while antrea(&np_log).len() < 2 && start.elapsed() < Duration::from_secs(5) {
@@ -168,14 +184,35 @@ fn an_annotated_policy_logs_its_own_allows_and_drops_with_its_label() {
     let text = std::fs::read_to_string(&np_log).unwrap_or_default();
     // Antrea's fields after the timestamp: table policy rule direction disposition priority
     // appliedTo srcIP srcPort dstIP dstPort protocol length logLabel.
-    let allow = lines.iter().find(|f| f.get(6).map(String::as_str) == Some("Allow")).unwrap_or_else(|| panic!("no Allow line:\n{text}"));
-    assert_eq!(&allow[2..9], ["IngressRule", "K8sNetworkPolicy:y/logged-allow", "<nil>", "Ingress", "Allow", "190", "y/a"], "{text}");
-    assert_eq!((allow[11].as_str(), allow[12].as_str(), allow[15].as_str()), (ya.ip.as_str(), "80", "y-audit"), "the label is Antrea's logLabel field:\n{text}");
+    let allow = lines
+        .iter()
+        .find(|f| f.get(6).map(String::as_str) == Some("Allow"))
+        .unwrap_or_else(|| panic!("no Allow line:\n{text}"));
+    assert_eq!(
+        &allow[2..9],
+        ["IngressRule", "K8sNetworkPolicy:y/logged-allow", "<nil>", "Ingress", "Allow", "190", "y/a"],
+        "{text}"
+    );
+    assert_eq!(
+        (allow[11].as_str(), allow[12].as_str(), allow[15].as_str()),
+        (ya.ip.as_str(), "80", "y-audit"),
+        "the label is Antrea's logLabel field:\n{text}"
+    );
     // The pod logged-allow isolates logs its default drops (they are that policy's doing).
-    let drop = lines.iter().find(|f| f.get(6).map(String::as_str) == Some("Drop")).unwrap_or_else(|| panic!("no Drop line:\n{text}"));
-    assert_eq!(&drop[2..9], ["IngressDefaultRule", "K8sNetworkPolicy", "<nil>", "Ingress", "Drop", "<nil>", "y/a"], "{text}");
+    let drop = lines
+        .iter()
+        .find(|f| f.get(6).map(String::as_str) == Some("Drop"))
+        .unwrap_or_else(|| panic!("no Drop line:\n{text}"));
+    assert_eq!(
+        &drop[2..9],
+        ["IngressDefaultRule", "K8sNetworkPolicy", "<nil>", "Ingress", "Drop", "<nil>", "y/a"],
+        "{text}"
+    );
     assert_eq!((drop[11].as_str(), drop[15].as_str()), (ya.ip.as_str(), "<nil>"), "{text}");
     // y/b, isolated only by a policy that does not ask, logs nothing.
     assert!(!text.contains(&yb.ip), "y/b's drops are not logged:\n{text}");
-    assert!(lines.iter().all(|f| f.get(11) == Some(&ya.ip)), "every line is about y/a (the prober tries other ports too):\n{text}");
+    assert!(
+        lines.iter().all(|f| f.get(11) == Some(&ya.ip)),
+        "every line is about y/a (the prober tries other ports too):\n{text}"
+    );
 }

@@ -137,7 +137,8 @@ fn flows_added_or_modified_by_hand_are_undone() {
     let _serial = harness::timing_lock();
     let mut node = Node::start(ISOLATE_XA, &ISOLATED);
     let flows_before = node.tb.sandbox.dump_flows();
-    let allow = format!("table=IngressDefaultRule,priority=300,ip,actions=goto_table:{}", next_table("IngressDefaultRule"));
+    let allow =
+        format!("table=IngressDefaultRule,priority=300,ip,actions=goto_table:{}", next_table("IngressDefaultRule"));
 
     // A flow that would let everything past the default drops.
     node.tb.sandbox.ofctl(&["add-flow", &allow]);

@@ -85,7 +85,11 @@ impl Bed {
                 return l.to_owned();
             }
             assert!(self.agent.alive(), "npagent died:\n{}", self.agent.log_tail(30));
-            assert!(start.elapsed() < CONVERGE, "npagent logged no line with {needles:?}:\n{}", self.agent.log_tail(30));
+            assert!(
+                start.elapsed() < CONVERGE,
+                "npagent logged no line with {needles:?}:\n{}",
+                self.agent.log_tail(30)
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -145,7 +149,14 @@ fn an_edit_that_makes_a_policy_invalid_keeps_its_last_good_version() {
 
     // Fixed to another valid version: that one applies (x/c instead of x/b).
     bed.put("fc-cidr.yaml", &CIDR_POLICY.replace("10.10.1.12/32", "10.10.1.13/32"));
-    bed.converges("cidr fixed", &[("x/c", "x/a", Proto::Tcp, 80, true), ("x/b", "x/a", Proto::Tcp, 80, false), ("y/a", "x/a", Proto::Tcp, 80, false)]);
+    bed.converges(
+        "cidr fixed",
+        &[
+            ("x/c", "x/a", Proto::Tcp, 80, true),
+            ("x/b", "x/a", Proto::Tcp, 80, false),
+            ("y/a", "x/a", Proto::Tcp, 80, false),
+        ],
+    );
     std::fs::remove_file(bed.tb.manifests_dir().join("fc-cidr.yaml")).expect("rm");
     bed.converges("cidr policy deleted", &[("y/a", "x/a", Proto::Tcp, 80, true)]);
 
@@ -157,7 +168,10 @@ fn an_edit_that_makes_a_policy_invalid_keeps_its_last_good_version() {
 
     // Deleting the invalid object removes its kept version.
     std::fs::remove_file(bed.tb.manifests_dir().join("fc-selector.yaml")).expect("rm");
-    bed.converges("invalid policy deleted", &[("y/a", "x/a", Proto::Tcp, 80, true), ("x/c", "x/a", Proto::Tcp, 80, true)]);
+    bed.converges(
+        "invalid policy deleted",
+        &[("y/a", "x/a", Proto::Tcp, 80, true), ("x/c", "x/a", Proto::Tcp, 80, true)],
+    );
 }
 
 #[test]
@@ -212,10 +226,20 @@ spec:
     bed.logged(&["NetworkPolicy x/mistyped", "invalid type", "fails closed"]);
     let line = bed.logged(&["NetworkPolicy z/unreadable", "cannot be read: ignored"]);
     assert!(line.contains("ERROR"), "{line}");
-    bed.holds("an unreadable podSelector isolates nothing", &[("x/a", "z/c", Proto::Tcp, 80, true), ("z/a", "z/c", Proto::Tcp, 80, true)]);
+    bed.holds(
+        "an unreadable podSelector isolates nothing",
+        &[("x/a", "z/c", Proto::Tcp, 80, true), ("z/a", "z/c", Proto::Tcp, 80, true)],
+    );
 
     std::fs::remove_file(bed.tb.manifests_dir().join("never-valid.yaml")).expect("rm");
-    bed.converges("deleted", &[("x/b", "y/b", Proto::Tcp, 80, true), ("y/a", "y/b", Proto::Tcp, 81, true), ("y/a", "x/c", Proto::Tcp, 80, true)]);
+    bed.converges(
+        "deleted",
+        &[
+            ("x/b", "y/b", Proto::Tcp, 80, true),
+            ("y/a", "y/b", Proto::Tcp, 81, true),
+            ("y/a", "x/c", Proto::Tcp, 80, true),
+        ],
+    );
 }
 
 /// A pod manifest of x/gone holding y/a's address, in phase `phase`.
@@ -264,11 +288,23 @@ fn a_finished_pod_holding_a_peers_ip_allows_nothing_and_names_nobody() {
     write_atomic(&tb.manifests_dir().join("from-gone.yaml"), ALLOW_GONE);
     let logs = tempfile::tempdir().expect("tempdir");
     let np_log = logs.path().join("np.log");
-    let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &["--audit-format", "json", "--audit-dedup-window", "100ms"]);
+    let agent = Agent::start(
+        &tb.sandbox,
+        &tb.manifests_dir(),
+        &np_log,
+        &["--audit-format", "json", "--audit-dedup-window", "100ms"],
+    );
     let mut bed = Bed { tb, agent };
 
     // y/a owns 10.10.2.11; the finished x/gone that once had it is no peer.
-    bed.converges("finished pod is no peer", &[("y/a", "x/a", Proto::Tcp, 80, false), ("y/a", "x/a", Proto::Tcp, 81, false), ("x/b", "x/a", Proto::Tcp, 80, false)]);
+    bed.converges(
+        "finished pod is no peer",
+        &[
+            ("y/a", "x/a", Proto::Tcp, 80, false),
+            ("y/a", "x/a", Proto::Tcp, 81, false),
+            ("x/b", "x/a", Proto::Tcp, 80, false),
+        ],
+    );
     let start = Instant::now();
     let lines = loop {
         let lines = lines_from(&np_log, "10.10.2.11");
@@ -280,16 +316,26 @@ fn a_finished_pod_holding_a_peers_ip_allows_nothing_and_names_nobody() {
     assert!(!lines.is_empty(), "no audit line for the drops from 10.10.2.11");
     for l in &lines {
         assert_eq!(l["disposition"], "Drop", "{l}");
-        assert_eq!((&l["source"]["namespace"], &l["source"]["pod"]), (&"y".into(), &"a".into()), "named after its live owner: {l}");
+        assert_eq!(
+            (&l["source"]["namespace"], &l["source"]["pod"]),
+            (&"y".into(), &"a".into()),
+            "named after its live owner: {l}"
+        );
     }
     let text = std::fs::read_to_string(&np_log).unwrap_or_default();
     assert!(!text.contains("\"gone\""), "the finished pod is named in the audit log:\n{text}");
 
     // Control: while x/gone runs, the same address is its, and allowed.
     bed.put("pod-x-gone.yaml", &gone_pod("Running"));
-    bed.converges("running pod is a peer", &[("y/a", "x/a", Proto::Tcp, 80, true), ("x/b", "x/a", Proto::Tcp, 80, false)]);
+    bed.converges(
+        "running pod is a peer",
+        &[("y/a", "x/a", Proto::Tcp, 80, true), ("x/b", "x/a", Proto::Tcp, 80, false)],
+    );
     bed.put("pod-x-gone.yaml", &gone_pod("Failed"));
-    bed.converges("failed pod is no peer again", &[("y/a", "x/a", Proto::Tcp, 80, false), ("y/a", "y/b", Proto::Tcp, 80, true)]);
+    bed.converges(
+        "failed pod is no peer again",
+        &[("y/a", "x/a", Proto::Tcp, 80, false), ("y/a", "y/b", Proto::Tcp, 80, true)],
+    );
 }
 
 /// A billion-laughs document of about 100 KB: a 90 KB string, nine levels of ten aliases.
@@ -327,7 +373,14 @@ fn oversized_and_alias_bomb_manifests_are_refused_and_enforcement_goes_on() {
          name: \"x\\n2026/01/01 00:00:00.000000 IngressRule K8sNetworkPolicy:z/forged\"\nspec: {podSelector: {}, ingress: [{}]}\n",
     );
 
-    bed.holds("z stays isolated", &[("x/a", "z/a", Proto::Tcp, 80, false), ("y/b", "z/b", Proto::Tcp, 81, false), ("x/a", "y/a", Proto::Tcp, 80, true)]);
+    bed.holds(
+        "z stays isolated",
+        &[
+            ("x/a", "z/a", Proto::Tcp, 80, false),
+            ("y/b", "z/b", Proto::Tcp, 81, false),
+            ("x/a", "y/a", Proto::Tcp, 80, true),
+        ],
+    );
     let line = bed.logged(&["bomb.yaml", "aliases"]);
     eprintln!("bomb: {line}");
     let line = bed.logged(&["big.yaml", "larger than 16 MiB"]);
@@ -339,5 +392,12 @@ fn oversized_and_alias_bomb_manifests_are_refused_and_enforcement_goes_on() {
 
     // The agent keeps serving: a new valid policy applies.
     bed.put("deny-y.yaml", &deny_z.replace("namespace: z", "namespace: y"));
-    bed.converges("y isolated too", &[("x/a", "y/a", Proto::Tcp, 80, false), ("x/a", "z/b", Proto::Tcp, 80, false), ("z/a", "x/b", Proto::Tcp, 80, true)]);
+    bed.converges(
+        "y isolated too",
+        &[
+            ("x/a", "y/a", Proto::Tcp, 80, false),
+            ("x/a", "z/b", Proto::Tcp, 80, false),
+            ("z/a", "x/b", Proto::Tcp, 80, true),
+        ],
+    );
 }

@@ -27,7 +27,6 @@ use scenario::{docs_yaml, merge_patch, obj_key, split_docs, Proto};
 use support::agent::{npagent_bin, Agent};
 use support::{write_atomic, Testbed};
 
-
 /// How soon a manifest change must be enforced (README, "Using npagent").
 const BOUND: Duration = Duration::from_secs(1);
 
@@ -183,10 +182,7 @@ spec:
     live.converges("policy", &[("z/b", "x/a", Proto::Tcp, 80, false), ("y/a", "x/a", Proto::Tcp, 80, false)]);
 
     live.patch("Pod", "z", "b", "{metadata: {labels: {role: friend}}}");
-    live.converges(
-        "pod relabelled",
-        &[("z/b", "x/a", Proto::Tcp, 80, true), ("z/a", "x/a", Proto::Tcp, 80, false)],
-    );
+    live.converges("pod relabelled", &[("z/b", "x/a", Proto::Tcp, 80, true), ("z/a", "x/a", Proto::Tcp, 80, false)]);
 
     live.patch("Namespace", "", "y", "{metadata: {labels: {team: blue}}}");
     live.converges(
@@ -200,10 +196,7 @@ spec:
 
     live.patch("Pod", "z", "b", "{metadata: {labels: {role: null}}}");
     live.patch("Namespace", "", "y", "{metadata: {labels: {team: null}}}");
-    live.converges(
-        "labels removed",
-        &[("z/b", "x/a", Proto::Tcp, 80, false), ("y/a", "x/a", Proto::Tcp, 80, false)],
-    );
+    live.converges("labels removed", &[("z/b", "x/a", Proto::Tcp, 80, false), ("y/a", "x/a", Proto::Tcp, 80, false)]);
 
     // A relabel that makes a policy select a pod isolates it.
     live.patch("Pod", "x", "c", "{metadata: {labels: {pod: a}}}");
@@ -346,7 +339,8 @@ impl Live {
         let log_path = self.tb.sandbox.dir.join("vswitchd.log");
         let log_start = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
         let t0 = Instant::now();
-        self.agent = Agent::spawn(&self.tb.sandbox, &self.tb.manifests_dir(), &self.tb.sandbox.dir.join("npagent.log"), &[]);
+        self.agent =
+            Agent::spawn(&self.tb.sandbox, &self.tb.manifests_dir(), &self.tb.sandbox.dir.join("npagent.log"), &[]);
         // Let it connect, dump and (not) reconcile.
         std::thread::sleep(Duration::from_secs(3));
         assert!(self.agent.alive(), "npagent died after restart:\n{}", self.agent.log_tail(30));
@@ -363,17 +357,29 @@ impl Live {
         for (flow, b) in &before {
             let a = &after[flow];
             if a.duration + 0.001 < b.duration + elapsed - 0.5 || a.n_packets < b.n_packets {
-                reset.push(format!("{flow}: duration {} -> {}, n_packets {} -> {}", b.duration, a.duration, b.n_packets, a.n_packets));
+                reset.push(format!(
+                    "{flow}: duration {} -> {}, n_packets {} -> {}",
+                    b.duration, a.duration, b.n_packets, a.n_packets
+                ));
             }
         }
         assert!(reset.is_empty(), "flows reset by the restart:\n{}", reset.join("\n"));
 
         let log = std::fs::read(&log_path).unwrap_or_default();
         let new = String::from_utf8_lossy(log.get(log_start as usize..).unwrap_or_default());
-        assert!(new.contains("vconn"), "no vconn debug log after the restart: is the switch logging to {}?", log_path.display());
+        assert!(
+            new.contains("vconn"),
+            "no vconn debug log after the restart: is the switch logging to {}?",
+            log_path.display()
+        );
         let mods: Vec<&str> =
             new.lines().filter(|l| l.contains("OFPT_FLOW_MOD") || l.contains("NXT_FLOW_MOD ")).collect();
-        assert!(mods.is_empty(), "npagent sent {} flow_mods after a restart with unchanged inputs:\n{}", mods.len(), mods.join("\n"));
+        assert!(
+            mods.is_empty(),
+            "npagent sent {} flow_mods after a restart with unchanged inputs:\n{}",
+            mods.len(),
+            mods.join("\n")
+        );
         self.confirm("after restart", checks);
         before
     }
@@ -438,7 +444,11 @@ fn flows_command_matches_bridge() {
     live.put("egress", EGRESS_A_TO_B);
     live.converges(
         "policies",
-        &[("y/a", "x/a", Proto::Tcp, 80, false), ("x/b", "x/a", Proto::Tcp, 80, true), ("x/a", "x/c", Proto::Tcp, 80, false)],
+        &[
+            ("y/a", "x/a", Proto::Tcp, 80, false),
+            ("x/b", "x/a", Proto::Tcp, 80, true),
+            ("x/a", "x/c", Proto::Tcp, 80, false),
+        ],
     );
     let out = std::process::Command::new(npagent_bin())
         .args(["flows", "--ofp", &live.tb.sandbox.ofp, "--ovsdb", &live.tb.sandbox.ovsdb, "--manifests"])
@@ -469,12 +479,20 @@ fn bad_input_is_reported_and_the_valid_rest_stays_enforced() {
     let _serial = harness::timing_lock();
     let mut live = Live::start();
     live.put("good", ALLOW_FROM_B);
-    live.wait_verdicts("valid policy", &[("x/b", "x/a", Proto::Tcp, 80, true), ("x/c", "x/a", Proto::Tcp, 80, false)], BOUND * 5);
+    live.wait_verdicts(
+        "valid policy",
+        &[("x/b", "x/a", Proto::Tcp, 80, true), ("x/c", "x/a", Proto::Tcp, 80, false)],
+        BOUND * 5,
+    );
 
     // A malformed file, an unknown kind, an invalid CIDR beside a valid policy (isolating
     // y/a) in one file, an invalid selector, and a policy in a namespace that does not exist.
-    std::fs::write(live.dir().join("live-broken.yaml"), "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n").expect("write");
-    live.put("svc", "apiVersion: v1\nkind: Service\nmetadata: {namespace: x, name: web}\nspec: {ports: [{port: 80}]}\n");
+    std::fs::write(live.dir().join("live-broken.yaml"), "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n")
+        .expect("write");
+    live.put(
+        "svc",
+        "apiVersion: v1\nkind: Service\nmetadata: {namespace: x, name: web}\nspec: {ports: [{port: 80}]}\n",
+    );
     live.put(
         "mixed",
         r#"
@@ -541,7 +559,14 @@ spec:
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(live.agent.alive(), "the agent must keep running");
-    live.confirm("real packets", &[("x/b", "x/a", Proto::Tcp, 80, true), ("x/b", "y/a", Proto::Tcp, 80, false), ("x/b", "y/b", Proto::Tcp, 80, false)]);
+    live.confirm(
+        "real packets",
+        &[
+            ("x/b", "x/a", Proto::Tcp, 80, true),
+            ("x/b", "y/a", Proto::Tcp, 80, false),
+            ("x/b", "y/b", Proto::Tcp, 80, false),
+        ],
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -592,13 +617,21 @@ fn egress_policy_apply_modify_delete_within_one_second() {
     live.put("p", &EGRESS_A_TO_B.replace("port: 80}", "port: 81}"));
     live.converges(
         "egress port changed",
-        &[("x/a", "x/b", Proto::Tcp, 80, false), ("x/a", "x/b", Proto::Tcp, 81, true), ("x/a", "x/c", Proto::Tcp, 81, false)],
+        &[
+            ("x/a", "x/b", Proto::Tcp, 80, false),
+            ("x/a", "x/b", Proto::Tcp, 81, true),
+            ("x/a", "x/c", Proto::Tcp, 81, false),
+        ],
     );
 
     live.put("p", &EGRESS_A_TO_B.replace("port: 80}", "port: 81}").replace("{pod: b}", "{pod: c}"));
     live.converges(
         "egress peer changed",
-        &[("x/a", "x/b", Proto::Tcp, 81, false), ("x/a", "x/c", Proto::Tcp, 81, true), ("x/a", "x/c", Proto::Tcp, 80, false)],
+        &[
+            ("x/a", "x/b", Proto::Tcp, 81, false),
+            ("x/a", "x/c", Proto::Tcp, 81, true),
+            ("x/a", "x/c", Proto::Tcp, 80, false),
+        ],
     );
 
     live.delete("p");
@@ -640,7 +673,11 @@ spec:
     live.patch("Pod", "z", "b", "{metadata: {labels: {role: friend}}}");
     live.converges(
         "destination pod relabelled into the allowed set",
-        &[("x/a", "z/b", Proto::Tcp, 80, true), ("x/a", "z/b", Proto::Udp, 80, true), ("x/a", "z/a", Proto::Tcp, 80, false)],
+        &[
+            ("x/a", "z/b", Proto::Tcp, 80, true),
+            ("x/a", "z/b", Proto::Udp, 80, true),
+            ("x/a", "z/a", Proto::Tcp, 80, false),
+        ],
     );
 
     live.patch("Namespace", "", "y", "{metadata: {labels: {team: blue}}}");
@@ -668,7 +705,11 @@ spec:
     live.patch("Pod", "x", "c", "{metadata: {labels: {pod: a}}}");
     live.converges(
         "source pod relabelled into the policy",
-        &[("x/c", "y/a", Proto::Tcp, 80, false), ("x/c", "x/b", Proto::Tcp, 80, false), ("x/b", "x/c", Proto::Tcp, 80, true)],
+        &[
+            ("x/c", "y/a", Proto::Tcp, 80, false),
+            ("x/c", "x/b", Proto::Tcp, 80, false),
+            ("x/b", "x/c", Proto::Tcp, 80, true),
+        ],
     );
 }
 
@@ -688,7 +729,11 @@ fn egress_and_ingress_must_both_allow_between_local_pods() {
     live.put("ingress", &ingress_b("c"));
     live.converges(
         "egress allows, ingress does not",
-        &[("x/a", "x/b", Proto::Tcp, 80, false), ("x/c", "x/b", Proto::Tcp, 80, true), ("x/c", "x/b", Proto::Tcp, 81, true)],
+        &[
+            ("x/a", "x/b", Proto::Tcp, 80, false),
+            ("x/c", "x/b", Proto::Tcp, 80, true),
+            ("x/c", "x/b", Proto::Tcp, 81, true),
+        ],
     );
 
     live.put("ingress", &ingress_b("a"));
@@ -711,7 +756,11 @@ fn egress_and_ingress_must_both_allow_between_local_pods() {
 fn egress_isolated_pods_still_reply() {
     let _serial = harness::timing_lock();
     let mut live = Live::start();
-    live.put("a", &EGRESS_A_TO_B.replace("{protocol: TCP, port: 80}", "{protocol: TCP, port: 80}\n    - {protocol: UDP, port: 80}"));
+    live.put(
+        "a",
+        &EGRESS_A_TO_B
+            .replace("{protocol: TCP, port: 80}", "{protocol: TCP, port: 80}\n    - {protocol: UDP, port: 80}"),
+    );
     live.put(
         "b",
         "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {namespace: x, name: live-b-sends-nothing}\nspec:\n  podSelector:\n    matchLabels: {pod: b}\n  policyTypes: [Egress]\n  egress: []\n",
@@ -787,7 +836,11 @@ spec:
     );
     live.converges(
         "egress policies",
-        &[("x/a", "x/b", Proto::Tcp, 80, false), ("x/b", "y/a", Proto::Tcp, 80, false), ("y/a", "x/a", Proto::Tcp, 80, true)],
+        &[
+            ("x/a", "x/b", Proto::Tcp, 80, false),
+            ("x/b", "y/a", Proto::Tcp, 80, false),
+            ("y/a", "x/a", Proto::Tcp, 80, true),
+        ],
     );
     let before = live.tb.sandbox.dump_flows();
 

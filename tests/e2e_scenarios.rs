@@ -28,8 +28,8 @@ use serde_yaml::Value;
 
 use harness::{flows_command_diff, trace_all};
 use scenario::{
-    all_probes, docs_yaml, mismatches, obj_key, split_docs, truth_table, Base, ObjKey, Observed,
-    PodId, PortKey, Probe, Proto, Scenario, Step,
+    all_probes, docs_yaml, mismatches, obj_key, split_docs, truth_table, Base, ObjKey, Observed, PodId, PortKey, Probe,
+    Proto, Scenario, Step,
 };
 use support::agent::Agent;
 use support::{write_atomic, Port, Testbed};
@@ -97,8 +97,7 @@ impl ManifestDir {
         for (path, (text, docs)) in &self.files {
             let patched = docs.iter().any(|(k, _)| step.patched.contains_key(k));
             let want = if patched {
-                let objs: Vec<Value> =
-                    docs.iter().map(|(k, v)| step.patched.get(k).unwrap_or(v).clone()).collect();
+                let objs: Vec<Value> = docs.iter().map(|(k, v)| step.patched.get(k).unwrap_or(v).clone()).collect();
                 docs_yaml(&objs)
             } else {
                 text.clone()
@@ -209,19 +208,11 @@ fn run_step(tb: &Testbed, agent: &Agent, base: &Base, dir: &mut ManifestDir, ste
         }
         first_match = None;
         if elapsed >= DEADLINE {
-            let mut report = format!(
-                "{} of {} probes wrong after {:.1} s:\n",
-                wrong.len(),
-                probes.len(),
-                elapsed.as_secs_f64()
-            );
+            let mut report =
+                format!("{} of {} probes wrong after {:.1} s:\n", wrong.len(), probes.len(), elapsed.as_secs_f64());
             for (p, want, got) in &wrong {
                 let v = |b: bool| if b { "allow" } else { "deny" };
-                report.push_str(&format!(
-                    "  {p}: expected {}, observed {}\n",
-                    v(*want),
-                    got.map_or("nothing", v)
-                ));
+                report.push_str(&format!("  {p}: expected {}, observed {}\n", v(*want), got.map_or("nothing", v)));
             }
             for e in &errors {
                 report.push_str(&format!("  error: {e}\n"));
@@ -296,16 +287,16 @@ fn scenarios_on_the_testbed() {
         let mut ok = true;
         for (i, step) in s.steps.iter().enumerate() {
             let r = run_step(&tb, &agent, &base, &mut dir, step);
-            let label = if s.steps.len() > 1 {
-                format!("{} step {} ({})", s.file, i + 1, step.doc)
-            } else {
-                s.file.clone()
-            };
+            let label =
+                if s.steps.len() > 1 { format!("{} step {} ({})", s.file, i + 1, step.doc) } else { s.file.clone() };
             if r.ok && r.elapsed > slowest.0 {
                 slowest = (r.elapsed, label.clone());
             }
             if r.ok {
-                eprintln!("ok    {label} (matched {:.2} s after the write, probe rounds included)", r.elapsed.as_secs_f64());
+                eprintln!(
+                    "ok    {label} (matched {:.2} s after the write, probe rounds included)",
+                    r.elapsed.as_secs_f64()
+                );
             } else {
                 eprintln!("FAIL  {label}\n  {}\n{}", s.doc.trim(), r.report);
                 failed.push(label);

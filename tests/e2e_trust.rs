@@ -77,7 +77,22 @@ impl Node {
         let mut ready = String::new();
         BufReader::new(listener.stderr.take().unwrap()).read_line(&mut ready).unwrap();
         assert_eq!(ready.trim(), "ready");
-        self.attack(attacker, &["udp-spoof", "--src", &victim.ip, "--sport", &sport, "--dst", &target.ip, "--dport", "80", "--count", "5"]);
+        self.attack(
+            attacker,
+            &[
+                "udp-spoof",
+                "--src",
+                &victim.ip,
+                "--sport",
+                &sport,
+                "--dst",
+                &target.ip,
+                "--dport",
+                "80",
+                "--count",
+                "5",
+            ],
+        );
         let out = listener.wait_with_output().unwrap();
         String::from_utf8_lossy(&out.stdout).trim() != "0"
     }
@@ -123,7 +138,10 @@ fn group_and_unknown_destination_macs_do_not_skip_ingress_policy() {
 fn forged_source_address_is_dropped() {
     let node = Node::start();
     for (attacker, sport) in [("y/a", 40001), ("x/c", 40003)] {
-        assert!(!node.forged_datagram_answered(attacker, "x/b", "x/a", sport), "{attacker}'s datagram forged as x/b's reached x/a");
+        assert!(
+            !node.forged_datagram_answered(attacker, "x/b", "x/a", sport),
+            "{attacker}'s datagram forged as x/b's reached x/a"
+        );
     }
     // Control: x/b itself gets its echo.
     let a = node.tb.pod("x/a");
@@ -136,10 +154,16 @@ fn forged_source_address_is_dropped() {
 fn enforcement_holds_while_npagent_is_down() {
     let mut node = Node::start();
     node.stop_agent();
-    assert!(!node.forged_datagram_answered("y/a", "x/b", "x/a", 40005), "forged datagram answered while npagent was down");
+    assert!(
+        !node.forged_datagram_answered("y/a", "x/b", "x/a", 40005),
+        "forged datagram answered while npagent was down"
+    );
     let a = node.tb.pod("x/a");
     node.set_neighbour("x/c", &a.ip, Some("ff:ff:ff:ff:ff:ff"));
-    assert!(!node.tb.reaches("x/c", "x/a", Port::Udp80), "x/c reached isolated x/a through a broadcast MAC while npagent was down");
+    assert!(
+        !node.tb.reaches("x/c", "x/a", Port::Udp80),
+        "x/c reached isolated x/a through a broadcast MAC while npagent was down"
+    );
     assert!(node.tb.reaches("x/b", "x/a", Port::Udp80), "the allowed pod lost x/a while npagent was down");
 }
 
@@ -153,7 +177,11 @@ fn arp_claim_of_another_pods_address_is_dropped() {
     node.attack("y/a", &["arp-claim", "--iface", "eth0", "--spa", &attacker.ip, "--tpa", &a.ip]);
     let deadline = Instant::now() + Duration::from_secs(2);
     while !node.neighbour("x/a", &attacker.ip).contains(&attacker_mac) {
-        assert!(Instant::now() < deadline, "x/a never learned y/a's own address: {}", node.neighbour("x/a", &attacker.ip));
+        assert!(
+            Instant::now() < deadline,
+            "x/a never learned y/a's own address: {}",
+            node.neighbour("x/a", &attacker.ip)
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let entry = node.neighbour("x/a", &b.ip);

@@ -70,14 +70,19 @@ fn probes(base: &Base, step: &Step) -> Vec<Probe> {
 fn consistent(e: &Explanation) -> Result<(), String> {
     for d in [&e.egress, &e.ingress] {
         match &d.verdict {
-            Verdict::Dropped { isolated_by } if isolated_by.is_empty() => return Err(format!("{}: dropped without isolating policies", d.direction)),
+            Verdict::Dropped { isolated_by } if isolated_by.is_empty() => {
+                return Err(format!("{}: dropped without isolating policies", d.direction))
+            }
             Verdict::Allowed { isolated_by, rules } => {
                 if rules.is_empty() {
                     return Err(format!("{}: allowed without a rule", d.direction));
                 }
                 for r in rules {
                     if !isolated_by.contains(&r.policy) || r.direction != d.direction || r.flows.is_empty() {
-                        return Err(format!("{}: rule {r:?} is not one of {isolated_by:?}'s, or has no flows", d.direction));
+                        return Err(format!(
+                            "{}: rule {r:?} is not one of {isolated_by:?}'s, or has no flows",
+                            d.direction
+                        ));
                     }
                 }
             }
@@ -104,13 +109,16 @@ fn explain_agrees_with_every_scenario() {
             store.set_ports(&ports);
             let compiler = compiler::compile(store.model(), compiler::Config::default(), IdAllocator::new(0), 0);
             for p in probes(&base, step) {
-                let q = Query { from: endpoint(&base, &p.from), to: endpoint(&base, &p.to), port: Some(port_spec(p.port)) };
+                let q =
+                    Query { from: endpoint(&base, &p.from), to: endpoint(&base, &p.to), port: Some(port_spec(p.port)) };
                 let want = step.expect.allows(&p);
                 checked += 1;
                 allowed += usize::from(want);
                 outside += usize::from(base.outside.contains_key(&p.from) || base.outside.contains_key(&p.to));
                 match explain::explain(store.model(), &compiler, &q) {
-                    Ok(e) if e.allowed != want => wrong.push(format!("{} step {}: {p}: expected {want}, explained {e:?}", s.file, i + 1)),
+                    Ok(e) if e.allowed != want => {
+                        wrong.push(format!("{} step {}: {p}: expected {want}, explained {e:?}", s.file, i + 1))
+                    }
                     Ok(e) => {
                         if let Err(why) = consistent(&e) {
                             wrong.push(format!("{} step {}: {p}: {why}", s.file, i + 1));
@@ -122,8 +130,16 @@ fn explain_agrees_with_every_scenario() {
         }
     }
     eprintln!("{checked} probes explained ({allowed} allowed, {outside} with an outside host), {} wrong", wrong.len());
-    assert!(wrong.is_empty(), "{} of {checked} probes explained wrong:\n{}", wrong.len(), wrong.iter().take(40).cloned().collect::<Vec<_>>().join("\n"));
-    assert!(allowed > 0 && allowed < checked && outside > 0, "the scenarios exercise both verdicts and the outside hosts");
+    assert!(
+        wrong.is_empty(),
+        "{} of {checked} probes explained wrong:\n{}",
+        wrong.len(),
+        wrong.iter().take(40).cloned().collect::<Vec<_>>().join("\n")
+    );
+    assert!(
+        allowed > 0 && allowed < checked && outside > 0,
+        "the scenarios exercise both verdicts and the outside hosts"
+    );
 }
 
 /// `npagent explain` on `p` in `dir`: its exit status and stdout.
@@ -140,7 +156,11 @@ fn run_binary(dir: &Path, base: &Base, p: &Probe, json: bool) -> (Option<i32>, S
         cmd.args(["-o", "json"]);
     }
     let out = cmd.output().expect("run npagent explain");
-    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -165,8 +185,11 @@ fn the_binary_agrees_on_one_allowed_and_one_dropped_probe_of_every_scenario() {
                 continue;
             }
             if json {
-                let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{}: {p}: not JSON ({e}): {stdout}", s.file));
-                if v["allowed"] != serde_json::Value::Bool(want) || v["compiled"].as_str().is_none_or(|c| !c.contains("offline")) {
+                let v: serde_json::Value = serde_json::from_str(stdout.trim())
+                    .unwrap_or_else(|e| panic!("{}: {p}: not JSON ({e}): {stdout}", s.file));
+                if v["allowed"] != serde_json::Value::Bool(want)
+                    || v["compiled"].as_str().is_none_or(|c| !c.contains("offline"))
+                {
                     wrong.push(format!("{}: {p}: JSON {v}", s.file));
                 }
             } else {

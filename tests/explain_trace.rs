@@ -32,7 +32,8 @@ fn explain(tb: &Testbed, manifests: &Path, from: &str, to: &str, port: &str) -> 
         .expect("run npagent explain");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let v = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{from} -> {to} {port}: not JSON ({e}): {stdout}{stderr}"));
+    let v = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{from} -> {to} {port}: not JSON ({e}): {stdout}{stderr}"));
     (out.status.code(), v, stderr)
 }
 
@@ -84,7 +85,11 @@ fn trace_agrees_with_explain_on_a_live_bridge() {
     policy(other.path(), "x", "deny-all", "  podSelector: {}\n");
     let (code, v, stderr) = explain(&tb, other.path(), "y/b", "x/b", "tcp/80");
     assert_eq!(code, Some(2), "{v}\n{stderr}");
-    assert_eq!((v["allowed"].as_bool(), v["trace"]["allowed"].as_bool(), v["trace"]["agrees"].as_bool()), (Some(false), Some(true), Some(false)), "{v}");
+    assert_eq!(
+        (v["allowed"].as_bool(), v["trace"]["allowed"].as_bool(), v["trace"]["agrees"].as_bool()),
+        (Some(false), Some(true), Some(false)),
+        "{v}"
+    );
     assert!(stderr.contains("DISAGREES"), "{stderr}");
     assert!(agent.stop().success());
 }
@@ -107,7 +112,21 @@ fn cli_errors_exit_2_naming_the_culprit() {
         (vec!["--manifests", "/nonexistent/npagent", "--from", "x/b", "--to", "x/a"], "/nonexistent/npagent"),
         (vec!["--manifests", &b, "--from", "x/b", "--to", "x/a"], "broken.yaml"),
         (vec!["--manifests", &m, "--from", "x/b", "--to", "x/a", "--trace"], "--trace needs the bridge"),
-        (vec!["--manifests", &m, "--from", "x/b", "--to", "x/a", "--ofp", "unix:/nonexistent/ofp.sock", "--ovsdb", "unix:/nonexistent/db.sock"], "/nonexistent/db.sock"),
+        (
+            vec![
+                "--manifests",
+                &m,
+                "--from",
+                "x/b",
+                "--to",
+                "x/a",
+                "--ofp",
+                "unix:/nonexistent/ofp.sock",
+                "--ovsdb",
+                "unix:/nonexistent/db.sock",
+            ],
+            "/nonexistent/db.sock",
+        ),
     ];
     for (args, culprit) in cases {
         let out = Command::new(npagent_bin()).arg("explain").args(&args).output().expect("run npagent explain");

@@ -180,7 +180,10 @@ async fn list_watch_and_resync_after_410_gone() {
     drop(rx);
     tokio::time::timeout(Duration::from_secs(5), source).await.expect("source stops").expect("join");
 
-    let seen = tokio::time::timeout(Duration::from_secs(5), server).await.expect("server ends with the client").expect("server");
+    let seen = tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("server ends with the client")
+        .expect("server");
     let pod_requests: Vec<&String> = seen.iter().filter(|r| r.starts_with("/api/v1/pods?")).collect();
     // list, watch from the list's resourceVersion, relist after 410, watch from the new one.
     assert_eq!(pod_requests.len(), 4, "{pod_requests:#?}");
@@ -191,7 +194,10 @@ async fn list_watch_and_resync_after_410_gone() {
     assert!(!pod_requests[2].contains("watch=true"));
     assert!(pod_requests[3].contains("watch=true"), "{}", pod_requests[3]);
     assert_eq!(rv(pod_requests[3]).as_deref(), Some("10"), "{}", pod_requests[3]);
-    let policy_lists = seen.iter().filter(|r| r.starts_with("/apis/networking.k8s.io/v1/networkpolicies?") && !r.contains("watch=true")).count();
+    let policy_lists = seen
+        .iter()
+        .filter(|r| r.starts_with("/apis/networking.k8s.io/v1/networkpolicies?") && !r.contains("watch=true"))
+        .count();
     assert_eq!(policy_lists, 2, "the failed list is retried: {seen:#?}");
 }
 
@@ -232,10 +238,21 @@ fn an_invalid_policy_from_the_api_server_keeps_its_last_good_version_or_fails_cl
     assert_eq!(store.model().policies.get(&r("p")), Some(&good), "kept after an invalid update");
 
     // A relist (after a 410 Gone) with the invalid version and a never-valid policy.
-    feed(&mut store, vec![Event::Init, Event::InitApply(np("p", "10.10.1.12/33")), Event::InitApply(np("q", "300.0.0.0/8")), Event::InitDone]);
+    feed(
+        &mut store,
+        vec![
+            Event::Init,
+            Event::InitApply(np("p", "10.10.1.12/33")),
+            Event::InitApply(np("q", "300.0.0.0/8")),
+            Event::InitDone,
+        ],
+    );
     assert_eq!(store.model().policies.get(&r("p")), Some(&good), "kept across a relist");
     let q = store.model().policies.get(&r("q")).expect("never valid: fails closed");
-    assert!(q.affects_ingress && q.ingress.is_empty() && q.pod_selector.match_labels.get("pod").is_some_and(|v| v == "a"), "{q:?}");
+    assert!(
+        q.affects_ingress && q.ingress.is_empty() && q.pod_selector.match_labels.get("pod").is_some_and(|v| v == "a"),
+        "{q:?}"
+    );
 
     // Deleting removes the kept version and the isolation.
     feed(&mut store, vec![Event::Delete(np("p", "10.10.1.12/33")), Event::Delete(np("q", "300.0.0.0/8"))]);

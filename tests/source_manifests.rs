@@ -187,8 +187,13 @@ async fn watching_follows_every_change() {
     assert_eq!(w.store.keys(), vec!["Namespace /x", "Pod x/a", "Pod x/b"]);
 
     // A new file.
-    write(dir, "np.json", &serde_json::to_string(&serde_yaml::from_str::<serde_json::Value>(&policy("p")).expect("yaml")).expect("json"));
-    w.until("new policy", |ev, _| matches!(ev, SourceEvent::Applied(o) if o.object.kind() == Kind::NetworkPolicy)).await;
+    write(
+        dir,
+        "np.json",
+        &serde_json::to_string(&serde_yaml::from_str::<serde_json::Value>(&policy("p")).expect("yaml")).expect("json"),
+    );
+    w.until("new policy", |ev, _| matches!(ev, SourceEvent::Applied(o) if o.object.kind() == Kind::NetworkPolicy))
+        .await;
 
     // A modified object: only that one is re-applied.
     write(dir, "pods.yaml", &format!("{}---\n{}", pod("a", "relabelled"), pod("b", "b")));
@@ -211,7 +216,11 @@ async fn watching_follows_every_change() {
 
     // An unknown kind in a new file: reported, nothing else changes.
     write(dir, "svc.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: x}\n");
-    w.until("unknown kind", |ev, _| matches!(ev, SourceEvent::Invalid { origin, .. } if origin.contains("svc.yaml#1 Service x/s"))).await;
+    w.until(
+        "unknown kind",
+        |ev, _| matches!(ev, SourceEvent::Invalid { origin, .. } if origin.contains("svc.yaml#1 Service x/s")),
+    )
+    .await;
 
     // Deleting files removes their objects.
     std::fs::remove_file(dir.join("pods.yaml")).expect("rm");
@@ -230,7 +239,10 @@ async fn watching_follows_every_change() {
         assert_eq!(w.store.0.get(&o.object.key()), Some(&o.object));
     }
     drop(w.rx);
-    tokio::time::timeout(Duration::from_secs(2), w.task).await.expect("watcher stops when the receiver is gone").expect("join");
+    tokio::time::timeout(Duration::from_secs(2), w.task)
+        .await
+        .expect("watcher stops when the receiver is gone")
+        .expect("join");
 }
 
 #[tokio::test]
@@ -258,7 +270,8 @@ async fn a_rescan_without_content_changes_deletes_nothing() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     // Then a real change: the events up to it must not delete anything.
     write(dir, "more.yaml", &pod("b", "b"));
-    let evs = w.until("pod b", |ev, _| matches!(ev, SourceEvent::Applied(o) if o.object.object_ref().name == "b")).await;
+    let evs =
+        w.until("pod b", |ev, _| matches!(ev, SourceEvent::Applied(o) if o.object.object_ref().name == "b")).await;
     assert!(!evs.iter().any(|e| matches!(e, SourceEvent::Deleted { .. })), "{evs:#?}");
     assert_eq!(w.store.keys(), vec!["Namespace /x", "Pod x/a", "Pod x/b"]);
 }
@@ -309,7 +322,9 @@ async fn a_file_turned_oversized_or_alias_bomb_keeps_its_last_good_objects() {
     let mut w = Watch::start(dir);
     w.until("initial Reset", |ev, _| matches!(ev, SourceEvent::Reset { .. })).await;
 
-    for (what, text, says) in [("oversized", oversized("b"), "larger than 16 MiB"), ("alias bomb", billion_laughs(), "aliases")] {
+    for (what, text, says) in
+        [("oversized", oversized("b"), "larger than 16 MiB"), ("alias bomb", billion_laughs(), "aliases")]
+    {
         write(dir, "pods.yaml", &text);
         let evs = w
             .until(what, |ev, _| matches!(ev, SourceEvent::Invalid { origin, .. } if origin.ends_with("pods.yaml")))

@@ -55,7 +55,10 @@ impl Ovs {
         let netns = format!("npa-src-{}-{n}", std::process::id());
         run(Command::new("ip").args(["netns", "add", &netns]));
         let ovs = Ovs { dir, netns };
-        run(Command::new("ovsdb-tool").arg("create").arg(ovs.path("conf.db")).arg("/usr/share/openvswitch/vswitch.ovsschema"));
+        run(Command::new("ovsdb-tool")
+            .arg("create")
+            .arg(ovs.path("conf.db"))
+            .arg("/usr/share/openvswitch/vswitch.ovsschema"));
         ovs.start_db(true);
         run(Command::new("ip")
             .args(["netns", "exec", &ovs.netns, "ovs-vswitchd"])
@@ -63,9 +66,27 @@ impl Ovs {
             .arg(format!("--pidfile={}", ovs.path("vswitchd.pid").display()))
             .arg(format!("--unixctl={}", ovs.path("vswitchd.ctl").display()))
             .arg(format!("--log-file={}", ovs.path("vswitchd.log").display()))
-            .args(["--detach", "--no-chdir", "-vconsole:off", "--enable-dummy", "--disable-system", "--disable-system-route"])
+            .args([
+                "--detach",
+                "--no-chdir",
+                "-vconsole:off",
+                "--enable-dummy",
+                "--disable-system",
+                "--disable-system-route",
+            ])
             .env("OVS_RUNDIR", ovs.dir.path()));
-        ovs.vsctl(&["init", "--", "add-br", "br-int", "--", "set", "bridge", "br-int", "datapath-type=dummy", "fail-mode=secure"]);
+        ovs.vsctl(&[
+            "init",
+            "--",
+            "add-br",
+            "br-int",
+            "--",
+            "set",
+            "bridge",
+            "br-int",
+            "datapath-type=dummy",
+            "fail-mode=secure",
+        ]);
         ovs
     }
 
@@ -113,7 +134,21 @@ impl Ovs {
 
     fn add_pod_port(&self, name: &str, on: &str, ids: &str) {
         let set = format!("external_ids={{{ids}}}");
-        self.vsctl(&["add-port", "br-int", name, "--", "set", "Interface", name, "type=dummy", "--", "set", on, name, &set]);
+        self.vsctl(&[
+            "add-port",
+            "br-int",
+            name,
+            "--",
+            "set",
+            "Interface",
+            name,
+            "type=dummy",
+            "--",
+            "set",
+            on,
+            name,
+            &set,
+        ]);
     }
 }
 
@@ -136,11 +171,7 @@ fn summary(ports: &[LocalPort]) -> Vec<String> {
         .collect()
 }
 
-async fn wait_for(
-    rx: &mut watch::Receiver<Vec<LocalPort>>,
-    what: &str,
-    want: impl Fn(&[LocalPort]) -> bool,
-) {
+async fn wait_for(rx: &mut watch::Receiver<Vec<LocalPort>>, what: &str, want: impl Fn(&[LocalPort]) -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         if want(&rx.borrow_and_update()) {
@@ -168,14 +199,28 @@ async fn follows_pod_ports_live_and_survives_an_ovsdb_restart() {
     // A port that is not a pod and a pod port on another bridge: neither is reported.
     ovs.vsctl(&["add-port", "br-int", "uplink", "--", "set", "Interface", "uplink", "type=dummy"]);
     ovs.vsctl(&["add-br", "br-ex", "--", "set", "bridge", "br-ex", "datapath-type=dummy"]);
-    ovs.vsctl(&["add-port", "br-ex", "ext", "--", "set", "Interface", "ext", "type=dummy",
-        "external_ids={pod-name=ext,pod-namespace=x}"]);
+    ovs.vsctl(&[
+        "add-port",
+        "br-ex",
+        "ext",
+        "--",
+        "set",
+        "Interface",
+        "ext",
+        "type=dummy",
+        "external_ids={pod-name=ext,pod-namespace=x}",
+    ]);
 
     let (tx, mut rx) = watch::channel(Vec::new());
-    let task = tokio::spawn(run_ovsdb(ovs.client_endpoint().parse().expect("endpoint"), "br-int".into(), table_names(), tx));
+    let task =
+        tokio::spawn(run_ovsdb(ovs.client_endpoint().parse().expect("endpoint"), "br-int".into(), table_names(), tx));
 
     // Keys on the Interface row (as Antrea writes them), several addresses with prefixes.
-    ovs.add_pod_port("a1", "Interface", "pod-name=a,pod-namespace=x,\"ip-address\"=\"10.10.0.1/16,fd00::1/64\",attached-mac=\"0a:58:0a:0a:00:01\"");
+    ovs.add_pod_port(
+        "a1",
+        "Interface",
+        "pod-name=a,pod-namespace=x,\"ip-address\"=\"10.10.0.1/16,fd00::1/64\",attached-mac=\"0a:58:0a:0a:00:01\"",
+    );
     wait_for(&mut rx, "pod a", |p| names_of(p) == vec!["a1 x/a [10.10.0.1,fd00::1] 0a:58:0a:0a:00:01"]).await;
     let ofport_a: u32 = ovs.vsctl(&["get", "Interface", "a1", "ofport"]).trim().parse().expect("ofport");
     assert_eq!(rx.borrow().first().map(|p| p.ofport), Some(ofport_a));
@@ -186,7 +231,8 @@ async fn follows_pod_ports_live_and_survives_an_ovsdb_restart() {
 
     // Changed external_ids.
     ovs.vsctl(&["set", "Interface", "a1", "external_ids:ip-address=10.10.0.9"]);
-    wait_for(&mut rx, "new ip of a", |p| names_of(p).contains(&"a1 x/a [10.10.0.9] 0a:58:0a:0a:00:01".to_string())).await;
+    wait_for(&mut rx, "new ip of a", |p| names_of(p).contains(&"a1 x/a [10.10.0.9] 0a:58:0a:0a:00:01".to_string()))
+        .await;
 
     // A deleted port.
     ovs.vsctl(&["del-port", "br-int", "b1"]);
@@ -215,13 +261,34 @@ async fn follows_pod_ports_live_and_survives_an_ovsdb_restart() {
 async fn names_the_tables_idempotently() {
     let ovs = Ovs::start();
     // Someone else's name for table 3 and for table 9: table 3 is renamed in place, 9 stays.
-    ovs.vsctl(&["--", "--id=@t3", "create", "Flow_Table", "name=theirs", "flow_limit=1000",
-        "--", "--id=@t9", "create", "Flow_Table", "name=other",
-        "--", "set", "Bridge", "br-int", "flow_tables:3=@t3", "flow_tables:9=@t9"]);
+    ovs.vsctl(&[
+        "--",
+        "--id=@t3",
+        "create",
+        "Flow_Table",
+        "name=theirs",
+        "flow_limit=1000",
+        "--",
+        "--id=@t9",
+        "create",
+        "Flow_Table",
+        "name=other",
+        "--",
+        "set",
+        "Bridge",
+        "br-int",
+        "flow_tables:3=@t3",
+        "flow_tables:9=@t9",
+    ]);
 
     for round in 0..2 {
         let (tx, rx) = watch::channel(Vec::new());
-        let task = tokio::spawn(run_ovsdb(ovs.client_endpoint().parse().expect("endpoint"), "br-int".into(), table_names(), tx));
+        let task = tokio::spawn(run_ovsdb(
+            ovs.client_endpoint().parse().expect("endpoint"),
+            "br-int".into(),
+            table_names(),
+            tx,
+        ));
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let features = loop {
             let out = run(Command::new("ovs-ofctl")
@@ -240,9 +307,11 @@ async fn names_the_tables_idempotently() {
         let mut rows: Vec<&str> = rows.split_whitespace().collect();
         rows.sort();
         assert_eq!(rows, vec!["Classifier", "IngressDefaultRule", "IngressRule", "other"], "round {round}");
-        assert_eq!(ovs.vsctl(&["get", "Bridge", "br-int", "flow_tables:3"]).trim(),
+        assert_eq!(
+            ovs.vsctl(&["get", "Bridge", "br-int", "flow_tables:3"]).trim(),
             ovs.vsctl(&["--bare", "--columns=_uuid", "find", "Flow_Table", "flow_limit=1000"]).trim(),
-            "table 3 keeps its row (and flow limit)");
+            "table 3 keeps its row (and flow limit)"
+        );
         drop(rx);
         tokio::time::timeout(Duration::from_secs(5), task).await.expect("stops").expect("join");
     }
@@ -261,14 +330,18 @@ async fn names_the_tables_idempotently() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standalone_or_unset_bridge_becomes_secure() {
     let ovs = Ovs::start();
-    for (how, args) in [
-        ("standalone", &["set-fail-mode", "br-int", "standalone"][..]),
-        ("unset", &["del-fail-mode", "br-int"][..]),
-    ] {
+    for (how, args) in
+        [("standalone", &["set-fail-mode", "br-int", "standalone"][..]), ("unset", &["del-fail-mode", "br-int"][..])]
+    {
         ovs.vsctl(args);
         assert_ne!(ovs.vsctl(&["get-fail-mode", "br-int"]).trim(), "secure", "{how}: precondition");
         let (tx, rx) = watch::channel(Vec::new());
-        let task = tokio::spawn(run_ovsdb(ovs.client_endpoint().parse().expect("endpoint"), "br-int".into(), table_names(), tx));
+        let task = tokio::spawn(run_ovsdb(
+            ovs.client_endpoint().parse().expect("endpoint"),
+            "br-int".into(),
+            table_names(),
+            tx,
+        ));
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while ovs.vsctl(&["get-fail-mode", "br-int"]).trim() != "secure" {
             assert!(std::time::Instant::now() < deadline, "{how}: fail_mode not made secure within 10 s");

@@ -96,7 +96,8 @@ fn conjunctive_flows() -> Vec<FlowMod> {
             let cookie = 0x00ab_0000_0000_0000 | u64::from(id);
             let conj = |clause| apply(vec![Action::Conjunction { id, clause, n_clauses: 3 }]);
             let src = ip4(0x0a00_0000 | u32::from(t) << 16 | r);
-            let mut clause_src = flow(t, 200, vec![Oxm::EthType(0x0800), Oxm::Ipv4Src(Masked::exact(src))], vec![conj(0)]);
+            let mut clause_src =
+                flow(t, 200, vec![Oxm::EthType(0x0800), Oxm::Ipv4Src(Masked::exact(src))], vec![conj(0)]);
             let mut clause_to = flow(t, 200, vec![Oxm::Reg { index: 1, value: Masked::exact(r + 1) }], vec![conj(1)]);
             let port = u16::try_from(1000 + r).expect("port");
             let mut clause_port = flow(
@@ -294,14 +295,10 @@ async fn delete_strict_removes_exactly_one_flow() {
     let mut delete = flow(0, 100, ip.clone(), vec![]);
     delete.command = FlowModCommand::DeleteStrict;
     switch.install(vec![delete]).await.unwrap();
-    let left: Vec<(u16, Vec<Oxm>)> = switch
-        .dump_flows(None)
-        .await
-        .unwrap()
-        .iter()
-        .map(|f| (f.priority, normalise_match(&f.match_)))
-        .collect();
-    let mut expected = vec![(100, normalise_match(&Match { fields: tcp })), (101, normalise_match(&Match { fields: ip }))];
+    let left: Vec<(u16, Vec<Oxm>)> =
+        switch.dump_flows(None).await.unwrap().iter().map(|f| (f.priority, normalise_match(&f.match_))).collect();
+    let mut expected =
+        vec![(100, normalise_match(&Match { fields: tcp })), (101, normalise_match(&Match { fields: ip }))];
     expected.sort();
     let mut left = left;
     left.sort();
@@ -412,10 +409,7 @@ async fn request_in_flight_at_disconnect_fails_clearly() {
     .await
     .unwrap();
     for result in [install.await.unwrap(), barrier.await.unwrap()] {
-        assert!(
-            matches!(result, Err(SwitchError::Disconnected(Some(ref m))) if m.contains("in flight")),
-            "{result:?}"
-        );
+        assert!(matches!(result, Err(SwitchError::Disconnected(Some(ref m))) if m.contains("in flight")), "{result:?}");
     }
     drop(sb);
 }
@@ -457,7 +451,8 @@ async fn packet_in_overflow_is_counted() {
     let mut cfg = config(&sb);
     cfg.packet_in_capacity = 2;
     let (switch, mut packet_ins) = connect_with(cfg).await;
-    let to_controller = Action::Controller2(Controller2 { userdata: Some(Bytes::from_static(b"x")), ..Controller2::default() });
+    let to_controller =
+        Action::Controller2(Controller2 { userdata: Some(Bytes::from_static(b"x")), ..Controller2::default() });
     switch.install(vec![flow(0, 100, vec![], vec![apply(vec![to_controller])])]).await.unwrap();
     for _ in 0..10 {
         switch.packet_out(packet_out_to_table()).await.unwrap();
@@ -482,7 +477,12 @@ async fn meters_and_groups_are_installed_and_errors_tied_to_them() {
     let sb = Sandbox::start();
     let (switch, _pi) = connect(&sb).await;
     // OFPMF_PKTPS | OFPMF_BURST | OFPMF_STATS, 5000 pps, burst 10000.
-    let meter = MeterMod { command: 0, flags: 2 | 4 | 8, meter_id: 1, bands: vec![MeterBand::Drop { rate: 5000, burst_size: 10_000 }] };
+    let meter = MeterMod {
+        command: 0,
+        flags: 2 | 4 | 8,
+        meter_id: 1,
+        bands: vec![MeterBand::Drop { rate: 5000, burst_size: 10_000 }],
+    };
     switch.meter_mod(meter.clone()).await.expect("meter added");
     let stats = switch.meter_stats(1).await.expect("meter stats");
     assert_eq!(stats.len(), 1);
@@ -503,7 +503,11 @@ async fn meters_and_groups_are_installed_and_errors_tied_to_them() {
         group_type: 0,
         group_id: 7,
         command_bucket_id: 0xffff_ffff,
-        buckets: vec![Bucket { bucket_id: 0, actions: vec![Action::Output { port: ofp::port::LOCAL, max_len: 0 }], properties: Bytes::new() }],
+        buckets: vec![Bucket {
+            bucket_id: 0,
+            actions: vec![Action::Output { port: ofp::port::LOCAL, max_len: 0 }],
+            properties: Bytes::new(),
+        }],
         properties: Bytes::new(),
     };
     switch.group_mod(group).await.expect("group added");
@@ -585,7 +589,11 @@ async fn flow_monitor_reports_changes_by_others_and_not_our_own() {
     d.command = FlowModCommand::DeleteStrict;
     switch.install(vec![m, d]).await.unwrap();
     switch.barrier().await.unwrap();
-    assert_eq!(drift_after(&mut drift, start, Duration::from_millis(500)).await, None, "our own changes were reported as drift");
+    assert_eq!(
+        drift_after(&mut drift, start, Duration::from_millis(500)).await,
+        None,
+        "our own changes were reported as drift"
+    );
 
     // Someone else adds, modifies and deletes flows: each is reported.
     let mut seen = start;
@@ -606,10 +614,28 @@ async fn flow_monitor_reports_changes_by_others_and_not_our_own() {
 async fn a_full_table_fails_the_bundle_at_commit_naming_the_first_flow_over_the_limit() {
     let sb = Sandbox::start();
     let (switch, _pi) = connect(&sb).await;
-    sb.vsctl(&["--", "--id=@t", "create", "Flow_Table", "flow_limit=3", "overflow_policy=refuse",
-        "--", "set", "Bridge", "br-int", "flow_tables:5=@t"]);
+    sb.vsctl(&[
+        "--",
+        "--id=@t",
+        "create",
+        "Flow_Table",
+        "flow_limit=3",
+        "overflow_policy=refuse",
+        "--",
+        "set",
+        "Bridge",
+        "br-int",
+        "flow_tables:5=@t",
+    ]);
     let batch: Vec<FlowMod> = (0..5u32)
-        .map(|i| flow(if i == 0 { 6 } else { 5 }, 10, vec![Oxm::EthType(0x0800), Oxm::Ipv4Src(Masked::exact(ip4(0x0a00_0000 + i)))], vec![apply(vec![])]))
+        .map(|i| {
+            flow(
+                if i == 0 { 6 } else { 5 },
+                10,
+                vec![Oxm::EthType(0x0800), Oxm::Ipv4Src(Masked::exact(ip4(0x0a00_0000 + i)))],
+                vec![apply(vec![])],
+            )
+        })
         .collect();
     let before = sb.dump_flows();
     match switch.install(batch).await {

@@ -156,13 +156,13 @@ fn pods_carry_antrea_style_external_ids() {
             assert!(ids.contains(&want), "{}: {want} missing in {ids}", pod.id());
         }
         // eth0 inside the pod has the MAC and IP the bridge was told about
-        let link = support::sandbox::run(std::process::Command::new("ip").args([
-            "-n", &pod.netns, "-br", "addr", "show", "dev", "eth0",
-        ]));
+        let link = support::sandbox::run(
+            std::process::Command::new("ip").args(["-n", &pod.netns, "-br", "addr", "show", "dev", "eth0"]),
+        );
         assert!(link.contains(&format!("{}/16", pod.ip)), "{link}");
-        let mac = support::sandbox::run(std::process::Command::new("ip").args([
-            "-n", &pod.netns, "-br", "link", "show", "dev", "eth0",
-        ]));
+        let mac = support::sandbox::run(
+            std::process::Command::new("ip").args(["-n", &pod.netns, "-br", "link", "show", "dev", "eth0"]),
+        );
         assert!(mac.contains(&pod.mac), "{mac}");
     }
     assert_eq!(tb.pod("x/a").ip, "10.10.1.11");
@@ -225,7 +225,10 @@ fn outside_hosts_are_node_ports_on_the_pods_link() {
     let hosts = tb.outside_hosts();
     let listed: Vec<(String, String)> = hosts.iter().map(|h| (h.id(), h.ip.clone())).collect();
     assert_eq!(listed, Testbed::planned_outside_hosts());
-    assert_eq!(listed, [("outside/h1".to_owned(), "10.10.200.10".to_owned()), ("outside/h2".to_owned(), "10.10.201.10".to_owned())]);
+    assert_eq!(
+        listed,
+        [("outside/h1".to_owned(), "10.10.200.10".to_owned()), ("outside/h2".to_owned(), "10.10.201.10".to_owned())]
+    );
     for h in &hosts {
         assert_eq!(tb.sandbox.ofport(&h.iface), h.ofport);
         let ids = tb.sandbox.vsctl(&["get", "Interface", &h.iface, "external_ids"]);
@@ -315,14 +318,13 @@ fn examples_are_kubernetes_objects() {
         let v: serde_yaml::Value = serde_yaml::from_str(&text).expect("example is YAML");
         match v["kind"].as_str() {
             Some("NetworkPolicy") => {
-                let np: NetworkPolicy = serde_yaml::from_str(&text)
-                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let np: NetworkPolicy =
+                    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 assert!(np.spec.is_some(), "{}", path.display());
                 policies += 1;
             }
             Some("Namespace") => {
-                let _: Namespace = serde_yaml::from_str(&text)
-                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let _: Namespace = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             }
             other => panic!("{}: unexpected kind {other:?}", path.display()),
         }
@@ -402,12 +404,7 @@ fn failed_sandbox_start_leaves_nothing_running() {
     let _down = Down(&script, &dir);
     assert!(!out.status.success(), "a bridge with a bogus protocol came up");
     let env = support::sandbox::run(std::process::Command::new("bash").arg(&script).arg("env").arg(&dir));
-    let netns = env
-        .lines()
-        .find_map(|l| l.strip_prefix("NETNS="))
-        .expect("NETNS line")
-        .trim_matches('"')
-        .to_owned();
+    let netns = env.lines().find_map(|l| l.strip_prefix("NETNS=")).expect("NETNS line").trim_matches('"').to_owned();
     let list = support::sandbox::run(std::process::Command::new("ip").args(["netns", "list"]));
     assert!(!list.contains(&netns), "netns {netns} left behind");
     let needle = dir.to_string_lossy().into_owned();

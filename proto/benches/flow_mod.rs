@@ -17,10 +17,7 @@ fn conj_flow(i: u32) -> FlowMod {
         cookie: 0x1_0000_0000 | u64::from(i),
         table_id: 3,
         priority: 200,
-        match_: Match::new(vec![
-            Oxm::EthType(0x0800),
-            Oxm::Ipv4Src(Masked::exact(Ipv4Addr::from(0x0a00_0000 | i))),
-        ]),
+        match_: Match::new(vec![Oxm::EthType(0x0800), Oxm::Ipv4Src(Masked::exact(Ipv4Addr::from(0x0a00_0000 | i)))]),
         instructions: vec![Instruction::ApplyActions(vec![Action::Conjunction {
             id: 1000 + i,
             clause: 0,
@@ -60,9 +57,7 @@ fn bench(c: &mut Criterion) {
     let mut wire = BytesMut::new();
     encode(&flows[7], 1, &mut wire);
     let wire = wire.freeze();
-    g.bench_function("decode_conjunctive", |b| {
-        b.iter(|| FlowMod::parse(black_box(&wire[8..])).unwrap())
-    });
+    g.bench_function("decode_conjunctive", |b| b.iter(|| FlowMod::parse(black_box(&wire[8..])).unwrap()));
     g.bench_function("build_and_encode_conjunctive", |b| {
         let mut out = BytesMut::with_capacity(1 << 20);
         let mut i = 0u32;

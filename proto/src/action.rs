@@ -24,13 +24,7 @@ pub enum Action {
     /// OFPAT_SET_FIELD; the field may be masked in OF1.5.
     SetField(Oxm),
     /// OFPAT_COPY_FIELD; `src`/`dst` are OXM headers (4 bytes, or 8 with an experimenter id).
-    CopyField {
-        n_bits: u16,
-        src_offset: u16,
-        dst_offset: u16,
-        src: Bytes,
-        dst: Bytes,
-    },
+    CopyField { n_bits: u16, src_offset: u16, dst_offset: u16, src: Bytes, dst: Bytes },
     /// OFPAT_METER (OF1.5).
     Meter(u32),
     /// NXAST_RESUBMIT (in_port).
@@ -41,11 +35,7 @@ pub enum Action {
     /// `10 + len` is a multiple of 8.
     Note(Bytes),
     /// NXAST_CONTROLLER.
-    Controller {
-        max_len: u16,
-        controller_id: u16,
-        reason: u8,
-    },
+    Controller { max_len: u16, controller_id: u16, reason: u8 },
     /// NXAST_CONTROLLER2.
     Controller2(Controller2),
     /// NXAST_CONJUNCTION; `clause` is 0-based on the wire (printed 1-based by OVS).
@@ -59,11 +49,7 @@ pub enum Action {
     /// NXAST_OUTPUT_REG (subtype 15): output to the port held in a field, e.g.
     /// `output:NXM_NX_REG1[]`. `src` is the field's NXM header, `ofs_nbits` = ofs << 6 |
     /// (n_bits - 1). This is what OVS 3.1 sends for it in OF1.5.
-    OutputReg {
-        src: u32,
-        ofs_nbits: u16,
-        max_len: u16,
-    },
+    OutputReg { src: u32, ofs_nbits: u16, max_len: u16 },
     /// An experimenter action not modelled: vendor, then everything after the 8-byte header
     /// raw (for NX actions that starts with the subtype). `8 + payload.len()` should be a
     /// multiple of 8 (emit pads otherwise).
@@ -202,9 +188,7 @@ impl Controller2 {
                 nxac2pt::REASON if p.payload.len() == 1 => c.reason = Some(p.payload[0]),
                 nxac2pt::USERDATA => c.userdata = Some(Bytes::copy_from_slice(p.payload)),
                 nxac2pt::PAUSE if p.payload.is_empty() => c.pause = true,
-                nxac2pt::METER_ID if p.payload.len() == 4 => {
-                    c.meter_id = Some(prop::prop_u32(&p, W)?)
-                }
+                nxac2pt::METER_ID if p.payload.len() == 4 => c.meter_id = Some(prop::prop_u32(&p, W)?),
                 _ => return Ok(None),
             }
             let present = match p.prop_type {
@@ -246,19 +230,12 @@ impl Action {
         let mut rd = Reader::new(buf, "action");
         let action_type = rd.u16()?;
         let len = usize::from(rd.u16()?);
-        let min = if action_type == ofpat::EXPERIMENTER {
-            16
-        } else {
-            8
-        };
+        let min = if action_type == ofpat::EXPERIMENTER { 16 } else { 8 };
         let whole = tlv(buf, len, min, true, "action")?;
         let action = match action_type {
             ofpat::OUTPUT => {
                 let mut r = fixed(whole, 16, "OFPAT_OUTPUT")?;
-                let a = Action::Output {
-                    port: r.u32()?,
-                    max_len: r.u16()?,
-                };
+                let a = Action::Output { port: r.u32()?, max_len: r.u16()? };
                 r.zeros(6)?;
                 a
             }
@@ -277,19 +254,10 @@ impl Action {
                 let src = copy_field_header(&mut r)?;
                 let dst = copy_field_header(&mut r)?;
                 check_padded(whole, 4 + r.pos(), "OFPAT_COPY_FIELD")?;
-                Action::CopyField {
-                    n_bits,
-                    src_offset,
-                    dst_offset,
-                    src,
-                    dst,
-                }
+                Action::CopyField { n_bits, src_offset, dst_offset, src, dst }
             }
             ofpat::EXPERIMENTER => parse_experimenter(whole, depth)?,
-            other => Action::Unknown {
-                action_type: other,
-                payload: Bytes::copy_from_slice(&whole[4..]),
-            },
+            other => Action::Unknown { action_type: other, payload: Bytes::copy_from_slice(&whole[4..]) },
         };
         Ok((action, len))
     }
@@ -338,13 +306,7 @@ impl Action {
                 std_header(out, ofpat::SET_FIELD, len);
                 o.emit(out);
             }
-            Action::CopyField {
-                n_bits,
-                src_offset,
-                dst_offset,
-                src,
-                dst,
-            } => {
+            Action::CopyField { n_bits, src_offset, dst_offset, src, dst } => {
                 std_header(out, ofpat::COPY_FIELD, len);
                 out.put_u16(*n_bits);
                 out.put_u16(*src_offset);
@@ -358,15 +320,7 @@ impl Action {
                 out.put_u16(*in_port);
             }
             Action::ResubmitTable { in_port, table, ct } => {
-                nx_header(
-                    out,
-                    if *ct {
-                        nxast::RESUBMIT_TABLE_CT
-                    } else {
-                        nxast::RESUBMIT_TABLE
-                    },
-                    len,
-                );
+                nx_header(out, if *ct { nxast::RESUBMIT_TABLE_CT } else { nxast::RESUBMIT_TABLE }, len);
                 out.put_u16(*in_port);
                 out.put_u8(*table);
             }
@@ -374,11 +328,7 @@ impl Action {
                 nx_header(out, nxast::NOTE, len);
                 out.put_slice(n);
             }
-            Action::Controller {
-                max_len,
-                controller_id,
-                reason,
-            } => {
+            Action::Controller { max_len, controller_id, reason } => {
                 nx_header(out, nxast::CONTROLLER, len);
                 out.put_u16(*max_len);
                 out.put_u16(*controller_id);
@@ -389,11 +339,7 @@ impl Action {
                 out.put_bytes(0, 6);
                 c.emit_props(out);
             }
-            Action::Conjunction {
-                id,
-                clause,
-                n_clauses,
-            } => {
+            Action::Conjunction { id, clause, n_clauses } => {
                 nx_header(out, nxast::CONJUNCTION, len);
                 out.put_u8(*clause);
                 out.put_u8(*n_clauses);
@@ -423,28 +369,18 @@ impl Action {
                 out.put_bytes(0, 6);
                 emit_actions(a, out);
             }
-            Action::OutputReg {
-                src,
-                ofs_nbits,
-                max_len,
-            } => {
+            Action::OutputReg { src, ofs_nbits, max_len } => {
                 nx_header(out, nxast::OUTPUT_REG, len);
                 out.put_u16(*ofs_nbits);
                 out.put_u32(*src);
                 out.put_u16(*max_len);
             }
-            Action::Experimenter {
-                experimenter,
-                payload,
-            } => {
+            Action::Experimenter { experimenter, payload } => {
                 std_header(out, ofpat::EXPERIMENTER, len);
                 out.put_u32(*experimenter);
                 out.put_slice(payload);
             }
-            Action::Unknown {
-                action_type,
-                payload,
-            } => {
+            Action::Unknown { action_type, payload } => {
                 std_header(out, *action_type, len);
                 out.put_slice(payload);
             }
@@ -469,10 +405,7 @@ fn nx_header(out: &mut BytesMut, subtype: u16, len: usize) {
 /// the 4-byte header.
 fn fixed<'a>(whole: &'a [u8], len: usize, what: &'static str) -> Result<Reader<'a>> {
     if whole.len() != len {
-        return Err(Error::BadLength {
-            what,
-            len: whole.len(),
-        });
+        return Err(Error::BadLength { what, len: whole.len() });
     }
     let mut r = Reader::new(whole, what);
     r.take(4)?;
@@ -482,10 +415,7 @@ fn fixed<'a>(whole: &'a [u8], len: usize, what: &'static str) -> Result<Reader<'
 /// Checks that `used` bytes padded to 8 is exactly the action and the padding is zero.
 fn check_padded(whole: &[u8], used: usize, what: &'static str) -> Result<()> {
     if pad8(used) != whole.len() {
-        return Err(Error::BadLength {
-            what,
-            len: whole.len(),
-        });
+        return Err(Error::BadLength { what, len: whole.len() });
     }
     check_zero(whole.get(used..).unwrap_or(&[]), used, what)
 }
@@ -507,10 +437,7 @@ fn parse_experimenter(whole: &[u8], depth: usize) -> Result<Action> {
     let mut r = Reader::new(whole, "experimenter action");
     r.take(4)?;
     let experimenter = r.u32()?;
-    let raw = || Action::Experimenter {
-        experimenter,
-        payload: Bytes::copy_from_slice(&whole[8..]),
-    };
+    let raw = || Action::Experimenter { experimenter, payload: Bytes::copy_from_slice(&whole[8..]) };
     if experimenter != NX_VENDOR_ID {
         return Ok(raw());
     }
@@ -525,22 +452,15 @@ fn parse_experimenter(whole: &[u8], depth: usize) -> Result<Action> {
         }
         nxast::RESUBMIT_TABLE | nxast::RESUBMIT_TABLE_CT => {
             let mut r = nx_fixed(whole, 16, "NXAST_RESUBMIT_TABLE")?;
-            let a = Action::ResubmitTable {
-                in_port: r.u16()?,
-                table: r.u8()?,
-                ct: subtype == nxast::RESUBMIT_TABLE_CT,
-            };
+            let a =
+                Action::ResubmitTable { in_port: r.u16()?, table: r.u8()?, ct: subtype == nxast::RESUBMIT_TABLE_CT };
             r.zeros(3)?;
             a
         }
         nxast::NOTE => Action::Note(Bytes::copy_from_slice(&whole[NX_PREFIX..])),
         nxast::CONTROLLER => {
             let mut r = nx_fixed(whole, 16, "NXAST_CONTROLLER")?;
-            let a = Action::Controller {
-                max_len: r.u16()?,
-                controller_id: r.u16()?,
-                reason: r.u8()?,
-            };
+            let a = Action::Controller { max_len: r.u16()?, controller_id: r.u16()?, reason: r.u8()? };
             r.zeros(1)?;
             a
         }
@@ -555,18 +475,11 @@ fn parse_experimenter(whole: &[u8], depth: usize) -> Result<Action> {
         nxast::CONJUNCTION => {
             let mut r = nx_fixed(whole, 16, "NXAST_CONJUNCTION")?;
             let (clause, n_clauses) = (r.u8()?, r.u8()?);
-            Action::Conjunction {
-                id: r.u32()?,
-                clause,
-                n_clauses,
-            }
+            Action::Conjunction { id: r.u32()?, clause, n_clauses }
         }
         nxast::CT => {
             if len < 24 {
-                return Err(Error::BadLength {
-                    what: "NXAST_CT",
-                    len,
-                });
+                return Err(Error::BadLength { what: "NXAST_CT", len });
             }
             let mut r = Reader::new(&whole[NX_PREFIX..], "NXAST_CT");
             let flags = r.u16()?;
@@ -579,18 +492,9 @@ fn parse_experimenter(whole: &[u8], depth: usize) -> Result<Action> {
             let zone = if zone_src == 0 {
                 CtZoneSrc::Imm(zone_v)
             } else {
-                CtZoneSrc::Field {
-                    header: zone_src,
-                    ofs_nbits: zone_v,
-                }
+                CtZoneSrc::Field { header: zone_src, ofs_nbits: zone_v }
             };
-            Action::Ct(Ct {
-                flags,
-                zone,
-                table: (table != 0xff).then_some(table),
-                alg,
-                actions,
-            })
+            Action::Ct(Ct { flags, zone, table: (table != 0xff).then_some(table), alg, actions })
         }
         nxast::CT_CLEAR => {
             nx_fixed(whole, 16, "NXAST_CT_CLEAR")?.zeros(6)?;
@@ -603,11 +507,7 @@ fn parse_experimenter(whole: &[u8], depth: usize) -> Result<Action> {
         }
         nxast::OUTPUT_REG => {
             let mut r = nx_fixed(whole, 24, "NXAST_OUTPUT_REG")?;
-            let a = Action::OutputReg {
-                ofs_nbits: r.u16()?,
-                src: r.u32()?,
-                max_len: r.u16()?,
-            };
+            let a = Action::OutputReg { ofs_nbits: r.u16()?, src: r.u32()?, max_len: r.u16()? };
             r.zeros(6)?;
             a
         }
@@ -618,10 +518,7 @@ fn parse_experimenter(whole: &[u8], depth: usize) -> Result<Action> {
 /// Like [`fixed`] for NX actions: positioned after the 10-byte prefix.
 fn nx_fixed<'a>(whole: &'a [u8], len: usize, what: &'static str) -> Result<Reader<'a>> {
     if whole.len() != len {
-        return Err(Error::BadLength {
-            what,
-            len: whole.len(),
-        });
+        return Err(Error::BadLength { what, len: whole.len() });
     }
     let mut r = Reader::new(whole, what);
     r.take(NX_PREFIX)?;
@@ -639,10 +536,7 @@ pub const MAX_NESTING: usize = 32;
 
 fn parse_list(buf: &[u8], depth: usize) -> Result<Vec<Action>> {
     if depth > MAX_NESTING {
-        return Err(Error::BadValue {
-            what: "nested actions too deep",
-            value: depth as u64,
-        });
+        return Err(Error::BadValue { what: "nested actions too deep", value: depth as u64 });
     }
     wire::parse_list(buf, |b| Action::parse_nested(b, depth))
 }
@@ -677,7 +571,13 @@ mod tests {
     fn nonzero_padding_keeps_the_action_raw_and_round_trips() {
         // OFPAT_OUTPUT to port 1 with a non-zero byte in its 6 bytes of padding.
         let a = rt("0000001000000001ffff000000000100");
-        assert_eq!(a, vec![Action::Unknown { action_type: 0, payload: Bytes::from(hex::decode("00000001ffff000000000100").unwrap()) }]);
+        assert_eq!(
+            a,
+            vec![Action::Unknown {
+                action_type: 0,
+                payload: Bytes::from(hex::decode("00000001ffff000000000100").unwrap())
+            }]
+        );
         assert_eq!(rt("0000001000000001ffff000000000000"), vec![Action::Output { port: 1, max_len: 0xffff }]);
     }
 
@@ -685,14 +585,7 @@ mod tests {
     fn output_reg_as_ovs_sends_it() {
         // `ovs-ofctl -O OpenFlow15 parse-flow 'ip,actions=output:NXM_NX_REG1[]'`.
         let a = rt("ffff001800002320000f001f00010204ffff000000000000");
-        assert_eq!(
-            a,
-            vec![Action::OutputReg {
-                src: 0x0001_0204,
-                ofs_nbits: 0x1f,
-                max_len: 0xffff
-            }]
-        );
+        assert_eq!(a, vec![Action::OutputReg { src: 0x0001_0204, ofs_nbits: 0x1f, max_len: 0xffff }]);
     }
 
     #[test]
@@ -747,12 +640,6 @@ mod tests {
         // reason property before max_len: valid for OVS, not in emit order.
         let h = "ffff002000002320002500000000000000020005020000000000000804d20000";
         let a = rt(h);
-        assert!(matches!(
-            a[0],
-            Action::Experimenter {
-                experimenter: 0x2320,
-                ..
-            }
-        ));
+        assert!(matches!(a[0], Action::Experimenter { experimenter: 0x2320, .. }));
     }
 }

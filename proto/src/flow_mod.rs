@@ -190,10 +190,7 @@ mod tests {
         assert_eq!(fm.table_id, 1);
         assert_eq!(fm.priority, 50);
         assert_eq!(fm.command, FlowModCommand::Add);
-        assert_eq!(
-            fm.match_.fields,
-            vec![Oxm::ConjId(100), Oxm::EthType(0x0800)]
-        );
+        assert_eq!(fm.match_.fields, vec![Oxm::ConjId(100), Oxm::EthType(0x0800)]);
         assert!(
             matches!(&fm.instructions[0], Instruction::ApplyActions(a) if matches!(&a[0], Action::Controller2(c) if c.userdata.as_deref() == Some(&[1u8, 2][..])))
         );

@@ -310,9 +310,18 @@ mod tests {
         let Payload::MultipartRequest(req) = msg.payload else { panic!("{msg:?}") };
         let MultipartRequestBody::FlowMonitor(v) = req.body else { panic!("{req:?}") };
         assert_eq!(v.len(), 3);
-        assert_eq!((v[0].monitor_id, v[0].out_port, v[0].out_group, v[0].table_id), (4096, crate::port::LOCAL, crate::GROUP_ANY, 0));
-        assert_eq!(v[0].flags, flags::INITIAL | flags::ADD | flags::REMOVED | flags::MODIFY | flags::INSTRUCTIONS | flags::ONLY_OWN);
-        assert_eq!((v[1].monitor_id, v[1].out_port, v[1].out_group, v[1].table_id, v[1].command), (8192, 1, 64, 1, command::MODIFY));
+        assert_eq!(
+            (v[0].monitor_id, v[0].out_port, v[0].out_group, v[0].table_id),
+            (4096, crate::port::LOCAL, crate::GROUP_ANY, 0)
+        );
+        assert_eq!(
+            v[0].flags,
+            flags::INITIAL | flags::ADD | flags::REMOVED | flags::MODIFY | flags::INSTRUCTIONS | flags::ONLY_OWN
+        );
+        assert_eq!(
+            (v[1].monitor_id, v[1].out_port, v[1].out_group, v[1].table_id, v[1].command),
+            (8192, 1, 64, 1, command::MODIFY)
+        );
         assert_eq!((v[2].monitor_id, v[2].command), (16384, command::DELETE));
     }
 
@@ -354,7 +363,10 @@ mod tests {
         let Payload::MultipartReply(rep) = msg.payload else { panic!("{msg:?}") };
         let MultipartReplyBody::FlowMonitor(v) = rep.body else { panic!("{rep:?}") };
         let [FlowUpdate::Full(f), FlowUpdate::Abbrev { xid: 0x186a0 }] = v.as_slice() else { panic!("{v:?}") };
-        assert_eq!((f.event, f.reason, f.table_id, f.priority, f.cookie), (event::REMOVED, 5, 0, 0x8000, 0x1234_5678_9abc_def0));
+        assert_eq!(
+            (f.event, f.reason, f.table_id, f.priority, f.cookie),
+            (event::REMOVED, 5, 0, 0x8000, 0x1234_5678_9abc_def0)
+        );
         assert_eq!(f.match_.fields, vec![Oxm::InPort(1)]);
         assert!(f.instructions.is_empty());
     }
@@ -380,11 +392,11 @@ mod tests {
         assert_eq!(out.as_ref(), unknown.as_slice());
 
         for bad in [
-            "00 08 00 04 00 01",             // truncated
-            "00 00 00 04 00 01 86 a0",       // length 0
-            "00 0c 00 04 00 01 86 a0 00 00 00 00", // not a multiple of 8
-            "00 10 00 04 00 01 86 a0 00 00 00 00 00 00 00 00", // abbrev too long
-            "00 08 00 05 00 00 00 01",       // paused with non-zero padding
+            "00 08 00 04 00 01",                                                       // truncated
+            "00 00 00 04 00 01 86 a0",                                                 // length 0
+            "00 0c 00 04 00 01 86 a0 00 00 00 00",                                     // not a multiple of 8
+            "00 10 00 04 00 01 86 a0 00 00 00 00 00 00 00 00",                         // abbrev too long
+            "00 08 00 05 00 00 00 01",                                                 // paused with non-zero padding
             "00 18 00 01 00 00 00 00 00 00 80 00 00 00 00 00 00 00 00 00 00 00 00 01", // full without a match
         ] {
             assert!(FlowUpdate::parse(&unhex(bad)).is_err(), "{bad}");

@@ -21,10 +21,11 @@ impl Header {
     /// Reads the header at the start of `buf` (which may hold more than the header).
     /// Checks that the length field is at least 8; does not compare it with `buf.len()`.
     pub fn parse(buf: &[u8]) -> Result<Header> {
-        let h: &[u8; 8] = buf
-            .get(..Self::LEN)
-            .and_then(|s| s.try_into().ok())
-            .ok_or(Error::Truncated { what: "ofp_header", need: Self::LEN, have: buf.len() })?;
+        let h: &[u8; 8] = buf.get(..Self::LEN).and_then(|s| s.try_into().ok()).ok_or(Error::Truncated {
+            what: "ofp_header",
+            need: Self::LEN,
+            have: buf.len(),
+        })?;
         let header = Header {
             version: h[0],
             msg_type: h[1],
@@ -116,9 +117,6 @@ mod tests {
     #[test]
     fn short_buffer_and_small_length_are_errors() {
         assert!(matches!(Header::parse(&[6, 0, 0]), Err(Error::Truncated { need: 8, have: 3, .. })));
-        assert!(matches!(
-            Header::parse(&[6, 0, 0, 7, 0, 0, 0, 0]),
-            Err(Error::BadLength { len: 7, .. })
-        ));
+        assert!(matches!(Header::parse(&[6, 0, 0, 7, 0, 0, 0, 0]), Err(Error::BadLength { len: 7, .. })));
     }
 }

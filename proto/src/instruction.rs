@@ -91,10 +91,7 @@ impl Instruction {
             ofpit::WRITE_METADATA => {
                 exact(24, "OFPIT_WRITE_METADATA")?;
                 r.zeros(4)?;
-                Instruction::WriteMetadata {
-                    metadata: r.u64()?,
-                    mask: r.u64()?,
-                }
+                Instruction::WriteMetadata { metadata: r.u64()?, mask: r.u64()? }
             }
             ofpit::WRITE_ACTIONS | ofpit::APPLY_ACTIONS => {
                 r.zeros(4)?;
@@ -110,10 +107,7 @@ impl Instruction {
                 r.zeros(4)?;
                 Instruction::ClearActions
             }
-            other => Instruction::Unknown {
-                instruction_type: other,
-                payload: Bytes::copy_from_slice(r.rest()),
-            },
+            other => Instruction::Unknown { instruction_type: other, payload: Bytes::copy_from_slice(r.rest()) },
         };
         Ok((ins, len))
     }
@@ -138,9 +132,7 @@ impl Instruction {
             Instruction::WriteActions(_) => ofpit::WRITE_ACTIONS,
             Instruction::ApplyActions(_) => ofpit::APPLY_ACTIONS,
             Instruction::ClearActions => ofpit::CLEAR_ACTIONS,
-            Instruction::Unknown {
-                instruction_type, ..
-            } => *instruction_type,
+            Instruction::Unknown { instruction_type, .. } => *instruction_type,
         };
         out.put_u16(t);
         out.put_u16(len as u16);
@@ -199,10 +191,7 @@ mod tests {
             i,
             vec![
                 Instruction::GotoTable(1),
-                Instruction::WriteMetadata {
-                    metadata: 0xfedc_ba98_7654_3210,
-                    mask: u64::MAX
-                }
+                Instruction::WriteMetadata { metadata: 0xfedc_ba98_7654_3210, mask: u64::MAX }
             ]
         );
         let mut out = BytesMut::new();
@@ -212,10 +201,9 @@ mod tests {
 
     #[test]
     fn wrong_fixed_lengths_are_errors() {
-        assert!(parse_instructions(
-            &hex::decode("0001001001000000 0000000000000000".replace(' ', "")).unwrap()
-        )
-        .is_err());
+        assert!(
+            parse_instructions(&hex::decode("0001001001000000 0000000000000000".replace(' ', "")).unwrap()).is_err()
+        );
         assert!(parse_instructions(&hex::decode("0005000400000000").unwrap()).is_err());
     }
 
@@ -224,13 +212,7 @@ mod tests {
         // Vector instruction_goto_table: OVS's test sends pad bytes 00 00 01.
         let b = hex::decode("0001000801000001").unwrap();
         let i = parse_instructions(&b).unwrap();
-        assert_eq!(
-            i,
-            vec![Instruction::Unknown {
-                instruction_type: 1,
-                payload: Bytes::from_static(&[1, 0, 0, 1])
-            }]
-        );
+        assert_eq!(i, vec![Instruction::Unknown { instruction_type: 1, payload: Bytes::from_static(&[1, 0, 0, 1]) }]);
         let mut out = BytesMut::new();
         emit_instructions(&i, &mut out);
         assert_eq!(&out[..], &b[..]);

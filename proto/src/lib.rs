@@ -44,16 +44,15 @@ pub mod text;
 mod wire;
 
 pub use action::{Action, Controller2, Ct, CtZoneSrc};
+pub use body::*;
 pub use error::Error;
 pub use flow_mod::{FlowMod, FlowModCommand};
 pub use flow_monitor::{FlowMonitorRequest, FlowUpdate, FlowUpdateFull};
 pub use header::Header;
 pub use instruction::Instruction;
 pub use message::{Message, Payload};
-pub use body::*;
 pub use multipart::{
-    FlowStats, FlowStatsRequest, MeterStats, MultipartReply, MultipartReplyBody,
-    MultipartRequest, MultipartRequestBody,
+    FlowStats, FlowStatsRequest, MeterStats, MultipartReply, MultipartReplyBody, MultipartRequest, MultipartRequestBody,
 };
 pub use oxm::{Masked, Match, Oxm};
 pub use packet_in2::PacketIn2;

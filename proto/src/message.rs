@@ -19,10 +19,10 @@
 //! `emit` refuses a payload the version rules would not produce (e.g. a FLOW_MOD with version
 //! 4, or `Unknown` with a modelled type), so `parse(emit(m)) == m` always holds.
 
+use crate::body::*;
 use crate::error::{Error, Result};
 use crate::flow_mod::FlowMod;
 use crate::header::{msg_type as t, nx_type, Header};
-use crate::body::*;
 use crate::multipart::{MultipartReply, MultipartRequest};
 use crate::packet_in2::PacketIn2;
 use crate::wire::Reader;
@@ -73,9 +73,16 @@ pub enum Payload {
     /// NXT_RESUME (same properties as NXT_PACKET_IN2).
     Resume(PacketIn2),
     /// Another experimenter message: experimenter id, subtype, body raw.
-    Experimenter { experimenter: u32, exp_type: u32, body: Bytes },
+    Experimenter {
+        experimenter: u32,
+        exp_type: u32,
+        body: Bytes,
+    },
     /// Any other message type (or version), body raw.
-    Unknown { msg_type: u8, body: Bytes },
+    Unknown {
+        msg_type: u8,
+        body: Bytes,
+    },
 }
 
 /// Length of the experimenter header after `ofp_header`: experimenter u32 + subtype u32.
@@ -88,8 +95,9 @@ pub fn is_modelled(version: u8, msg_type: u8) -> bool {
         t::EXPERIMENTER | t::FEATURES_REQUEST | t::GET_CONFIG_REQUEST | t::GET_CONFIG_REPLY | t::SET_CONFIG => {
             (1..=6).contains(&version)
         }
-        t::FEATURES_REPLY | t::BARRIER_REQUEST | t::BARRIER_REPLY | t::ROLE_REQUEST | t::ROLE_REPLY
-        | t::METER_MOD => (4..=6).contains(&version),
+        t::FEATURES_REPLY | t::BARRIER_REQUEST | t::BARRIER_REPLY | t::ROLE_REQUEST | t::ROLE_REPLY | t::METER_MOD => {
+            (4..=6).contains(&version)
+        }
         t::BUNDLE_CONTROL | t::BUNDLE_ADD_MESSAGE => (5..=6).contains(&version),
         t::PACKET_IN | t::PACKET_OUT | t::FLOW_MOD | t::GROUP_MOD | t::MULTIPART_REQUEST | t::MULTIPART_REPLY => {
             version == 6
@@ -151,7 +159,10 @@ impl Message {
 
     /// A BUNDLE_CONTROL message.
     pub fn bundle_control(xid: u32, bundle_id: u32, ctrl_type: u16, flags: u16) -> Message {
-        Message::new(xid, Payload::BundleControl(BundleControl { bundle_id, ctrl_type, flags, properties: Bytes::new() }))
+        Message::new(
+            xid,
+            Payload::BundleControl(BundleControl { bundle_id, ctrl_type, flags, properties: Bytes::new() }),
+        )
     }
 
     /// The header type byte this message has on the wire.
@@ -291,10 +302,7 @@ impl Message {
             Payload::Hello(h) => h.buffer_len(),
             Payload::Error(e) => e.buffer_len(),
             Payload::EchoRequest(d) | Payload::EchoReply(d) => d.len(),
-            Payload::FeaturesRequest
-            | Payload::GetConfigRequest
-            | Payload::BarrierRequest
-            | Payload::BarrierReply => 0,
+            Payload::FeaturesRequest | Payload::GetConfigRequest | Payload::BarrierRequest | Payload::BarrierReply => 0,
             Payload::FeaturesReply(f) => f.buffer_len(),
             Payload::GetConfigReply(c) | Payload::SetConfig(c) => c.buffer_len(),
             Payload::PacketIn(p) => p.buffer_len(),
@@ -325,7 +333,10 @@ impl Message {
         match &self.payload {
             Payload::Unknown { msg_type, .. } => {
                 if is_modelled(self.version, *msg_type) {
-                    return Err(Error::BadValue { what: "Payload::Unknown of a modelled type", value: (*msg_type).into() });
+                    return Err(Error::BadValue {
+                        what: "Payload::Unknown of a modelled type",
+                        value: (*msg_type).into(),
+                    });
                 }
                 return Ok(());
             }
@@ -342,7 +353,10 @@ impl Message {
             Payload::PacketIn2(p) | Payload::Resume(p) => p.check(),
             Payload::Experimenter { experimenter, exp_type, .. } => {
                 if *experimenter == crate::NX_VENDOR_ID && is_modelled_nx(*exp_type) {
-                    Err(Error::BadValue { what: "Payload::Experimenter of a modelled NX subtype", value: (*exp_type).into() })
+                    Err(Error::BadValue {
+                        what: "Payload::Experimenter of a modelled NX subtype",
+                        value: (*exp_type).into(),
+                    })
                 } else {
                     Ok(())
                 }
@@ -372,10 +386,7 @@ impl Message {
             Payload::Hello(h) => h.emit(out),
             Payload::Error(e) => e.emit(out),
             Payload::EchoRequest(d) | Payload::EchoReply(d) => out.put_slice(d),
-            Payload::FeaturesRequest
-            | Payload::GetConfigRequest
-            | Payload::BarrierRequest
-            | Payload::BarrierReply => {}
+            Payload::FeaturesRequest | Payload::GetConfigRequest | Payload::BarrierRequest | Payload::BarrierReply => {}
             Payload::FeaturesReply(f) => f.emit(out),
             Payload::GetConfigReply(c) | Payload::SetConfig(c) => c.emit(out),
             Payload::PacketIn(p) => p.emit(out),

@@ -71,7 +71,10 @@ pub enum MultipartReplyBody {
     MeterStats(Vec<MeterStats>),
     /// Multipart type 16: flow monitor updates.
     FlowMonitor(Vec<FlowUpdate>),
-    Other { mp_type: u16, body: Bytes },
+    Other {
+        mp_type: u16,
+        body: Bytes,
+    },
 }
 
 /// One OF1.5 flow stats entry (`ofp15_flow_desc` + match + OXS stats + instructions).
@@ -147,18 +150,12 @@ impl MultipartRequest {
                 let meter_id = r.u32()?;
                 r.zeros(4)?;
                 if !r.rest().is_empty() {
-                    return Err(Error::BadLength {
-                        what: "meter stats request",
-                        len: rest.len(),
-                    });
+                    return Err(Error::BadLength { what: "meter stats request", len: rest.len() });
                 }
                 MultipartRequestBody::MeterStats { meter_id }
             }
             OFPMP_FLOW_MONITOR => MultipartRequestBody::FlowMonitor(flow_monitor::parse_requests(rest)?),
-            other => MultipartRequestBody::Other {
-                mp_type: other,
-                body: Bytes::copy_from_slice(rest),
-            },
+            other => MultipartRequestBody::Other { mp_type: other, body: Bytes::copy_from_slice(rest) },
         };
         Ok(MultipartRequest { flags, body })
     }
@@ -218,19 +215,9 @@ impl FlowStatsRequest {
         let rest = r.rest();
         let (match_, used) = Match::parse(rest)?;
         if used != rest.len() {
-            return Err(Error::BadLength {
-                what: "flow stats request",
-                len: buf.len(),
-            });
+            return Err(Error::BadLength { what: "flow stats request", len: buf.len() });
         }
-        Ok(FlowStatsRequest {
-            table_id,
-            out_port,
-            out_group,
-            cookie,
-            cookie_mask,
-            match_,
-        })
+        Ok(FlowStatsRequest { table_id, out_port, out_group, cookie, cookie_mask, match_ })
     }
 }
 
@@ -256,10 +243,7 @@ impl MultipartReply {
             OFPMP_FLOW => MultipartReplyBody::Flow(parse_list(rest, FlowStats::parse)?),
             OFPMP_METER_STATS => MultipartReplyBody::MeterStats(parse_list(rest, MeterStats::parse)?),
             OFPMP_FLOW_MONITOR => MultipartReplyBody::FlowMonitor(flow_monitor::parse_updates(rest)?),
-            other => MultipartReplyBody::Other {
-                mp_type: other,
-                body: Bytes::copy_from_slice(rest),
-            },
+            other => MultipartReplyBody::Other { mp_type: other, body: Bytes::copy_from_slice(rest) },
         };
         Ok(MultipartReply { flags, body })
     }
@@ -340,10 +324,7 @@ impl FlowStats {
 
     /// Length of the entry on the wire.
     pub fn buffer_len(&self) -> usize {
-        FLOW_DESC_LEN
-            + self.match_.buffer_len()
-            + self.stats.buffer_len()
-            + instructions_len(&self.instructions)
+        FLOW_DESC_LEN + self.match_.buffer_len() + self.stats.buffer_len() + instructions_len(&self.instructions)
     }
 
     /// Writes the entry.
@@ -410,35 +391,24 @@ impl OxsStats {
     fn set(&mut self, field: u8, payload: &[u8]) -> bool {
         let u64_of = |p: &[u8]| <[u8; 8]>::try_from(p).ok().map(u64::from_be_bytes);
         match field {
-            oxs::DURATION => u64_of(payload)
-                .map(|v| self.duration = Some(((v >> 32) as u32, v as u32)))
-                .is_some(),
+            oxs::DURATION => u64_of(payload).map(|v| self.duration = Some(((v >> 32) as u32, v as u32))).is_some(),
             oxs::IDLE_TIME => u64_of(payload).map(|v| self.idle_time = Some(v)).is_some(),
-            oxs::FLOW_COUNT => <[u8; 4]>::try_from(payload)
-                .ok()
-                .map(|a| self.flow_count = Some(u32::from_be_bytes(a)))
-                .is_some(),
-            oxs::PACKET_COUNT => u64_of(payload)
-                .map(|v| self.packet_count = Some(v))
-                .is_some(),
+            oxs::FLOW_COUNT => {
+                <[u8; 4]>::try_from(payload).ok().map(|a| self.flow_count = Some(u32::from_be_bytes(a))).is_some()
+            }
+            oxs::PACKET_COUNT => u64_of(payload).map(|v| self.packet_count = Some(v)).is_some(),
             oxs::BYTE_COUNT => u64_of(payload).map(|v| self.byte_count = Some(v)).is_some(),
             _ => false,
         }
     }
 
     fn tlvs_len(&self) -> usize {
-        let n8 = [
-            self.duration.is_some(),
-            self.idle_time.is_some(),
-            self.packet_count.is_some(),
-            self.byte_count.is_some(),
-        ]
-        .iter()
-        .filter(|&&b| b)
-        .count();
-        n8 * 12
-            + usize::from(self.flow_count.is_some()) * 8
-            + self.unknown.iter().map(Bytes::len).sum::<usize>()
+        let n8 =
+            [self.duration.is_some(), self.idle_time.is_some(), self.packet_count.is_some(), self.byte_count.is_some()]
+                .iter()
+                .filter(|&&b| b)
+                .count();
+        n8 * 12 + usize::from(self.flow_count.is_some()) * 8 + self.unknown.iter().map(Bytes::len).sum::<usize>()
     }
 
     /// Length on the wire, padding included.
@@ -490,10 +460,7 @@ impl MeterStats {
         let meter_id = r.u32()?;
         let len = usize::from(r.u16()?);
         if len < METER_STATS_LEN || (len - METER_STATS_LEN) % 16 != 0 {
-            return Err(Error::BadLength {
-                what: "ofp13_meter_stats",
-                len,
-            });
+            return Err(Error::BadLength { what: "ofp13_meter_stats", len });
         }
         let whole = tlv(buf, len, METER_STATS_LEN, true, "ofp13_meter_stats")?;
         let mut r = Reader::new(whole, "ofp13_meter_stats");
@@ -508,15 +475,7 @@ impl MeterStats {
         for _ in 0..(len - METER_STATS_LEN) / 16 {
             bands.push((r.u64()?, r.u64()?));
         }
-        let m = MeterStats {
-            meter_id,
-            flow_count,
-            packet_in_count,
-            byte_in_count,
-            duration_sec,
-            duration_nsec,
-            bands,
-        };
+        let m = MeterStats { meter_id, flow_count, packet_in_count, byte_in_count, duration_sec, duration_nsec, bands };
         Ok((m, len))
     }
 
@@ -557,10 +516,7 @@ mod tests {
             duration_nsec: 6,
             bands: vec![(7, 8)],
         };
-        let reply = MultipartReply {
-            flags: 0,
-            body: MultipartReplyBody::MeterStats(vec![m]),
-        };
+        let reply = MultipartReply { flags: 0, body: MultipartReplyBody::MeterStats(vec![m]) };
         let mut out = BytesMut::new();
         reply.emit(&mut out);
         assert_eq!(out.len(), reply.buffer_len());
@@ -575,12 +531,7 @@ mod tests {
 
     #[test]
     fn meter_stats_request_layout() {
-        let req = MultipartRequest {
-            flags: 0,
-            body: MultipartRequestBody::MeterStats {
-                meter_id: 0xffff_ffff,
-            },
-        };
+        let req = MultipartRequest { flags: 0, body: MultipartRequestBody::MeterStats { meter_id: 0xffff_ffff } };
         let mut out = BytesMut::new();
         req.emit(&mut out);
         assert_eq!(hex::encode(&out), "0009000000000000ffffffff00000000");

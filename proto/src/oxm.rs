@@ -27,10 +27,7 @@ impl<T> Masked<T> {
     /// A value under a mask.
     #[allow(clippy::self_named_constructors)]
     pub fn masked(value: T, mask: T) -> Self {
-        Masked {
-            value,
-            mask: Some(mask),
-        }
+        Masked { value, mask: Some(mask) }
     }
 }
 
@@ -138,27 +135,15 @@ pub const fn oxm_header(class: u16, field: u8, has_mask: bool, len: u8) -> u32 {
 
 /// Splits an OXM header into (class, field, has_mask, length).
 pub const fn split_header(h: u32) -> (u16, u8, bool, u8) {
-    (
-        (h >> 16) as u16,
-        ((h >> 9) & 0x7f) as u8,
-        (h >> 8) & 1 == 1,
-        h as u8,
-    )
+    ((h >> 16) as u16, ((h >> 9) & 0x7f) as u8, (h >> 8) & 1 == 1, h as u8)
 }
 
 /// Reads a possibly-masked fixed-size value: `N` bytes exact or `2N` bytes with a mask.
-fn masked<const N: usize, T>(
-    has_mask: bool,
-    body: &[u8],
-    conv: fn([u8; N]) -> T,
-) -> Option<Masked<T>> {
+fn masked<const N: usize, T>(has_mask: bool, body: &[u8], conv: fn([u8; N]) -> T) -> Option<Masked<T>> {
     let arr = |s: &[u8]| -> Option<[u8; N]> { s.try_into().ok() };
     match (has_mask, body.len()) {
         (false, l) if l == N => Some(Masked::exact(conv(arr(body)?))),
-        (true, l) if l == 2 * N => Some(Masked::masked(
-            conv(arr(&body[..N])?),
-            conv(arr(&body[N..])?),
-        )),
+        (true, l) if l == 2 * N => Some(Masked::masked(conv(arr(&body[..N])?), conv(arr(&body[N..])?))),
         _ => None,
     }
 }
@@ -210,20 +195,14 @@ fn decode_typed(class: u16, field: u8, hm: bool, body: &[u8]) -> Option<Oxm> {
         (class::OPENFLOW_BASIC, 32) => Ipv6NdSll(masked(hm, body, ident::<6>)?),
         (class::OPENFLOW_BASIC, 33) => Ipv6NdTll(masked(hm, body, ident::<6>)?),
         (class::OPENFLOW_BASIC, 42) => TcpFlags(masked(hm, body, u16::from_be_bytes)?),
-        (class::NXM_1, 0..=15) => Reg {
-            index: field,
-            value: masked(hm, body, u32::from_be_bytes)?,
-        },
+        (class::NXM_1, 0..=15) => Reg { index: field, value: masked(hm, body, u32::from_be_bytes)? },
         (class::NXM_1, 33) => PktMark(masked(hm, body, u32::from_be_bytes)?),
         (class::NXM_1, 37) => ConjId(exact(hm, body, u32::from_be_bytes)?),
         (class::NXM_1, 105) => CtState(masked(hm, body, u32::from_be_bytes)?),
         (class::NXM_1, 106) => CtZone(exact(hm, body, u16::from_be_bytes)?),
         (class::NXM_1, 107) => CtMark(masked(hm, body, u32::from_be_bytes)?),
         (class::NXM_1, 108) => CtLabel(masked(hm, body, u128::from_be_bytes)?),
-        (class::PACKET_REGS, 0..=15) => XReg {
-            index: field,
-            value: masked(hm, body, u64::from_be_bytes)?,
-        },
+        (class::PACKET_REGS, 0..=15) => XReg { index: field, value: masked(hm, body, u64::from_be_bytes)? },
         _ => return None,
     })
 }
@@ -284,47 +263,24 @@ impl Oxm {
         let consumed = rd.pos();
         if cls == class::EXPERIMENTER {
             let mut b = Reader::new(body, "experimenter oxm");
-            let experimenter = b.u32().map_err(|_| Error::BadLength {
-                what: "experimenter oxm",
-                len: body.len(),
-            })?;
+            let experimenter = b.u32().map_err(|_| Error::BadLength { what: "experimenter oxm", len: body.len() })?;
             let payload = Bytes::copy_from_slice(b.rest());
-            return Ok((
-                Oxm::Experimenter {
-                    field,
-                    has_mask,
-                    experimenter,
-                    payload,
-                },
-                consumed,
-            ));
+            return Ok((Oxm::Experimenter { field, has_mask, experimenter, payload }, consumed));
         }
-        let oxm = decode_typed(cls, field, has_mask, body).unwrap_or_else(|| Oxm::Unknown {
-            header,
-            payload: Bytes::copy_from_slice(body),
-        });
+        let oxm = decode_typed(cls, field, has_mask, body)
+            .unwrap_or_else(|| Oxm::Unknown { header, payload: Bytes::copy_from_slice(body) });
         Ok((oxm, consumed))
     }
 
     /// The TLV's 32-bit header (class, field, hasmask, payload length).
     pub fn header(&self) -> u32 {
         match self {
-            Oxm::Experimenter {
-                field,
-                has_mask,
-                payload,
-                ..
-            } => oxm_header(
-                class::EXPERIMENTER,
-                *field,
-                *has_mask,
-                (4 + payload.len()) as u8,
-            ),
+            Oxm::Experimenter { field, has_mask, payload, .. } => {
+                oxm_header(class::EXPERIMENTER, *field, *has_mask, (4 + payload.len()) as u8)
+            }
             Oxm::Unknown { header, payload } => (header & !0xff) | (payload.len() as u32 & 0xff),
             typed => match typed_shape(typed) {
-                Some((cls, field, size, hm)) => {
-                    oxm_header(cls, field, hm, if hm { size * 2 } else { size })
-                }
+                Some((cls, field, size, hm)) => oxm_header(cls, field, hm, if hm { size * 2 } else { size }),
                 None => 0,
             },
         }
@@ -359,24 +315,15 @@ impl Oxm {
         match self {
             InPort(v) | ConjId(v) => out.put_u32(*v),
             EthType(v) | CtZone(v) | ArpOp(v) => out.put_u16(*v),
-            IpProto(v) | Icmpv4Type(v) | Icmpv4Code(v) | Icmpv6Type(v) | Icmpv6Code(v) => {
-                out.put_u8(*v)
-            }
+            IpProto(v) | Icmpv4Type(v) | Icmpv4Code(v) | Icmpv6Type(v) | Icmpv6Code(v) => out.put_u8(*v),
             Metadata(v) | XReg { value: v, .. } => m(out, v, p64),
-            EthDst(v) | EthSrc(v) | ArpSha(v) | ArpTha(v) | Ipv6NdSll(v) | Ipv6NdTll(v) => {
-                m(out, v, mac)
-            }
+            EthDst(v) | EthSrc(v) | ArpSha(v) | ArpTha(v) | Ipv6NdSll(v) | Ipv6NdTll(v) => m(out, v, mac),
             Ipv4Src(v) | Ipv4Dst(v) | ArpSpa(v) | ArpTpa(v) => m(out, v, v4),
             Ipv6Src(v) | Ipv6Dst(v) | Ipv6NdTarget(v) => m(out, v, v6),
-            TcpSrc(v) | TcpDst(v) | UdpSrc(v) | UdpDst(v) | SctpSrc(v) | SctpDst(v)
-            | TcpFlags(v) => m(out, v, p16),
+            TcpSrc(v) | TcpDst(v) | UdpSrc(v) | UdpDst(v) | SctpSrc(v) | SctpDst(v) | TcpFlags(v) => m(out, v, p16),
             CtState(v) | CtMark(v) | PktMark(v) | Reg { value: v, .. } => m(out, v, p32),
             CtLabel(v) => m(out, v, p128),
-            Experimenter {
-                experimenter,
-                payload,
-                ..
-            } => {
+            Experimenter { experimenter, payload, .. } => {
                 out.put_u32(*experimenter);
                 out.put_slice(payload);
             }
@@ -417,10 +364,7 @@ impl Match {
         let mut rd = Reader::new(buf, "ofp_match");
         let mt = rd.u16()?;
         if mt != OFPMT_OXM {
-            return Err(Error::BadValue {
-                what: "ofp_match type",
-                value: u64::from(mt),
-            });
+            return Err(Error::BadValue { what: "ofp_match type", value: u64::from(mt) });
         }
         let len = usize::from(rd.u16()?);
         let padded = pad8(len);
@@ -464,10 +408,7 @@ mod tests {
             vec![
                 Oxm::InPort(1),
                 Oxm::EthType(0x0800),
-                Oxm::Ipv4Src(Masked::masked(
-                    Ipv4Addr::new(10, 0, 0, 0),
-                    Ipv4Addr::new(255, 0, 0, 0)
-                )),
+                Oxm::Ipv4Src(Masked::masked(Ipv4Addr::new(10, 0, 0, 0), Ipv4Addr::new(255, 0, 0, 0))),
                 Oxm::IpProto(6),
                 Oxm::TcpDst(Masked::exact(80)),
             ]
@@ -491,13 +432,7 @@ mod tests {
     fn masked_non_maskable_field_is_kept_raw() {
         let b = hex("80000b0408000800");
         let (o, _) = Oxm::parse(&b).unwrap();
-        assert_eq!(
-            o,
-            Oxm::Unknown {
-                header: 0x80000b04,
-                payload: Bytes::from_static(&[8, 0, 8, 0])
-            }
-        );
+        assert_eq!(o, Oxm::Unknown { header: 0x80000b04, payload: Bytes::from_static(&[8, 0, 8, 0]) });
     }
 
     #[test]
@@ -523,9 +458,6 @@ mod tests {
         assert!(Match::parse(&hex("0000000400000000")).is_err());
         assert!(Match::parse(&hex("0001000400000001")).is_err());
         assert!(Match::parse(&hex("00010003")).is_err());
-        assert_eq!(
-            Match::parse(&hex("0001000400000000")).unwrap(),
-            (Match::default(), 8)
-        );
+        assert_eq!(Match::parse(&hex("0001000400000000")).unwrap(), (Match::default(), 8));
     }
 }

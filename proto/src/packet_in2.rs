@@ -104,10 +104,11 @@ impl PacketIn2 {
                 nxpint::METADATA => set_once(&mut metadata, oxm::parse_oxms(p.payload)?, WHAT, p.prop_type)?,
                 nxpint::USERDATA => set_once(&mut v.userdata, Bytes::copy_from_slice(p.payload), WHAT, p.prop_type)?,
                 nxpint::CONTINUATION => {
-                    let b = p.payload.get(4..).filter(|_| p.payload[..4] == [0; 4]).ok_or(Error::BadValue {
-                        what: "NXPINT_CONTINUATION pad",
-                        value: p.whole.len() as u64,
-                    })?;
+                    let b = p
+                        .payload
+                        .get(4..)
+                        .filter(|_| p.payload[..4] == [0; 4])
+                        .ok_or(Error::BadValue { what: "NXPINT_CONTINUATION pad", value: p.whole.len() as u64 })?;
                     set_once(&mut v.continuation, Bytes::copy_from_slice(b), WHAT, p.prop_type)?
                 }
                 _ => v.unknown.push(Bytes::copy_from_slice(p.whole)),
@@ -120,7 +121,8 @@ impl PacketIn2 {
         v.packet = packet.ok_or(Error::Truncated { what: "NXT_PACKET_IN2 without NXPINT_PACKET", need: 4, have: 0 })?;
         // OVS always sends the metadata property (in_port at least) and `emit` always writes it,
         // so a list without one could not round-trip.
-        v.metadata = metadata.ok_or(Error::Truncated { what: "NXT_PACKET_IN2 without NXPINT_METADATA", need: 4, have: 0 })?;
+        v.metadata =
+            metadata.ok_or(Error::Truncated { what: "NXT_PACKET_IN2 without NXPINT_METADATA", need: 4, have: 0 })?;
         Ok(v)
     }
 
@@ -152,7 +154,8 @@ impl PacketIn2 {
             fits("NXPINT_USERDATA", u.len())?;
         }
         for u in &self.unknown {
-            let ok = u.len() >= 4 && u16::from_be_bytes([u[0], u[1]]) > nxpint::CONTINUATION
+            let ok = u.len() >= 4
+                && u16::from_be_bytes([u[0], u[1]]) > nxpint::CONTINUATION
                 && usize::from(u16::from_be_bytes([u[2], u[3]])) == u.len();
             if !ok {
                 return Err(Error::BadValue { what: "NXT_PACKET_IN2 unknown property", value: u.len() as u64 });

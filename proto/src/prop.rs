@@ -10,7 +10,6 @@ use bytes::{BufMut, BytesMut};
 /// Size of a property header.
 pub const PROP_HEADER_LEN: usize = 4;
 
-
 /// One raw property: its type and payload (without header or padding).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawProp<'a> {
@@ -119,9 +118,7 @@ pub fn prop_u16(p: &RawProp<'_>, what: &'static str) -> Result<u16> {
 
 /// Reads a be32 property payload (exactly 4 bytes).
 pub fn prop_u32(p: &RawProp<'_>, what: &'static str) -> Result<u32> {
-    <[u8; 4]>::try_from(p.payload)
-        .map(u32::from_be_bytes)
-        .map_err(|_| Error::BadLength { what, len: p.whole.len() })
+    <[u8; 4]>::try_from(p.payload).map(u32::from_be_bytes).map_err(|_| Error::BadLength { what, len: p.whole.len() })
 }
 
 /// Reads a be64 property payload (4 zero bytes then 8 value bytes, or 8 bytes).

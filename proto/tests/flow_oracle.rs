@@ -31,11 +31,7 @@ fn ofp_print(hex: &str) -> String {
         .args(["ofp-print", hex])
         .output()
         .expect("ovs-ofctl runs (install openvswitch-common)");
-    assert!(
-        o.status.success(),
-        "ovs-ofctl failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "ovs-ofctl failed: {}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap()
 }
 
@@ -63,16 +59,8 @@ fn cases() -> Vec<FlowMod> {
             200,
             vec![IP, Ipv4Src(Masked::exact(v4("10.0.0.1")))],
             apply(vec![
-                Action::Conjunction {
-                    id: 7,
-                    clause: 0,
-                    n_clauses: 3,
-                },
-                Action::Conjunction {
-                    id: 9,
-                    clause: 2,
-                    n_clauses: 3,
-                },
+                Action::Conjunction { id: 7, clause: 0, n_clauses: 3 },
+                Action::Conjunction { id: 9, clause: 2, n_clauses: 3 },
             ]),
         ),
         fm(
@@ -85,11 +73,7 @@ fn cases() -> Vec<FlowMod> {
                     meter_id: Some(1),
                     ..Default::default()
                 }),
-                Action::ResubmitTable {
-                    in_port: 0xfff8,
-                    table: 5,
-                    ct: false,
-                },
+                Action::ResubmitTable { in_port: 0xfff8, table: 5, ct: false },
             ]),
         ),
         fm(
@@ -108,124 +92,28 @@ fn cases() -> Vec<FlowMod> {
             5,
             100,
             vec![IP, CtState(Masked::masked(0x21, 0x21))],
-            apply(vec![Action::Ct(Ct {
-                flags: 1,
-                zone: CtZoneSrc::Imm(65520),
-                table: None,
-                alg: 0,
-                actions: vec![],
-            })]),
+            apply(vec![Action::Ct(Ct { flags: 1, zone: CtZoneSrc::Imm(65520), table: None, alg: 0, actions: vec![] })]),
         ),
-        fm(
-            6,
-            0,
-            vec![],
-            apply(vec![Action::OutputReg {
-                src: 0x0001_0204,
-                ofs_nbits: 0x1f,
-                max_len: 0xffff,
-            }]),
-        ),
-        fm(
-            6,
-            10,
-            vec![],
-            apply(vec![Action::Output {
-                port: 0xffff_fffa,
-                max_len: 0,
-            }]),
-        ),
-        fm(
-            4,
-            200,
-            vec![Reg {
-                index: 1,
-                value: Masked::exact(5),
-            }],
-            vec![],
-        ),
-        fm(
-            2,
-            210,
-            vec![CtState(Masked::masked(0x22, 0x23)), IP],
-            vec![Instruction::GotoTable(4)],
-        ),
+        fm(6, 0, vec![], apply(vec![Action::OutputReg { src: 0x0001_0204, ofs_nbits: 0x1f, max_len: 0xffff }])),
+        fm(6, 10, vec![], apply(vec![Action::Output { port: 0xffff_fffa, max_len: 0 }])),
+        fm(4, 200, vec![Reg { index: 1, value: Masked::exact(5) }], vec![]),
+        fm(2, 210, vec![CtState(Masked::masked(0x22, 0x23)), IP], vec![Instruction::GotoTable(4)]),
         fm(
             1,
             50,
             vec![EthDst(Masked::exact([0x50, 0x54, 0, 0, 0, 1]))],
-            apply(vec![Action::SetField(Reg {
-                index: 1,
-                value: Masked::exact(3),
-            })]),
+            apply(vec![Action::SetField(Reg { index: 1, value: Masked::exact(3) })]),
         ),
         // Matches: every modelled field, masked and exact.
-        fm(
-            0,
-            1,
-            [
-                tcp(),
-                vec![
-                    TcpDst(Masked::masked(0x50, 0xfff0)),
-                    TcpSrc(Masked::exact(1234)),
-                ],
-            ]
-            .concat(),
-            vec![],
-        ),
-        fm(
-            0,
-            1,
-            [tcp(), vec![TcpDst(Masked::masked(80, 0xffff))]].concat(),
-            vec![],
-        ),
-        fm(
-            0,
-            1,
-            vec![
-                IP,
-                IpProto(17),
-                UdpSrc(Masked::exact(53)),
-                UdpDst(Masked::masked(0x100, 0xff00)),
-            ],
-            vec![],
-        ),
-        fm(
-            0,
-            1,
-            vec![
-                IP,
-                IpProto(132),
-                SctpSrc(Masked::exact(9)),
-                SctpDst(Masked::exact(10)),
-            ],
-            vec![],
-        ),
-        fm(
-            0,
-            1,
-            vec![IP6, IpProto(6), TcpDst(Masked::exact(443))],
-            vec![],
-        ),
-        fm(
-            0,
-            1,
-            vec![IP6, IpProto(17), UdpDst(Masked::exact(53))],
-            vec![],
-        ),
+        fm(0, 1, [tcp(), vec![TcpDst(Masked::masked(0x50, 0xfff0)), TcpSrc(Masked::exact(1234))]].concat(), vec![]),
+        fm(0, 1, [tcp(), vec![TcpDst(Masked::masked(80, 0xffff))]].concat(), vec![]),
+        fm(0, 1, vec![IP, IpProto(17), UdpSrc(Masked::exact(53)), UdpDst(Masked::masked(0x100, 0xff00))], vec![]),
+        fm(0, 1, vec![IP, IpProto(132), SctpSrc(Masked::exact(9)), SctpDst(Masked::exact(10))], vec![]),
+        fm(0, 1, vec![IP6, IpProto(6), TcpDst(Masked::exact(443))], vec![]),
+        fm(0, 1, vec![IP6, IpProto(17), UdpDst(Masked::exact(53))], vec![]),
         fm(0, 1, vec![IP6, IpProto(132)], vec![]),
-        fm(
-            0,
-            1,
-            vec![IP, IpProto(1), Icmpv4Type(8), Icmpv4Code(0)],
-            vec![],
-        ),
-        fm(
-            0,
-            1,
-            vec![IP6, IpProto(58), Icmpv6Type(135), Icmpv6Code(0)],
-            vec![],
-        ),
+        fm(0, 1, vec![IP, IpProto(1), Icmpv4Type(8), Icmpv4Code(0)], vec![]),
+        fm(0, 1, vec![IP6, IpProto(58), Icmpv6Type(135), Icmpv6Code(0)], vec![]),
         fm(0, 1, vec![IP, IpProto(47)], vec![]),
         fm(0, 1, vec![IP6, IpProto(47)], vec![]),
         fm(0, 1, vec![IP, IpProto(2)], vec![]),
@@ -241,15 +129,7 @@ fn cases() -> Vec<FlowMod> {
             ],
             vec![],
         ),
-        fm(
-            0,
-            1,
-            vec![
-                IP,
-                Ipv4Dst(Masked::masked(v4("10.0.0.1"), v4("255.255.255.255"))),
-            ],
-            vec![],
-        ),
+        fm(0, 1, vec![IP, Ipv4Dst(Masked::masked(v4("10.0.0.1"), v4("255.255.255.255")))], vec![]),
         fm(
             0,
             1,
@@ -260,73 +140,28 @@ fn cases() -> Vec<FlowMod> {
             ],
             vec![],
         ),
+        fm(0, 1, vec![IP6, Ipv6Dst(Masked::masked(v6("2001::1"), v6("ffff::ffff")))], vec![]),
+        fm(0, 1, vec![IP6, Ipv6Src(Masked::exact(v6("::10.0.0.1")))], vec![]),
+        fm(0, 1, [tcp(), vec![TcpFlags(Masked::masked(0x002, 0x012))]].concat(), vec![]),
+        fm(0, 1, [tcp(), vec![TcpFlags(Masked::exact(0x012))]].concat(), vec![]),
+        fm(0, 1, vec![InPort(1), Metadata(Masked::masked(0x5, 0xff))], vec![]),
+        fm(0, 1, vec![InPort(0xffff_fffe), Metadata(Masked::exact(0))], vec![]),
         fm(
             0,
             1,
-            vec![
-                IP6,
-                Ipv6Dst(Masked::masked(v6("2001::1"), v6("ffff::ffff"))),
-            ],
+            vec![EthSrc(Masked::masked([1, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0])), EthDst(Masked::exact([0xaa; 6]))],
             vec![],
         ),
         fm(
             0,
             1,
-            vec![IP6, Ipv6Src(Masked::exact(v6("::10.0.0.1")))],
+            vec![CtState(Masked::exact(0x22)), CtZone(5), CtMark(Masked::masked(3, 7)), CtLabel(Masked::exact(1))],
             vec![],
         ),
         fm(
             0,
             1,
-            [tcp(), vec![TcpFlags(Masked::masked(0x002, 0x012))]].concat(),
-            vec![],
-        ),
-        fm(
-            0,
-            1,
-            [tcp(), vec![TcpFlags(Masked::exact(0x012))]].concat(),
-            vec![],
-        ),
-        fm(
-            0,
-            1,
-            vec![InPort(1), Metadata(Masked::masked(0x5, 0xff))],
-            vec![],
-        ),
-        fm(
-            0,
-            1,
-            vec![InPort(0xffff_fffe), Metadata(Masked::exact(0))],
-            vec![],
-        ),
-        fm(
-            0,
-            1,
-            vec![
-                EthSrc(Masked::masked([1, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0])),
-                EthDst(Masked::exact([0xaa; 6])),
-            ],
-            vec![],
-        ),
-        fm(
-            0,
-            1,
-            vec![
-                CtState(Masked::exact(0x22)),
-                CtZone(5),
-                CtMark(Masked::masked(3, 7)),
-                CtLabel(Masked::exact(1)),
-            ],
-            vec![],
-        ),
-        fm(
-            0,
-            1,
-            vec![
-                CtState(Masked::masked(0, 0x10)),
-                CtLabel(Masked::masked(0x10, 0xf0)),
-                CtMark(Masked::exact(0)),
-            ],
+            vec![CtState(Masked::masked(0, 0x10)), CtLabel(Masked::masked(0x10, 0xf0)), CtMark(Masked::exact(0))],
             vec![],
         ),
         fm(0, 1, vec![CtState(Masked::exact(0))], vec![]),
@@ -335,14 +170,8 @@ fn cases() -> Vec<FlowMod> {
             1,
             vec![
                 PktMark(Masked::masked(2, 0xff)),
-                Reg {
-                    index: 15,
-                    value: Masked::masked(0, 1),
-                },
-                Reg {
-                    index: 0,
-                    value: Masked::exact(0xffff_ffff),
-                },
+                Reg { index: 15, value: Masked::masked(0, 1) },
+                Reg { index: 0, value: Masked::exact(0xffff_ffff) },
             ],
             vec![],
         ),
@@ -350,14 +179,8 @@ fn cases() -> Vec<FlowMod> {
             0,
             1,
             vec![
-                XReg {
-                    index: 1,
-                    value: Masked::exact(0x1_0000_0002),
-                },
-                XReg {
-                    index: 7,
-                    value: Masked::masked(0, 0xffff),
-                },
+                XReg { index: 1, value: Masked::exact(0x1_0000_0002) },
+                XReg { index: 7, value: Masked::masked(0, 0xffff) },
             ],
             vec![],
         ),
@@ -368,22 +191,10 @@ fn cases() -> Vec<FlowMod> {
             1,
             vec![],
             apply(vec![
-                Action::Output {
-                    port: 1,
-                    max_len: 0,
-                },
-                Action::Output {
-                    port: 0xffff_fffd,
-                    max_len: 128,
-                },
-                Action::Output {
-                    port: 0xffff_fff8,
-                    max_len: 0,
-                },
-                Action::Output {
-                    port: 0xffff_fffe,
-                    max_len: 0,
-                },
+                Action::Output { port: 1, max_len: 0 },
+                Action::Output { port: 0xffff_fffd, max_len: 128 },
+                Action::Output { port: 0xffff_fff8, max_len: 0 },
+                Action::Output { port: 0xffff_fffe, max_len: 0 },
                 Action::Group(3),
                 Action::Meter(5),
             ]),
@@ -394,16 +205,8 @@ fn cases() -> Vec<FlowMod> {
             vec![],
             apply(vec![
                 Action::Resubmit { in_port: 3 },
-                Action::ResubmitTable {
-                    in_port: 0xfff8,
-                    table: 5,
-                    ct: false,
-                },
-                Action::ResubmitTable {
-                    in_port: 10,
-                    table: 0xff,
-                    ct: false,
-                },
+                Action::ResubmitTable { in_port: 0xfff8, table: 5, ct: false },
+                Action::ResubmitTable { in_port: 10, table: 0xff, ct: false },
                 Action::Note(vec![1, 2, 3, 4, 5, 6].into()),
                 Action::Note(vec![0xab, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0].into()),
                 Action::CtClear,
@@ -414,21 +217,9 @@ fn cases() -> Vec<FlowMod> {
             1,
             vec![],
             apply(vec![
-                Action::Controller {
-                    max_len: 1234,
-                    controller_id: 5678,
-                    reason: 2,
-                },
-                Action::Controller {
-                    max_len: 0xffff,
-                    controller_id: 0,
-                    reason: 1,
-                },
-                Action::Controller {
-                    max_len: 0xffff,
-                    controller_id: 0,
-                    reason: 0,
-                },
+                Action::Controller { max_len: 1234, controller_id: 5678, reason: 2 },
+                Action::Controller { max_len: 0xffff, controller_id: 0, reason: 1 },
+                Action::Controller { max_len: 0xffff, controller_id: 0, reason: 0 },
                 Action::Controller2(Controller2 {
                     max_len: Some(128),
                     controller_id: Some(3),
@@ -437,37 +228,21 @@ fn cases() -> Vec<FlowMod> {
                     pause: true,
                     meter_id: Some(9),
                 }),
-                Action::Controller2(Controller2 {
-                    pause: true,
-                    ..Default::default()
-                }),
-                Action::Controller2(Controller2 {
-                    max_len: Some(100),
-                    ..Default::default()
-                }),
+                Action::Controller2(Controller2 { pause: true, ..Default::default() }),
+                Action::Controller2(Controller2 { max_len: Some(100), ..Default::default() }),
             ]),
         ),
         fm(
             0,
             1,
             vec![CtState(Masked::masked(0x20, 0x30)), IP, IpProto(6)],
-            apply(vec![Action::ResubmitTable {
-                in_port: 10,
-                table: 5,
-                ct: true,
-            }]),
+            apply(vec![Action::ResubmitTable { in_port: 10, table: 5, ct: true }]),
         ),
         fm(
             0,
             1,
             vec![IP, IpProto(17)],
-            apply(vec![Action::Ct(Ct {
-                flags: 0,
-                zone: CtZoneSrc::Imm(0),
-                table: None,
-                alg: 69,
-                actions: vec![],
-            })]),
+            apply(vec![Action::Ct(Ct { flags: 0, zone: CtZoneSrc::Imm(0), table: None, alg: 69, actions: vec![] })]),
         ),
         fm(
             0,
@@ -476,10 +251,7 @@ fn cases() -> Vec<FlowMod> {
             apply(vec![
                 Action::Ct(Ct {
                     flags: 3,
-                    zone: CtZoneSrc::Field {
-                        header: 0x0001_0004,
-                        ofs_nbits: 0x000f,
-                    },
+                    zone: CtZoneSrc::Field { header: 0x0001_0004, ofs_nbits: 0x000f },
                     table: Some(7),
                     alg: 21,
                     actions: vec![
@@ -487,13 +259,7 @@ fn cases() -> Vec<FlowMod> {
                         Action::SetField(CtLabel(Masked::exact(2))),
                     ],
                 }),
-                Action::Clone(vec![
-                    Action::Output {
-                        port: 2,
-                        max_len: 0,
-                    },
-                    Action::Clone(vec![]),
-                ]),
+                Action::Clone(vec![Action::Output { port: 2, max_len: 0 }, Action::Clone(vec![])]),
             ]),
         ),
         fm(
@@ -501,16 +267,8 @@ fn cases() -> Vec<FlowMod> {
             1,
             vec![],
             apply(vec![
-                Action::OutputReg {
-                    src: 0x0001_0204,
-                    ofs_nbits: (4 << 6) | 7,
-                    max_len: 0xffff,
-                },
-                Action::OutputReg {
-                    src: 0x0001_0604,
-                    ofs_nbits: (3 << 6),
-                    max_len: 0xffff,
-                },
+                Action::OutputReg { src: 0x0001_0204, ofs_nbits: (4 << 6) | 7, max_len: 0xffff },
+                Action::OutputReg { src: 0x0001_0604, ofs_nbits: (3 << 6), max_len: 0xffff },
                 Action::CopyField {
                     n_bits: 32,
                     src_offset: 0,
@@ -539,24 +297,12 @@ fn cases() -> Vec<FlowMod> {
             1,
             [tcp(), vec![Ipv4Src(Masked::exact(v4("1.1.1.1")))]].concat(),
             apply(vec![
-                Action::SetField(Reg {
-                    index: 1,
-                    value: Masked::masked(0x1234, 0xffff),
-                }),
-                Action::SetField(Reg {
-                    index: 2,
-                    value: Masked::exact(0),
-                }),
-                Action::SetField(XReg {
-                    index: 3,
-                    value: Masked::exact(0x1_0000_0000),
-                }),
+                Action::SetField(Reg { index: 1, value: Masked::masked(0x1234, 0xffff) }),
+                Action::SetField(Reg { index: 2, value: Masked::exact(0) }),
+                Action::SetField(XReg { index: 3, value: Masked::exact(0x1_0000_0000) }),
                 Action::SetField(Metadata(Masked::masked(0x30, 0xf0))),
                 Action::SetField(PktMark(Masked::exact(7))),
-                Action::SetField(EthSrc(Masked::masked(
-                    [0, 0, 0, 0, 0x12, 0x34],
-                    [0, 0, 0, 0, 0xff, 0xff],
-                ))),
+                Action::SetField(EthSrc(Masked::masked([0, 0, 0, 0, 0x12, 0x34], [0, 0, 0, 0, 0xff, 0xff]))),
                 Action::SetField(EthDst(Masked::exact([2, 0, 0, 0, 0, 1]))),
                 Action::SetField(Ipv4Src(Masked::exact(v4("10.0.0.9")))),
                 Action::SetField(Ipv4Dst(Masked::masked(v4("10.0.0.0"), v4("255.255.255.0")))),
@@ -581,29 +327,15 @@ fn cases() -> Vec<FlowMod> {
             apply(vec![
                 Action::SetField(Icmpv6Type(3)),
                 Action::SetField(Icmpv6Code(4)),
-                Action::SetField(Ipv6Dst(Masked::masked(
-                    v6("fd00::"),
-                    v6("ffff:ffff:ffff:ffff::"),
-                ))),
+                Action::SetField(Ipv6Dst(Masked::masked(v6("fd00::"), v6("ffff:ffff:ffff:ffff::")))),
             ]),
         ),
-        fm(
-            0,
-            1,
-            vec![IP, IpProto(1)],
-            apply(vec![
-                Action::SetField(Icmpv4Type(3)),
-                Action::SetField(Icmpv4Code(4)),
-            ]),
-        ),
+        fm(0, 1, vec![IP, IpProto(1)], apply(vec![Action::SetField(Icmpv4Type(3)), Action::SetField(Icmpv4Code(4))])),
         fm(
             0,
             1,
             vec![IP, IpProto(132)],
-            apply(vec![
-                Action::SetField(SctpSrc(Masked::exact(3))),
-                Action::SetField(SctpDst(Masked::exact(4))),
-            ]),
+            apply(vec![Action::SetField(SctpSrc(Masked::exact(3))), Action::SetField(SctpDst(Masked::exact(4)))]),
         ),
         fm(
             0,
@@ -611,10 +343,7 @@ fn cases() -> Vec<FlowMod> {
             vec![],
             apply(vec![
                 // (OVS refuses set_field on OXM_OF_IN_PORT with OFPBAC_BAD_SET_ARGUMENT.)
-                Action::SetField(Reg {
-                    index: 15,
-                    value: Masked::masked(0, 1),
-                }),
+                Action::SetField(Reg { index: 15, value: Masked::masked(0, 1) }),
                 Action::SetField(PktMark(Masked::masked(1, 3))),
             ]),
         ),
@@ -625,14 +354,8 @@ fn cases() -> Vec<FlowMod> {
             vec![],
             vec![
                 Instruction::GotoTable(9),
-                Instruction::WriteMetadata {
-                    metadata: 0xfedc_ba98_7654_3210,
-                    mask: u64::MAX,
-                },
-                Instruction::WriteActions(vec![Action::Output {
-                    port: 3,
-                    max_len: 0,
-                }]),
+                Instruction::WriteMetadata { metadata: 0xfedc_ba98_7654_3210, mask: u64::MAX },
+                Instruction::WriteActions(vec![Action::Output { port: 3, max_len: 0 }]),
                 Instruction::ClearActions,
                 Instruction::ApplyActions(vec![Action::Meter(1), Action::Group(2)]),
             ],
@@ -641,44 +364,14 @@ fn cases() -> Vec<FlowMod> {
             1,
             1,
             vec![],
-            vec![
-                Instruction::WriteMetadata {
-                    metadata: 0x10,
-                    mask: 0xf0,
-                },
-                Instruction::WriteActions(vec![]),
-            ],
+            vec![Instruction::WriteMetadata { metadata: 0x10, mask: 0xf0 }, Instruction::WriteActions(vec![])],
         ),
     ];
     // Header fields: commands, cookies, timeouts, flags, importance, buffer/out_port/out_group.
-    let base = fm(
-        2,
-        7,
-        vec![IP],
-        apply(vec![Action::Output {
-            port: 4,
-            max_len: 0,
-        }]),
-    );
-    v.push(FlowMod {
-        cookie: 0x23,
-        idle_timeout: 10,
-        hard_timeout: 20,
-        importance: 3,
-        flags: 0x1f,
-        ..base.clone()
-    });
-    v.push(FlowMod {
-        command: FlowModCommand::Modify,
-        cookie: 0x5,
-        cookie_mask: 0xff,
-        ..base.clone()
-    });
-    v.push(FlowMod {
-        command: FlowModCommand::ModifyStrict,
-        cookie: 0x5,
-        ..base.clone()
-    });
+    let base = fm(2, 7, vec![IP], apply(vec![Action::Output { port: 4, max_len: 0 }]));
+    v.push(FlowMod { cookie: 0x23, idle_timeout: 10, hard_timeout: 20, importance: 3, flags: 0x1f, ..base.clone() });
+    v.push(FlowMod { command: FlowModCommand::Modify, cookie: 0x5, cookie_mask: 0xff, ..base.clone() });
+    v.push(FlowMod { command: FlowModCommand::ModifyStrict, cookie: 0x5, ..base.clone() });
     v.push(FlowMod {
         command: FlowModCommand::Delete,
         table_id: 0xff,
@@ -687,12 +380,7 @@ fn cases() -> Vec<FlowMod> {
         instructions: vec![],
         ..base.clone()
     });
-    v.push(FlowMod {
-        command: FlowModCommand::DeleteStrict,
-        buffer_id: 0x10,
-        instructions: vec![],
-        ..base.clone()
-    });
+    v.push(FlowMod { command: FlowModCommand::DeleteStrict, buffer_id: 0x10, instructions: vec![], ..base.clone() });
     v
 }
 
@@ -703,11 +391,7 @@ fn ovs_prints_our_flow_mods_as_we_do() {
     for (i, fm) in cases.iter().enumerate() {
         let msg = message(fm, i as u32 + 1);
         let hex = hex::encode(&msg);
-        let ours = format!(
-            "OFPT_FLOW_MOD (OF1.5) (xid={:#x}): {}\n",
-            i + 1,
-            text::format_flow_mod(fm, &|_| None)
-        );
+        let ours = format!("OFPT_FLOW_MOD (OF1.5) (xid={:#x}): {}\n", i + 1, text::format_flow_mod(fm, &|_| None));
         let theirs = ofp_print(&hex);
         if ours != theirs {
             failures.push(format!("case {i} {hex}\n ours:   {ours} theirs: {theirs}"));
@@ -715,13 +399,7 @@ fn ovs_prints_our_flow_mods_as_we_do() {
         // The bytes also parse back to the value.
         assert_eq!(&FlowMod::parse(&msg[8..]).unwrap(), fm, "case {i}");
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} differ:\n{}",
-        failures.len(),
-        cases.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} of {} differ:\n{}", failures.len(), cases.len(), failures.join("\n"));
 }
 
 fn multipart(msg_type: u8, xid: u32, emit: impl Fn(&mut BytesMut), len: usize) -> String {
@@ -752,15 +430,10 @@ fn ovs_prints_our_multipart_messages() {
     };
     let printed = multipart(18, 2, |o| req.emit(o), req.buffer_len());
     // OVS 3.1 prints neither the cookie filter nor out_group here.
-    let MultipartRequestBody::Flow(f) = &req.body else {
-        unreachable!()
-    };
+    let MultipartRequestBody::Flow(f) = &req.body else { unreachable!() };
     assert_eq!(
         printed,
-        format!(
-            "OFPST_FLOW request (OF1.5) (xid=0x2): table=3 out_port=3 {}\n",
-            text::format_match(&f.match_)
-        )
+        format!("OFPST_FLOW request (OF1.5) (xid=0x2): table=3 out_port=3 {}\n", text::format_match(&f.match_))
     );
 
     // Flow stats reply: OVS's lines are exactly ours, stats included.
@@ -786,17 +459,11 @@ fn ovs_prints_our_multipart_messages() {
             importance: f.importance,
             cookie: f.cookie,
             match_: f.match_,
-            stats: OxsStats {
-                duration: Some((i as u32, 1000 * i as u32)),
-                ..stats.clone()
-            },
+            stats: OxsStats { duration: Some((i as u32, 1000 * i as u32)), ..stats.clone() },
             instructions: f.instructions,
         })
         .collect();
-    let reply = MultipartReply {
-        flags: 0,
-        body: MultipartReplyBody::Flow(flows.clone()),
-    };
+    let reply = MultipartReply { flags: 0, body: MultipartReplyBody::Flow(flows.clone()) };
     let printed = multipart(19, 3, |o| reply.emit(o), reply.buffer_len());
     let mut ours = String::from("OFPST_FLOW reply (OF1.5) (xid=0x3):\n");
     for f in &flows {
@@ -806,14 +473,8 @@ fn ovs_prints_our_multipart_messages() {
     assert_eq!(printed, ours);
 
     // Meter stats request and reply.
-    let req = MultipartRequest {
-        flags: 0,
-        body: MultipartRequestBody::MeterStats { meter_id: 7 },
-    };
-    assert_eq!(
-        multipart(18, 4, |o| req.emit(o), req.buffer_len()),
-        "OFPST_METER request (OF1.5) (xid=0x4): meter=7\n"
-    );
+    let req = MultipartRequest { flags: 0, body: MultipartRequestBody::MeterStats { meter_id: 7 } };
+    assert_eq!(multipart(18, 4, |o| req.emit(o), req.buffer_len()), "OFPST_METER request (OF1.5) (xid=0x4): meter=7\n");
     let reply = MultipartReply {
         flags: 0,
         body: MultipartReplyBody::MeterStats(vec![MeterStats {

@@ -18,13 +18,10 @@ use proptest::prelude::*;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 fn bytes_len(r: impl Strategy<Value = usize>) -> impl Strategy<Value = Bytes> {
-    r.prop_flat_map(|n| vec(any::<u8>(), n))
-        .prop_map(Bytes::from)
+    r.prop_flat_map(|n| vec(any::<u8>(), n)).prop_map(Bytes::from)
 }
 
-fn m<T: std::fmt::Debug + Clone + 'static>(
-    s: impl Strategy<Value = T> + Clone,
-) -> impl Strategy<Value = Masked<T>> {
+fn m<T: std::fmt::Debug + Clone + 'static>(s: impl Strategy<Value = T> + Clone) -> impl Strategy<Value = Masked<T>> {
     (s.clone(), proptest::option::of(s)).prop_map(|(value, mask)| Masked { value, mask })
 }
 
@@ -70,27 +67,18 @@ fn oxm() -> impl Strategy<Value = Oxm> {
         (0u8..16, m(any::<u32>())).prop_map(|(index, value)| Oxm::Reg { index, value }),
         (0u8..16, m(any::<u64>())).prop_map(|(index, value)| Oxm::XReg { index, value }),
         (0u8..128, any::<bool>(), any::<u32>(), bytes_len(0usize..40)).prop_map(
-            |(field, has_mask, experimenter, payload)| Oxm::Experimenter {
-                field,
-                has_mask,
-                experimenter,
-                payload
-            }
+            |(field, has_mask, experimenter, payload)| Oxm::Experimenter { field, has_mask, experimenter, payload }
         ),
         // NXM_0 fields are never typed, so any of them stays raw.
         (0u8..128, any::<bool>(), bytes_len(0usize..40)).prop_map(|(field, hm, payload)| {
-            Oxm::Unknown {
-                header: oxm_header(0, field, hm, payload.len() as u8),
-                payload,
-            }
+            Oxm::Unknown { header: oxm_header(0, field, hm, payload.len() as u8), payload }
         }),
     ]
 }
 
 fn field_header() -> impl Strategy<Value = Bytes> {
     prop_oneof![
-        (0u16..0xffff, any::<u16>())
-            .prop_map(|(c, r)| Bytes::from([c.to_be_bytes(), r.to_be_bytes()].concat())),
+        (0u16..0xffff, any::<u16>()).prop_map(|(c, r)| Bytes::from([c.to_be_bytes(), r.to_be_bytes()].concat())),
         (any::<u16>(), any::<u32>()).prop_map(|(r, e)| {
             let mut v = vec![0xff, 0xff];
             v.extend_from_slice(&r.to_be_bytes());
@@ -109,16 +97,14 @@ fn controller2() -> impl Strategy<Value = Controller2> {
         any::<bool>(),
         proptest::option::of(any::<u32>()),
     )
-        .prop_map(
-            |(max_len, controller_id, reason, userdata, pause, meter_id)| Controller2 {
-                max_len,
-                controller_id,
-                reason,
-                userdata,
-                pause,
-                meter_id,
-            },
-        )
+        .prop_map(|(max_len, controller_id, reason, userdata, pause, meter_id)| Controller2 {
+            max_len,
+            controller_id,
+            reason,
+            userdata,
+            pause,
+            meter_id,
+        })
 }
 
 fn leaf_action() -> impl Strategy<Value = Action> {
@@ -126,75 +112,41 @@ fn leaf_action() -> impl Strategy<Value = Action> {
         (any::<u32>(), any::<u16>()).prop_map(|(port, max_len)| Action::Output { port, max_len }),
         any::<u32>().prop_map(Action::Group),
         oxm().prop_map(Action::SetField),
-        (
-            any::<u16>(),
-            any::<u16>(),
-            any::<u16>(),
-            field_header(),
-            field_header()
-        )
-            .prop_map(|(n_bits, src_offset, dst_offset, src, dst)| {
-                Action::CopyField {
-                    n_bits,
-                    src_offset,
-                    dst_offset,
-                    src,
-                    dst,
-                }
-            }),
+        (any::<u16>(), any::<u16>(), any::<u16>(), field_header(), field_header()).prop_map(
+            |(n_bits, src_offset, dst_offset, src, dst)| {
+                Action::CopyField { n_bits, src_offset, dst_offset, src, dst }
+            }
+        ),
         any::<u32>().prop_map(Action::Meter),
         any::<u16>().prop_map(|in_port| Action::Resubmit { in_port }),
-        (any::<u16>(), any::<u8>(), any::<bool>())
-            .prop_map(|(in_port, table, ct)| Action::ResubmitTable { in_port, table, ct }),
+        (any::<u16>(), any::<u8>(), any::<bool>()).prop_map(|(in_port, table, ct)| Action::ResubmitTable {
+            in_port,
+            table,
+            ct
+        }),
         // A note keeps its padding, so only lengths 6 + 8k round-trip.
-        (0usize..4)
-            .prop_flat_map(|k| bytes_len(Just(6 + 8 * k)))
-            .prop_map(Action::Note),
-        (any::<u16>(), any::<u16>(), any::<u8>()).prop_map(|(max_len, controller_id, reason)| {
-            Action::Controller {
-                max_len,
-                controller_id,
-                reason,
-            }
-        }),
+        (0usize..4).prop_flat_map(|k| bytes_len(Just(6 + 8 * k))).prop_map(Action::Note),
+        (any::<u16>(), any::<u16>(), any::<u8>())
+            .prop_map(|(max_len, controller_id, reason)| { Action::Controller { max_len, controller_id, reason } }),
         controller2().prop_map(Action::Controller2),
-        (any::<u32>(), any::<u8>(), any::<u8>()).prop_map(|(id, clause, n_clauses)| {
-            Action::Conjunction {
-                id,
-                clause,
-                n_clauses,
-            }
-        }),
+        (any::<u32>(), any::<u8>(), any::<u8>())
+            .prop_map(|(id, clause, n_clauses)| { Action::Conjunction { id, clause, n_clauses } }),
         Just(Action::CtClear),
-        (any::<u32>(), 1u16..0xffff, any::<u16>()).prop_map(|(src, ofs_nbits, max_len)| {
-            Action::OutputReg {
-                src,
-                ofs_nbits,
-                max_len,
-            }
-        }),
+        (any::<u32>(), 1u16..0xffff, any::<u16>())
+            .prop_map(|(src, ofs_nbits, max_len)| { Action::OutputReg { src, ofs_nbits, max_len } }),
         // Not Nicira: any payload of 8k bytes.
         ((1u32..0x2320), (1usize..4))
             .prop_flat_map(|(e, k)| (Just(e), bytes_len(Just(8 * k))))
-            .prop_map(|(experimenter, payload)| Action::Experimenter {
-                experimenter,
-                payload
-            }),
+            .prop_map(|(experimenter, payload)| Action::Experimenter { experimenter, payload }),
         // NXAST_REG_LOAD (subtype 7), which OVS refuses in OF1.5: kept raw.
         bytes_len(Just(14)).prop_map(|rest| {
             let mut p = vec![0, 7];
             p.extend_from_slice(&rest);
-            Action::Experimenter {
-                experimenter: ofp::NX_VENDOR_ID,
-                payload: p.into(),
-            }
+            Action::Experimenter { experimenter: ofp::NX_VENDOR_ID, payload: p.into() }
         }),
         ((30u16..0xfff0), (0usize..3))
             .prop_flat_map(|(t, k)| (Just(t), bytes_len(Just(4 + 8 * k))))
-            .prop_map(|(action_type, payload)| Action::Unknown {
-                action_type,
-                payload
-            }),
+            .prop_map(|(action_type, payload)| Action::Unknown { action_type, payload }),
     ]
 }
 
@@ -206,8 +158,7 @@ fn action() -> impl Strategy<Value = Action> {
                 any::<u16>(),
                 prop_oneof![
                     any::<u16>().prop_map(CtZoneSrc::Imm),
-                    (1u32.., any::<u16>())
-                        .prop_map(|(header, ofs_nbits)| CtZoneSrc::Field { header, ofs_nbits })
+                    (1u32.., any::<u16>()).prop_map(|(header, ofs_nbits)| CtZoneSrc::Field { header, ofs_nbits })
                 ],
                 proptest::option::of(0u8..0xff),
                 any::<u16>(),
@@ -227,17 +178,13 @@ fn action() -> impl Strategy<Value = Action> {
 fn instruction() -> impl Strategy<Value = Instruction> {
     prop_oneof![
         any::<u8>().prop_map(Instruction::GotoTable),
-        (any::<u64>(), any::<u64>())
-            .prop_map(|(metadata, mask)| Instruction::WriteMetadata { metadata, mask }),
+        (any::<u64>(), any::<u64>()).prop_map(|(metadata, mask)| Instruction::WriteMetadata { metadata, mask }),
         vec(action(), 0..4).prop_map(Instruction::WriteActions),
         vec(action(), 0..4).prop_map(Instruction::ApplyActions),
         Just(Instruction::ClearActions),
         ((6u16..), (0usize..3))
             .prop_flat_map(|(t, k)| (Just(t), bytes_len(Just(4 + 8 * k))))
-            .prop_map(|(instruction_type, payload)| Instruction::Unknown {
-                instruction_type,
-                payload
-            }),
+            .prop_map(|(instruction_type, payload)| Instruction::Unknown { instruction_type, payload }),
     ]
 }
 
@@ -247,22 +194,8 @@ fn match_() -> impl Strategy<Value = Match> {
 
 fn flow_mod() -> impl Strategy<Value = FlowMod> {
     (
-        (
-            any::<u64>(),
-            any::<u64>(),
-            any::<u8>(),
-            any::<u8>(),
-            any::<u16>(),
-            any::<u16>(),
-            any::<u16>(),
-        ),
-        (
-            any::<u32>(),
-            any::<u32>(),
-            any::<u32>(),
-            any::<u16>(),
-            any::<u16>(),
-        ),
+        (any::<u64>(), any::<u64>(), any::<u8>(), any::<u8>(), any::<u16>(), any::<u16>(), any::<u16>()),
+        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u16>(), any::<u16>()),
         match_(),
         vec(instruction(), 0..4),
     )
@@ -303,47 +236,28 @@ fn oxs_stats() -> impl Strategy<Value = OxsStats> {
         opt(any::<u64>()),
         // Raw TLVs of other classes (or unknown OXS fields) are kept raw.
         vec(
-            (
-                prop_oneof![Just(0x8002u16), 0u16..0x8000],
-                6u8..128,
-                bytes_len(0usize..12),
-            )
-                .prop_map(|(c, f, p)| {
-                    let mut v = oxm_header(c, f, false, p.len() as u8)
-                        .to_be_bytes()
-                        .to_vec();
-                    v.extend_from_slice(&p);
-                    Bytes::from(v)
-                }),
+            (prop_oneof![Just(0x8002u16), 0u16..0x8000], 6u8..128, bytes_len(0usize..12)).prop_map(|(c, f, p)| {
+                let mut v = oxm_header(c, f, false, p.len() as u8).to_be_bytes().to_vec();
+                v.extend_from_slice(&p);
+                Bytes::from(v)
+            }),
             0..3,
         ),
     )
-        .prop_map(
-            |(duration, idle_time, flow_count, packet_count, byte_count, unknown)| OxsStats {
-                duration,
-                idle_time,
-                flow_count,
-                packet_count,
-                byte_count,
-                unknown,
-            },
-        )
+        .prop_map(|(duration, idle_time, flow_count, packet_count, byte_count, unknown)| OxsStats {
+            duration,
+            idle_time,
+            flow_count,
+            packet_count,
+            byte_count,
+            unknown,
+        })
 }
 
 fn flow_stats() -> impl Strategy<Value = FlowStats> {
-    (
-        any::<(u8, u16, u16, u16, u16, u16, u64)>(),
-        match_(),
-        oxs_stats(),
-        vec(instruction(), 0..3),
-    )
-        .prop_map(
-            |(
-                (table_id, priority, idle_timeout, hard_timeout, flags, importance, cookie),
-                match_,
-                stats,
-                instructions,
-            )| FlowStats {
+    (any::<(u8, u16, u16, u16, u16, u16, u64)>(), match_(), oxs_stats(), vec(instruction(), 0..3)).prop_map(
+        |((table_id, priority, idle_timeout, hard_timeout, flags, importance, cookie), match_, stats, instructions)| {
+            FlowStats {
                 table_id,
                 priority,
                 idle_timeout,
@@ -354,26 +268,23 @@ fn flow_stats() -> impl Strategy<Value = FlowStats> {
                 match_,
                 stats,
                 instructions,
-            },
-        )
+            }
+        },
+    )
 }
 
 fn meter_stats() -> impl Strategy<Value = MeterStats> {
-    (
-        any::<(u32, u32, u64, u64, u32, u32)>(),
-        vec(any::<(u64, u64)>(), 0..4),
+    (any::<(u32, u32, u64, u64, u32, u32)>(), vec(any::<(u64, u64)>(), 0..4)).prop_map(
+        |((meter_id, flow_count, pin, bin, s, ns), bands)| MeterStats {
+            meter_id,
+            flow_count,
+            packet_in_count: pin,
+            byte_in_count: bin,
+            duration_sec: s,
+            duration_nsec: ns,
+            bands,
+        },
     )
-        .prop_map(
-            |((meter_id, flow_count, pin, bin, s, ns), bands)| MeterStats {
-                meter_id,
-                flow_count,
-                packet_in_count: pin,
-                byte_in_count: bin,
-                duration_sec: s,
-                duration_nsec: ns,
-                bands,
-            },
-        )
 }
 
 fn flow_monitor_request() -> impl Strategy<Value = FlowMonitorRequest> {

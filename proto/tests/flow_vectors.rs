@@ -27,9 +27,8 @@ struct Vector {
 }
 
 fn vectors() -> Vec<Vector> {
-    let path = std::env::var("NPAGENT_VECTORS").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ofp-vectors.jsonl").to_string()
-    });
+    let path = std::env::var("NPAGENT_VECTORS")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ofp-vectors.jsonl").to_string());
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     text.lines()
         .filter(|l| !l.trim().is_empty())
@@ -54,10 +53,7 @@ fn of_kind(kind: &str) -> Vec<Vector> {
 }
 
 fn by_name(name: &str) -> Vector {
-    vectors()
-        .into_iter()
-        .find(|v| v.name == name)
-        .unwrap_or_else(|| panic!("vector {name} missing"))
+    vectors().into_iter().find(|v| v.name == name).unwrap_or_else(|| panic!("vector {name} missing"))
 }
 
 /// Running sums of element lengths, starting at `start`: the valid list boundaries.
@@ -72,12 +68,7 @@ fn boundaries(start: usize, lens: impl IntoIterator<Item = usize>) -> BTreeSet<u
 }
 
 /// Every prefix of `bytes` shorter than the whole is an error unless it is in `ok`.
-fn sweep<T>(
-    name: &str,
-    bytes: &[u8],
-    ok: &BTreeSet<usize>,
-    parse: impl Fn(&[u8]) -> Result<T, ofp::Error>,
-) -> usize {
+fn sweep<T>(name: &str, bytes: &[u8], ok: &BTreeSet<usize>, parse: impl Fn(&[u8]) -> Result<T, ofp::Error>) -> usize {
     let mut errors = 0;
     for n in 0..bytes.len() {
         // A panic fails the test on its own.
@@ -96,45 +87,24 @@ fn action_vectors_round_trip_and_print_as_ovs() {
         let mut out = BytesMut::new();
         emit_actions(&actions, &mut out);
         assert_eq!(hex::encode(&out), hex::encode(&v.bytes), "{}", v.name);
-        assert_eq!(
-            ofp::action::actions_len(&actions),
-            v.bytes.len(),
-            "{}",
-            v.name
-        );
+        assert_eq!(ofp::action::actions_len(&actions), v.bytes.len(), "{}", v.name);
 
         if v.name == "nxast_reg_load_rejected_in_of15" {
             // OVS refuses NXAST_REG_LOAD in OF1.5 (OFPBAC_BAD_VENDOR_TYPE); the codec keeps it
             // raw so it still round-trips, and nothing prints it as an accepted action.
-            assert_eq!(
-                v.expected,
-                "bad OpenFlow15 actions: OFPBAC_BAD_VENDOR_TYPE\n"
-            );
+            assert_eq!(v.expected, "bad OpenFlow15 actions: OFPBAC_BAD_VENDOR_TYPE\n");
             assert!(
                 matches!(&actions[..], [Action::Experimenter { experimenter: 0x2320, payload }] if payload[..2] == [0, 7])
             );
         } else {
-            let want = v
-                .of15_decode
-                .clone()
-                .map(|s| s + "\n")
-                .unwrap_or(v.expected.clone());
-            assert_eq!(
-                format!("actions={}\n", text::format_actions(&actions)),
-                want,
-                "{}",
-                v.name
-            );
+            let want = v.of15_decode.clone().map(|s| s + "\n").unwrap_or(v.expected.clone());
+            assert_eq!(format!("actions={}\n", text::format_actions(&actions)), want, "{}", v.name);
         }
 
         let ok = boundaries(0, actions.iter().map(Action::buffer_len));
         sweep(&v.name, &v.bytes, &ok, |b| {
             let a = parse_actions(b)?;
-            assert_eq!(
-                &a[..],
-                &actions[..a.len()],
-                "a boundary prefix parses to the leading actions"
-            );
+            assert_eq!(&a[..], &actions[..a.len()], "a boundary prefix parses to the leading actions");
             Ok(a)
         });
         checked += 1;
@@ -145,42 +115,15 @@ fn action_vectors_round_trip_and_print_as_ovs() {
 #[test]
 fn field_level_decode_of_key_action_vectors() {
     let a = parse_actions(&by_name("nxast_controller2_userdata_pause").bytes).unwrap();
-    let [Action::Controller2(c)] = &a[..] else {
-        panic!("{a:?}")
-    };
+    let [Action::Controller2(c)] = &a[..] else { panic!("{a:?}") };
     assert_eq!(
-        (
-            c.max_len,
-            c.controller_id,
-            c.reason,
-            c.userdata.as_deref(),
-            c.pause,
-            c.meter_id
-        ),
-        (
-            Some(1234),
-            Some(5678),
-            Some(2),
-            Some(&[1u8, 2, 3, 4, 5][..]),
-            true,
-            None
-        )
+        (c.max_len, c.controller_id, c.reason, c.userdata.as_deref(), c.pause, c.meter_id),
+        (Some(1234), Some(5678), Some(2), Some(&[1u8, 2, 3, 4, 5][..]), true, None)
     );
     let a = parse_actions(&by_name("nxast_ct_commit_nat").bytes).unwrap();
-    let [Action::Ct(ct)] = &a[..] else {
-        panic!("{a:?}")
-    };
-    assert_eq!(
-        (ct.flags, ct.table, ct.alg, ct.actions.len()),
-        (1, None, 0, 1)
-    );
-    assert!(matches!(
-        ct.actions[0],
-        Action::Experimenter {
-            experimenter: 0x2320,
-            ..
-        }
-    ));
+    let [Action::Ct(ct)] = &a[..] else { panic!("{a:?}") };
+    assert_eq!((ct.flags, ct.table, ct.alg, ct.actions.len()), (1, None, 0, 1));
+    assert!(matches!(ct.actions[0], Action::Experimenter { experimenter: 0x2320, .. }));
     let a = parse_actions(&by_name("nxast_ct_zone_from_reg").bytes).unwrap();
     assert!(
         matches!(&a[..], [Action::Ct(ct)] if ct.zone == ofp::CtZoneSrc::Field { header: 0x0001_0004, ofs_nbits: 0x000f })
@@ -199,12 +142,7 @@ fn instruction_vectors_round_trip_and_print_as_ovs() {
         let mut out = BytesMut::new();
         emit_instructions(&ins, &mut out);
         assert_eq!(hex::encode(&out), hex::encode(&v.bytes), "{}", v.name);
-        assert_eq!(
-            format!("actions={}\n", text::format_instructions(&ins, &|_| None)),
-            v.expected,
-            "{}",
-            v.name
-        );
+        assert_eq!(format!("actions={}\n", text::format_instructions(&ins, &|_| None)), v.expected, "{}", v.name);
         let ok = boundaries(0, ins.iter().map(Instruction::buffer_len));
         sweep(&v.name, &v.bytes, &ok, parse_instructions);
         checked += 1;
@@ -264,33 +202,18 @@ fn oxm_vectors_typed_fields() {
     use ofp::oxm::Masked;
     let m = |n: &str| Match::parse(&by_name(n).bytes).unwrap().0.fields;
     assert_eq!(m("oxm_conj_id"), vec![Oxm::ConjId(100)]);
-    assert_eq!(
-        m("oxm_ct_state_masked"),
-        vec![Oxm::CtState(Masked::masked(0x22, 0x23))]
-    );
-    assert_eq!(
-        text::format_match(&Match::new(m("oxm_ct_state_masked"))),
-        "ct_state=-new+est+trk"
-    );
+    assert_eq!(m("oxm_ct_state_masked"), vec![Oxm::CtState(Masked::masked(0x22, 0x23))]);
+    assert_eq!(text::format_match(&Match::new(m("oxm_ct_state_masked"))), "ct_state=-new+est+trk");
     assert_eq!(
         m("oxm_reg0_becomes_xreg0_in_of15"),
-        vec![Oxm::XReg {
-            index: 0,
-            value: Masked::masked(0xacebdf56_00000000, 0xffffffff_00000000)
-        }]
+        vec![Oxm::XReg { index: 0, value: Masked::masked(0xacebdf56_00000000, 0xffffffff_00000000) }]
     );
-    assert_eq!(
-        text::format_match(&Match::new(m("oxm_reg0_becomes_xreg0_in_of15"))),
-        "reg0=0xacebdf56"
-    );
+    assert_eq!(text::format_match(&Match::new(m("oxm_reg0_becomes_xreg0_in_of15"))), "reg0=0xacebdf56");
     assert_eq!(
         text::format_match(&Match::new(m("oxm_reg0_reg1_merge_into_xreg0_in_of15"))),
         "reg0=0xa0e0d050/0xf0f0f0f0,reg1=0xa0e0d050"
     );
-    assert_eq!(
-        text::format_match(&Match::new(m("oxm_basic_tcp_match"))),
-        "tcp,in_port=1,nw_src=10.0.0.0/8,tp_dst=80"
-    );
+    assert_eq!(text::format_match(&Match::new(m("oxm_basic_tcp_match"))), "tcp,in_port=1,nw_src=10.0.0.0/8,tp_dst=80");
     assert!(
         matches!(&m("oxm_experimenter_nx_erspan_idx")[..], [Oxm::Experimenter { field: 11, has_mask: false, experimenter: 0x2320, payload }] if payload[..] == [1, 2, 3, 4])
     );
@@ -298,12 +221,7 @@ fn oxm_vectors_typed_fields() {
 
 /// Splits a whole message into (header bytes, body) after checking its length field.
 fn body(v: &Vector) -> &[u8] {
-    assert_eq!(
-        usize::from(u16::from_be_bytes([v.bytes[2], v.bytes[3]])),
-        v.bytes.len(),
-        "{}",
-        v.name
-    );
+    assert_eq!(usize::from(u16::from_be_bytes([v.bytes[2], v.bytes[3]])), v.bytes.len(), "{}", v.name);
     &v.bytes[8..]
 }
 
@@ -314,18 +232,9 @@ fn flow_stats_request_of15() {
     let req = MultipartRequest::parse(body(&v)).unwrap();
     assert_eq!(v.expected, "OFPST_FLOW request (OF1.5) (xid=0x4):\n");
     // OVS prints nothing after the colon: all tables, no filter.
-    let MultipartRequestBody::Flow(f) = &req.body else {
-        panic!("{req:?}")
-    };
+    let MultipartRequestBody::Flow(f) = &req.body else { panic!("{req:?}") };
     assert_eq!(
-        (
-            req.flags,
-            f.table_id,
-            f.out_port,
-            f.out_group,
-            f.cookie,
-            f.cookie_mask
-        ),
+        (req.flags, f.table_id, f.out_port, f.out_group, f.cookie, f.cookie_mask),
         (0, 0xff, 0xffff_ffff, 0xffff_ffff, 0, 0)
     );
     assert!(f.match_.fields.is_empty());
@@ -341,15 +250,10 @@ fn flow_stats_reply_of15_oxs() {
     let v = by_name("flow_stats_reply_of15_oxs");
     assert_eq!((v.bytes[0], v.bytes[1]), (6, 19));
     let reply = MultipartReply::parse(body(&v)).unwrap();
-    let MultipartReplyBody::Flow(flows) = &reply.body else {
-        panic!("{reply:?}")
-    };
+    let MultipartReplyBody::Flow(flows) = &reply.body else { panic!("{reply:?}") };
     assert_eq!(flows.len(), 2);
     assert_eq!(flows[0].stats.duration, Some((196, 185_000_000)));
-    assert_eq!(
-        (flows[0].stats.packet_count, flows[0].stats.byte_count),
-        (Some(2), Some(128))
-    );
+    assert_eq!((flows[0].stats.packet_count, flows[0].stats.byte_count), (Some(2), Some(128)));
     assert!(flows[0].stats.unknown.is_empty());
     // The printed lines, stats included, are OVS's.
     let mut printed = String::from("OFPST_FLOW reply (OF1.5) (xid=0x4):\n");
@@ -389,10 +293,7 @@ fn flow_mod_vectors() {
         assert_eq!(hex::encode(&out), hex::encode(&msg[8..]), "{name}");
         assert_eq!(fm.buffer_len(), msg.len() - 8);
         assert_eq!(fm.command, FlowModCommand::Add);
-        let ok = boundaries(
-            8 + 40 + fm.match_.buffer_len(),
-            fm.instructions.iter().map(Instruction::buffer_len),
-        );
+        let ok = boundaries(8 + 40 + fm.match_.buffer_len(), fm.instructions.iter().map(Instruction::buffer_len));
         let ok: BTreeSet<usize> = ok.into_iter().map(|n| n - 8).collect();
         sweep(name, &msg[8..], &ok, FlowMod::parse);
     }
@@ -400,39 +301,14 @@ fn flow_mod_vectors() {
     // ADD priority=255,dp_hash=0x1234567/0xfffffff actions=drop
     let f = fm("flow_mod_of12_experimenter_oxm_dp_hash", 0);
     assert_eq!((f.priority, f.instructions.len()), (255, 0));
-    assert!(matches!(
-        &f.match_.fields[..],
-        [Oxm::Experimenter {
-            experimenter: 0x2320,
-            has_mask: true,
-            ..
-        }]
-    ));
+    assert!(matches!(&f.match_.fields[..], [Oxm::Experimenter { experimenter: 0x2320, has_mask: true, .. }]));
     // ADD priority=1000 actions=meter:1 (the OF1.3 meter instruction, raw: refused in OF1.5).
     let f = fm("flow_mod_of13_meter_instruction", 0);
     assert_eq!(f.priority, 1000);
-    assert_eq!(
-        f.instructions,
-        vec![Instruction::Unknown {
-            instruction_type: 6,
-            payload: vec![0, 0, 0, 1].into()
-        }]
-    );
+    assert_eq!(f.instructions, vec![Instruction::Unknown { instruction_type: 6, payload: vec![0, 0, 0, 1].into() }]);
     // ADD table:1 priority=65535,arp,in_port=1,...,arp_op=2 actions=output:3
     let f = fm("bundle_add_flow_mod_of15", 16);
     assert_eq!((f.table_id, f.priority, f.cookie), (1, 65535, 0));
-    assert_eq!(
-        &f.match_.fields[..2],
-        &[
-            Oxm::InPort(1),
-            Oxm::EthSrc(ofp::Masked::exact([0x50, 0x54, 0, 0, 0, 6]))
-        ]
-    );
-    assert_eq!(
-        f.instructions,
-        vec![Instruction::ApplyActions(vec![Action::Output {
-            port: 3,
-            max_len: 0
-        }])]
-    );
+    assert_eq!(&f.match_.fields[..2], &[Oxm::InPort(1), Oxm::EthSrc(ofp::Masked::exact([0x50, 0x54, 0, 0, 0, 6]))]);
+    assert_eq!(f.instructions, vec![Instruction::ApplyActions(vec![Action::Output { port: 3, max_len: 0 }])]);
 }

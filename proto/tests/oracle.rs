@@ -7,8 +7,8 @@
 
 use bytes::Bytes;
 use ofp::action::{Action, Controller2, Ct, CtZoneSrc};
-use ofp::instruction::Instruction;
 use ofp::body::*;
+use ofp::instruction::Instruction;
 use ofp::multipart::{
     FlowStats, FlowStatsRequest, MeterStats, MultipartReply, MultipartReplyBody, MultipartRequest,
     MultipartRequestBody, OxsStats,
@@ -71,10 +71,7 @@ fn pin2() -> PacketIn2 {
         table_id: Some(3),
         cookie: Some(0x23),
         reason: Some(1),
-        metadata: vec![
-            Oxm::InPort(1),
-            Oxm::XReg { index: 0, value: Masked::exact(0x0000_002a_0000_1234) },
-        ],
+        metadata: vec![Oxm::InPort(1), Oxm::XReg { index: 0, value: Masked::exact(0x0000_002a_0000_1234) }],
         userdata: Some(Bytes::from_static(&[1, 2, 3, 4, 5])),
         continuation: None,
         unknown: vec![],
@@ -567,12 +564,8 @@ fn ovs_ofctl_decodes_what_we_encode() {
         let bytes = c.msg.to_bytes().unwrap_or_else(|e| panic!("{}: emit: {e}", c.label));
         let hex = hex::encode(&bytes);
         let text = ofp_print(&hex);
-        let mut problems: Vec<String> = c
-            .expect
-            .iter()
-            .filter(|f| !text.contains(*f))
-            .map(|f| format!("missing {f:?}"))
-            .collect();
+        let mut problems: Vec<String> =
+            c.expect.iter().filter(|f| !text.contains(*f)).map(|f| format!("missing {f:?}")).collect();
         if Message::parse(&bytes).as_ref() != Ok(&c.msg) {
             problems.push("our own parse(emit(m)) != m".into());
         }

@@ -13,8 +13,7 @@ use ofp::action::{Action, Controller2, Ct, CtZoneSrc};
 use ofp::flow_mod::FlowMod;
 use ofp::instruction::Instruction;
 use ofp::multipart::{
-    FlowStatsRequest, MultipartReply, MultipartReplyBody, MultipartRequest, MultipartRequestBody,
-    MULTIPART_MORE,
+    FlowStatsRequest, MultipartReply, MultipartReplyBody, MultipartRequest, MultipartRequestBody, MULTIPART_MORE,
 };
 use ofp::oxm::{Masked, Oxm};
 use std::collections::BTreeMap;
@@ -32,55 +31,31 @@ struct Sandbox {
 
 fn run(cmd: &mut Command) -> String {
     let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        o.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap()
 }
 
 impl Sandbox {
     fn start() -> Sandbox {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
         let tag = format!("npproto{}x{}", std::process::id(), nanos % 100_000);
         let dir = std::env::temp_dir().join(&tag);
         std::fs::create_dir_all(&dir).unwrap();
         run(Command::new("ip").args(["netns", "add", &tag]));
         let sb = Sandbox { dir, netns: tag };
         let d = |f: &str| sb.dir.join(f).to_str().unwrap().to_string();
-        run(Command::new("ovsdb-tool").args([
-            "create",
-            &d("conf.db"),
-            "/usr/share/openvswitch/vswitch.ovsschema",
+        run(Command::new("ovsdb-tool").args(["create", &d("conf.db"), "/usr/share/openvswitch/vswitch.ovsschema"]));
+        run(Command::new("ip").args(["netns", "exec", &sb.netns, "ovsdb-server", &d("conf.db")]).args([
+            format!("--remote=punix:{}", d("db.sock")),
+            format!("--pidfile={}", d("db.pid")),
+            format!("--unixctl={}", d("db.ctl")),
+            format!("--log-file={}", d("db.log")),
+            "--detach".into(),
+            "--no-chdir".into(),
         ]));
         run(Command::new("ip")
-            .args(["netns", "exec", &sb.netns, "ovsdb-server", &d("conf.db")])
-            .args([
-                format!("--remote=punix:{}", d("db.sock")),
-                format!("--pidfile={}", d("db.pid")),
-                format!("--unixctl={}", d("db.ctl")),
-                format!("--log-file={}", d("db.log")),
-                "--detach".into(),
-                "--no-chdir".into(),
-            ]));
-        run(Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &sb.netns,
-                "ovs-vswitchd",
-                &format!("unix:{}", d("db.sock")),
-            ])
-            .args([
-                "--enable-dummy",
-                "--disable-system",
-                "--disable-system-route",
-                "--detach",
-                "--no-chdir",
-            ])
+            .args(["netns", "exec", &sb.netns, "ovs-vswitchd", &format!("unix:{}", d("db.sock"))])
+            .args(["--enable-dummy", "--disable-system", "--disable-system-route", "--detach", "--no-chdir"])
             .arg(format!("--pidfile={}", d("vs.pid")))
             .arg(format!("--unixctl={}", d("vs.ctl")))
             .arg(format!("--log-file={}", d("vs.log")))
@@ -119,20 +94,8 @@ impl Sandbox {
             "ofport_request=2",
         ]);
         for (i, name) in TABLES.iter().enumerate() {
-            vsctl.args([
-                "--",
-                &format!("--id=@t{i}"),
-                "create",
-                "Flow_Table",
-                &format!("name={name}"),
-            ]);
-            vsctl.args([
-                "--",
-                "set",
-                "bridge",
-                "br-int",
-                &format!("flow_tables:{i}=@t{i}"),
-            ]);
+            vsctl.args(["--", &format!("--id=@t{i}"), "create", "Flow_Table", &format!("name={name}")]);
+            vsctl.args(["--", "set", "bridge", "br-int", &format!("flow_tables:{i}=@t{i}")]);
         }
         run(&mut vsctl);
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -155,9 +118,7 @@ impl Drop for Sandbox {
                 let _ = Command::new("kill").arg(pid.trim()).status();
             }
         }
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.netns])
-            .status();
+        let _ = Command::new("ip").args(["netns", "del", &self.netns]).status();
         std::thread::sleep(Duration::from_millis(100));
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -216,72 +177,23 @@ fn apply(a: Vec<Action>) -> Instruction {
 /// npagent's pipeline (docs/pipeline.md), plus a few header variants.
 fn pipeline() -> Vec<FlowMod> {
     use Oxm::*;
-    let conj = |id, clause, n| Action::Conjunction {
-        id,
-        clause,
-        n_clauses: n,
-    };
-    let reg1 = |v| Reg {
-        index: 1,
-        value: Masked::exact(v),
-    };
-    let ct = |flags, table, actions| {
-        Action::Ct(Ct {
-            flags,
-            zone: CtZoneSrc::Imm(65520),
-            table,
-            alg: 0,
-            actions,
-        })
-    };
+    let conj = |id, clause, n| Action::Conjunction { id, clause, n_clauses: n };
+    let reg1 = |v| Reg { index: 1, value: Masked::exact(v) };
+    let ct = |flags, table, actions| Action::Ct(Ct { flags, zone: CtZoneSrc::Imm(65520), table, alg: 0, actions });
     vec![
-        flow(
-            0,
-            200,
-            vec![EthType(0x0806)],
-            vec![apply(vec![Action::Output {
-                port: ofp::port::NORMAL,
-                max_len: 0,
-            }])],
-        ),
-        flow(
-            0,
-            100,
-            vec![ip()],
-            vec![apply(vec![ct(0, Some(1), vec![])])],
-        ),
-        flow(
-            0,
-            0,
-            vec![],
-            vec![apply(vec![Action::Output {
-                port: ofp::port::NORMAL,
-                max_len: 0,
-            }])],
-        ),
-        flow(
-            1,
-            200,
-            vec![CtState(Masked::masked(0x30, 0x30)), ip()],
-            vec![],
-        ),
+        flow(0, 200, vec![EthType(0x0806)], vec![apply(vec![Action::Output { port: ofp::port::NORMAL, max_len: 0 }])]),
+        flow(0, 100, vec![ip()], vec![apply(vec![ct(0, Some(1), vec![])])]),
+        flow(0, 0, vec![], vec![apply(vec![Action::Output { port: ofp::port::NORMAL, max_len: 0 }])]),
+        flow(1, 200, vec![CtState(Masked::masked(0x30, 0x30)), ip()], vec![]),
         flow(1, 0, vec![], vec![Instruction::GotoTable(2)]),
         flow(
             2,
             200,
             vec![EthDst(Masked::exact([0x50, 0x54, 0, 0, 0, 5]))],
-            vec![
-                apply(vec![Action::SetField(reg1(5))]),
-                Instruction::GotoTable(3),
-            ],
+            vec![apply(vec![Action::SetField(reg1(5))]), Instruction::GotoTable(3)],
         ),
         flow(2, 0, vec![], vec![Instruction::GotoTable(3)]),
-        flow(
-            3,
-            210,
-            vec![CtState(Masked::masked(0x02, 0x03)), ip()],
-            vec![Instruction::GotoTable(5)],
-        ),
+        flow(3, 210, vec![CtState(Masked::masked(0x02, 0x03)), ip()], vec![Instruction::GotoTable(5)]),
         flow(
             3,
             200,
@@ -291,43 +203,19 @@ fn pipeline() -> Vec<FlowMod> {
         flow(
             3,
             200,
-            vec![
-                ip(),
-                Ipv4Src(Masked::masked(
-                    "10.1.0.0".parse().unwrap(),
-                    "255.255.0.0".parse().unwrap(),
-                )),
-            ],
+            vec![ip(), Ipv4Src(Masked::masked("10.1.0.0".parse().unwrap(), "255.255.0.0".parse().unwrap()))],
             vec![apply(vec![conj(7, 0, 3)])],
         ),
-        flow(
-            3,
-            200,
-            vec![reg1(5)],
-            vec![apply(vec![conj(7, 1, 3), conj(9, 1, 2)])],
-        ),
-        flow(
-            3,
-            200,
-            vec![ip(), IpProto(6), TcpDst(Masked::exact(80))],
-            vec![apply(vec![conj(7, 2, 3)])],
-        ),
-        flow(
-            3,
-            200,
-            vec![ip(), IpProto(6), TcpDst(Masked::masked(0x1000, 0xf000))],
-            vec![apply(vec![conj(7, 2, 3)])],
-        ),
+        flow(3, 200, vec![reg1(5)], vec![apply(vec![conj(7, 1, 3), conj(9, 1, 2)])]),
+        flow(3, 200, vec![ip(), IpProto(6), TcpDst(Masked::exact(80))], vec![apply(vec![conj(7, 2, 3)])]),
+        flow(3, 200, vec![ip(), IpProto(6), TcpDst(Masked::masked(0x1000, 0xf000))], vec![apply(vec![conj(7, 2, 3)])]),
         flow(
             3,
             200,
             vec![
                 EthType(0x86dd),
                 IpProto(17),
-                Ipv6Src(Masked::masked(
-                    "fd00::".parse().unwrap(),
-                    "ffff:ffff::".parse().unwrap(),
-                )),
+                Ipv6Src(Masked::masked("fd00::".parse().unwrap(), "ffff:ffff::".parse().unwrap())),
                 UdpDst(Masked::exact(53)),
             ],
             vec![apply(vec![conj(11, 0, 2)])],
@@ -348,12 +236,7 @@ fn pipeline() -> Vec<FlowMod> {
                 ],
             )
         },
-        flow(
-            3,
-            190,
-            vec![ConjId(9), ip()],
-            vec![Instruction::GotoTable(5)],
-        ),
+        flow(3, 190, vec![ConjId(9), ip()], vec![Instruction::GotoTable(5)]),
         flow(4, 200, vec![reg1(5)], vec![]),
         FlowMod {
             cookie: 0x42,
@@ -382,25 +265,10 @@ fn pipeline() -> Vec<FlowMod> {
         flow(
             6,
             200,
-            vec![Reg {
-                index: 1,
-                value: Masked::masked(0, 0xffff_0000),
-            }],
-            vec![apply(vec![Action::OutputReg {
-                src: 0x0001_0204,
-                ofs_nbits: 0x1f,
-                max_len: 0xffff,
-            }])],
+            vec![Reg { index: 1, value: Masked::masked(0, 0xffff_0000) }],
+            vec![apply(vec![Action::OutputReg { src: 0x0001_0204, ofs_nbits: 0x1f, max_len: 0xffff }])],
         ),
-        flow(
-            6,
-            0,
-            vec![],
-            vec![apply(vec![Action::Output {
-                port: ofp::port::NORMAL,
-                max_len: 0,
-            }])],
-        ),
+        flow(6, 0, vec![], vec![apply(vec![Action::Output { port: ofp::port::NORMAL, max_len: 0 }])]),
         // Ports by name, every flow flag.
         FlowMod {
             flags: 0x1f,
@@ -409,15 +277,8 @@ fn pipeline() -> Vec<FlowMod> {
                 50,
                 vec![InPort(1), ip()],
                 vec![apply(vec![
-                    Action::Output {
-                        port: 2,
-                        max_len: 0,
-                    },
-                    Action::ResubmitTable {
-                        in_port: 1,
-                        table: 6,
-                        ct: false,
-                    },
+                    Action::Output { port: 2, max_len: 0 },
+                    Action::ResubmitTable { in_port: 1, table: 6, ct: false },
                 ])],
             )
         },
@@ -441,12 +302,7 @@ fn dump_flows_text_matches_ovs_ofctl() {
     assert_eq!(t, 0, "hello");
     // METER_MOD add meter 1, pktps, one drop band of 100 pps (bytes of the wire inventory's
     // vector live_tx_meter_mod_pktps_drop; METER_MOD itself is encoded elsewhere).
-    send(
-        &mut s,
-        29,
-        2,
-        &hex::decode("0000000a000000010001001000000064000000000000000000000000").unwrap()[..24],
-    );
+    send(&mut s, 29, 2, &hex::decode("0000000a000000010001001000000064000000000000000000000000").unwrap()[..24]);
 
     let flows = pipeline();
     for (i, fm) in flows.iter().enumerate() {
@@ -464,10 +320,7 @@ fn dump_flows_text_matches_ovs_ofctl() {
         }
     }
 
-    let req = MultipartRequest {
-        flags: 0,
-        body: MultipartRequestBody::Flow(FlowStatsRequest::default()),
-    };
+    let req = MultipartRequest { flags: 0, body: MultipartRequestBody::Flow(FlowStatsRequest::default()) };
     let mut body = BytesMut::new();
     req.emit(&mut body);
     send(&mut s, 18, 1000, &body);
@@ -478,18 +331,11 @@ fn dump_flows_text_matches_ovs_ofctl() {
             assert_ne!(t, 1, "error: {}", hex::encode(&body));
             continue;
         }
-        let reply =
-            MultipartReply::parse(&body).unwrap_or_else(|e| panic!("{e}: {}", hex::encode(&body)));
+        let reply = MultipartReply::parse(&body).unwrap_or_else(|e| panic!("{e}: {}", hex::encode(&body)));
         let mut again = BytesMut::new();
         reply.emit(&mut again);
-        assert_eq!(
-            hex::encode(&again),
-            hex::encode(&body),
-            "OVS's reply re-emits byte-identical"
-        );
-        let MultipartReplyBody::Flow(f) = reply.body else {
-            panic!("{reply:?}")
-        };
+        assert_eq!(hex::encode(&again), hex::encode(&body), "OVS's reply re-emits byte-identical");
+        let MultipartReplyBody::Flow(f) = reply.body else { panic!("{reply:?}") };
         dumped.extend(f);
         if reply.flags & MULTIPART_MORE == 0 {
             break;
@@ -498,33 +344,16 @@ fn dump_flows_text_matches_ovs_ofctl() {
     assert_eq!(dumped.len(), flows.len());
 
     // Same flows, same text, per line: from the dump, and from the flow_mods we sent.
-    let names = ofp::text::Names {
-        tables: &table_name,
-        ports: &port_name,
-    };
-    let ours: Vec<String> = dumped
-        .iter()
-        .map(|f| ofp::text::format_flow_with(&names, f, false))
-        .collect();
+    let names = ofp::text::Names { tables: &table_name, ports: &port_name };
+    let ours: Vec<String> = dumped.iter().map(|f| ofp::text::format_flow_with(&names, f, false)).collect();
     let theirs = ovs_ofctl_dump(&sb.mgmt());
-    let mut desired: Vec<String> = flows
-        .iter()
-        .map(|f| ofp::text::format_desired_flow(&names, f))
-        .collect();
+    let mut desired: Vec<String> = flows.iter().map(|f| ofp::text::format_desired_flow(&names, f)).collect();
     let mut sorted = theirs.clone();
     desired.sort();
     sorted.sort();
-    assert_eq!(
-        desired, sorted,
-        "format_desired_flow of what we sent vs ovs-ofctl"
-    );
+    assert_eq!(desired, sorted, "format_desired_flow of what we sent vs ovs-ofctl");
     // The meter the controller2 action uses: meter stats through our request and parser.
-    let req = MultipartRequest {
-        flags: 0,
-        body: MultipartRequestBody::MeterStats {
-            meter_id: 0xffff_ffff,
-        },
-    };
+    let req = MultipartRequest { flags: 0, body: MultipartRequestBody::MeterStats { meter_id: 0xffff_ffff } };
     let mut body = BytesMut::new();
     req.emit(&mut body);
     send(&mut s, 18, 2000, &body);
@@ -534,15 +363,14 @@ fn dump_flows_text_matches_ovs_ofctl() {
     let mut again = BytesMut::new();
     reply.emit(&mut again);
     assert_eq!(&again[..], &body[..]);
-    let MultipartReplyBody::MeterStats(m) = &reply.body else {
-        panic!("{reply:?}")
-    };
+    let MultipartReplyBody::MeterStats(m) = &reply.body else { panic!("{reply:?}") };
     assert_eq!(m.len(), 1);
     // flow_count stays 0: a controller2 meter_id is not a meter action.
     assert_eq!((m[0].meter_id, m[0].bands.len()), (1, 1), "{m:?}");
     // Without a port map, format_flow prints port numbers; table names still apply.
-    assert!(dumped.iter().any(|f| ofp::text::format_flow(&table_name, f)
-        .contains(",in_port=1 actions=output:2,resubmit(1,Output)")));
+    assert!(dumped
+        .iter()
+        .any(|f| ofp::text::format_flow(&table_name, f).contains(",in_port=1 actions=output:2,resubmit(1,Output)")));
     let mut count: BTreeMap<&str, i32> = BTreeMap::new();
     for l in &ours {
         *count.entry(l).or_default() += 1;
@@ -550,11 +378,7 @@ fn dump_flows_text_matches_ovs_ofctl() {
     for l in &theirs {
         *count.entry(l).or_default() -= 1;
     }
-    let diff: Vec<String> = count
-        .iter()
-        .filter(|(_, &n)| n != 0)
-        .map(|(l, n)| format!("{n:+} {l}"))
-        .collect();
+    let diff: Vec<String> = count.iter().filter(|(_, &n)| n != 0).map(|(l, n)| format!("{n:+} {l}")).collect();
     assert!(
         diff.is_empty(),
         "ours (+) vs ovs-ofctl (-):\n{}\n\nours:\n{}\n\ntheirs:\n{}",
@@ -562,10 +386,11 @@ fn dump_flows_text_matches_ovs_ofctl() {
         ours.join("\n"),
         theirs.join("\n")
     );
-    eprintln!(
-        "ovs-ofctl dump-flows --no-stats --names:\n{}",
-        theirs.join("\n")
-    );
+    eprintln!("ovs-ofctl dump-flows --no-stats --names:\n{}", theirs.join("\n"));
     // A spot check of the documented form.
-    assert!(theirs.iter().any(|l| l == " table=IngressRule, priority=200,ip,nw_src=10.0.0.1 actions=conjunction(7,1/3),conjunction(9,1/2)"), "{theirs:#?}");
+    assert!(
+        theirs.iter().any(|l| l
+            == " table=IngressRule, priority=200,ip,nw_src=10.0.0.1 actions=conjunction(7,1/3),conjunction(9,1/2)"),
+        "{theirs:#?}"
+    );
 }

@@ -69,17 +69,19 @@ fn error_msg() -> impl Strategy<Value = ErrorMsg> {
             code,
             data
         }),
-        (any::<u16>(), any::<u32>(), any_bytes(64)).prop_map(|(exp_code, experimenter, data)| {
-            ErrorMsg::Experimenter { exp_code, experimenter, data }
-        }),
+        (any::<u16>(), any::<u32>(), any_bytes(64))
+            .prop_map(|(exp_code, experimenter, data)| { ErrorMsg::Experimenter { exp_code, experimenter, data } }),
     ]
 }
 
 fn meter_band() -> impl Strategy<Value = MeterBand> {
     prop_oneof![
         (any::<u32>(), any::<u32>()).prop_map(|(rate, burst_size)| MeterBand::Drop { rate, burst_size }),
-        (any::<u32>(), any::<u32>(), any::<u8>())
-            .prop_map(|(rate, burst_size, prec_level)| MeterBand::DscpRemark { rate, burst_size, prec_level }),
+        (any::<u32>(), any::<u32>(), any::<u8>()).prop_map(|(rate, burst_size, prec_level)| MeterBand::DscpRemark {
+            rate,
+            burst_size,
+            prec_level
+        }),
         (3u16.., any::<u32>(), any::<u32>(), any_bytes(12)).prop_map(|(band_type, rate, burst_size, payload)| {
             MeterBand::Unknown { band_type, rate, burst_size, payload }
         }),
@@ -102,13 +104,32 @@ fn packet_in2() -> impl Strategy<Value = PacketIn2> {
         (vec(oxm(), 0..4), proptest::option::of(any_bytes(20)), proptest::option::of(any_bytes(40))),
         vec(unknown_prop(), 0..3),
     )
-        .prop_map(|((packet, full_len, buffer_id), (table_id, cookie, reason), (metadata, userdata, continuation), unknown)| {
-            PacketIn2 { packet, full_len, buffer_id, table_id, cookie, reason, metadata, userdata, continuation, unknown }
-        })
+        .prop_map(
+            |(
+                (packet, full_len, buffer_id),
+                (table_id, cookie, reason),
+                (metadata, userdata, continuation),
+                unknown,
+            )| {
+                PacketIn2 {
+                    packet,
+                    full_len,
+                    buffer_id,
+                    table_id,
+                    cookie,
+                    reason,
+                    metadata,
+                    userdata,
+                    continuation,
+                    unknown,
+                }
+            },
+        )
 }
 
 fn bucket() -> impl Strategy<Value = Bucket> {
-    (any::<u32>(), vec(action(), 0..3), any::<u16>()).prop_map(|(id, actions, weight)| Bucket::with_weight(id, weight, actions))
+    (any::<u32>(), vec(action(), 0..3), any::<u16>())
+        .prop_map(|(id, actions, weight)| Bucket::with_weight(id, weight, actions))
 }
 
 fn payload() -> impl Strategy<Value = Payload> {
@@ -120,18 +141,28 @@ fn payload() -> impl Strategy<Value = Payload> {
         Just(Payload::FeaturesRequest),
         (any::<u64>(), any::<u32>(), any::<u8>(), any::<u8>(), any::<u32>(), any::<u32>()).prop_map(
             |(datapath_id, n_buffers, n_tables, auxiliary_id, capabilities, reserved)| {
-                Payload::FeaturesReply(FeaturesReply { datapath_id, n_buffers, n_tables, auxiliary_id, capabilities, reserved })
+                Payload::FeaturesReply(FeaturesReply {
+                    datapath_id,
+                    n_buffers,
+                    n_tables,
+                    auxiliary_id,
+                    capabilities,
+                    reserved,
+                })
             }
         ),
         Just(Payload::GetConfigRequest),
-        (any::<u16>(), any::<u16>()).prop_map(|(flags, miss_send_len)| Payload::GetConfigReply(SwitchConfig { flags, miss_send_len })),
-        (any::<u16>(), any::<u16>()).prop_map(|(flags, miss_send_len)| Payload::SetConfig(SwitchConfig { flags, miss_send_len })),
+        (any::<u16>(), any::<u16>())
+            .prop_map(|(flags, miss_send_len)| Payload::GetConfigReply(SwitchConfig { flags, miss_send_len })),
+        (any::<u16>(), any::<u16>())
+            .prop_map(|(flags, miss_send_len)| Payload::SetConfig(SwitchConfig { flags, miss_send_len })),
         Just(Payload::BarrierRequest),
         Just(Payload::BarrierReply),
         (0u32..4, any::<u64>()).prop_map(|(role, generation_id)| Payload::RoleRequest(Role { role, generation_id })),
         (0u32..4, any::<u64>()).prop_map(|(role, generation_id)| Payload::RoleReply(Role { role, generation_id })),
-        (0u16..3, any::<u16>(), any::<u32>(), vec(meter_band(), 0..4))
-            .prop_map(|(command, flags, meter_id, bands)| Payload::MeterMod(MeterMod { command, flags, meter_id, bands })),
+        (0u16..3, any::<u16>(), any::<u32>(), vec(meter_band(), 0..4)).prop_map(|(command, flags, meter_id, bands)| {
+            Payload::MeterMod(MeterMod { command, flags, meter_id, bands })
+        }),
         (any::<u32>(), 0u16..8, 0u16..4, any_bytes(16)).prop_map(|(bundle_id, ctrl_type, flags, properties)| {
             Payload::BundleControl(BundleControl { bundle_id, ctrl_type, flags, properties })
         }),
@@ -145,9 +176,11 @@ fn payload() -> impl Strategy<Value = Payload> {
                 properties: Bytes::new()
             })
         ),
-        (any::<u32>(), vec(oxm(), 0..3), vec(action(), 0..3), any_bytes(64)).prop_map(|(buffer_id, fields, actions, data)| {
-            Payload::PacketOut(PacketOut { buffer_id, match_: Match { fields }, actions, data })
-        }),
+        (any::<u32>(), vec(oxm(), 0..3), vec(action(), 0..3), any_bytes(64)).prop_map(
+            |(buffer_id, fields, actions, data)| {
+                Payload::PacketOut(PacketOut { buffer_id, match_: Match { fields }, actions, data })
+            }
+        ),
         (any::<u32>(), any::<u16>(), any::<u8>(), any::<u8>(), any::<u64>(), vec(oxm(), 0..3), any_bytes(64)).prop_map(
             |(buffer_id, total_len, reason, table_id, cookie, fields, data)| Payload::PacketIn(PacketIn {
                 buffer_id,
@@ -233,11 +266,14 @@ fn emit_refuses_values_that_would_not_parse_back() {
     assert!(matches!(flow_mod_v4.to_bytes(), Err(ofp::Error::BadVersion(4))));
     let unknown_barrier = Message::new(1, Payload::Unknown { msg_type: 20, body: Bytes::new() });
     assert!(unknown_barrier.to_bytes().is_err());
-    let std_as_exp = Message::new(1, Payload::Error(ErrorMsg::Standard { error_type: 0xffff, code: 0, data: Bytes::new() }));
+    let std_as_exp =
+        Message::new(1, Payload::Error(ErrorMsg::Standard { error_type: 0xffff, code: 0, data: Bytes::new() }));
     assert!(std_as_exp.to_bytes().is_err());
-    let nx_raw = Message::new(1, Payload::Experimenter { experimenter: ofp::NX_VENDOR_ID, exp_type: 30, body: Bytes::new() });
+    let nx_raw =
+        Message::new(1, Payload::Experimenter { experimenter: ofp::NX_VENDOR_ID, exp_type: 30, body: Bytes::new() });
     assert!(nx_raw.to_bytes().is_err());
-    let mut bad_xid = Message::bundle_add(7, 1, 1, Message::new(0, Payload::PacketOut(PacketOut::new(1, vec![], Bytes::new()))));
+    let mut bad_xid =
+        Message::bundle_add(7, 1, 1, Message::new(0, Payload::PacketOut(PacketOut::new(1, vec![], Bytes::new()))));
     if let Payload::BundleAdd(b) = &mut bad_xid.payload {
         b.message.xid = 8;
     }

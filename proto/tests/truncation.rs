@@ -17,8 +17,14 @@ fn check_patched(name: &str, buf: &[u8]) -> bool {
     match Message::parse(buf) {
         Err(_) => false,
         Ok(msg) => {
-            let out = msg.to_bytes().unwrap_or_else(|e| panic!("{name}: parsed {} bytes but emit failed: {e}", buf.len()));
-            assert_eq!(hex::encode(&out), hex::encode(buf), "{name}: prefix of {} bytes re-emits differently", buf.len());
+            let out =
+                msg.to_bytes().unwrap_or_else(|e| panic!("{name}: parsed {} bytes but emit failed: {e}", buf.len()));
+            assert_eq!(
+                hex::encode(&out),
+                hex::encode(buf),
+                "{name}: prefix of {} bytes re-emits differently",
+                buf.len()
+            );
             true
         }
     }

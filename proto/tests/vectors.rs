@@ -402,12 +402,7 @@ fn encode_error_reply_vectors() {
             .unwrap_or_else(|| panic!("{}: unknown error name {error_name}", v.name));
         assert_eq!(err.name(), Some(error_name));
         let reply = Message { version: request.version, xid: request.xid, payload: Payload::Error(err) };
-        assert_eq!(
-            hex::encode(reply.to_bytes().unwrap()),
-            hex::encode(hexdump_bytes(&v.expected)),
-            "{}",
-            v.name
-        );
+        assert_eq!(hex::encode(reply.to_bytes().unwrap()), hex::encode(hexdump_bytes(&v.expected)), "{}", v.name);
         n += 1;
     }
     assert_eq!(n, 3);

@@ -52,7 +52,14 @@ impl Health {
     /// A starting agent reading its objects from `source` (a phrase such as "the Kubernetes
     /// API"); its main loop counts as having run at `now`.
     pub fn new(source: &'static str, now: Instant) -> Health {
-        Health { source, progress: Progress::default(), was_ready: false, ever_ready: false, last_beat: now, stopped: Vec::new() }
+        Health {
+            source,
+            progress: Progress::default(),
+            was_ready: false,
+            ever_ready: false,
+            last_beat: now,
+            stopped: Vec::new(),
+        }
     }
 
     /// Records the agent's progress; returns the change of the verdict, if any.
@@ -127,7 +134,8 @@ impl Health {
 mod tests {
     use super::*;
 
-    const ALL_IN: Progress = Progress { sources_synced: true, ovsdb_read: true, connection: Some(1), committed: Some(1) };
+    const ALL_IN: Progress =
+        Progress { sources_synced: true, ovsdb_read: true, connection: Some(1), committed: Some(1) };
 
     fn health() -> (Health, Instant) {
         let t0 = Instant::now();

@@ -133,7 +133,11 @@ pub fn registry(metrics: Arc<AgentMetrics>, audit: Arc<AuditStats>) -> Registry 
         "Admin server connections refused because it was serving its maximum.",
         m.admin_connections_refused.clone(),
     );
-    r.register("npagent_build", "The running npagent's version (and git commit when known).", Info::new(build_labels()));
+    r.register(
+        "npagent_build",
+        "The running npagent's version (and git commit when known).",
+        Info::new(build_labels()),
+    );
     r.register_collector(Box::new(Scraped { metrics, audit }));
     r
 }
@@ -188,7 +192,11 @@ impl Collector for Scraped {
             ),
             ("npagent_audit_entries_written", "Audit log lines written.", snap.entries_written),
             ("npagent_audit_write_errors", "Failed writes to the audit log.", snap.write_errors),
-            ("npagent_audit_lines_discarded", "Audit lines discarded while the log was unwritable.", snap.lines_discarded),
+            (
+                "npagent_audit_lines_discarded",
+                "Audit lines discarded while the log was unwritable.",
+                snap.lines_discarded,
+            ),
             ("npagent_audit_shed_by_meter", "Logging packets the switch's meter dropped.", get(&m.shed_by_meter)),
             (
                 "npagent_audit_shed_by_queue",

@@ -56,7 +56,8 @@ impl Admin {
             "/readyz" => verdict(self.health().readiness()),
             _ => {
                 let mut resp = Response::new(Full::new(Bytes::from(metrics::render(&self.registry))));
-                resp.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static(metrics::CONTENT_TYPE));
+                resp.headers_mut()
+                    .insert(header::CONTENT_TYPE, header::HeaderValue::from_static(metrics::CONTENT_TYPE));
                 resp
             }
         }
@@ -80,8 +81,9 @@ fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
 
 /// Serves `admin` on `listener` forever (see [`server`]).
 pub async fn serve(listener: tokio::net::TcpListener, admin: Arc<Admin>, counters: Arc<metrics::AgentMetrics>) {
-    let respond: Arc<server::Respond> =
-        Arc::new(move |req: &Request<hyper::body::Incoming>| admin.respond(req.method(), req.uri().path(), Instant::now()));
+    let respond: Arc<server::Respond> = Arc::new(move |req: &Request<hyper::body::Incoming>| {
+        admin.respond(req.method(), req.uri().path(), Instant::now())
+    });
     server::serve(listener, respond, counters).await
 }
 
@@ -122,7 +124,12 @@ mod tests {
         let resp = a.respond(&Method::GET, "/readyz", now);
         assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(body(resp), "waiting for the manifests directory; waiting for OVSDB; switch not connected\n");
-        a.health().set_progress(Progress { sources_synced: true, ovsdb_read: true, connection: Some(1), committed: Some(1) });
+        a.health().set_progress(Progress {
+            sources_synced: true,
+            ovsdb_read: true,
+            connection: Some(1),
+            committed: Some(1),
+        });
         let resp = a.respond(&Method::GET, "/readyz", now);
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(body(resp), "ok\n");

@@ -3,8 +3,8 @@
 
 use super::reconciler::MeterShed;
 use crate::audit::gap::{Gap, GapCause};
-use crate::compiler::userdata::Disposition;
 use crate::audit::AuditStats;
+use crate::compiler::userdata::Disposition;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -48,7 +48,9 @@ impl ShedPolls {
         let Some(total) = total else { return };
         let now = SystemTime::now();
         if let Some((before, since)) = self.meter {
-            for (disposition, (&t, &b)) in [Disposition::Allow, Disposition::Drop].into_iter().zip(total.iter().zip(&before)) {
+            for (disposition, (&t, &b)) in
+                [Disposition::Allow, Disposition::Drop].into_iter().zip(total.iter().zip(&before))
+            {
                 // A switch restart resets its count.
                 let shed = if t >= b { t - b } else { t };
                 self.report(GapCause::Meter, Some(disposition), shed, since, now);

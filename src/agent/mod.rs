@@ -12,19 +12,19 @@ mod reconciler;
 mod resolver;
 mod store;
 
+pub use crate::rate_limited::RateLimitedWarning;
 pub use reconciler::Reconciler;
 pub use resolver::StateResolver;
 pub use store::Store;
-pub use crate::rate_limited::RateLimitedWarning;
 
 use crate::admin::health::{Health, ReadinessChange};
 use crate::admin::metrics::{self, AgentMetrics};
 use crate::admin::Admin;
 use crate::audit::{AuditConfig, AuditLogger, AuditSender};
 use crate::compiler::{tables, Compiler};
+use crate::endpoint::Endpoint;
 use crate::model::LocalPort;
 use crate::source::SourceEvent;
-use crate::endpoint::Endpoint;
 use crate::switch::{self, ConnectionConfig};
 use ofp::packet_in2::PacketIn2;
 use std::future::Future;
@@ -108,15 +108,14 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
     };
     let (ports_tx, mut ports_rx) = watch::channel::<Vec<LocalPort>>(Vec::new());
     let names = tables::TABLES.iter().map(|(id, name)| (*id, name.to_string())).collect();
-    let ovsdb_task = tokio::spawn(crate::source::ovsdb::run_ovsdb(cfg.ovsdb.clone(), cfg.bridge.clone(), names, ports_tx));
+    let ovsdb_task =
+        tokio::spawn(crate::source::ovsdb::run_ovsdb(cfg.ovsdb.clone(), cfg.bridge.clone(), names, ports_tx));
     let source_name = match &cfg.source {
         SourceConfig::Manifests(_) => "the manifests directory",
         SourceConfig::Kube { .. } => "the Kubernetes API",
     };
-    let admin = Arc::new(Admin::new(
-        Health::new(source_name, started),
-        metrics::registry(Arc::clone(&metrics), audit.stats()),
-    ));
+    let admin =
+        Arc::new(Admin::new(Health::new(source_name, started), metrics::registry(Arc::clone(&metrics), audit.stats())));
     match admin_listener.local_addr() {
         Ok(addr) => tracing::info!("admin server on http://{addr}/ (livez, readyz, metrics)"),
         Err(e) => tracing::warn!("admin server: cannot read its bound address: {e}"),
@@ -212,7 +211,9 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
     admin_task.abort();
     // The sheds since the last polls still become gap records (briefly: the switch may be gone).
     gaps.meter_baseline(reconciler.meter_baseline());
-    if let Ok(total) = tokio::time::timeout(Duration::from_millis(250), reconciler.poll_meter(&mut meter_shed_warning)).await {
+    if let Ok(total) =
+        tokio::time::timeout(Duration::from_millis(250), reconciler.poll_meter(&mut meter_shed_warning)).await
+    {
         gaps.meter_polled(total);
     }
     gaps.connection_polled(switch.packet_in_dropped());

@@ -99,7 +99,9 @@ impl Reconciler {
             meter_baseline: None,
             changes: cfg.audit.changes_log.as_deref().and_then(|path| {
                 ChangeAuditor::open(path)
-                    .map_err(|e| tracing::error!("--audit-changes-log {}: {e}; policy changes are not logged", path.display()))
+                    .map_err(|e| {
+                        tracing::error!("--audit-changes-log {}: {e}; policy changes are not logged", path.display())
+                    })
                     .ok()
             }),
         }
@@ -158,7 +160,10 @@ impl Reconciler {
             }
             ConnState::Disconnected { reason } => {
                 if self.connected.take().is_some() {
-                    tracing::warn!("switch disconnected{}; reconnecting", reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default());
+                    tracing::warn!(
+                        "switch disconnected{}; reconnecting",
+                        reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
+                    );
                 }
             }
         }
@@ -298,8 +303,11 @@ impl Reconciler {
             let mut guard = write(&self.state);
             let state = &mut *guard;
             let Some(compiler) = state.compiler.as_mut() else { return Ok(()) };
-            let touched: BTreeSet<_> =
-                if changes.is_empty() { BTreeSet::new() } else { timed_update(compiler, state.store.model(), &changes, now, &self.metrics) };
+            let touched: BTreeSet<_> = if changes.is_empty() {
+                BTreeSet::new()
+            } else {
+                timed_update(compiler, state.store.model(), &changes, now, &self.metrics)
+            };
             let flows_changed = !touched.is_empty();
             let keys: BTreeSet<_> = touched.into_iter().chain(due.iter().cloned()).collect();
             (compiler::diff_keys(compiler.flows(), &self.installed, keys.iter()), flows_changed)
@@ -314,7 +322,10 @@ impl Reconciler {
             self.refused.forget(k);
         }
         if !due.is_empty() && !mods.is_empty() {
-            tracing::info!("retrying {} flow_mod(s) the switch refused before", due.iter().filter(|k| wanted.contains(*k)).count());
+            tracing::info!(
+                "retrying {} flow_mod(s) the switch refused before",
+                due.iter().filter(|k| wanted.contains(*k)).count()
+            );
         }
         self.send(mods).await
     }
@@ -360,7 +371,13 @@ impl Reconciler {
                     }
                     if bad.is_empty() {
                         // An index outside the batch: nothing to set aside, give up.
-                        last_error = Some(SwitchError::BundleFailed { index, flow: String::new(), error, commit_error: None, also });
+                        last_error = Some(SwitchError::BundleFailed {
+                            index,
+                            flow: String::new(),
+                            error,
+                            commit_error: None,
+                            also,
+                        });
                         break;
                     }
                     batch = batch.into_iter().enumerate().filter(|(i, _)| !bad.contains(i)).map(|(_, m)| m).collect();
@@ -436,7 +453,11 @@ impl Reconciler {
         }
         let more = refused.len().saturating_sub(REFUSED_SHOWN);
         let (attempts, delay) = next.unwrap_or((1, refused::BACKOFF_MIN));
-        let rest = if applied { "the rest of the bundle is applied without them" } else { "the rest of the bundle failed too" };
+        let rest = if applied {
+            "the rest of the bundle is applied without them"
+        } else {
+            "the rest of the bundle failed too"
+        };
         tracing::error!(
             "the switch refused {} flow_mod(s); {rest}; retrying them in {delay:?} (refused {attempts} time(s) so far, {} flows set aside):\n  {}{}",
             refused.len(),

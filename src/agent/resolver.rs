@@ -26,7 +26,12 @@ impl RuleResolver for StateResolver {
     fn allow_rule(&self, conj_id: u32) -> Option<RuleMeta> {
         let state = self.state.read().ok()?;
         let rule = state.compiler.as_ref()?.rules().rule(conj_id)?;
-        Some(RuleMeta { policy: rule.policy.clone(), rule_name: rule.name.clone(), priority: rule.priority, log_label: rule.log_label.clone() })
+        Some(RuleMeta {
+            policy: rule.policy.clone(),
+            rule_name: rule.name.clone(),
+            priority: rule.priority,
+            log_label: rule.log_label.clone(),
+        })
     }
 
     fn pod_by_ofport(&self, ofport: u32) -> Option<ObjectRef> {

@@ -79,7 +79,11 @@ impl Store {
     /// or finished against the system clock.
     /// The policies whose latest version was refused, with why.
     pub fn refused_policies(&self) -> BTreeMap<ObjectRef, String> {
-        self.invalid.iter().filter(|((kind, _), _)| *kind == Kind::NetworkPolicy).map(|((_, r), why)| (r.clone(), why.clone())).collect()
+        self.invalid
+            .iter()
+            .filter(|((kind, _), _)| *kind == Kind::NetworkPolicy)
+            .map(|((_, r), why)| (r.clone(), why.clone()))
+            .collect()
     }
 
     pub fn apply(&mut self, event: SourceEvent) -> Vec<Change> {
@@ -215,9 +219,9 @@ impl Store {
 
     fn refs(&self, kind: Kind) -> Box<dyn Iterator<Item = ObjectRef> + '_> {
         match kind {
-            Kind::Namespace => Box::new(
-                self.model.namespaces.keys().map(|n| ObjectRef { namespace: String::new(), name: n.clone() }),
-            ),
+            Kind::Namespace => {
+                Box::new(self.model.namespaces.keys().map(|n| ObjectRef { namespace: String::new(), name: n.clone() }))
+            }
             Kind::Pod => Box::new(self.model.pods.keys().cloned()),
             Kind::NetworkPolicy => Box::new(self.model.policies.keys().cloned()),
         }
@@ -280,23 +284,25 @@ impl Store {
             (format!("{e}; the last good version of {kind} {} stays in force", display_key(&key)), false)
         } else {
             match object {
-                KubeObject::NetworkPolicy(np) => match convert::policy_isolation(np) {
-                    Ok(isolation) => {
-                        self.fail_closed.insert(r.clone());
-                        self.put_policy(r.clone(), isolation, changes);
-                        (
-                            format!(
-                                "{e}; NetworkPolicy {r} never was valid, so it fails closed: the pods its \
+                KubeObject::NetworkPolicy(np) => {
+                    match convert::policy_isolation(np) {
+                        Ok(isolation) => {
+                            self.fail_closed.insert(r.clone());
+                            self.put_policy(r.clone(), isolation, changes);
+                            (
+                                format!(
+                                    "{e}; NetworkPolicy {r} never was valid, so it fails closed: the pods its \
                                  podSelector selects are isolated in both directions with nothing allowed"
-                            ),
-                            false,
-                        )
+                                ),
+                                false,
+                            )
+                        }
+                        Err(_) => {
+                            self.remove(*kind, r, changes);
+                            (format!("{e}; NetworkPolicy {r} never was valid and its podSelector cannot be read: ignored"), true)
+                        }
                     }
-                    Err(_) => {
-                        self.remove(*kind, r, changes);
-                        (format!("{e}; NetworkPolicy {r} never was valid and its podSelector cannot be read: ignored"), true)
-                    }
-                },
+                }
                 _ => (format!("{e}; {kind} {} ignored", display_key(&key)), true),
             }
         };
@@ -319,7 +325,13 @@ impl Store {
 
     /// Stores a converted pod with its claim (`None`: it has finished and claims no IP),
     /// giving every pod whose addresses changed hands its new IPs.
-    fn put_pod(&mut self, mut pod: Pod, claim: Option<ClaimRank>, until: Option<SystemTime>, changes: &mut Vec<Change>) {
+    fn put_pod(
+        &mut self,
+        mut pod: Pod,
+        claim: Option<ClaimRank>,
+        until: Option<SystemTime>,
+        changes: &mut Vec<Change>,
+    ) {
         let r = ObjectRef { namespace: pod.namespace.clone(), name: pod.name.clone() };
         let mut touched = self.release(&r);
         if let Some(rank) = claim.filter(|_| !pod.ips.is_empty()) {
@@ -546,7 +558,10 @@ mod tests {
     fn a_listing_of_some_kinds_leaves_the_others_alone() {
         let mut store = Store::default();
         store.apply(reset(vec![namespace("x"), pod("x", "a", "10.0.0.1"), policy("x", "p", "10.0.0.0/8")]));
-        store.apply(SourceEvent::ResetChunk { kinds: vec![Kind::Pod], objects: vec![sourced(pod("x", "b", "10.0.0.2"))] });
+        store.apply(SourceEvent::ResetChunk {
+            kinds: vec![Kind::Pod],
+            objects: vec![sourced(pod("x", "b", "10.0.0.2"))],
+        });
         let changes = store.apply(SourceEvent::Reset { kinds: vec![Kind::Pod], objects: vec![] });
         assert_eq!(changes, vec![Change::Pod(oref("x", "a"))]);
         assert!(store.model().namespaces.contains_key("x"));
@@ -566,7 +581,8 @@ mod tests {
     #[test]
     fn reset_reports_what_changed_and_removes_what_is_gone() {
         let mut store = Store::default();
-        let changes = store.apply(reset(vec![namespace("x"), pod("x", "a", "10.0.0.1"), policy("x", "p", "10.0.0.0/8")]));
+        let changes =
+            store.apply(reset(vec![namespace("x"), pod("x", "a", "10.0.0.1"), policy("x", "p", "10.0.0.0/8")]));
         assert_eq!(changes.len(), 3);
         // The same objects again: nothing changed.
         let same = store.apply(reset(vec![namespace("x"), pod("x", "a", "10.0.0.1"), policy("x", "p", "10.0.0.0/8")]));
@@ -603,7 +619,11 @@ mod tests {
     #[test]
     fn a_policy_that_turns_invalid_keeps_its_last_good_version() {
         let mut store = Store::default();
-        store.apply(reset(vec![namespace("x"), policy("x", "p", "10.10.1.12/32"), policy_with_selector("x", "s", "In")]));
+        store.apply(reset(vec![
+            namespace("x"),
+            policy("x", "p", "10.10.1.12/32"),
+            policy_with_selector("x", "s", "In"),
+        ]));
         let good_p = store.model().policies[&oref("x", "p")].clone();
         let good_s = store.model().policies[&oref("x", "s")].clone();
 
@@ -613,11 +633,19 @@ mod tests {
         assert_eq!(store.model().policies[&oref("x", "p")], good_p);
         assert_eq!(store.model().policies[&oref("x", "s")], good_s);
         let warned = &store.invalid[&(Kind::NetworkPolicy, oref("x", "p"))];
-        assert!(warned.contains("10.10.1.12/33") && warned.contains("last good version of NetworkPolicy x/p stays in force"), "{warned}");
+        assert!(
+            warned.contains("10.10.1.12/33")
+                && warned.contains("last good version of NetworkPolicy x/p stays in force"),
+            "{warned}"
+        );
         let warned = &store.invalid[&(Kind::NetworkPolicy, oref("x", "s"))];
         assert!(warned.contains("\"Bogus\"") && warned.contains("x/s stays in force"), "{warned}");
         // Still invalid at a relist (kube mode): still kept, still the same report.
-        let changes = store.apply(reset(vec![namespace("x"), policy("x", "p", "10.10.1.12/33"), policy_with_selector("x", "s", "Bogus")]));
+        let changes = store.apply(reset(vec![
+            namespace("x"),
+            policy("x", "p", "10.10.1.12/33"),
+            policy_with_selector("x", "s", "Bogus"),
+        ]));
         assert!(changes.is_empty(), "{changes:?}");
         assert_eq!(store.model().policies[&oref("x", "p")], good_p);
 
@@ -688,7 +716,8 @@ mod tests {
         let kept = store.model().policies[&oref("x", "kept")].clone();
         assert!(store.apply(unreadable("kept")).is_empty());
         assert_eq!(store.model().policies[&oref("x", "kept")], kept);
-        assert!(store.invalid[&(Kind::NetworkPolicy, oref("x", "kept"))].contains("spec: invalid NetworkPolicy: invalid type"));
+        assert!(store.invalid[&(Kind::NetworkPolicy, oref("x", "kept"))]
+            .contains("spec: invalid NetworkPolicy: invalid type"));
 
         assert_eq!(store.apply(unreadable("new")), vec![Change::Policy(oref("x", "new"))]);
         let p = &store.model().policies[&oref("x", "new")];
@@ -722,7 +751,9 @@ mod tests {
     fn names_the_api_server_would_refuse_are_refused() {
         let mut store = Store::default();
         store.apply(reset(vec![namespace("x")]));
-        for (ns, name) in [("x", "a b"), ("x", "a\nx/forged 10.0.0.1"), ("x", "A"), ("x", "-a"), ("bad ns", "a"), ("X", "a")] {
+        for (ns, name) in
+            [("x", "a b"), ("x", "a\nx/forged 10.0.0.1"), ("x", "A"), ("x", "-a"), ("bad ns", "a"), ("X", "a")]
+        {
             assert!(store.apply(applied(pod(ns, name, "10.0.0.1"))).is_empty(), "pod {ns:?}/{name:?}");
             assert!(store.apply(applied(policy(ns, name, "10.0.0.0/33"))).is_empty(), "policy {ns:?}/{name:?}");
             assert!(store.apply(applied(policy(ns, name, "10.0.0.0/8"))).is_empty(), "policy {ns:?}/{name:?}");
@@ -816,7 +847,8 @@ mod tests {
                 store.apply(applied(all[i].clone()));
             }
             assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), Some(&oref("x", "new")), "{order:?}");
-            let holders: Vec<_> = store.model().pods.values().filter(|p| !p.ips.is_empty()).map(|p| p.name.clone()).collect();
+            let holders: Vec<_> =
+                store.model().pods.values().filter(|p| !p.ips.is_empty()).map(|p| p.name.clone()).collect();
             assert_eq!(holders, vec!["new"], "{order:?}");
         }
 

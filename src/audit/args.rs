@@ -142,8 +142,21 @@ mod tests {
     #[test]
     fn options_parse() {
         let cli = Cli::try_parse_from([
-            "npagent", "--audit-log", "/tmp/x.log", "--audit-format", "json", "--audit-dedup-window", "250ms",
-            "--audit-max-size", "1", "--audit-max-backups", "0", "--audit-max-age", "0", "--audit-compress", "false",
+            "npagent",
+            "--audit-log",
+            "/tmp/x.log",
+            "--audit-format",
+            "json",
+            "--audit-dedup-window",
+            "250ms",
+            "--audit-max-size",
+            "1",
+            "--audit-max-backups",
+            "0",
+            "--audit-max-age",
+            "0",
+            "--audit-compress",
+            "false",
         ])
         .unwrap();
         let w = cli.audit.writer_config();

@@ -231,7 +231,10 @@ mod tests {
     #[test]
     fn sidecar_names() {
         assert_eq!(sidecar_path(Path::new("/l/np.log")), PathBuf::from("/l/np.log.chain"));
-        assert_eq!(sidecar_path(Path::new("/l/np-2023-07-04T12-31-02.801.log.gz")), PathBuf::from("/l/np-2023-07-04T12-31-02.801.log.chain"));
+        assert_eq!(
+            sidecar_path(Path::new("/l/np-2023-07-04T12-31-02.801.log.gz")),
+            PathBuf::from("/l/np-2023-07-04T12-31-02.801.log.chain")
+        );
     }
 
     #[test]

@@ -11,8 +11,8 @@
 //! events with the same hash enforce the same thing. At start every policy present is
 //! reported `added` once the first resync committed: the log says what each run enforced.
 
-use crate::model::{ObjectRef, Policy};
 use crate::compiler::Change;
+use crate::model::{ObjectRef, Policy};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::Write as _;
@@ -171,7 +171,12 @@ pub struct ChangeAuditor {
 impl ChangeAuditor {
     /// Opens the change log at `path`.
     pub fn open(path: &Path) -> Result<ChangeAuditor, super::writer::WriteError> {
-        Ok(ChangeAuditor { ledger: PolicyLedger::default(), log: ChangeLog::open(path)?, path: path.to_owned(), touched: None })
+        Ok(ChangeAuditor {
+            ledger: PolicyLedger::default(),
+            log: ChangeLog::open(path)?,
+            path: path.to_owned(),
+            touched: None,
+        })
     }
 
     /// After the sources changed: the model's `changes`, and the policies now refused
@@ -221,7 +226,10 @@ mod tests {
         let mut ledger = PolicyLedger::default();
         let mut model = BTreeMap::from([(oref("x", "a"), policy("x", "a", 1)), (oref("x", "b"), policy("x", "b", 1))]);
         let kinds = |ev: Vec<PolicyChange>| ev.into_iter().map(|e| (e.kind, e.policy.name)).collect::<Vec<_>>();
-        assert_eq!(kinds(ledger.enforced(&model, None, t)), [(ChangeKind::Added, "a".into()), (ChangeKind::Added, "b".into())]);
+        assert_eq!(
+            kinds(ledger.enforced(&model, None, t)),
+            [(ChangeKind::Added, "a".into()), (ChangeKind::Added, "b".into())]
+        );
         assert!(ledger.enforced(&model, None, t).is_empty(), "nothing changed, nothing logged");
         model.insert(oref("x", "a"), policy("x", "a", 2));
         model.remove(&oref("x", "b"));

@@ -202,7 +202,14 @@ impl GapTracker {
         for (i, (&count, &(direction, disposition))) in counts.iter().zip(BUCKETS.iter()).enumerate() {
             let before = self.seen.get(i).copied().unwrap_or(0);
             if count > before {
-                gaps.push(Gap { cause: GapCause::Queue, direction, disposition, shed: count - before, from: self.since, to: now });
+                gaps.push(Gap {
+                    cause: GapCause::Queue,
+                    direction,
+                    disposition,
+                    shed: count - before,
+                    from: self.since,
+                    to: now,
+                });
             }
         }
         self.seen = counts;
@@ -230,7 +237,14 @@ mod tests {
 
     #[test]
     fn lines_in_both_layouts() {
-        let gap = Gap { cause: GapCause::Meter, direction: None, disposition: Some(Disposition::Drop), shed: 120, from: t(0), to: t(10) };
+        let gap = Gap {
+            cause: GapCause::Meter,
+            direction: None,
+            disposition: Some(Disposition::Drop),
+            shed: 120,
+            from: t(0),
+            to: t(10),
+        };
         let mut out = Vec::new();
         gap.write(Format::Antrea, "n1", t(10), &mut out);
         let line = String::from_utf8(out).unwrap();
@@ -243,7 +257,10 @@ mod tests {
         gap.write(Format::Json, "n1", t(10), &mut out);
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["type"], "gap");
-        assert_eq!((v["cause"].as_str(), v["disposition"].as_str(), v["shed"].as_u64()), (Some("meter"), Some("Drop"), Some(120)));
+        assert_eq!(
+            (v["cause"].as_str(), v["disposition"].as_str(), v["shed"].as_u64()),
+            (Some("meter"), Some("Drop"), Some(120))
+        );
         assert!(v["direction"].is_null());
         assert_eq!(v["from"], "2023-07-04T12:31:02.000000000Z");
     }
@@ -259,10 +276,25 @@ mod tests {
         }
         q.count(&pi(Disposition::Allow, tables::EGRESS_RULE));
         q.count(&PacketIn2::default());
-        reported.report(Gap { cause: GapCause::Meter, direction: None, disposition: None, shed: 7, from: t(0), to: t(2) });
-        reported.report(Gap { cause: GapCause::Connection, direction: None, disposition: None, shed: 0, from: t(0), to: t(2) });
+        reported.report(Gap {
+            cause: GapCause::Meter,
+            direction: None,
+            disposition: None,
+            shed: 7,
+            from: t(0),
+            to: t(2),
+        });
+        reported.report(Gap {
+            cause: GapCause::Connection,
+            direction: None,
+            disposition: None,
+            shed: 0,
+            from: t(0),
+            to: t(2),
+        });
         let gaps = tracker.collect(&q, &reported, t(2));
-        let summary: Vec<_> = gaps.iter().map(|g| (g.cause, g.direction, g.disposition, g.shed, g.from, g.to)).collect();
+        let summary: Vec<_> =
+            gaps.iter().map(|g| (g.cause, g.direction, g.disposition, g.shed, g.from, g.to)).collect();
         assert_eq!(
             summary,
             vec![
@@ -280,7 +312,14 @@ mod tests {
     fn a_flood_of_reports_is_merged_not_lost() {
         let reported = ReportedGaps::default();
         for i in 0..(MAX_REPORTED as u64 + 10) {
-            reported.report(Gap { cause: GapCause::Meter, direction: None, disposition: Some(Disposition::Drop), shed: 1, from: t(i), to: t(i + 1) });
+            reported.report(Gap {
+                cause: GapCause::Meter,
+                direction: None,
+                disposition: Some(Disposition::Drop),
+                shed: 1,
+                from: t(i),
+                to: t(i + 1),
+            });
         }
         let gaps = reported.take();
         assert_eq!(gaps.len(), MAX_REPORTED);

@@ -11,8 +11,8 @@
 //! counted and logged at debug level, a write error is reported and retried.
 
 pub mod args;
-pub mod changes;
 pub mod chain;
+pub mod changes;
 pub mod dedup;
 pub mod entry;
 pub mod format;

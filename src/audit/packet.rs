@@ -72,17 +72,22 @@ pub fn protocol_name(protocol: u8) -> Option<&'static str> {
 }
 
 fn slice<'a>(buf: &'a [u8], offset: usize, need: usize, what: &'static str) -> Result<&'a [u8], PacketError> {
-    offset
-        .checked_add(need)
-        .and_then(|end| buf.get(offset..end))
-        .ok_or(PacketError::Truncated { what, offset, need, len: buf.len() })
+    offset.checked_add(need).and_then(|end| buf.get(offset..end)).ok_or(PacketError::Truncated {
+        what,
+        offset,
+        need,
+        len: buf.len(),
+    })
 }
 
 /// A fixed-size header at `offset`: indexing into the returned array is checked at compile time.
 fn fixed<'a, const N: usize>(buf: &'a [u8], offset: usize, what: &'static str) -> Result<&'a [u8; N], PacketError> {
-    slice(buf, offset, N, what)?
-        .try_into()
-        .map_err(|_| PacketError::Truncated { what, offset, need: N, len: buf.len() })
+    slice(buf, offset, N, what)?.try_into().map_err(|_| PacketError::Truncated {
+        what,
+        offset,
+        need: N,
+        len: buf.len(),
+    })
 }
 
 fn be16(h: u8, l: u8) -> u16 {

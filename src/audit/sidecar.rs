@@ -53,7 +53,8 @@ impl ChainFile {
     /// Reads the chain on disk for the log at `log` and decides how to go on (see
     /// [`Recovery`]); the caller moves the files aside if asked, then calls [`Self::adopt`].
     pub fn recover(&self, log: &Path) -> Recovery {
-        let after_backups = || Recovery { move_aside: false, state: ChainState::start(newest_backup_header(log)), resume: false };
+        let after_backups =
+            || Recovery { move_aside: false, state: ChainState::start(newest_backup_header(log)), resume: false };
         let log_len = fs::metadata(log).map(|m| m.len()).ok();
         let sidecar = match fs::read(&self.path) {
             Ok(text) => Some(Sidecar::parse(&text)),
@@ -70,8 +71,8 @@ impl ChainFile {
                 Recovery { move_aside: true, ..after_backups() }
             }
             (Some(Ok(s)), len) => {
-                let intact = len.is_some()
-                    && File::open(log).is_ok_and(|f| verify_lines(&s, &mut BufReader::new(f)).is_ok());
+                let intact =
+                    len.is_some() && File::open(log).is_ok_and(|f| verify_lines(&s, &mut BufReader::new(f)).is_ok());
                 let state = ChainState::resume(&s);
                 if intact {
                     Recovery { move_aside: false, state, resume: true }
@@ -106,7 +107,8 @@ impl ChainFile {
         }
         let mut file = opts.open(&self.path).map_err(|source| WriteError::Open { path: self.path.clone(), source })?;
         if let Some(h) = self.header {
-            file.write_all(h.line().as_bytes()).map_err(|source| WriteError::Write { path: self.path.clone(), source })?;
+            file.write_all(h.line().as_bytes())
+                .map_err(|source| WriteError::Write { path: self.path.clone(), source })?;
             self.header = None;
         }
         self.file = Some(file);

@@ -59,13 +59,23 @@ impl fmt::Display for Break {
         match &self.kind {
             BreakKind::Modified => f.write_str("modified (matches no chain record)"),
             BreakKind::Inserted => f.write_str("inserted (matches no chain record; the next line is the recorded one)"),
-            BreakKind::Deleted { count } => write!(f, "{count} line(s) deleted before this one (it is recorded {count} line(s) later)"),
-            BreakKind::Reordered { recorded_at } => write!(f, "reordered (this line is recorded at line {recorded_at})"),
-            BreakKind::Truncated { recorded } => write!(f, "truncated: the file ends here, the chain records {recorded} lines"),
+            BreakKind::Deleted { count } => {
+                write!(f, "{count} line(s) deleted before this one (it is recorded {count} line(s) later)")
+            }
+            BreakKind::Reordered { recorded_at } => {
+                write!(f, "reordered (this line is recorded at line {recorded_at})")
+            }
+            BreakKind::Truncated { recorded } => {
+                write!(f, "truncated: the file ends here, the chain records {recorded} lines")
+            }
             BreakKind::CutLine => f.write_str("truncated inside the line (no newline)"),
             BreakKind::Unrecorded { recorded } => write!(f, "has no chain record (the chain records {recorded} lines)"),
-            BreakKind::MissingFiles { from, to } if from == to => write!(f, "the file with chain index {from} before it is missing"),
-            BreakKind::MissingFiles { from, to } => write!(f, "the files with chain index {from} to {to} before it are missing"),
+            BreakKind::MissingFiles { from, to } if from == to => {
+                write!(f, "the file with chain index {from} before it is missing")
+            }
+            BreakKind::MissingFiles { from, to } => {
+                write!(f, "the files with chain index {from} to {to} before it are missing")
+            }
             BreakKind::Spliced { previous } => write!(
                 f,
                 "does not continue {} (its last lines were deleted with their records, or it was replaced)",
@@ -186,12 +196,16 @@ where
         match sidecar {
             Ok(s) => files.push((path, s)),
             Err(e) => {
-                return Ok(Report { broken: Some(Break { file: path, line: None, kind: BreakKind::BadSidecar(e) }), ..Report::default() })
+                return Ok(Report {
+                    broken: Some(Break { file: path, line: None, kind: BreakKind::BadSidecar(e) }),
+                    ..Report::default()
+                })
             }
         }
     }
     files.sort_by_key(|(_, s)| s.header.file_index);
-    let mut report = Report { from_genesis: files.first().is_some_and(|(_, s)| s.header.file_index == 1), ..Report::default() };
+    let mut report =
+        Report { from_genesis: files.first().is_some_and(|(_, s)| s.header.file_index == 1), ..Report::default() };
     let mut previous: Option<&(PathBuf, Sidecar)> = None;
     for file in &files {
         let (path, sidecar) = file;
@@ -355,10 +369,25 @@ mod tests {
             ("delete two", Box::new(|l| drop(l.drain(1..3))), 2, BreakKind::Deleted { count: 2 }),
             ("insert", Box::new(|l| l.insert(3, "2023/07/04 forged\n".into())), 4, BreakKind::Inserted),
             ("swap", Box::new(|l| l.swap(1, 2)), 2, BreakKind::Reordered { recorded_at: 3 }),
-            ("move up", Box::new(|l| { let x = l.remove(3); l.insert(0, x) }), 1, BreakKind::Reordered { recorded_at: 4 }),
+            (
+                "move up",
+                Box::new(|l| {
+                    let x = l.remove(3);
+                    l.insert(0, x)
+                }),
+                1,
+                BreakKind::Reordered { recorded_at: 4 },
+            ),
             ("duplicate", Box::new(|l| l.insert(2, l[0].clone())), 3, BreakKind::Reordered { recorded_at: 1 }),
             ("truncate", Box::new(|l| l.truncate(3)), 4, BreakKind::Truncated { recorded: 5 }),
-            ("cut line", Box::new(|l| { l[4].pop(); }), 5, BreakKind::CutLine),
+            (
+                "cut line",
+                Box::new(|l| {
+                    l[4].pop();
+                }),
+                5,
+                BreakKind::CutLine,
+            ),
             ("append", Box::new(|l| l.push("extra\n".into())), 6, BreakKind::Unrecorded { recorded: 5 }),
         ];
         for (name, tamper, line, kind) in cases {
@@ -379,7 +408,11 @@ mod tests {
         let text = String::from_utf8(cut[1].2.clone()).unwrap();
         cut[1].2 = text.lines().take(4).map(|l| format!("{l}\n")).collect::<String>().into_bytes();
         assert_eq!(broken_at(&cut), ("np-2.log".into(), None, BreakKind::Spliced { previous: "np-1.log".into() }));
-        let twice = vec![files[0].clone(), files[1].clone(), (PathBuf::from("copy.log"), files[1].1.clone(), files[1].2.clone())];
+        let twice = vec![
+            files[0].clone(),
+            files[1].clone(),
+            (PathBuf::from("copy.log"), files[1].1.clone(), files[1].2.clone()),
+        ];
         assert!(matches!(broken_at(&twice).2, BreakKind::DuplicateIndex { .. }));
         let mut no_sidecar = files;
         no_sidecar[2].2.clear();
@@ -391,7 +424,9 @@ mod tests {
         let mut files = set();
         for (i, f) in files.iter_mut().enumerate() {
             let text = String::from_utf8(f.2.clone()).unwrap();
-            f.2 = text.replacen(&format!("file={}", i + 1), &format!("file={}", u64::MAX - 1 + i.min(1) as u64), 1).into_bytes();
+            f.2 = text
+                .replacen(&format!("file={}", i + 1), &format!("file={}", u64::MAX - 1 + i.min(1) as u64), 1)
+                .into_bytes();
         }
         // Indices MAX-1, MAX, MAX: the chain hashes no longer match either.
         assert!(run(&files).broken.is_some());

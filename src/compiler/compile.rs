@@ -153,7 +153,8 @@ impl Compiler {
                 Change::Namespace(n) => {
                     // Only policies with applied-to local pods have flows; namespace labels and
                     // annotations never change which local pods a policy selects.
-                    let active = self.idx.policies_by_ns.get(n).into_iter().flatten().filter(|p| self.compiled.contains_key(*p));
+                    let active =
+                        self.idx.policies_by_ns.get(n).into_iter().flatten().filter(|p| self.compiled.contains_key(*p));
                     policies.extend(active.cloned());
                     policies.extend(self.ns_index.get(n).into_iter().flatten().cloned());
                     if let Some(ns) = model.namespaces.get(n) {
@@ -305,7 +306,9 @@ impl Compiler {
         let pod = model.pods.get(r).filter(|x| !x.ips.is_empty());
         let ns_labels = model.namespaces.get(&r.namespace).map(|n| &n.labels);
         let selects = |peers: &[Peer]| {
-            pod.is_some_and(|pod| peers.iter().any(|peer| policy::peer_selects(peer, pol, &r.namespace, ns_labels, &pod.labels)))
+            pod.is_some_and(|pod| {
+                peers.iter().any(|peer| policy::peer_selects(peer, pol, &r.namespace, ns_labels, &pod.labels))
+            })
         };
         let mut plan = Vec::new();
         let mut ok = true;
@@ -335,7 +338,9 @@ impl Compiler {
             return false;
         }
         for (si, removed, added) in plan {
-            let Some((dir, groups)) = c.rule_states.get(si).map(|rs| (rs.direction, rs.groups.clone())) else { continue };
+            let Some((dir, groups)) = c.rule_states.get(si).map(|rs| (rs.direction, rs.groups.clone())) else {
+                continue;
+            };
             for (cidr, add) in removed.iter().map(|c| (c, false)).chain(added.iter().map(|c| (c, true))) {
                 let key = FlowKey::new(dir.rule_table(), priority::NORMAL, policy::peer_match(dir, cidr));
                 for (id, n) in &groups {
@@ -520,7 +525,11 @@ impl Compiler {
                     || set.iter().any(|p| model.policies.get(p).is_some_and(policy_logging));
                 let instructions = if logging {
                     let ud = LogUserdata { disposition: Disposition::Drop, table_id: table, rule_id: o };
-                    vec![Instruction::ApplyActions(vec![flow::controller(&ud.encode(), self.cfg.drop_meter_id, self.cfg.controller_id)])]
+                    vec![Instruction::ApplyActions(vec![flow::controller(
+                        &ud.encode(),
+                        self.cfg.drop_meter_id,
+                        self.cfg.controller_id,
+                    )])]
                 } else {
                     vec![]
                 };
@@ -559,7 +568,12 @@ fn index_remove<K: Ord, V: Ord>(index: &mut BTreeMap<K, BTreeSet<V>>, k: &K, v: 
 }
 
 /// Moves `r` in a reverse index from the keys only in `old` to the keys only in `new`.
-fn reindex<K: Ord + Clone>(index: &mut BTreeMap<K, BTreeSet<ObjectRef>>, old: &BTreeSet<K>, new: &BTreeSet<K>, r: &ObjectRef) {
+fn reindex<K: Ord + Clone>(
+    index: &mut BTreeMap<K, BTreeSet<ObjectRef>>,
+    old: &BTreeSet<K>,
+    new: &BTreeSet<K>,
+    r: &ObjectRef,
+) {
     for k in old.difference(new) {
         index_remove(index, k, r);
     }

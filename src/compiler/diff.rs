@@ -31,7 +31,11 @@ pub fn diff(desired: &FlowTable, installed: &FlowTable) -> Vec<FlowMod> {
 }
 
 /// The flow_mods for `keys` only (those an incremental recompile reported).
-pub fn diff_keys<'a>(desired: &FlowTable, installed: &FlowTable, keys: impl IntoIterator<Item = &'a FlowKey>) -> Vec<FlowMod> {
+pub fn diff_keys<'a>(
+    desired: &FlowTable,
+    installed: &FlowTable,
+    keys: impl IntoIterator<Item = &'a FlowKey>,
+) -> Vec<FlowMod> {
     let (mut deletes, mut modifies, mut adds) = (Vec::new(), Vec::new(), Vec::new());
     for k in keys {
         match (desired.get(k), installed.get(k)) {
@@ -41,7 +45,11 @@ pub fn diff_keys<'a>(desired: &FlowTable, installed: &FlowTable, keys: impl Into
                 modifies.push(flow_mod(k, d, FlowModCommand::ModifyStrict))
             }
             (Some(_), Some(_)) | (None, None) => {}
-            (None, Some(i)) => deletes.push(flow_mod(k, &FlowValue { cookie: i.cookie, instructions: vec![] }, FlowModCommand::DeleteStrict)),
+            (None, Some(i)) => deletes.push(flow_mod(
+                k,
+                &FlowValue { cookie: i.cookie, instructions: vec![] },
+                FlowModCommand::DeleteStrict,
+            )),
         }
     }
     deletes.extend(modifies);

@@ -130,7 +130,12 @@ impl IdAllocator {
         for id in std::mem::take(&mut self.recovered).into_values() {
             self.recovered_ids.remove(&id);
             // The rule is unknown; keep the id reserved under a placeholder identity.
-            let key = RuleKey { policy: ObjectRef { namespace: String::new(), name: String::new() }, direction: Direction::Ingress, rule: id, ports: vec![] };
+            let key = RuleKey {
+                policy: ObjectRef { namespace: String::new(), name: String::new() },
+                direction: Direction::Ingress,
+                rule: id,
+                ports: vec![],
+            };
             self.released.insert(id, (key, until));
         }
         self.recovered_ids.clear();
@@ -175,7 +180,12 @@ mod tests {
     use super::*;
 
     fn key(name: &str, rule: u32) -> RuleKey {
-        RuleKey { policy: ObjectRef { namespace: "x".into(), name: name.into() }, direction: Direction::Ingress, rule, ports: vec![] }
+        RuleKey {
+            policy: ObjectRef { namespace: "x".into(), name: name.into() },
+            direction: Direction::Ingress,
+            rule,
+            ports: vec![],
+        }
     }
 
     #[test]

@@ -194,7 +194,10 @@ mod tests {
         assert_eq!(normalize_match(&Match { fields: vec![want.clone()] }).fields, vec![want]);
         // Both halves: one exact xreg.
         let both = Match {
-            fields: vec![Oxm::Reg { index: 1, value: Masked::exact(5) }, Oxm::Reg { index: 0, value: Masked::exact(3) }],
+            fields: vec![
+                Oxm::Reg { index: 1, value: Masked::exact(5) },
+                Oxm::Reg { index: 0, value: Masked::exact(3) },
+            ],
         };
         assert_eq!(normalize_match(&both).fields, vec![Oxm::XReg { index: 0, value: Masked::exact(0x3_0000_0005) }]);
         // reg0 alone is the high half.

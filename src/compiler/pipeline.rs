@@ -31,7 +31,11 @@ fn into_conntrack() -> Instruction {
 }
 
 fn eth_type(ip: &IpAddr) -> u16 {
-    if ip.is_ipv4() { ETH_IP } else { ETH_IPV6 }
+    if ip.is_ipv4() {
+        ETH_IP
+    } else {
+        ETH_IPV6
+    }
 }
 
 /// The fixed flows of the pipeline.
@@ -47,15 +51,34 @@ pub fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
         (k(SPOOF_GUARD, priority::MISS, vec![]), drop()),
         (k(CONNTRACK_STATE, priority::NORMAL, vec![flow::ct_state(ct::INV | ct::TRK, 0)]), drop()),
         (k(CONNTRACK_STATE, priority::MISS, vec![]), v(vec![flow::goto(EGRESS_RULE)])),
-        (k(EGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::EST | ct::TRK, ct::NEW)]), v(vec![flow::goto(L2_FORWARDING_CALC)])),
-        (k(EGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::REL | ct::TRK, ct::NEW)]), v(vec![flow::goto(L2_FORWARDING_CALC)])),
+        (
+            k(EGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::EST | ct::TRK, ct::NEW)]),
+            v(vec![flow::goto(L2_FORWARDING_CALC)]),
+        ),
+        (
+            k(EGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::REL | ct::TRK, ct::NEW)]),
+            v(vec![flow::goto(L2_FORWARDING_CALC)]),
+        ),
         (k(EGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(EGRESS_DEFAULT_RULE)])),
         (k(EGRESS_DEFAULT_RULE, priority::MISS, vec![]), v(vec![flow::goto(L2_FORWARDING_CALC)])),
         // IP to a group MAC without a local pod IP destination: no pod may get it by flooding.
-        (k(L2_FORWARDING_CALC, priority::NON_UNICAST, vec![Oxm::EthDst(Masked::masked(MAC_GROUP_BIT, MAC_GROUP_BIT))]), drop()),
+        (
+            k(
+                L2_FORWARDING_CALC,
+                priority::NON_UNICAST,
+                vec![Oxm::EthDst(Masked::masked(MAC_GROUP_BIT, MAC_GROUP_BIT))],
+            ),
+            drop(),
+        ),
         (k(L2_FORWARDING_CALC, priority::MISS, vec![]), v(vec![flow::goto(INGRESS_RULE)])),
-        (k(INGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::EST | ct::TRK, ct::NEW)]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
-        (k(INGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::REL | ct::TRK, ct::NEW)]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
+        (
+            k(INGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::EST | ct::TRK, ct::NEW)]),
+            v(vec![flow::goto(CONNTRACK_COMMIT)]),
+        ),
+        (
+            k(INGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::REL | ct::TRK, ct::NEW)]),
+            v(vec![flow::goto(CONNTRACK_COMMIT)]),
+        ),
         (k(INGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(INGRESS_DEFAULT_RULE)])),
         (k(INGRESS_DEFAULT_RULE, priority::MISS, vec![]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
         (k(CONNTRACK_COMMIT, priority::MISS, vec![]), v(vec![flow::goto(OUTPUT)])),
@@ -87,9 +110,12 @@ pub fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
 pub fn port_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
     use tables::*;
     let o = p.ofport;
-    let v = |instructions: Vec<Instruction>| FlowValue { cookie: cookie::cookie(Kind::Port, u64::from(o)), instructions };
+    let v =
+        |instructions: Vec<Instruction>| FlowValue { cookie: cookie::cookie(Kind::Port, u64::from(o)), instructions };
     let k = FlowKey::new;
-    let to_pod = || vec![apply(vec![Action::SetField(Oxm::Reg { index: 1, value: Masked::exact(o) })]), flow::goto(INGRESS_RULE)];
+    let to_pod = || {
+        vec![apply(vec![Action::SetField(Oxm::Reg { index: 1, value: Masked::exact(o) })]), flow::goto(INGRESS_RULE)]
+    };
     let mut out = vec![
         (k(CLASSIFIER, priority::NORMAL, vec![Oxm::InPort(o)]), v(vec![flow::goto(SPOOF_GUARD)])),
         (k(OUTPUT, priority::NORMAL, vec![flow::reg1(o)]), v(vec![apply(vec![flow::output(o)])])),
@@ -113,7 +139,10 @@ pub fn port_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
         match ip {
             IpAddr::V4(a) => {
                 let a = Masked::exact(*a);
-                out.push((k(SPOOF_GUARD, priority::NORMAL, from_pod(vec![Oxm::EthType(ETH_IP), Oxm::Ipv4Src(a)])), v(vec![into_conntrack()])));
+                out.push((
+                    k(SPOOF_GUARD, priority::NORMAL, from_pod(vec![Oxm::EthType(ETH_IP), Oxm::Ipv4Src(a)])),
+                    v(vec![into_conntrack()]),
+                ));
                 let arp = vec![Oxm::EthType(ETH_ARP), Oxm::ArpSpa(a), Oxm::ArpSha(Masked::exact(mac))];
                 out.push((k(SPOOF_GUARD, priority::NORMAL, from_pod(arp)), v(vec![normal()])));
             }
@@ -125,7 +154,8 @@ pub fn port_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
         }
     }
     if has_v6 {
-        let nd = |kind: u8, field: Oxm| vec![Oxm::EthType(ETH_IPV6), Oxm::IpProto(ICMPV6), Oxm::Icmpv6Type(kind), field];
+        let nd =
+            |kind: u8, field: Oxm| vec![Oxm::EthType(ETH_IPV6), Oxm::IpProto(ICMPV6), Oxm::Icmpv6Type(kind), field];
         let link_local = Masked::masked(LINK_LOCAL.0, LINK_LOCAL.1);
         // Solicitations from the pod's own addresses, its link-local one, or :: (DAD).
         let mut solicit_from = vec![link_local, Masked::exact(Ipv6Addr::UNSPECIFIED)];
@@ -138,10 +168,16 @@ pub fn port_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
             }
         }
         for src in solicit_from {
-            out.push((k(SPOOF_GUARD, priority::SKIP, from_pod(nd(ND_NEIGHBOR_SOLICIT, Oxm::Ipv6Src(src)))), v(vec![normal()])));
+            out.push((
+                k(SPOOF_GUARD, priority::SKIP, from_pod(nd(ND_NEIGHBOR_SOLICIT, Oxm::Ipv6Src(src)))),
+                v(vec![normal()]),
+            ));
         }
         for target in advertise {
-            out.push((k(SPOOF_GUARD, priority::SKIP, from_pod(nd(ND_NEIGHBOR_ADVERT, Oxm::Ipv6NdTarget(target)))), v(vec![normal()])));
+            out.push((
+                k(SPOOF_GUARD, priority::SKIP, from_pod(nd(ND_NEIGHBOR_ADVERT, Oxm::Ipv6NdTarget(target)))),
+                v(vec![normal()]),
+            ));
         }
     }
     out

@@ -183,7 +183,10 @@ pub(super) fn rule_peers(policy: &Policy, direction: Direction, index: u32) -> O
 
 /// Every rule of the policy with peers: (direction, index, peers).
 pub(super) fn rules_with_peers(policy: &Policy) -> impl Iterator<Item = (Direction, u32, &[Peer])> {
-    fn indexed<'p>(d: Direction, peers: impl Iterator<Item = &'p [Peer]>) -> impl Iterator<Item = (Direction, u32, &'p [Peer])> {
+    fn indexed<'p>(
+        d: Direction,
+        peers: impl Iterator<Item = &'p [Peer]>,
+    ) -> impl Iterator<Item = (Direction, u32, &'p [Peer])> {
         peers.enumerate().filter_map(move |(i, p)| u32::try_from(i).ok().map(|i| (d, i, p)))
     }
     let ingress = indexed(Direction::Ingress, policy.ingress.iter().map(|r| r.from.as_slice()));
@@ -198,7 +201,13 @@ pub(super) fn selects_peer(policy: &Policy, ns: &str, ns_labels: Option<&Labels>
 }
 
 /// Whether `peer` of `policy` selects a pod of namespace `ns` with labels `labels`.
-pub(super) fn peer_selects(peer: &Peer, policy: &Policy, ns: &str, ns_labels: Option<&Labels>, labels: &Labels) -> bool {
+pub(super) fn peer_selects(
+    peer: &Peer,
+    policy: &Policy,
+    ns: &str,
+    ns_labels: Option<&Labels>,
+    labels: &Labels,
+) -> bool {
     match peer {
         Peer::Pods { pod_selector, namespace_selector } => {
             let ns_ok = match namespace_selector {
@@ -212,7 +221,13 @@ pub(super) fn peer_selects(peer: &Peer, policy: &Policy, ns: &str, ns_labels: Op
 }
 
 /// Translates one policy. `ids` hands out (or recalls) the conjunction ids of its rules.
-pub(super) fn compile_policy(lk: &Lookup<'_>, ids: &mut IdAllocator, cfg: &Config, r: &ObjectRef, policy: &Policy) -> Compiled {
+pub(super) fn compile_policy(
+    lk: &Lookup<'_>,
+    ids: &mut IdAllocator,
+    cfg: &Config,
+    r: &ObjectRef,
+    policy: &Policy,
+) -> Compiled {
     let mut c = Compiled::default();
     if !policy.affects_ingress && !policy.affects_egress {
         return c;
@@ -225,7 +240,9 @@ pub(super) fn compile_policy(lk: &Lookup<'_>, ids: &mut IdAllocator, cfg: &Confi
     for o in lk.local_by_ns.get(&policy.namespace).into_iter().flatten() {
         let Some(port) = lk.ports.get(o) else { continue };
         match lk.model.pods.get(&port.pod) {
-            Some(pod) if policy.pod_selector.matches(&pod.labels) => applied.push(Applied { ofport: *o, pod_ref: &port.pod, pod }),
+            Some(pod) if policy.pod_selector.matches(&pod.labels) => {
+                applied.push(Applied { ofport: *o, pod_ref: &port.pod, pod })
+            }
             Some(_) => {}
             None => unreadable.push(*o),
         }
@@ -294,7 +311,9 @@ struct PolicyCompiler<'a, 'm> {
 
 impl PolicyCompiler<'_, '_> {
     fn isolate(&mut self, direction: Direction) {
-        self.c.isolates.extend(self.applied.iter().map(|a| a.ofport).chain(self.unreadable.iter().copied()).map(|o| (direction, o)));
+        self.c.isolates.extend(
+            self.applied.iter().map(|a| a.ofport).chain(self.unreadable.iter().copied()).map(|o| (direction, o)),
+        );
     }
 
     /// Ingress: named ports resolve on the applied-to pods, so they split into port groups.
@@ -395,10 +414,17 @@ impl PolicyCompiler<'_, '_> {
         let mut instructions = Vec::with_capacity(2);
         if self.logging {
             let ud = LogUserdata { disposition: Disposition::Allow, table_id: table, rule_id: id };
-            instructions.push(Instruction::ApplyActions(vec![flow::controller(&ud.encode(), self.cfg.meter_id, self.cfg.controller_id)]));
+            instructions.push(Instruction::ApplyActions(vec![flow::controller(
+                &ud.encode(),
+                self.cfg.meter_id,
+                self.cfg.controller_id,
+            )]));
         }
         instructions.push(flow::goto(after_allow(dir)));
-        self.c.owned.insert(FlowKey::new(table, priority::CONJ, vec![Oxm::ConjId(id)]), FlowValue { cookie: rule_cookie, instructions });
+        self.c.owned.insert(
+            FlowKey::new(table, priority::CONJ, vec![Oxm::ConjId(id)]),
+            FlowValue { cookie: rule_cookie, instructions },
+        );
         let info = RuleInfo {
             id,
             policy: self.r.clone(),
@@ -429,7 +455,9 @@ impl PolicyCompiler<'_, '_> {
                 }
                 Peer::Pods { pod_selector, namespace_selector } => {
                     let namespaces: Vec<&String> = match namespace_selector {
-                        Some(sel) => model.namespaces.values().filter(|n| sel.matches(&n.labels)).map(|n| &n.name).collect(),
+                        Some(sel) => {
+                            model.namespaces.values().filter(|n| sel.matches(&n.labels)).map(|n| &n.name).collect()
+                        }
                         None => vec![&self.policy.namespace],
                     };
                     for ns in namespaces {
@@ -484,7 +512,11 @@ fn resolve_ports(specs: &[PortSpec], pod: Option<&Pod>) -> Option<Vec<PortRange>
             out.insert(PortRange { protocol: s.protocol, first, last });
         }
     }
-    if out.is_empty() { None } else { Some(out.into_iter().collect()) }
+    if out.is_empty() {
+        None
+    } else {
+        Some(out.into_iter().collect())
+    }
 }
 
 fn port_match(eth: u16, proto: Protocol, value: u16, mask: u16) -> Vec<Oxm> {

@@ -17,8 +17,8 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::model::{
-    Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, LocalPort, Model, Namespace, ObjectRef, Peer, Pod,
-    Policy, PortRef, PortSpec, Protocol, Requirement, SelectorOp,
+    Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, LocalPort, Model, Namespace, ObjectRef, Peer,
+    Pod, Policy, PortRef, PortSpec, Protocol, Requirement, SelectorOp,
 };
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -74,7 +74,16 @@ pub fn port_with_ips(ofport: u32, ns: &str, name: &str, mac_last: u8, ips: &[&st
 
 /// An ingress policy.
 pub fn policy(ns: &str, name: &str, pod_selector: LabelSelector, ingress: Vec<IngressRule>) -> Policy {
-    Policy { namespace: ns.into(), name: name.into(), pod_selector, affects_ingress: true, affects_egress: false, ingress, egress: vec![], annotations: Default::default() }
+    Policy {
+        namespace: ns.into(),
+        name: name.into(),
+        pod_selector,
+        affects_ingress: true,
+        affects_egress: false,
+        ingress,
+        egress: vec![],
+        annotations: Default::default(),
+    }
 }
 
 /// A numeric TCP port.
@@ -120,7 +129,8 @@ pub struct ClusterSpec {
 
 impl ClusterSpec {
     /// The scale target: 1,000 namespaces, 100,000 pods, 10,000 policies, 100 local pods.
-    pub const TARGET: ClusterSpec = ClusterSpec { namespaces: 1000, pods_per_ns: 100, policies_per_ns: 10, local_pods: 100 };
+    pub const TARGET: ClusterSpec =
+        ClusterSpec { namespaces: 1000, pods_per_ns: 100, policies_per_ns: 10, local_pods: 100 };
 }
 
 fn pod_ip(ns: usize, i: usize) -> IpAddr {
@@ -168,7 +178,8 @@ fn generate(spec: ClusterSpec, with_egress: bool) -> Model {
             let pname = pod_name(j);
             let mut p = pod(&name, &pname, &[("app", &app), ("tier", tier), ("pod", &pname)], &[]);
             p.ips = vec![pod_ip(i, j)];
-            p.ports = vec![ContainerPort { name: Some("http".into()), port: 8000 + (j % 4) as u16, protocol: Protocol::Tcp }];
+            p.ports =
+                vec![ContainerPort { name: Some("http".into()), port: 8000 + (j % 4) as u16, protocol: Protocol::Tcp }];
             p.node = Some(if i % stride == 0 && j == 0 { "local".into() } else { format!("node{}", (i + j) % 50) });
             if i % stride == 0 && j == 0 && (ofport as usize) < spec.local_pods {
                 ofport += 1;
@@ -201,7 +212,9 @@ fn synthetic_policy(ns: &str, i: usize, k: usize, namespaces: usize) -> Policy {
             match_expressions: vec![Requirement {
                 key: "kubernetes.io/metadata.name".into(),
                 op: SelectorOp::In,
-                values: [ns_name((i + k + 1) % namespaces), ns_name((i + 7 * k + 3) % namespaces)].into_iter().collect(),
+                values: [ns_name((i + k + 1) % namespaces), ns_name((i + 7 * k + 3) % namespaces)]
+                    .into_iter()
+                    .collect(),
             }],
         }),
     };
@@ -212,12 +225,22 @@ fn synthetic_policy(ns: &str, i: usize, k: usize, namespaces: usize) -> Policy {
     let rules = match k % 4 {
         0 => vec![IngressRule { from: vec![same_ns], ports: vec![tcp(80)] }],
         1 => vec![
-            IngressRule { from: vec![other_ns], ports: vec![PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Name("http".into())), end_port: None }] },
+            IngressRule {
+                from: vec![other_ns],
+                ports: vec![PortSpec {
+                    protocol: Protocol::Tcp,
+                    port: Some(PortRef::Name("http".into())),
+                    end_port: None,
+                }],
+            },
             IngressRule { from: vec![block], ports: vec![] },
         ],
         2 => vec![IngressRule {
             from: vec![same_ns, other_ns],
-            ports: vec![PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Number(1000)), end_port: Some(2000) }, PortSpec { protocol: Protocol::Udp, port: Some(PortRef::Number(53)), end_port: None }],
+            ports: vec![
+                PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Number(1000)), end_port: Some(2000) },
+                PortSpec { protocol: Protocol::Udp, port: Some(PortRef::Number(53)), end_port: None },
+            ],
         }],
         _ => vec![IngressRule { from: vec![], ports: vec![tcp(443)] }],
     };
@@ -243,13 +266,19 @@ fn add_egress(p: &mut Policy, i: usize, k: usize, namespaces: usize) {
     p.egress = match (i / 10 + k) % 5 {
         0 => vec![
             EgressRule {
-                to: vec![Peer::Pods { pod_selector: Some(sel(&[("app", &format!("app{}", (k + 5) % 10))])), namespace_selector: None }],
+                to: vec![Peer::Pods {
+                    pod_selector: Some(sel(&[("app", &format!("app{}", (k + 5) % 10))])),
+                    namespace_selector: None,
+                }],
                 ports: vec![tcp(5432)],
             },
             EgressRule { to: vec![], ports: dns },
         ],
         1 => vec![EgressRule {
-            to: vec![Peer::Pods { pod_selector: Some(sel(&[("tier", "back")])), namespace_selector: Some(names(&[i + 1, i + 3 * k + 2])) }],
+            to: vec![Peer::Pods {
+                pod_selector: Some(sel(&[("tier", "back")])),
+                namespace_selector: Some(names(&[i + 1, i + 3 * k + 2])),
+            }],
             ports: vec![PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Name("http".into())), end_port: None }],
         }],
         2 => vec![
@@ -260,11 +289,17 @@ fn add_egress(p: &mut Policy, i: usize, k: usize, namespaces: usize) {
                 }],
                 ports: vec![tcp(443)],
             },
-            EgressRule { to: vec![Peer::Pods { pod_selector: None, namespace_selector: Some(names(&[i + 500])) }], ports: vec![] },
+            EgressRule {
+                to: vec![Peer::Pods { pod_selector: None, namespace_selector: Some(names(&[i + 500])) }],
+                ports: vec![],
+            },
         ],
         3 => vec![EgressRule {
             to: vec![],
-            ports: vec![tcp(80), PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Number(8000)), end_port: Some(8100) }],
+            ports: vec![
+                tcp(80),
+                PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Number(8000)), end_port: Some(8100) },
+            ],
         }],
         _ => vec![],
     };
@@ -291,9 +326,11 @@ pub fn small_model() -> Model {
             sel(&[("pod", "a")]),
             vec![IngressRule {
                 from: vec![Peer::Pods { pod_selector: Some(sel(&[("pod", "b")])), namespace_selector: None }],
-                ports: vec![tcp(80), PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Name("web".into())), end_port: None }],
+                ports: vec![
+                    tcp(80),
+                    PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Name("web".into())), end_port: None },
+                ],
             }],
         ))
         .with_policy(policy("y", "deny-all", sel(&[]), vec![]))
 }
-

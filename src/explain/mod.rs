@@ -13,8 +13,8 @@ pub mod query;
 pub mod render;
 pub mod trace;
 
-use crate::compiler::{flows_text, Compiler, Direction, FlowTable, FlowKey};
 use crate::compiler::tables::priority;
+use crate::compiler::{flows_text, Compiler, Direction, FlowKey, FlowTable};
 use crate::model::{LocalPort, Model, ObjectRef, Pod};
 use ofp::Oxm;
 use packet::Packet;
@@ -52,9 +52,14 @@ pub struct Query {
 
 /// The pod an endpoint stands for, if any: a named pod (which must exist), or the pod holding
 /// an address.
-pub fn endpoint_pod<'m>(model: &'m Model, spec: &EndpointSpec) -> Result<Option<(&'m ObjectRef, &'m Pod)>, ExplainError> {
+pub fn endpoint_pod<'m>(
+    model: &'m Model,
+    spec: &EndpointSpec,
+) -> Result<Option<(&'m ObjectRef, &'m Pod)>, ExplainError> {
     match spec {
-        EndpointSpec::Pod(r) => model.pods.get_key_value(r).map(Some).ok_or_else(|| ExplainError::UnknownPod(r.clone())),
+        EndpointSpec::Pod(r) => {
+            model.pods.get_key_value(r).map(Some).ok_or_else(|| ExplainError::UnknownPod(r.clone()))
+        }
         EndpointSpec::Ip(ip) => Ok(model.pods.iter().find(|(_, p)| p.ips.contains(ip))),
     }
 }
@@ -227,7 +232,11 @@ fn spec_name(s: &EndpointSpec) -> String {
 
 /// The port number: as given, or the destination pod's container port of that name and
 /// protocol.
-fn resolve_port(spec: Option<&PortSpec>, to: &EndpointSpec, to_pod: Option<(&ObjectRef, &Pod)>) -> Result<Option<Port>, ExplainError> {
+fn resolve_port(
+    spec: Option<&PortSpec>,
+    to: &EndpointSpec,
+    to_pod: Option<(&ObjectRef, &Pod)>,
+) -> Result<Option<Port>, ExplainError> {
     let Some(spec) = spec else { return Ok(None) };
     let protocol = query::protocol_name(spec.protocol);
     match &spec.port {
@@ -236,7 +245,8 @@ fn resolve_port(spec: Option<&PortSpec>, to: &EndpointSpec, to_pod: Option<(&Obj
             let Some((r, pod)) = to_pod else {
                 return Err(ExplainError::NamedPortNeedsPod { name: name.clone(), to: spec_name(to) });
             };
-            let cp = pod.ports.iter().find(|cp| cp.name.as_deref() == Some(name.as_str()) && cp.protocol == spec.protocol);
+            let cp =
+                pod.ports.iter().find(|cp| cp.name.as_deref() == Some(name.as_str()) && cp.protocol == spec.protocol);
             match cp {
                 Some(cp) => Ok(Some(Port { protocol, port: cp.port, name: Some(name.clone()) })),
                 None => Err(ExplainError::NoSuchNamedPort { pod: r.clone(), protocol, name: name.clone() }),
@@ -288,7 +298,8 @@ fn allowing_rules(compiler: &Compiler, direction: Direction, pkt: &Packet) -> Ve
             let rule = compiler.rules().rule(c.id).filter(|r| !r.deleted)?;
             let conj_key = FlowKey::new(table, priority::CONJ, vec![Oxm::ConjId(c.id)]);
             let conj_flow = flows.get_key_value(&conj_key)?;
-            let mut made_of: FlowTable = c.clauses.iter().filter_map(|k| flows.get_key_value(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+            let mut made_of: FlowTable =
+                c.clauses.iter().filter_map(|k| flows.get_key_value(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
             made_of.insert(conj_flow.0.clone(), conj_flow.1.clone());
             Some(AllowingRule {
                 policy: rule.policy.to_string(),

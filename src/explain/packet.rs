@@ -50,7 +50,10 @@ pub fn completed_conjunctions(flows: &FlowTable, table: u8, pkt: &Packet) -> Vec
     }
     seen.into_iter()
         .filter(|(_, (n, clauses))| (0..*n).all(|c| clauses.contains_key(&c)))
-        .map(|(id, (_, clauses))| Completed { id, clauses: clauses.into_values().flatten().collect::<BTreeSet<_>>().into_iter().collect() })
+        .map(|(id, (_, clauses))| Completed {
+            id,
+            clauses: clauses.into_values().flatten().collect::<BTreeSet<_>>().into_iter().collect(),
+        })
         .collect()
 }
 
@@ -58,7 +61,8 @@ pub fn completed_conjunctions(flows: &FlowTable, table: u8, pkt: &Packet) -> Vec
 /// matches, so an unexpected flow can only make an explanation stricter, never looser.
 fn field_matches(f: &Oxm, pkt: &Packet) -> bool {
     let proto = pkt.transport.map(|(p, _)| p);
-    let dport = |want: u8, m: &Masked<u16>| pkt.transport.is_some_and(|(p, port)| p == want && masked(m, port, u64::from));
+    let dport =
+        |want: u8, m: &Masked<u16>| pkt.transport.is_some_and(|(p, port)| p == want && masked(m, port, u64::from));
     match f {
         Oxm::InPort(p) => pkt.in_port == Some(*p),
         // reg1 is the low half of xreg0; npagent never sets reg0.
@@ -79,7 +83,11 @@ fn field_matches(f: &Oxm, pkt: &Packet) -> bool {
 
 /// The EtherType of a packet from `ip`.
 fn eth_type(ip: &IpAddr) -> u16 {
-    if ip.is_ipv4() { crate::compiler::flow::ETH_IP } else { crate::compiler::flow::ETH_IPV6 }
+    if ip.is_ipv4() {
+        crate::compiler::flow::ETH_IP
+    } else {
+        crate::compiler::flow::ETH_IPV6
+    }
 }
 
 fn masked<T: Copy>(m: &Masked<T>, v: T, bits: impl Fn(T) -> u64) -> bool {

@@ -141,7 +141,10 @@ mod tests {
 
     #[test]
     fn endpoints() {
-        assert_eq!("x/a".parse::<EndpointSpec>().unwrap(), EndpointSpec::Pod(ObjectRef { namespace: "x".into(), name: "a".into() }));
+        assert_eq!(
+            "x/a".parse::<EndpointSpec>().unwrap(),
+            EndpointSpec::Pod(ObjectRef { namespace: "x".into(), name: "a".into() })
+        );
         assert_eq!("10.0.0.1".parse::<EndpointSpec>().unwrap(), EndpointSpec::Ip("10.0.0.1".parse().unwrap()));
         assert_eq!("fd00::1".parse::<EndpointSpec>().unwrap(), EndpointSpec::Ip("fd00::1".parse().unwrap()));
         for s in ["x", "/a", "x/", "x/a/b", "10.0.0.300"] {

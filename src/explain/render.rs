@@ -49,9 +49,17 @@ fn direction(out: &mut String, d: &DirectionAnswer) {
     let head = format!("  {} of {}", d.direction.to_lowercase(), d.endpoint);
     let _ = match &d.verdict {
         Verdict::NotEnforced { reason } => writeln!(out, "{head}: not enforced here ({reason})"),
-        Verdict::NotIsolated => writeln!(out, "{head}: allowed (no policy selects it for {}, so it is not isolated)", d.direction.to_lowercase()),
+        Verdict::NotIsolated => writeln!(
+            out,
+            "{head}: allowed (no policy selects it for {}, so it is not isolated)",
+            d.direction.to_lowercase()
+        ),
         Verdict::Dropped { isolated_by } => {
-            writeln!(out, "{head}: DROPPED: isolated by {}, and no rule of theirs allows this connection", isolated_by.join(", "))
+            writeln!(
+                out,
+                "{head}: DROPPED: isolated by {}, and no rule of theirs allows this connection",
+                isolated_by.join(", ")
+            )
         }
         Verdict::Allowed { isolated_by, rules } => {
             let _ = writeln!(out, "{head}: allowed (isolated by {})", isolated_by.join(", "));
@@ -79,6 +87,10 @@ fn direction(out: &mut String, d: &DirectionAnswer) {
 pub fn trace(t: &TraceVerdict) -> String {
     let verdict = if t.allowed { "delivers" } else { "drops" };
     let mut out = format!("  datapath (ofproto/trace {}): {verdict} the packet: {}\n", t.flow, t.datapath_actions);
-    out.push_str(if t.agrees { "  the datapath agrees\n" } else { "  !!! THE DATAPATH DISAGREES with this explanation !!!\n" });
+    out.push_str(if t.agrees {
+        "  the datapath agrees\n"
+    } else {
+        "  !!! THE DATAPATH DISAGREES with this explanation !!!\n"
+    });
     out
 }

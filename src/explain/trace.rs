@@ -103,7 +103,14 @@ mod tests {
 
     fn pkt(transport: Option<(Protocol, u16)>, v6: bool) -> TracePacket {
         let (src, dst) = if v6 { ("fd00::1", "fd00::2") } else { ("10.0.0.1", "10.0.0.2") };
-        TracePacket { in_port: 3, src_mac: [0x0a, 0x58, 10, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 9], src: src.parse().unwrap(), dst: dst.parse().unwrap(), transport }
+        TracePacket {
+            in_port: 3,
+            src_mac: [0x0a, 0x58, 10, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 9],
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            transport,
+        }
     }
 
     #[test]

@@ -3,17 +3,15 @@
 //! and the field path named.
 
 use super::liveness::{Phase, PodLife};
+use super::names::{validate_label_key, validate_label_value, validate_namespace_name, validate_object_name};
 use super::{
-    Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, Namespace, Peer, Policy, PortRef,
-    PortSpec, Protocol, Requirement, SelectorOp,
+    Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, Namespace, Peer, Policy, PortRef, PortSpec,
+    Protocol, Requirement, SelectorOp,
 };
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::networking::v1 as net;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use super::names::{
-    validate_label_key, validate_label_value, validate_namespace_name, validate_object_name,
-};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
@@ -152,14 +150,14 @@ pub fn pod(p: &core::Pod) -> Result<super::Pod, ConvertError> {
         for (ci, c) in spec.containers.iter().enumerate() {
             for (pi, cp) in c.ports.iter().flatten().enumerate() {
                 let path = format!("spec.containers[{ci}].ports[{pi}]");
-                let port = u16::try_from(cp.container_port)
-                    .ok()
-                    .filter(|p| *p != 0)
-                    .ok_or_else(|| ctx.err(format!("{path}.containerPort"), format!("invalid port {}", cp.container_port)))?;
+                let port = u16::try_from(cp.container_port).ok().filter(|p| *p != 0).ok_or_else(|| {
+                    ctx.err(format!("{path}.containerPort"), format!("invalid port {}", cp.container_port))
+                })?;
                 let protocol = protocol(&ctx, &format!("{path}.protocol"), cp.protocol.as_deref())?;
                 let name = cp.name.clone().filter(|n| !n.is_empty());
                 if let Some(n) = &name {
-                    validate_port_name(n).map_err(|m| ctx.err(format!("{path}.name"), format!("invalid port name {n:?}: {m}")))?;
+                    validate_port_name(n)
+                        .map_err(|m| ctx.err(format!("{path}.name"), format!("invalid port name {n:?}: {m}")))?;
                 }
                 ports.push(ContainerPort { name, port, protocol });
             }
@@ -259,7 +257,16 @@ pub fn policy_isolation(np: &net::NetworkPolicy) -> Result<Policy, ConvertError>
     let (ctx, namespace, name) = policy_identity(np)?;
     let pod_selector = policy_pod_selector(&ctx, np.spec.as_ref().and_then(|s| s.pod_selector.as_ref()))?;
     let annotations = logging_annotations(&np.metadata);
-    Ok(Policy { namespace, name, pod_selector, affects_ingress: true, affects_egress: true, ingress: Vec::new(), egress: Vec::new(), annotations })
+    Ok(Policy {
+        namespace,
+        name,
+        pod_selector,
+        affects_ingress: true,
+        affects_egress: true,
+        ingress: Vec::new(),
+        egress: Vec::new(),
+        annotations,
+    })
 }
 
 /// The error for a NetworkPolicy its source could not read in full (`problem` says why; the
@@ -319,33 +326,36 @@ fn convert_port(ctx: &Ctx, path: &str, port: &net::NetworkPolicyPort) -> Result<
     let protocol = protocol(ctx, &format!("{path}.protocol"), port.protocol.as_deref())?;
     let port_ref = match &port.port {
         None => None,
-        Some(IntOrString::Int(n)) => Some(PortRef::Number(
-            u16::try_from(*n)
-                .ok()
-                .filter(|p| *p != 0)
-                .ok_or_else(|| ctx.err(format!("{path}.port"), format!("must be between 1 and 65535, inclusive: {n}")))?,
-        )),
+        Some(IntOrString::Int(n)) => {
+            Some(PortRef::Number(u16::try_from(*n).ok().filter(|p| *p != 0).ok_or_else(|| {
+                ctx.err(format!("{path}.port"), format!("must be between 1 and 65535, inclusive: {n}"))
+            })?))
+        }
         Some(IntOrString::String(name)) => {
-            validate_port_name(name).map_err(|m| ctx.err(format!("{path}.port"), format!("invalid port name {name:?}: {m}")))?;
+            validate_port_name(name)
+                .map_err(|m| ctx.err(format!("{path}.port"), format!("invalid port name {name:?}: {m}")))?;
             Some(PortRef::Name(name.clone()))
         }
     };
     let end_port = match (port.end_port, &port_ref) {
         (None, _) => None,
         (Some(end), Some(PortRef::Number(start))) => {
-            let end16 = u16::try_from(end)
-                .ok()
-                .filter(|e| *e != 0)
-                .ok_or_else(|| ctx.err(format!("{path}.endPort"), format!("must be between 1 and 65535, inclusive: {end}")))?;
+            let end16 = u16::try_from(end).ok().filter(|e| *e != 0).ok_or_else(|| {
+                ctx.err(format!("{path}.endPort"), format!("must be between 1 and 65535, inclusive: {end}"))
+            })?;
             if end16 < *start {
-                return Err(ctx.err(format!("{path}.endPort"), format!("must be greater than or equal to port {start}: {end}")));
+                return Err(
+                    ctx.err(format!("{path}.endPort"), format!("must be greater than or equal to port {start}: {end}"))
+                );
             }
             Some(end16)
         }
         (Some(_), Some(PortRef::Name(_))) => {
             return Err(ctx.err(format!("{path}.endPort"), "may not be specified when port is non-numeric"))
         }
-        (Some(_), None) => return Err(ctx.err(format!("{path}.endPort"), "may not be specified when port is not specified")),
+        (Some(_), None) => {
+            return Err(ctx.err(format!("{path}.endPort"), "may not be specified when port is not specified"))
+        }
     };
     Ok(PortSpec { protocol, port: port_ref, end_port })
 }
@@ -355,7 +365,9 @@ fn protocol(ctx: &Ctx, path: &str, p: Option<&str>) -> Result<Protocol, ConvertE
         None | Some("TCP") => Ok(Protocol::Tcp),
         Some("UDP") => Ok(Protocol::Udp),
         Some("SCTP") => Ok(Protocol::Sctp),
-        Some(other) => Err(ctx.err(path, format!("unsupported protocol {other:?}: supported values: \"TCP\", \"UDP\", \"SCTP\""))),
+        Some(other) => {
+            Err(ctx.err(path, format!("unsupported protocol {other:?}: supported values: \"TCP\", \"UDP\", \"SCTP\"")))
+        }
     }
 }
 
@@ -365,7 +377,8 @@ fn selector(ctx: &Ctx, path: &str, s: &meta::LabelSelector) -> Result<LabelSelec
     let mut match_expressions = Vec::new();
     for (i, r) in s.match_expressions.iter().flatten().enumerate() {
         let rpath = format!("{path}.matchExpressions[{i}]");
-        validate_label_key(&r.key).map_err(|m| ctx.err(format!("{rpath}.key"), format!("invalid label key {:?}: {m}", r.key)))?;
+        validate_label_key(&r.key)
+            .map_err(|m| ctx.err(format!("{rpath}.key"), format!("invalid label key {:?}: {m}", r.key)))?;
         let values: BTreeSet<String> = r.values.iter().flatten().cloned().collect();
         let op = match r.operator.as_str() {
             "In" => SelectorOp::In,
@@ -384,12 +397,16 @@ fn selector(ctx: &Ctx, path: &str, s: &meta::LabelSelector) -> Result<LabelSelec
                 return Err(ctx.err(format!("{rpath}.values"), "must be specified when `operator` is 'In' or 'NotIn'"))
             }
             SelectorOp::Exists | SelectorOp::DoesNotExist if !values.is_empty() => {
-                return Err(ctx.err(format!("{rpath}.values"), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+                return Err(ctx.err(
+                    format!("{rpath}.values"),
+                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                ))
             }
             _ => {}
         }
         for (vi, v) in r.values.iter().flatten().enumerate() {
-            validate_label_value(v).map_err(|m| ctx.err(format!("{rpath}.values[{vi}]"), format!("invalid label value {v:?}: {m}")))?;
+            validate_label_value(v)
+                .map_err(|m| ctx.err(format!("{rpath}.values[{vi}]"), format!("invalid label value {v:?}: {m}")))?;
         }
         match_expressions.push(Requirement { key: r.key.clone(), op, values });
     }
@@ -399,7 +416,8 @@ fn selector(ctx: &Ctx, path: &str, s: &meta::LabelSelector) -> Result<LabelSelec
 fn validate_labels(ctx: &Ctx, path: &str, labels: &BTreeMap<String, String>) -> Result<(), ConvertError> {
     for (k, v) in labels {
         validate_label_key(k).map_err(|m| ctx.err(path, format!("invalid label key {k:?}: {m}")))?;
-        validate_label_value(v).map_err(|m| ctx.err(format!("{path}.{k}"), format!("invalid label value {v:?}: {m}")))?;
+        validate_label_value(v)
+            .map_err(|m| ctx.err(format!("{path}.{k}"), format!("invalid label value {v:?}: {m}")))?;
     }
     Ok(())
 }
@@ -473,11 +491,19 @@ impl std::fmt::Display for Cidr {
 }
 
 fn mask_u32(prefix: u8) -> u32 {
-    if prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(prefix.min(32))) }
+    if prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(prefix.min(32)))
+    }
 }
 
 fn mask_u128(prefix: u8) -> u128 {
-    if prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(prefix.min(128))) }
+    if prefix == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(prefix.min(128)))
+    }
 }
 
 fn cidr_strictly_contains(outer: &Cidr, inner: &Cidr) -> bool {
@@ -515,7 +541,8 @@ impl Policy {
     /// Antrea's format. `Err` carries a warning and means no label.
     pub fn log_label(&self) -> Result<Option<&str>, String> {
         let Some(v) = self.annotations.get(LOG_LABEL_ANNOTATION) else { return Ok(None) };
-        let ok = (1..=LOG_LABEL_MAX).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        let ok = (1..=LOG_LABEL_MAX).contains(&v.len())
+            && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
         if ok {
             Ok(Some(v))
         } else {
@@ -531,7 +558,12 @@ impl Policy {
 /// `kubectl.kubernetes.io/last-applied-configuration`, a copy of the whole object).
 fn logging_annotations(meta: &meta::ObjectMeta) -> Labels {
     let keys = [LOGGING_ANNOTATION, LOGGING_ANNOTATION_ALIAS, LOG_LABEL_ANNOTATION];
-    meta.annotations.iter().flatten().filter(|(k, _)| keys.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect()
+    meta.annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| keys.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// The logging annotations of `what` (a Namespace or a NetworkPolicy). When both keys are
@@ -601,12 +633,14 @@ mod tests {
         assert_eq!(m.ports[1], ContainerPort { name: None, port: 53, protocol: Protocol::Udp });
 
         let p: core::Pod = serde_json::from_value(json!({
-            "metadata": {"name": "a"}, "status": {"podIP": "10.0.0.9"}})).unwrap();
+            "metadata": {"name": "a"}, "status": {"podIP": "10.0.0.9"}}))
+        .unwrap();
         let m = pod(&p).unwrap();
         assert_eq!((m.namespace.as_str(), m.ips.len()), ("default", 1));
 
         let p: core::Pod = serde_json::from_value(json!({
-            "metadata": {"name": "a", "namespace": "x"}, "status": {"podIP": "10.0.0.300"}})).unwrap();
+            "metadata": {"name": "a", "namespace": "x"}, "status": {"podIP": "10.0.0.300"}}))
+        .unwrap();
         assert_eq!(pod(&p).unwrap_err().to_string(), "Pod x/a: status.podIP: invalid IP \"10.0.0.300\"");
     }
 
@@ -654,10 +688,19 @@ mod tests {
         }
         assert_eq!(
             rule.from[1],
-            Peer::IpBlock { cidr: parse_cidr("10.1.0.0/16").unwrap(), except: vec![parse_cidr("10.1.3.0/24").unwrap()] }
+            Peer::IpBlock {
+                cidr: parse_cidr("10.1.0.0/16").unwrap(),
+                except: vec![parse_cidr("10.1.3.0/24").unwrap()]
+            }
         );
-        assert_eq!(rule.ports[0], PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Number(80)), end_port: None });
-        assert_eq!(rule.ports[1], PortSpec { protocol: Protocol::Udp, port: Some(PortRef::Name("dns".into())), end_port: None });
+        assert_eq!(
+            rule.ports[0],
+            PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Number(80)), end_port: None }
+        );
+        assert_eq!(
+            rule.ports[1],
+            PortSpec { protocol: Protocol::Udp, port: Some(PortRef::Name("dns".into())), end_port: None }
+        );
         assert_eq!(rule.ports[2].end_port, Some(2000));
         assert_eq!(rule.ports[3], PortSpec { protocol: Protocol::Sctp, port: None, end_port: None });
     }
@@ -708,8 +751,10 @@ mod tests {
     #[test]
     fn names_are_validated_and_shown_escaped() {
         let named = |ns: &str, name: &str| {
-            serde_json::from_value::<net::NetworkPolicy>(json!({"metadata": {"name": name, "namespace": ns}, "spec": {}}))
-                .expect("policy json")
+            serde_json::from_value::<net::NetworkPolicy>(
+                json!({"metadata": {"name": name, "namespace": ns}, "spec": {}}),
+            )
+            .expect("policy json")
         };
         assert_eq!(
             policy(&named("x", "a b\nc")).unwrap_err().to_string(),
@@ -717,7 +762,11 @@ mod tests {
              lowercase alphanumerics, '-' or '.', starting and ending alphanumeric"
         );
         let e = policy(&named("x.y", "p")).unwrap_err();
-        assert!(e.is_identity() && e.to_string().starts_with("NetworkPolicy with metadata.namespace \"x.y\": must be a DNS-1123 label"), "{e}");
+        assert!(
+            e.is_identity()
+                && e.to_string().starts_with("NetworkPolicy with metadata.namespace \"x.y\": must be a DNS-1123 label"),
+            "{e}"
+        );
         assert!(policy_isolation(&named("x", "A")).unwrap_err().is_identity());
         let p: core::Pod = serde_json::from_value(json!({"metadata": {"name": "a\n", "namespace": "x"}})).unwrap();
         assert!(pod(&p).unwrap_err().to_string().contains("\"a\\n\""));
@@ -754,7 +803,12 @@ mod tests {
         let l = life(json!({"metadata": {"name": "a", "deletionTimestamp": "2999-01-01T00:00:00Z",
             "deletionGracePeriodSeconds": 0}}));
         assert_eq!(l.deletion, Some(SystemTime::UNIX_EPOCH), "forced deletion: gone at once");
-        for (s, want) in [("Succeeded", Phase::Succeeded), ("Failed", Phase::Failed), ("Unknown", Phase::Unknown), ("Odd", Phase::Unknown)] {
+        for (s, want) in [
+            ("Succeeded", Phase::Succeeded),
+            ("Failed", Phase::Failed),
+            ("Unknown", Phase::Unknown),
+            ("Odd", Phase::Unknown),
+        ] {
             assert_eq!(life(json!({"metadata": {"name": "a"}, "status": {"phase": s}})).phase, want);
         }
     }
@@ -805,7 +859,8 @@ mod tests {
         assert_eq!(p.log_label(), Ok(Some("team-a.audit_1")));
         let p = annotated(json!({}));
         assert_eq!((p.logging_enabled(), p.log_label()), (Ok(false), Ok(None)));
-        let p = annotated(json!({LOGGING_ANNOTATION_ALIAS: "1", "kubectl.kubernetes.io/last-applied-configuration": "{}"}));
+        let p =
+            annotated(json!({LOGGING_ANNOTATION_ALIAS: "1", "kubectl.kubernetes.io/last-applied-configuration": "{}"}));
         assert_eq!(p.annotations.len(), 1, "only the logging annotations are kept");
         assert_eq!(p.logging_enabled(), Ok(true));
         let p = annotated(json!({LOGGING_ANNOTATION: "on"}));
@@ -816,6 +871,9 @@ mod tests {
             let warn = p.log_label().unwrap_err();
             assert!(warn.contains("NetworkPolicy x/p") && warn.contains(LOG_LABEL_ANNOTATION), "{bad:?}: {warn}");
         }
-        assert_eq!(annotated(json!({LOG_LABEL_ANNOTATION: "x".repeat(LOG_LABEL_MAX)})).log_label().map(|l| l.map(str::len)), Ok(Some(LOG_LABEL_MAX)));
+        assert_eq!(
+            annotated(json!({LOG_LABEL_ANNOTATION: "x".repeat(LOG_LABEL_MAX)})).log_label().map(|l| l.map(str::len)),
+            Ok(Some(LOG_LABEL_MAX))
+        );
     }
 }

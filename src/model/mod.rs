@@ -78,8 +78,14 @@ pub struct Cidr {
 pub enum Peer {
     /// podSelector and/or namespaceSelector. `namespace_selector: None` means the policy's own
     /// namespace; `pod_selector: None` means all pods of the selected namespaces.
-    Pods { pod_selector: Option<LabelSelector>, namespace_selector: Option<LabelSelector> },
-    IpBlock { cidr: Cidr, except: Vec<Cidr> },
+    Pods {
+        pod_selector: Option<LabelSelector>,
+        namespace_selector: Option<LabelSelector>,
+    },
+    IpBlock {
+        cidr: Cidr,
+        except: Vec<Cidr>,
+    },
 }
 
 /// A port as written in a rule.

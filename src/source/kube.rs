@@ -98,10 +98,9 @@ impl<K: Watched> EventMapper<K> {
                 self.listing.get_or_insert_with(Vec::new).push(sourced(o));
                 None
             }
-            Event::InitDone => Some(SourceEvent::Reset {
-                kinds: vec![K::KIND],
-                objects: self.listing.take().unwrap_or_default(),
-            }),
+            Event::InitDone => {
+                Some(SourceEvent::Reset { kinds: vec![K::KIND], objects: self.listing.take().unwrap_or_default() })
+            }
             Event::Apply(o) => Some(SourceEvent::Applied(sourced(o))),
             Event::Delete(o) => {
                 let object = o.wrap().object_ref();
@@ -134,7 +133,6 @@ fn watch<K: Watched>(client: Client) -> impl Stream<Item = SourceEvent> + Send {
     let stream = watcher(Api::<K>::all(client), watcher::Config::default()).default_backoff();
     source_events::<K, _>(stream)
 }
-
 
 /// The API group (`""` for core) and resource (plural, as in RBAC rules) of every kind
 /// [`watch_kube`] watches: what npagent's ClusterRole must grant, with [`VERBS`], and nothing
@@ -176,30 +174,21 @@ mod tests {
 
     fn pod(name: &str) -> Pod {
         Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("x".into()),
-                ..Default::default()
-            },
+            metadata: ObjectMeta { name: Some(name.into()), namespace: Some("x".into()), ..Default::default() },
             ..Default::default()
         }
     }
 
     fn names(ev: &SourceEvent) -> Vec<String> {
         match ev {
-            SourceEvent::Reset { objects, .. } => {
-                objects.iter().map(|o| o.object.object_ref().to_string()).collect()
-            }
+            SourceEvent::Reset { objects, .. } => objects.iter().map(|o| o.object.object_ref().to_string()).collect(),
             other => panic!("not a Reset: {other:?}"),
         }
     }
 
     #[test]
     fn watched_resources_are_the_rbac_names() {
-        assert_eq!(
-            WATCHED_RESOURCES,
-            [("", "namespaces"), ("", "pods"), ("networking.k8s.io", "networkpolicies")]
-        );
+        assert_eq!(WATCHED_RESOURCES, [("", "namespaces"), ("", "pods"), ("networking.k8s.io", "networkpolicies")]);
     }
 
     #[test]
@@ -225,10 +214,7 @@ mod tests {
     fn apply_and_delete() {
         let mut m = EventMapper::<Pod>::default();
         let applied = m.map(Event::Apply(pod("a")));
-        assert_eq!(
-            applied,
-            Some(SourceEvent::Applied(Sourced::new("kube", KubeObject::Pod(pod("a")))))
-        );
+        assert_eq!(applied, Some(SourceEvent::Applied(Sourced::new("kube", KubeObject::Pod(pod("a"))))));
         let deleted = m.map(Event::Delete(pod("a")));
         assert_eq!(
             deleted,
@@ -238,10 +224,8 @@ mod tests {
             })
         );
         let mut n = EventMapper::<Namespace>::default();
-        let ns = Namespace {
-            metadata: ObjectMeta { name: Some("x".into()), ..Default::default() },
-            ..Default::default()
-        };
+        let ns =
+            Namespace { metadata: ObjectMeta { name: Some("x".into()), ..Default::default() }, ..Default::default() };
         assert_eq!(
             n.map(Event::Delete(ns)),
             Some(SourceEvent::Deleted {

@@ -2,10 +2,10 @@
 //! byte stream, reads and writes concurrently, and links requests from [`SwitchHandle`]s to
 //! their completions.
 
-use crate::endpoint::{Endpoint, Stream};
 use super::error::SwitchError;
 use super::handle::{Command, Op, SwitchHandle};
 use super::session::{Event, Reply, RequestId, Session, SessionConfig};
+use crate::endpoint::{Endpoint, Stream};
 use bytes::BytesMut;
 use futures::StreamExt;
 use ofp::codec::OfpCodec;
@@ -161,7 +161,8 @@ impl Task {
         let mut session = Session::new(self.config.session.clone(), Instant::now());
         let mut waiters: HashMap<RequestId, oneshot::Sender<Result<Reply, SwitchError>>> = HashMap::new();
         let mut wbuf = BytesMut::new();
-        let tick_every = (self.config.session.echo_interval / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let tick_every =
+            (self.config.session.echo_interval / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         let mut tick = tokio::time::interval(tick_every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
@@ -262,10 +263,7 @@ impl Task {
                     }
                 }
                 Event::FlowsChangedElsewhere(updates) => {
-                    tracing::warn!(
-                        "flow tables changed behind npagent's back: {}",
-                        describe_updates(&updates)
-                    );
+                    tracing::warn!("flow tables changed behind npagent's back: {}", describe_updates(&updates));
                     self.report_drift();
                 }
                 Event::FlowMonitorRefused(error) => {

@@ -24,12 +24,9 @@ impl OfpError {
             ofp::ErrorMsg::Standard { error_type, code, .. } => {
                 OfpError { name, error_type: *error_type, code: *code, experimenter: None }
             }
-            ofp::ErrorMsg::Experimenter { exp_code, experimenter, .. } => OfpError {
-                name,
-                error_type: 0xffff,
-                code: *exp_code,
-                experimenter: Some(*experimenter),
-            },
+            ofp::ErrorMsg::Experimenter { exp_code, experimenter, .. } => {
+                OfpError { name, error_type: 0xffff, code: *exp_code, experimenter: Some(*experimenter) }
+            }
         }
     }
 

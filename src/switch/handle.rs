@@ -92,9 +92,9 @@ impl SwitchHandle {
                 }
             }
         };
-        tokio::time::timeout(timeout, wait).await.unwrap_or_else(|_| {
-            Err(SwitchError::Timeout { request: "connection".into(), after: timeout })
-        })
+        tokio::time::timeout(timeout, wait)
+            .await
+            .unwrap_or_else(|_| Err(SwitchError::Timeout { request: "connection".into(), after: timeout }))
     }
 
     /// Packet-ins dropped because the packet-in stream was full (or its receiver gone).

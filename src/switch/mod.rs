@@ -17,9 +17,9 @@ pub mod error;
 mod handle;
 pub mod session;
 
+pub use crate::endpoint::{Endpoint, EndpointError};
 pub use bundle::describe_flow;
 pub use connection::{spawn, ConnState, ConnectionConfig};
-pub use crate::endpoint::{Endpoint, EndpointError};
 pub use error::{OfpError, SwitchError};
 pub use handle::SwitchHandle;
 pub use session::{Event, Reply, RequestId, Session, SessionConfig};

@@ -16,10 +16,9 @@ use super::error::{OfpError, SwitchError};
 use bytes::{Bytes, BytesMut};
 use ofp::header::packet_in_format;
 use ofp::{
-    bundle_ctrl, BundleControl, ErrorMsg, FeaturesReply, FlowMod, FlowMonitorRequest, FlowStats,
-    FlowStatsRequest, FlowUpdate, Hello, HelloElement, Match, Message, MeterStats, MultipartReply,
-    MultipartReplyBody, MultipartRequest, MultipartRequestBody, PacketIn, PacketIn2, Payload,
-    SwitchConfig,
+    bundle_ctrl, BundleControl, ErrorMsg, FeaturesReply, FlowMod, FlowMonitorRequest, FlowStats, FlowStatsRequest,
+    FlowUpdate, Hello, HelloElement, Match, Message, MeterStats, MultipartReply, MultipartReplyBody, MultipartRequest,
+    MultipartRequestBody, PacketIn, PacketIn2, Payload, SwitchConfig,
 };
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -416,7 +415,9 @@ impl Session {
                 }
             }
             Payload::Error(err) => self.on_error(xid, &err),
-            Payload::FeaturesReply(f) if self.pending.get(&xid) == Some(&Pending::Handshake(HandshakeStep::FeaturesRequest)) => {
+            Payload::FeaturesReply(f)
+                if self.pending.get(&xid) == Some(&Pending::Handshake(HandshakeStep::FeaturesRequest)) =>
+            {
                 self.pending.remove(&xid);
                 self.features = Some(f);
             }
@@ -474,9 +475,7 @@ impl Session {
         if !offered.contains(&ofp::OFP_VERSION) {
             let list: Vec<String> = offered.iter().map(|v| version_name(*v)).collect();
             let list = if list.is_empty() { "nothing".to_string() } else { list.join(", ") };
-            self.close(SwitchError::Handshake(format!(
-                "switch does not offer OpenFlow 1.5 (offers {list})"
-            )));
+            self.close(SwitchError::Handshake(format!("switch does not offer OpenFlow 1.5 (offers {list})")));
             return;
         }
         self.pending.retain(|_, p| *p != Pending::Handshake(HandshakeStep::Hello));
@@ -640,9 +639,7 @@ impl Session {
         let what = describe_payload(&payload);
         let xid = self.alloc_xids(1);
         let mut bytes = BytesMut::new();
-        Message::new(xid, payload)
-            .emit(&mut bytes)
-            .map_err(|e| SwitchError::InvalidRequest(format!("{what}: {e}")))?;
+        Message::new(xid, payload).emit(&mut bytes).map_err(|e| SwitchError::InvalidRequest(format!("{what}: {e}")))?;
         let id = self.new_request(what, RequestKind::Plain);
         self.register(id, xid, Pending::Part(id));
         self.push_bytes(&bytes);

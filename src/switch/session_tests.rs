@@ -388,7 +388,9 @@ fn undecodable_reply_fails_its_request_and_unknown_garbage_is_reported() {
     assert!(matches!(&events(&mut s)[..], [Event::Malformed { xid: 0x777, packet_in: false, .. }]));
     // The switch is told, with its own xid and the start of the message.
     match &drain_msgs(&mut s)[..] {
-        [Message { xid: 0x777, payload: Payload::Error(ErrorMsg::Standard { error_type: 1, code: 6, data }), .. }] => {
+        [Message {
+            xid: 0x777, payload: Payload::Error(ErrorMsg::Standard { error_type: 1, code: 6, data }), ..
+        }] => {
             assert_eq!(&data[..], &bad[..]);
         }
         other => panic!("expected an OFPBRC_BAD_LEN error, got {other:?}"),
@@ -635,7 +637,8 @@ fn monitor_update(entries: &str) -> Vec<u8> {
 
 /// OVS's "event=DELETED reason=eviction table=0 cookie=0x123456789abcdef0 in_port=1" entry
 /// (tests/ofp-print.at, FLOW_MONITOR reply, OpenFlow 1.4+).
-const REMOVED_ENTRY: &str = "0028 0002 00 05 0000 0000 8000 00000000 123456789abcdef0 0001000c 80000004 00000001 00000000";
+const REMOVED_ENTRY: &str =
+    "0028 0002 00 05 0000 0000 8000 00000000 123456789abcdef0 0001000c 80000004 00000001 00000000";
 /// "event=ABBREV xid=0x186a0".
 const ABBREV_ENTRY: &str = "0008 0004 000186a0";
 

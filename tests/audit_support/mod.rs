@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use bytes::Bytes;
+use npagent::audit::Moment;
 use npagent::audit::{Direction, RuleMeta, RuleResolver};
 use npagent::compiler::tables;
 use npagent::compiler::userdata::{Disposition, LogUserdata};
@@ -9,7 +10,6 @@ use npagent::model::ObjectRef;
 use ofp::packet_in2::PacketIn2;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use npagent::audit::Moment;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

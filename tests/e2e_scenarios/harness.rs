@@ -218,7 +218,9 @@ pub fn flows_command_diff(tb: &Testbed, manifests: &Path) -> Vec<String> {
             .iter()
             .filter(|f| bridge.binary_search(f).is_err())
             .map(|f| format!("only in `npagent flows`: {f}"))
-            .chain(bridge.iter().filter(|f| printed.binary_search(f).is_err()).map(|f| format!("only on the bridge: {f}")))
+            .chain(
+                bridge.iter().filter(|f| printed.binary_search(f).is_err()).map(|f| format!("only on the bridge: {f}")),
+            )
             .collect();
         if differ.is_empty() {
             break;
@@ -238,7 +240,9 @@ mod tests {
         assert!(outputs_to_port("3"));
         assert!(outputs_to_port("set(eth(dst=0a:58:0a:0a:01:0b)),2,userspace(pid=0)"));
         assert!(!outputs_to_port("drop"));
-        assert!(!outputs_to_port("userspace(pid=0,controller(reason=1,flags=1,recirc_id=1,rule_cookie=0,controller_id=0,max_len=65535))"));
+        assert!(!outputs_to_port(
+            "userspace(pid=0,controller(reason=1,flags=1,recirc_id=1,rule_cookie=0,controller_id=0,max_len=65535))"
+        ));
         assert!(!outputs_to_port("ct(zone=65520),recirc(0x1)"));
         assert!(!outputs_to_port(""));
     }

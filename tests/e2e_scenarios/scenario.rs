@@ -52,9 +52,7 @@ impl PodId {
     /// Parses `ns/pod`.
     pub fn parse(s: &str) -> Result<Self, String> {
         match s.split_once('/') {
-            Some((ns, pod)) if !ns.is_empty() && !pod.is_empty() && !pod.contains('/') => {
-                Ok(PodId::new(ns, pod))
-            }
+            Some((ns, pod)) if !ns.is_empty() && !pod.is_empty() && !pod.contains('/') => Ok(PodId::new(ns, pod)),
             _ => Err(format!("{s:?} is not NAMESPACE/POD")),
         }
     }
@@ -146,9 +144,7 @@ impl PodPat {
         let pat = if s == "*" {
             PodPat { ns: None, pod: None }
         } else {
-            let (ns, pod) = s
-                .split_once('/')
-                .ok_or_else(|| format!("{s:?} is not *, NS/*, */POD or NS/POD"))?;
+            let (ns, pod) = s.split_once('/').ok_or_else(|| format!("{s:?} is not *, NS/*, */POD or NS/POD"))?;
             let part = |p: &str| if p == "*" { None } else { Some(p.to_string()) };
             PodPat { ns: part(ns), pod: part(pod) }
         };
@@ -180,8 +176,7 @@ impl PortPat {
         if s == "*" {
             return Ok(PortPat { proto: None, port: None });
         }
-        let (proto, port) =
-            s.split_once('/').ok_or_else(|| format!("port {s:?} is not *, PROTO/* or PROTO/PORT"))?;
+        let (proto, port) = s.split_once('/').ok_or_else(|| format!("port {s:?} is not *, PROTO/* or PROTO/PORT"))?;
         let proto = Some(Proto::parse(proto)?);
         if port == "*" {
             return Ok(PortPat { proto, port: None });
@@ -269,11 +264,7 @@ impl Expectation {
 
     /// Ports checked beyond [`PortKey::PROBED`]: those an expectation names explicitly (SCTP).
     pub fn extra_ports(&self) -> BTreeSet<PortKey> {
-        self.lines
-            .iter()
-            .filter_map(|l| l.port.exact())
-            .filter(|k| !PortKey::PROBED.contains(k))
-            .collect()
+        self.lines.iter().filter_map(|l| l.port.exact()).filter(|k| !PortKey::PROBED.contains(k)).collect()
     }
 }
 
@@ -397,11 +388,7 @@ impl Base {
 
     /// The testbed's pods.
     pub fn pods(&self) -> BTreeSet<PodId> {
-        self.objects
-            .keys()
-            .filter(|k| k.kind == "Pod")
-            .map(|k| PodId::new(&k.namespace, &k.name))
-            .collect()
+        self.objects.keys().filter(|k| k.kind == "Pod").map(|k| PodId::new(&k.namespace, &k.name)).collect()
     }
 
     /// IPv4 address of each pod (`status.podIP`).
@@ -520,11 +507,7 @@ impl Scenario {
         let raw_steps = match (raw.steps, raw.manifests, raw.expect) {
             (Some(steps), None, None) if !steps.is_empty() => steps,
             (None, manifests, Some(expect)) => vec![RawStep { doc: None, manifests, expect }],
-            _ => {
-                return Err(format!(
-                    "{file}: give either `steps` (non-empty) or `manifests` + `expect`"
-                ))
-            }
+            _ => return Err(format!("{file}: give either `steps` (non-empty) or `manifests` + `expect`")),
         };
         let mut universe = base.pods();
         universe.extend(base.outside_hosts());
@@ -558,18 +541,9 @@ impl Scenario {
                     k => return Err(ctx(format!("unexpected kind {k}"))),
                 }
             }
-            let lines = rs
-                .expect
-                .iter()
-                .map(|l| Line::parse(l, &universe))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(ctx)?;
-            steps.push(Step {
-                doc: rs.doc.unwrap_or_default(),
-                policies,
-                patched,
-                expect: Expectation { lines },
-            });
+            let lines =
+                rs.expect.iter().map(|l| Line::parse(l, &universe)).collect::<Result<Vec<_>, _>>().map_err(ctx)?;
+            steps.push(Step { doc: rs.doc.unwrap_or_default(), policies, patched, expect: Expectation { lines } });
         }
         Ok(Scenario { file: file.to_string(), name: raw.name, doc: raw.doc, steps })
     }
@@ -620,7 +594,12 @@ pub fn mismatches(expect: &Expectation, probes: &[Probe], observed: &Observed) -
 /// A truth table per port, like upstream's: rows are sources, columns destinations. A cell is
 /// `.` (allowed, as expected), `x` (denied, as expected), `X` (expected allowed, denied),
 /// `A` (expected denied, allowed), `?` (not observed), `-` (self, not probed).
-pub fn truth_table(expect: &Expectation, pods: &BTreeSet<PodId>, ports: &BTreeSet<PortKey>, observed: &Observed) -> String {
+pub fn truth_table(
+    expect: &Expectation,
+    pods: &BTreeSet<PodId>,
+    ports: &BTreeSet<PortKey>,
+    observed: &Observed,
+) -> String {
     let mut out = String::new();
     let w = pods.iter().map(|p| p.to_string().len()).max().unwrap_or(3) + 2;
     for port in ports {
@@ -657,10 +636,7 @@ mod tests {
     use super::*;
 
     fn universe() -> BTreeSet<PodId> {
-        ["x", "y", "z"]
-            .iter()
-            .flat_map(|n| ["a", "b", "c"].iter().map(move |p| PodId::new(n, p)))
-            .collect()
+        ["x", "y", "z"].iter().flat_map(|n| ["a", "b", "c"].iter().map(move |p| PodId::new(n, p))).collect()
     }
 
     fn base() -> Base {
@@ -674,7 +650,8 @@ mod tests {
             .unwrap();
             b.objects.insert(obj_key(&doc).unwrap(), doc);
         }
-        let ns: Value = serde_yaml::from_str("{apiVersion: v1, kind: Namespace, metadata: {name: y, labels: {ns: y}}}").unwrap();
+        let ns: Value =
+            serde_yaml::from_str("{apiVersion: v1, kind: Namespace, metadata: {name: y, labels: {ns: y}}}").unwrap();
         b.objects.insert(obj_key(&ns).unwrap(), ns);
         b
     }

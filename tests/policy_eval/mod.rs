@@ -92,9 +92,9 @@ pub fn verdict(flows: &FlowTable, dir: Direction, p: &Packet) -> Verdict {
     }
     for (id, (n, seen)) in clauses {
         if seen.len() == usize::from(n) {
-            let has_conj_flow = flows.keys().any(|k| {
-                k.table == dir.rule_table() && k.priority == 190 && k.match_.fields == vec![Oxm::ConjId(id)]
-            });
+            let has_conj_flow = flows
+                .keys()
+                .any(|k| k.table == dir.rule_table() && k.priority == 190 && k.match_.fields == vec![Oxm::ConjId(id)]);
             assert!(has_conj_flow, "conjunction {id} has no conj_id flow");
             return Verdict::Allow;
         }
@@ -102,5 +102,9 @@ pub fn verdict(flows: &FlowTable, dir: Direction, p: &Packet) -> Verdict {
     let isolated = flows.keys().any(|k| {
         k.table == dir.default_table() && k.priority == 200 && k.match_.fields.iter().all(|f| field_matches(f, dir, p))
     });
-    if isolated { Verdict::Drop } else { Verdict::Allow }
+    if isolated {
+        Verdict::Drop
+    } else {
+        Verdict::Allow
+    }
 }

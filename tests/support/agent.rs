@@ -86,7 +86,10 @@ impl Agent {
                 if let Some(addr) = text.lines().find_map(parse_admin_addr) {
                     return addr;
                 }
-                assert!(started.elapsed() < START_TIMEOUT, "npagent logged no {ADMIN_LINE:?} within {START_TIMEOUT:?}:\n{text}");
+                assert!(
+                    started.elapsed() < START_TIMEOUT,
+                    "npagent logged no {ADMIN_LINE:?} within {START_TIMEOUT:?}:\n{text}"
+                );
                 std::thread::sleep(Duration::from_millis(20));
             }
         })
@@ -193,10 +196,7 @@ impl Agent {
     /// exit by then (Err, saying so).
     fn terminate(&mut self, within: Duration) -> Result<ExitStatus, String> {
         let Some(mut child) = self.child.take() else { return Err("not running".into()) };
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .stderr(Stdio::null())
-            .status();
+        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).stderr(Stdio::null()).status();
         let started = Instant::now();
         loop {
             match child.try_wait() {
@@ -254,9 +254,7 @@ pub fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
 /// The npagent binary: the one cargo built, or `$NPA_AGENT_BIN` (another build, or a private
 /// copy when several checkouts share one target directory).
 pub fn npagent_bin() -> PathBuf {
-    std::env::var_os("NPA_AGENT_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_npagent")))
+    std::env::var_os("NPA_AGENT_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_npagent")))
 }
 
 /// Prometheus text, parsed: `name{labels}` -> value (comments skipped).

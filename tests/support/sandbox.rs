@@ -26,8 +26,7 @@ pub fn run(cmd: &mut Command) -> String {
 
 /// Runs a command and returns its output whatever the exit status.
 pub fn output(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+    cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
 }
 
 /// One running Open vSwitch sandbox (see `scripts/ovs-sandbox`).
@@ -47,10 +46,7 @@ impl Sandbox {
     /// Starts a sandbox in a fresh temporary directory. Safe to call from many tests and
     /// test binaries at once.
     pub fn start() -> Sandbox {
-        let tmp = tempfile::Builder::new()
-            .prefix("npa-sb-")
-            .tempdir()
-            .expect("create sandbox temp dir");
+        let tmp = tempfile::Builder::new().prefix("npa-sb-").tempdir().expect("create sandbox temp dir");
         let mut sb = Sandbox::start_in(tmp.path());
         sb.tmp = Some(tmp);
         sb
@@ -58,10 +54,7 @@ impl Sandbox {
 
     /// Starts a sandbox in `dir` (created if missing, left in place on drop).
     pub fn start_in(dir: &Path) -> Sandbox {
-        let out = run(Command::new("bash")
-            .arg(repo_path("scripts/ovs-sandbox"))
-            .arg("up")
-            .arg(dir));
+        let out = run(Command::new("bash").arg(repo_path("scripts/ovs-sandbox")).arg("up").arg(dir));
         let var = |key: &str| -> String {
             out.lines()
                 .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
@@ -107,12 +100,7 @@ impl Sandbox {
         let mut cmd = self.ofctl_cmd(args);
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-        child
-            .stdin
-            .take()
-            .expect("piped stdin")
-            .write_all(stdin.as_bytes())
-            .expect("write ovs-ofctl stdin");
+        child.stdin.take().expect("piped stdin").write_all(stdin.as_bytes()).expect("write ovs-ofctl stdin");
         let out = child.wait_with_output().expect("wait for ovs-ofctl");
         if !out.status.success() {
             panic!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -134,25 +122,17 @@ impl Sandbox {
 
     /// `ovs-vsctl --db=<ovsdb>`; panics on failure.
     pub fn vsctl(&self, args: &[&str]) -> String {
-        run(Command::new("ovs-vsctl")
-            .arg(format!("--db={}", self.ovsdb))
-            .arg("--timeout=20")
-            .args(args))
+        run(Command::new("ovs-vsctl").arg(format!("--db={}", self.ovsdb)).arg("--timeout=20").args(args))
     }
 
     /// `ovs-appctl -t <dir>/vswitchd.ctl`; panics on failure.
     pub fn appctl(&self, args: &[&str]) -> String {
-        run(Command::new("ovs-appctl")
-            .arg("-t")
-            .arg(self.dir.join("vswitchd.ctl"))
-            .args(args))
+        run(Command::new("ovs-appctl").arg("-t").arg(self.dir.join("vswitchd.ctl")).args(args))
     }
 
     /// Runs a command inside the sandbox's network namespace.
     pub fn netns_exec(&self, args: &[&str]) -> String {
-        run(Command::new("ip")
-            .args(["netns", "exec", &self.netns])
-            .args(args))
+        run(Command::new("ip").args(["netns", "exec", &self.netns]).args(args))
     }
 
     /// Flushes the datapath's cached megaflows and waits for revalidation, so traffic right
@@ -201,9 +181,7 @@ impl Sandbox {
     /// The OpenFlow port number of interface `name` on br-int.
     pub fn ofport(&self, name: &str) -> u32 {
         let out = self.vsctl(&["get", "Interface", name, "ofport"]);
-        out.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("ofport of {name}: {out}"))
+        out.trim().parse().unwrap_or_else(|_| panic!("ofport of {name}: {out}"))
     }
 
     /// The tail of ovs-vswitchd's log, for failure messages.
@@ -218,11 +196,7 @@ impl Drop for Sandbox {
     fn drop(&mut self) {
         let out = output(&mut self.script("down"));
         if !out.status.success() {
-            eprintln!(
-                "ovs-sandbox down {} failed: {}",
-                self.dir.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
+            eprintln!("ovs-sandbox down {} failed: {}", self.dir.display(), String::from_utf8_lossy(&out.stderr));
         }
         // keep the logs of a failed test (or on request) for a look afterwards
         if std::thread::panicking() || std::env::var_os("NPA_KEEP_SANDBOX").is_some() {

@@ -103,11 +103,7 @@ impl Testbed {
     }
 
     fn up(sandbox: Sandbox, options: &[&str]) -> Testbed {
-        run(Command::new("bash")
-            .arg(repo_path("testbed/testbed"))
-            .arg("up")
-            .arg(&sandbox.dir)
-            .args(options));
+        run(Command::new("bash").arg(repo_path("testbed/testbed")).arg("up").arg(&sandbox.dir).args(options));
         let state = sandbox.dir.join("testbed");
         Testbed { sandbox, state }
     }
@@ -182,10 +178,7 @@ impl Testbed {
 
     /// The pod `ns/name`; panics if there is none.
     pub fn pod(&self, id: &str) -> Pod {
-        self.pods()
-            .into_iter()
-            .find(|p| p.id() == id)
-            .unwrap_or_else(|| panic!("no pod {id} in the testbed"))
+        self.pods().into_iter().find(|p| p.id() == id).unwrap_or_else(|| panic!("no pod {id} in the testbed"))
     }
 
     /// `ns/name` of every pod, in creation order.
@@ -246,11 +239,7 @@ impl Testbed {
 
     /// Like [`Testbed::probe`] with a per-probe timeout in seconds.
     pub fn probe_with_timeout(&self, from: &[&str], to: &[&str], timeout: Option<f64>) -> Reachability {
-        let python = if std::path::Path::new("/usr/bin/python3").exists() {
-            "/usr/bin/python3"
-        } else {
-            "python3"
-        };
+        let python = if std::path::Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" };
         let mut cmd = Command::new(python);
         cmd.arg(repo_path("testbed/probe.py"))
             .arg("matrix")
@@ -291,10 +280,8 @@ impl Testbed {
     /// differs (as upstream's e2e suite does: a lost SYN or datagram is not a verdict).
     pub fn assert_reachability(&self, expected: &Reachability) {
         let (from, to) = expected.pods();
-        let (from, to): (Vec<&str>, Vec<&str>) = (
-            from.iter().map(String::as_str).collect(),
-            to.iter().map(String::as_str).collect(),
-        );
+        let (from, to): (Vec<&str>, Vec<&str>) =
+            (from.iter().map(String::as_str).collect(), to.iter().map(String::as_str).collect());
         let mut observed = self.probe(&from, &to);
         for _ in 0..2 {
             if expected.diff(&observed).is_empty() {
@@ -310,10 +297,8 @@ impl Testbed {
     pub fn wait_reachability(&self, expected: &Reachability, within: Duration) -> Duration {
         let started = Instant::now();
         let (from, to) = expected.pods();
-        let (from, to): (Vec<&str>, Vec<&str>) = (
-            from.iter().map(String::as_str).collect(),
-            to.iter().map(String::as_str).collect(),
-        );
+        let (from, to): (Vec<&str>, Vec<&str>) =
+            (from.iter().map(String::as_str).collect(), to.iter().map(String::as_str).collect());
         loop {
             let observed = self.probe(&from, &to);
             if expected.diff(&observed).is_empty() {
@@ -369,10 +354,7 @@ impl Reachability {
 
     /// The nine standard pods, x/a ... z/c.
     pub fn standard_pods() -> Vec<String> {
-        ["x", "y", "z"]
-            .iter()
-            .flat_map(|n| ["a", "b", "c"].iter().map(move |p| format!("{n}/{p}")))
-            .collect()
+        ["x", "y", "z"].iter().flat_map(|n| ["a", "b", "c"].iter().map(move |p| format!("{n}/{p}"))).collect()
     }
 
     /// Source and destination pods (`ns/name`), in order.

@@ -86,9 +86,11 @@ impl BundleAdd {
         let rest = r.rest();
         let inner = crate::header::Header::parse(rest)?;
         let inner_len = usize::from(inner.length);
-        let inner_buf = rest
-            .get(..inner_len)
-            .ok_or(Error::Truncated { what: "bundled message", need: inner_len, have: rest.len() })?;
+        let inner_buf = rest.get(..inner_len).ok_or(Error::Truncated {
+            what: "bundled message",
+            need: inner_len,
+            have: rest.len(),
+        })?;
         if inner.version != version {
             return Err(Error::BadVersion(inner.version));
         }
@@ -178,7 +180,12 @@ mod tests {
         let mut direct = BytesMut::new();
         emit_bundled_flow_mod(&mut direct, 7, 3, bundle_ctrl::FLAG_ATOMIC, &flow).unwrap();
         let inner = Message::new(7, Payload::FlowMod(flow.clone()));
-        let add = BundleAdd { bundle_id: 3, flags: bundle_ctrl::FLAG_ATOMIC, message: Box::new(inner), properties: Bytes::new() };
+        let add = BundleAdd {
+            bundle_id: 3,
+            flags: bundle_ctrl::FLAG_ATOMIC,
+            message: Box::new(inner),
+            properties: Bytes::new(),
+        };
         let via_message = Message::new(7, Payload::BundleAdd(add)).to_bytes().unwrap();
         assert_eq!(&direct[..], &via_message[..]);
         assert_eq!(bundled_flow_mod_len(&flow), Ok(direct.len()));

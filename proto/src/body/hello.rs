@@ -52,9 +52,7 @@ impl Hello {
     /// (OpenFlow 1.0-style HELLO) when `version <= header_version`.
     pub fn offers(&self, header_version: u8, version: u8) -> bool {
         match self.version_bitmap() {
-            Some(words) => words
-                .get(usize::from(version / 32))
-                .is_some_and(|w| w & (1 << (version % 32)) != 0),
+            Some(words) => words.get(usize::from(version / 32)).is_some_and(|w| w & (1 << (version % 32)) != 0),
             None => version <= header_version,
         }
     }

@@ -129,11 +129,7 @@ pub(super) fn write_ct(s: &mut String, ct: &Ct, n: &Names<'_>) {
 
 /// NXAST_NAT (kept raw by the codec) in OVS's `format_NAT` form, or `None` if `a` is not one.
 pub(super) fn nat_text(a: &Action) -> Option<String> {
-    let Action::Experimenter {
-        experimenter: crate::NX_VENDOR_ID,
-        payload,
-    } = a
-    else {
+    let Action::Experimenter { experimenter: crate::NX_VENDOR_ID, payload } = a else {
         return None;
     };
     let mut r = crate::wire::Reader::new(payload, "NXAST_NAT");
@@ -154,10 +150,7 @@ pub(super) fn nat_text(a: &Action) -> Option<String> {
     let v4max = get32(2, &mut r)?;
     let get128 = |bit: u16, r: &mut crate::wire::Reader<'_>| {
         if present & bit != 0 {
-            r.take(16)
-                .ok()
-                .and_then(|b| <[u8; 16]>::try_from(b).ok())
-                .map(u128::from_be_bytes)
+            r.take(16).ok().and_then(|b| <[u8; 16]>::try_from(b).ok()).map(u128::from_be_bytes)
         } else {
             Some(0)
         }
@@ -249,18 +242,8 @@ pub(super) fn write_action(s: &mut String, a: &Action, n: &Names<'_>) {
             let _ = write!(s, "group:{g}");
         }
         Action::SetField(o) => write_set_field(s, o, n),
-        Action::CopyField {
-            n_bits,
-            src_offset,
-            dst_offset,
-            src,
-            dst,
-        } => {
-            let h = |b: &[u8]| {
-                b.get(..4)
-                    .and_then(|x| <[u8; 4]>::try_from(x).ok())
-                    .map_or(0, u32::from_be_bytes)
-            };
+        Action::CopyField { n_bits, src_offset, dst_offset, src, dst } => {
+            let h = |b: &[u8]| b.get(..4).and_then(|x| <[u8; 4]>::try_from(x).ok()).map_or(0, u32::from_be_bytes);
             s.push_str("move:");
             push_subfield(s, h(src), *src_offset, *n_bits);
             s.push_str("->");
@@ -275,11 +258,7 @@ pub(super) fn write_action(s: &mut String, a: &Action, n: &Names<'_>) {
             s.push_str("note:");
             hex_arg(s, n);
         }
-        Action::Controller {
-            max_len,
-            controller_id,
-            reason,
-        } => write_controller(
+        Action::Controller { max_len, controller_id, reason } => write_controller(
             s,
             &Controller2 {
                 max_len: Some(*max_len),
@@ -289,18 +268,8 @@ pub(super) fn write_action(s: &mut String, a: &Action, n: &Names<'_>) {
             },
         ),
         Action::Controller2(c) => write_controller(s, c),
-        Action::Conjunction {
-            id,
-            clause,
-            n_clauses,
-        } => {
-            let _ = write!(
-                s,
-                "conjunction({},{}/{})",
-                id,
-                u16::from(*clause) + 1,
-                n_clauses
-            );
+        Action::Conjunction { id, clause, n_clauses } => {
+            let _ = write!(s, "conjunction({},{}/{})", id, u16::from(*clause) + 1, n_clauses);
         }
         Action::Ct(ct) => write_ct(s, ct, n),
         Action::CtClear => s.push_str("ct_clear"),
@@ -313,19 +282,13 @@ pub(super) fn write_action(s: &mut String, a: &Action, n: &Names<'_>) {
             s.push_str("output:");
             push_ofs_nbits(s, *src, *ofs_nbits);
         }
-        Action::Experimenter {
-            experimenter,
-            payload,
-        } => match nat_text(a) {
+        Action::Experimenter { experimenter, payload } => match nat_text(a) {
             Some(n) => s.push_str(&n),
             None => {
                 let _ = write!(s, "experimenter({experimenter:#x},{})", hex_plain(payload));
             }
         },
-        Action::Unknown {
-            action_type,
-            payload,
-        } => {
+        Action::Unknown { action_type, payload } => {
             let _ = write!(s, "action({action_type},{})", hex_plain(payload));
         }
     }
@@ -388,11 +351,7 @@ pub(super) fn write_instructions(s: &mut String, ins: &[Instruction], n: &Names<
         }
     }
     for i in &ins {
-        if let Instruction::Unknown {
-            instruction_type,
-            payload,
-        } = i
-        {
+        if let Instruction::Unknown { instruction_type, payload } = i {
             sep(s);
             let _ = write!(s, "instruction({instruction_type},{})", hex_plain(payload));
         }

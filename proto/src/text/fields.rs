@@ -126,12 +126,7 @@ pub(super) fn write_set_field(s: &mut String, o: &Oxm, n: &Names<'_>) {
                 s.push('/');
                 push_mac(s, m);
             }
-            if matches!(o, Oxm::EthDst(_)) {
-                "eth_dst"
-            } else {
-                "eth_src"
-            }
-            .into()
+            if matches!(o, Oxm::EthDst(_)) { "eth_dst" } else { "eth_src" }.into()
         }
         Oxm::EthType(t) => {
             ds_put_hex(s, (*t).into());
@@ -143,21 +138,11 @@ pub(super) fn write_set_field(s: &mut String, o: &Oxm, n: &Names<'_>) {
         }
         Oxm::Ipv4Src(v) | Oxm::Ipv4Dst(v) => {
             push_ipv4_masked(s, v.value.into(), v.mask.map_or(u32::MAX, u32::from));
-            if matches!(o, Oxm::Ipv4Src(_)) {
-                "ip_src"
-            } else {
-                "ip_dst"
-            }
-            .into()
+            if matches!(o, Oxm::Ipv4Src(_)) { "ip_src" } else { "ip_dst" }.into()
         }
         Oxm::Ipv6Src(v) | Oxm::Ipv6Dst(v) => {
             push_ipv6_masked(s, v.value.into(), v.mask.map_or(u128::MAX, u128::from));
-            if matches!(o, Oxm::Ipv6Src(_)) {
-                "ipv6_src"
-            } else {
-                "ipv6_dst"
-            }
-            .into()
+            if matches!(o, Oxm::Ipv6Src(_)) { "ipv6_src" } else { "ipv6_dst" }.into()
         }
         Oxm::TcpSrc(v) => {
             dec_value(s, v);
@@ -194,23 +179,11 @@ pub(super) fn write_set_field(s: &mut String, o: &Oxm, n: &Names<'_>) {
             .into()
         }
         Oxm::TcpFlags(v) => {
-            flags_masked(
-                s,
-                tcp_flag_name,
-                v.value.into(),
-                u32::from(v.mask.unwrap_or(u16::MAX) & 0xfff),
-                0xfff,
-            );
+            flags_masked(s, tcp_flag_name, v.value.into(), u32::from(v.mask.unwrap_or(u16::MAX) & 0xfff), 0xfff);
             "tcp_flags".into()
         }
         Oxm::CtState(v) => {
-            flags_masked(
-                s,
-                ct_state_name,
-                v.value,
-                v.mask.unwrap_or(u32::MAX),
-                u32::MAX,
-            );
+            flags_masked(s, ct_state_name, v.value, v.mask.unwrap_or(u32::MAX), u32::MAX);
             "ct_state".into()
         }
         Oxm::CtZone(z) => {

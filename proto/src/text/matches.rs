@@ -135,11 +135,10 @@ impl View {
 }
 
 pub(super) fn hex_plain(b: &[u8]) -> String {
-    b.iter()
-        .fold(String::with_capacity(b.len() * 2), |mut s, x| {
-            let _ = write!(s, "{x:02x}");
-            s
-        })
+    b.iter().fold(String::with_capacity(b.len() * 2), |mut s, x| {
+        let _ = write!(s, "{x:02x}");
+        s
+    })
 }
 
 /// C's `%#x`: `0` for zero, `0x..` otherwise.
@@ -188,11 +187,7 @@ pub(super) fn eth_masked(s: &mut String, name: &str, (v, m): ([u8; 6], [u8; 6]))
 }
 
 pub(super) fn push_mac(s: &mut String, m: [u8; 6]) {
-    let _ = write!(
-        s,
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        m[0], m[1], m[2], m[3], m[4], m[5]
-    );
+    let _ = write!(s, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
 }
 
 pub(super) fn push_ipv4_masked(s: &mut String, v: u32, m: u32) {
@@ -313,13 +308,7 @@ pub(super) fn flags(s: &mut String, name: fn(u32) -> Option<&'static str>, mut v
 }
 
 /// OVS's `format_flags_masked`.
-pub(super) fn flags_masked(
-    s: &mut String,
-    name: fn(u32) -> Option<&'static str>,
-    v: u32,
-    mut m: u32,
-    max: u32,
-) {
+pub(super) fn flags_masked(s: &mut String, name: fn(u32) -> Option<&'static str>, v: u32, mut m: u32, max: u32) {
     if m == max {
         flags(s, name, v, '|');
         return;
@@ -479,13 +468,7 @@ pub(super) fn write_match(s: &mut String, m: &Match, priority: Option<u16>, n: &
     }
     if is_ip && proto == 6 && v.tcp_flags.1 & 0x0fff != 0 {
         s.push_str("tcp_flags=");
-        flags_masked(
-            s,
-            tcp_flag_name,
-            u32::from(v.tcp_flags.0),
-            u32::from(v.tcp_flags.1 & 0x0fff),
-            0x0fff,
-        );
+        flags_masked(s, tcp_flag_name, u32::from(v.tcp_flags.0), u32::from(v.tcp_flags.1 & 0x0fff), 0x0fff);
         s.push(',');
     }
     for r in &v.raw {

@@ -36,10 +36,7 @@ pub struct Names<'a> {
 impl<'a> Names<'a> {
     /// Table names only; ports print as numbers.
     pub fn tables(tables: TableNames<'a>) -> Self {
-        Names {
-            tables,
-            ports: &no_ports,
-        }
+        Names { tables, ports: &no_ports }
     }
 }
 
@@ -52,10 +49,7 @@ pub(super) fn no_ports(_: u32) -> Option<String> {
 }
 
 /// No names: numbers everywhere (`--no-names`).
-pub const NO_NAMES: Names<'static> = Names {
-    tables: &no_names,
-    ports: &no_ports,
-};
+pub const NO_NAMES: Names<'static> = Names { tables: &no_names, ports: &no_ports };
 
 /// OVS's default flow priority, omitted when printing.
 pub const DEFAULT_PRIORITY: u16 = 0x8000;
@@ -382,24 +376,15 @@ mod tests {
             value: Masked::masked(0x0000_002a_0000_0000, 0xffff_ffff_0000_0000),
         }]);
         assert_eq!(format_match(&m), "reg0=0x2a");
-        let m = Match::new(vec![Oxm::XReg {
-            index: 0,
-            value: Masked::exact(0x0000_002a_0000_1234),
-        }]);
+        let m = Match::new(vec![Oxm::XReg { index: 0, value: Masked::exact(0x0000_002a_0000_1234) }]);
         assert_eq!(format_match(&m), "reg0=0x2a,reg1=0x1234");
     }
 
     #[test]
     fn shorthands_and_field_order() {
         let m = Match::new(vec![
-            Oxm::Ipv4Src(Masked::masked(
-                Ipv4Addr::new(10, 0, 0, 7),
-                Ipv4Addr::new(255, 255, 255, 0),
-            )),
-            Oxm::Reg {
-                index: 1,
-                value: Masked::exact(3),
-            },
+            Oxm::Ipv4Src(Masked::masked(Ipv4Addr::new(10, 0, 0, 7), Ipv4Addr::new(255, 255, 255, 0))),
+            Oxm::Reg { index: 1, value: Masked::exact(3) },
             Oxm::EthType(0x0800),
             Oxm::IpProto(6),
             Oxm::TcpDst(Masked::masked(0x50, 0xfff0)),
@@ -414,10 +399,7 @@ mod tests {
     #[test]
     fn ipv6_like_inet_ntop() {
         let mut s = String::new();
-        push_ipv6(
-            &mut s,
-            u128::from(Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0x0102, 0x0304)),
-        );
+        push_ipv6(&mut s, u128::from(Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0x0102, 0x0304)));
         assert_eq!(s, "::1.2.3.4");
         s.clear();
         push_ipv6(&mut s, 1);

@@ -83,11 +83,5 @@ pub fn dotted(s: &str) -> Vec<u8> {
 /// A FLOW_MOD (add, other fields default) of `fields` and `instructions` at `priority` in
 /// table `table_id`.
 pub fn flow_mod(table_id: u8, priority: u16, fields: Vec<Oxm>, instructions: Vec<Instruction>) -> FlowMod {
-    FlowMod {
-        table_id,
-        priority,
-        match_: Match::new(fields),
-        instructions,
-        ..FlowMod::default()
-    }
+    FlowMod { table_id, priority, match_: Match::new(fields), instructions, ..FlowMod::default() }
 }

@@ -108,7 +108,8 @@ pub fn owner(m: &FlowMod, rules: Option<&RuleTable>) -> String {
     let named = |what: &str, who: String| if who.is_empty() { what.to_string() } else { format!("{what} of {who}") };
     match cookie::kind(m.cookie) {
         Some(cookie::Kind::Rule) => {
-            let mut ids = rules.into_iter().flat_map(|r| r.rules().values()).filter(|r| r.cookie == m.cookie).map(|r| r.id);
+            let mut ids =
+                rules.into_iter().flat_map(|r| r.rules().values()).filter(|r| r.cookie == m.cookie).map(|r| r.id);
             named("rule flow", policies(&mut ids))
         }
         Some(cookie::Kind::Clause) => {
@@ -117,7 +118,8 @@ pub fn owner(m: &FlowMod, rules: Option<&RuleTable>) -> String {
         }
         Some(cookie::Kind::DefaultDrop) => {
             let port = u32::try_from(cookie::payload(m.cookie)).unwrap_or(u32::MAX);
-            let pod = rules.and_then(|r| r.pod(port)).map(ToString::to_string).unwrap_or_else(|| format!("ofport {port}"));
+            let pod =
+                rules.and_then(|r| r.pod(port)).map(ToString::to_string).unwrap_or_else(|| format!("ofport {port}"));
             format!("default drop of pod {pod}")
         }
         Some(cookie::Kind::Port) => format!("forwarding of ofport {}", cookie::payload(m.cookie)),

@@ -127,7 +127,6 @@ pub fn is_expansion_error(message: &str) -> bool {
     message.contains(OVER_BUDGET) || message.contains("repetition limit exceeded")
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

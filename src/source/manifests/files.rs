@@ -7,7 +7,10 @@ pub(super) enum Loaded {
     Failed(String),
     /// The content is the one last read.
     Unchanged,
-    Changed { hash: u64, fresh: Fresh },
+    Changed {
+        hash: u64,
+        fresh: Fresh,
+    },
 }
 
 /// One file's parse (`None`: not UTF-8) and the definitions of its objects.
@@ -27,7 +30,9 @@ pub(super) fn load_all(todo: &[(PathBuf, Stamp, Option<u64>)]) -> Vec<Loaded> {
     std::thread::scope(|s| {
         let workers: Vec<_> = todo
             .chunks(chunk)
-            .map(|part| (part.len(), s.spawn(move || part.iter().map(|(path, _, hash)| load(path, *hash)).collect::<Vec<_>>())))
+            .map(|part| {
+                (part.len(), s.spawn(move || part.iter().map(|(path, _, hash)| load(path, *hash)).collect::<Vec<_>>()))
+            })
             .collect();
         let mut out = Vec::with_capacity(todo.len());
         for (len, worker) in workers {
@@ -49,10 +54,7 @@ pub(super) fn read_manifest(path: &Path) -> Result<Vec<u8>, String> {
     let mut bytes = Vec::new();
     file.take(MAX_FILE_BYTES.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(format!(
-            "refused: larger than {} MiB, the limit for a manifest file",
-            MAX_FILE_BYTES >> 20
-        ));
+        return Err(format!("refused: larger than {} MiB, the limit for a manifest file", MAX_FILE_BYTES >> 20));
     }
     Ok(bytes)
 }

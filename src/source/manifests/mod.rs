@@ -149,7 +149,9 @@ pub async fn watch_manifests(dir: PathBuf, tx: mpsc::Sender<SourceEvent>) {
                     None => state.rescan(&scan_dir, &force),
                 })
             };
-            if let Some(scan) = scan.as_ref().filter(|s| !(s.applied.is_empty() && s.deleted.is_empty() && s.invalid.is_empty())) {
+            if let Some(scan) =
+                scan.as_ref().filter(|s| !(s.applied.is_empty() && s.deleted.is_empty() && s.invalid.is_empty()))
+            {
                 tracing::debug!(
                     "manifests: {} of {} files looked at, {} parsed: {} applied, {} deleted, {} problems in {:?}",
                     only.as_ref().map_or(state.files.len(), Vec::len),
@@ -359,7 +361,11 @@ mod tests {
         std::fs::remove_file(d.path().join("2.yaml")).expect("rm");
         let s = scan(&mut st, d.path());
         assert!(s.applied.is_empty() && s.deleted.is_empty(), "{:?} {:?}", s.applied, s.deleted);
-        assert!(s.invalid.iter().any(|i| i.origin.ends_with("1.yaml#1 Pod x/a") && i.error.contains("last good")), "{:?}", s.invalid);
+        assert!(
+            s.invalid.iter().any(|i| i.origin.ends_with("1.yaml#1 Pod x/a") && i.error.contains("last good")),
+            "{:?}",
+            s.invalid
+        );
 
         // Fixed, with the very content of the kept version: delivered.
         std::fs::write(d.path().join("1.yaml"), pod("a", "first")).expect("write");

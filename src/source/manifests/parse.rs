@@ -158,10 +158,7 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
         return;
     }
     if api_version != kind.api_version() {
-        invalid(
-            culprit,
-            format!("{kind} needs apiVersion {}, not {api_version:?}", kind.api_version()),
-        );
+        invalid(culprit, format!("{kind} needs apiVersion {}, not {api_version:?}", kind.api_version()));
         out.broken.push((kind, id));
         return;
     }
@@ -181,7 +178,11 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
             // reports it).
             (Some(Ok(pod_selector)), Some(objects)) => {
                 let np = NetworkPolicy {
-                    metadata: ObjectMeta { name: Some(id.name.clone()), namespace: Some(id.namespace.clone()), ..Default::default() },
+                    metadata: ObjectMeta {
+                        name: Some(id.name.clone()),
+                        namespace: Some(id.namespace.clone()),
+                        ..Default::default()
+                    },
                     spec: Some(NetworkPolicySpec { pod_selector, ..Default::default() }),
                 };
                 objects.push(Sourced {
@@ -298,8 +299,10 @@ mod tests {
         let p = parse_file("f.json", text, true);
         assert!(p.invalid.is_empty(), "{:?}", p.invalid);
         assert_eq!(names(&p), vec!["Pod x/a", "NetworkPolicy x/p"]);
-        assert_eq!(p.objects.unwrap_or_default().get(1).map(|s| s.origin.clone()),
-            Some("f.json#1.2 NetworkPolicy x/p".to_string()));
+        assert_eq!(
+            p.objects.unwrap_or_default().get(1).map(|s| s.origin.clone()),
+            Some("f.json#1.2 NetworkPolicy x/p".to_string())
+        );
     }
 
     #[test]
@@ -315,7 +318,13 @@ mod tests {
         let origins: Vec<&str> = p.invalid.iter().map(|i| i.origin.as_str()).collect();
         assert_eq!(
             origins,
-            vec!["f.yaml#1 Deployment d", "f.yaml#2 NetworkPolicy x/old", "f.yaml#3 Pod x/typo", "f.yaml#4 Pod x/", "f.yaml#5"]
+            vec![
+                "f.yaml#1 Deployment d",
+                "f.yaml#2 NetworkPolicy x/old",
+                "f.yaml#3 Pod x/typo",
+                "f.yaml#4 Pod x/",
+                "f.yaml#5"
+            ]
         );
         assert!(p.invalid.iter().any(|i| i.error.contains("networking.k8s.io/v1")));
         let broken: Vec<String> = p.broken.iter().map(|(k, r)| format!("{k} {r}")).collect();
@@ -327,7 +336,13 @@ mod tests {
         let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: \"a\\nb c\", namespace: x}\n---\n\
                     apiVersion: v1\nkind: \"Odd\\nKind\"\nmetadata: {name: \"d\\ne\"}\n";
         let p = parse_file("f.yaml", text, false);
-        let origins: Vec<String> = p.objects.iter().flatten().map(|o| o.origin.clone()).chain(p.invalid.iter().map(|i| i.origin.clone())).collect();
+        let origins: Vec<String> = p
+            .objects
+            .iter()
+            .flatten()
+            .map(|o| o.origin.clone())
+            .chain(p.invalid.iter().map(|i| i.origin.clone()))
+            .collect();
         assert_eq!(origins, vec!["f.yaml#1 Pod x/\"a\\nb c\"", "f.yaml#2 \"Odd\\nKind\" \"d\\ne\""]);
         assert!(p.invalid.iter().all(|i| !i.error.contains('\n')), "{:?}", p.invalid);
     }
@@ -344,10 +359,17 @@ mod tests {
         assert_eq!(objects.len(), 1, "{objects:?}");
         let o = &objects[0];
         assert_eq!(o.origin, "f.yaml#1 NetworkPolicy x/typo");
-        assert!(o.unreadable.as_deref().is_some_and(|u| u.starts_with("invalid NetworkPolicy: invalid type")), "{:?}", o.unreadable);
+        assert!(
+            o.unreadable.as_deref().is_some_and(|u| u.starts_with("invalid NetworkPolicy: invalid type")),
+            "{:?}",
+            o.unreadable
+        );
         let KubeObject::NetworkPolicy(np) = &o.object else { panic!("not a policy") };
         let spec = np.spec.clone().unwrap_or_default();
-        assert_eq!(spec.pod_selector.and_then(|s| s.match_labels).and_then(|l| l.get("pod").cloned()).as_deref(), Some("a"));
+        assert_eq!(
+            spec.pod_selector.and_then(|s| s.match_labels).and_then(|l| l.get("pod").cloned()).as_deref(),
+            Some("a")
+        );
         assert!(spec.ingress.is_none());
         // Unreadable selectors: reported and kept as broken, as before.
         let origins: Vec<&str> = p.invalid.iter().map(|i| i.origin.as_str()).collect();

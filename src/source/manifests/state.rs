@@ -348,7 +348,8 @@ impl DirState {
             if st.held == Held::Version(def.hash) {
                 continue;
             }
-            let here = parsed.iter_mut().find(|p| p.path == path).and_then(|p| p.objects.get_mut(i)).and_then(Option::take);
+            let here =
+                parsed.iter_mut().find(|p| p.path == path).and_then(|p| p.objects.get_mut(i)).and_then(Option::take);
             match here.or_else(|| fetch(&path, def, &mut scan.invalid)) {
                 Some(object) => {
                     st.held = Held::Version(def.hash);
@@ -411,7 +412,10 @@ pub(super) fn fetch(path: &Path, def: &Def, invalid: &mut Vec<Invalid>) -> Optio
         let text = std::str::from_utf8(&bytes).ok()?;
         let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
         let wanted = origin(path, def);
-        parse::parse_file(&file, text, json).objects?.into_iter().find(|o| o.origin == wanted && object_hash(o) == def.hash)
+        parse::parse_file(&file, text, json)
+            .objects?
+            .into_iter()
+            .find(|o| o.origin == wanted && object_hash(o) == def.hash)
     });
     if found.is_none() {
         invalid.push(Invalid {

@@ -106,12 +106,7 @@ impl Db {
     }
 }
 
-fn upsert<T>(
-    map: &mut HashMap<String, T>,
-    uuid: String,
-    new: Option<Result<T, String>>,
-    problems: &mut Vec<String>,
-) {
+fn upsert<T>(map: &mut HashMap<String, T>, uuid: String, new: Option<Result<T, String>>, problems: &mut Vec<String>) {
     match new {
         None => {
             map.remove(&uuid);
@@ -136,9 +131,7 @@ const MAX_OFPORT: i64 = 0xfeff;
 
 fn local_port(port: &Port, iface: &Interface, problems: &mut Vec<String>) -> Option<LocalPort> {
     // Interface keys take precedence; Port keys are the fallback.
-    let get = |k: &str| {
-        iface.external_ids.get(k).or_else(|| port.external_ids.get(k)).map(String::as_str)
-    };
+    let get = |k: &str| iface.external_ids.get(k).or_else(|| port.external_ids.get(k)).map(String::as_str);
     let name = get(POD_NAME).filter(|s| !s.is_empty())?;
     let namespace = get(POD_NAMESPACE).filter(|s| !s.is_empty())?;
     let ofport = iface.ofport.filter(|p| (1..=MAX_OFPORT).contains(p))?;
@@ -350,7 +343,14 @@ mod tests {
         assert_eq!(parse_ip("::1/128"), "::1".parse().ok());
         assert_eq!(parse_ip("10.0.0.1/"), None);
         assert_eq!(parse_mac("aa:bb:cc:dd:ee:ff"), Some([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]));
-        for bad in ["aa:bb:cc:dd:ee", "aa:bb:cc:dd:ee:ff:00", "a:bb:cc:dd:ee:ff0", "gg:bb:cc:dd:ee:ff", "+a:bb:cc:dd:ee:ff", ""] {
+        for bad in [
+            "aa:bb:cc:dd:ee",
+            "aa:bb:cc:dd:ee:ff:00",
+            "a:bb:cc:dd:ee:ff0",
+            "gg:bb:cc:dd:ee:ff",
+            "+a:bb:cc:dd:ee:ff",
+            "",
+        ] {
             assert_eq!(parse_mac(bad), None, "{bad}");
         }
     }

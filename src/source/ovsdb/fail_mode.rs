@@ -43,7 +43,12 @@ mod tests {
     fn standalone_and_unset_become_secure_and_secure_stays() {
         let (current, ops) = secure_ops(&db(json!("standalone")), "br-int").expect("ops");
         assert_eq!(current.as_deref(), Some("standalone"));
-        assert_eq!(ops, vec![json!({"op": "update", "table": "Bridge", "where": [["_uuid", "==", ["uuid", "b"]]], "row": {"fail_mode": "secure"}})]);
+        assert_eq!(
+            ops,
+            vec![
+                json!({"op": "update", "table": "Bridge", "where": [["_uuid", "==", ["uuid", "b"]]], "row": {"fail_mode": "secure"}})
+            ]
+        );
         let (current, _) = secure_ops(&db(json!(["set", []])), "br-int").expect("ops");
         assert_eq!(current, None);
         assert_eq!(secure_ops(&db(json!("secure")), "br-int"), None);

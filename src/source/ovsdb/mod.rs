@@ -47,10 +47,9 @@ pub async fn run_ovsdb(
         }
         match result {
             Ok(()) => return,
-            Err(e) => tracing::warn!(
-                "OVSDB {ep}: {e}; keeping the last known ports, retrying in {} ms",
-                backoff.as_millis()
-            ),
+            Err(e) => {
+                tracing::warn!("OVSDB {ep}: {e}; keeping the last known ports, retrying in {} ms", backoff.as_millis())
+            }
         }
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}

@@ -83,15 +83,27 @@ mod tests {
         let d = db(json!(["map", []]), json!({}));
         let ops = name_ops(&d, "br-int", &names).expect("ops");
         assert_eq!(ops.len(), 3);
-        assert_eq!(ops[2]["mutations"][0][2], json!(["map", [[0, ["named-uuid", "npagent_table0"]], [3, ["named-uuid", "npagent_table3"]]]]));
+        assert_eq!(
+            ops[2]["mutations"][0][2],
+            json!(["map", [[0, ["named-uuid", "npagent_table0"]], [3, ["named-uuid", "npagent_table3"]]]])
+        );
 
-        let d = db(json!(["map", [[0, ["uuid", "f0"]], [3, ["uuid", "f3"]], [7, ["uuid", "f7"]]]]),
-            json!({"f0": {"new": {"name": "Classifier"}}, "f3": {"new": {"name": ["set", []]}}, "f7": {"new": {"name": "theirs"}}}));
+        let d = db(
+            json!(["map", [[0, ["uuid", "f0"]], [3, ["uuid", "f3"]], [7, ["uuid", "f7"]]]]),
+            json!({"f0": {"new": {"name": "Classifier"}}, "f3": {"new": {"name": ["set", []]}}, "f7": {"new": {"name": "theirs"}}}),
+        );
         let ops = name_ops(&d, "br-int", &names).expect("ops");
-        assert_eq!(ops, vec![json!({"op": "update", "table": "Flow_Table", "where": [["_uuid", "==", ["uuid", "f3"]]], "row": {"name": "IngressRule"}})]);
+        assert_eq!(
+            ops,
+            vec![
+                json!({"op": "update", "table": "Flow_Table", "where": [["_uuid", "==", ["uuid", "f3"]]], "row": {"name": "IngressRule"}})
+            ]
+        );
 
-        let d = db(json!(["map", [[0, ["uuid", "f0"]], [3, ["uuid", "f3"]]]]),
-            json!({"f0": {"new": {"name": "Classifier"}}, "f3": {"new": {"name": "IngressRule"}}}));
+        let d = db(
+            json!(["map", [[0, ["uuid", "f0"]], [3, ["uuid", "f3"]]]]),
+            json!({"f0": {"new": {"name": "Classifier"}}, "f3": {"new": {"name": "IngressRule"}}}),
+        );
         assert_eq!(name_ops(&d, "br-int", &names), None);
         assert_eq!(name_ops(&d, "br-other", &names), None);
     }
