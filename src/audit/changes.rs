@@ -234,9 +234,9 @@ mod tests {
         model.insert(oref("x", "a"), policy("x", "a", 2));
         model.remove(&oref("x", "b"));
         let ev = ledger.enforced(&model, None, t);
-        assert_eq!(kinds(ev.clone()), [(ChangeKind::Deleted, "b".into()), (ChangeKind::Modified, "a".into())]);
-        assert_eq!(ev[1].hash.as_deref(), Some(policy_hash(&model[&oref("x", "a")]).as_str()));
-        let line: serde_json::Value = serde_json::from_str(&ev[1].json_line()).unwrap();
+        assert_eq!(kinds(ev.clone()), [(ChangeKind::Modified, "a".into()), (ChangeKind::Deleted, "b".into())]);
+        assert_eq!(ev[0].hash.as_deref(), Some(policy_hash(&model[&oref("x", "a")]).as_str()));
+        let line: serde_json::Value = serde_json::from_str(&ev[0].json_line()).unwrap();
         assert_eq!(line["event"], "modified");
         assert_eq!(line["policy"], "x/a");
         assert_eq!(line["time"], "1970-01-01T00:16:40.000000000Z");
