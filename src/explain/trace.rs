@@ -134,6 +134,12 @@ mod tests {
         assert!(!outputs("userspace(pid=0,controller(reason=1,meter_id=0)),drop"));
         assert!(!outputs("drop"));
         assert!(!outputs("ct(zone=65520),recirc(0x1)"));
+        assert!(outputs("3"));
+        assert!(outputs("set(eth(dst=0a:58:0a:0a:01:0b)),2,userspace(pid=0)"));
+        assert!(!outputs(
+            "userspace(pid=0,controller(reason=1,flags=1,recirc_id=1,rule_cookie=0,controller_id=0,max_len=65535))"
+        ));
+        assert!(!outputs(""));
         let v = verdict("f".into(), trace, false).unwrap();
         assert!(v.allowed && !v.agrees);
         assert_eq!(verdict("f".into(), "no actions", true), None);

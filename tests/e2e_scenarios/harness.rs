@@ -80,30 +80,9 @@ pub fn trace_verdict(tb: &Testbed, from: &Pod, to: &Pod, proto: Proto, port: u16
     if !out.status.success() {
         return Err(format!("ofproto/trace {flow}: {}", String::from_utf8_lossy(&out.stderr)));
     }
-    let actions = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("Datapath actions:"))
-        .next_back()
+    let actions = npagent::explain::trace::datapath_actions(&text)
         .ok_or_else(|| format!("ofproto/trace {flow}: no datapath actions in\n{text}"))?;
-    Ok(outputs_to_port(actions))
-}
-
-/// Does a datapath action list output the packet (a bare port number at the top level)?
-fn outputs_to_port(actions: &str) -> bool {
-    let mut depth = 0usize;
-    let mut top = String::new();
-    for c in actions.chars() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
-            _ if depth == 0 => top.push(c),
-            _ => {}
-        }
-    }
-    top.split(',').any(|t| {
-        let t = t.trim();
-        !t.is_empty() && t.chars().all(|c| c.is_ascii_digit())
-    })
+    Ok(npagent::explain::trace::outputs(actions))
 }
 
 /// Trace verdicts of many probes, a few threads at a time.
@@ -228,22 +207,4 @@ pub fn flows_command_diff(tb: &Testbed, manifests: &Path) -> Vec<String> {
         std::thread::sleep(Duration::from_millis(200));
     }
     differ
-}
-
-#[cfg(test)]
-mod tests {
-    use super::outputs_to_port;
-
-    #[test]
-    fn datapath_actions_verdicts() {
-        assert!(outputs_to_port("ct(commit,zone=65520),3"));
-        assert!(outputs_to_port("3"));
-        assert!(outputs_to_port("set(eth(dst=0a:58:0a:0a:01:0b)),2,userspace(pid=0)"));
-        assert!(!outputs_to_port("drop"));
-        assert!(!outputs_to_port(
-            "userspace(pid=0,controller(reason=1,flags=1,recirc_id=1,rule_cookie=0,controller_id=0,max_len=65535))"
-        ));
-        assert!(!outputs_to_port("ct(zone=65520),recirc(0x1)"));
-        assert!(!outputs_to_port(""));
-    }
 }
