@@ -3,14 +3,17 @@
 //! its exit status) after every kind of tampering.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
-use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use npagent::audit::verify::{verify_paths, BreakKind};
 use npagent::audit::writer::{list_backups, RotatingWriter, WriterConfig};
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "audit_support/log_files.rs"]
+mod log_files;
+use log_files::read_log;
 
 fn cfg(path: &Path, max_backups: usize) -> WriterConfig {
     WriterConfig {
@@ -50,17 +53,6 @@ fn verify_bin(files: &[PathBuf]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_npagent")).arg("audit").arg("verify").args(files).output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.code().unwrap_or(-1), text)
-}
-
-fn read_log(p: &Path) -> String {
-    let bytes = fs::read(p).unwrap();
-    if p.extension().is_some_and(|e| e == "gz") {
-        let mut s = String::new();
-        GzDecoder::new(&bytes[..]).read_to_string(&mut s).unwrap();
-        s
-    } else {
-        String::from_utf8(bytes).unwrap()
-    }
 }
 
 fn write_log(p: &Path, text: &str) {

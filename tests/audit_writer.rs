@@ -2,13 +2,15 @@
 //! backup limits, directory creation, and write errors that resume.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
-use flate2::read::GzDecoder;
 use npagent::audit::writer::{list_backups, RotatingWriter, WriteError, WriterConfig};
 use std::fs;
-use std::io::Read;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;
 use std::time::Duration;
+
+#[path = "audit_support/log_files.rs"]
+mod log_files;
+use log_files::read_log;
 
 fn cfg(path: &Path, max_size: u64, max_backups: usize, compress: bool) -> WriterConfig {
     WriterConfig {
@@ -24,17 +26,6 @@ fn cfg(path: &Path, max_size: u64, max_backups: usize, compress: bool) -> Writer
 
 fn line(i: usize) -> String {
     format!("2023/07/04 12:31:02.801442 IngressRule line {i:05}\n")
-}
-
-fn read_backup(p: &Path) -> String {
-    let bytes = fs::read(p).unwrap();
-    if p.extension().is_some_and(|e| e == "gz") {
-        let mut s = String::new();
-        GzDecoder::new(&bytes[..]).read_to_string(&mut s).unwrap();
-        s
-    } else {
-        String::from_utf8(bytes).unwrap()
-    }
 }
 
 #[test]
@@ -71,7 +62,7 @@ fn rotation_keeps_whole_lines_caps_backups_and_gzips_them() {
     assert!(current.len() <= 500);
     let mut text = String::new();
     for b in backups.iter().rev() {
-        let t = read_backup(&b.path);
+        let t = read_log(&b.path);
         assert!(t.len() <= 500 && t.ends_with('\n'), "{}", t.len());
         text.push_str(&t);
     }
@@ -100,7 +91,7 @@ fn uncompressed_backups_and_no_limit() {
     // Every line is somewhere, exactly once.
     let mut total = fs::read_to_string(&path).unwrap().lines().count();
     for b in &backups {
-        total += read_backup(&b.path).lines().count();
+        total += read_log(&b.path).lines().count();
     }
     assert_eq!(total, 100);
     assert_eq!(backups.len(), 100 / (300 / line(0).len()) + usize::from(100 % (300 / line(0).len()) != 0) - 1);
@@ -206,7 +197,7 @@ fn an_oversized_line_gets_a_file_of_its_own() {
     w.wait_for_maintenance();
     let backups = list_backups(&path).unwrap();
     assert_eq!(backups.len(), 2);
-    assert_eq!(read_backup(&backups[1].path), line(0));
-    assert_eq!(read_backup(&backups[0].path), big);
+    assert_eq!(read_log(&backups[1].path), line(0));
+    assert_eq!(read_log(&backups[0].path), big);
     assert_eq!(fs::read_to_string(&path).unwrap(), line(1));
 }
