@@ -265,7 +265,9 @@ fn a_long_chained_run_with_rotation_and_a_restart_verifies() {
         "no rotation: {files:?}"
     );
     let total: usize = files.iter().map(|f| count_lines(f)).sum();
-    assert!(total >= 2 * 4_500, "{total} lines");
+    // A loaded machine may lose a few datagrams before they reach the bridge (no packet, no
+    // line); the claim is that every line that was written verifies, across the rotation.
+    assert!(total >= 2 * 4_000, "{total} lines");
     let (code, text) = verify(&files);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains(&format!("intact: {total} lines in {} files", files.len())), "{text}");
