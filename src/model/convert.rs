@@ -1,4 +1,4 @@
-//! Kubernetes objects (k8s-openapi) to npagent's model, validated as the API server validates
+//! Kubernetes objects (as [`crate::source::objects`] reads them) to npagent's model, validated as the API server validates
 //! them, so that a manifest the API server would refuse is refused here too, with the object
 //! and the field path named.
 
@@ -8,7 +8,7 @@ use super::{
     Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, Namespace, Peer, Policy, PortRef, PortSpec,
     Protocol, Requirement, SelectorOp,
 };
-use k8s_openapi::api::core::v1 as core;
+use crate::source::objects;
 use k8s_openapi::api::networking::v1 as net;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -103,7 +103,7 @@ fn namespace_of(meta: &meta::ObjectMeta, kind: &'static str) -> Result<String, C
 }
 
 /// Converts a Namespace; the `kubernetes.io/metadata.name` label is always set to its name.
-pub fn namespace(ns: &core::Namespace) -> Result<Namespace, ConvertError> {
+pub fn namespace(ns: &objects::Namespace) -> Result<Namespace, ConvertError> {
     let name = name_of(&ns.metadata, "Namespace", validate_namespace_name)?;
     let ctx = Ctx { kind: "Namespace", object: name.clone() };
     let mut labels = ns.metadata.labels.clone().unwrap_or_default();
@@ -114,7 +114,7 @@ pub fn namespace(ns: &core::Namespace) -> Result<Namespace, ConvertError> {
 
 /// Converts a Pod: labels, IPs (`status.podIPs`, else `status.podIP`), named container ports
 /// and the node.
-pub fn pod(p: &core::Pod) -> Result<super::Pod, ConvertError> {
+pub fn pod(p: &objects::Pod) -> Result<super::Pod, ConvertError> {
     let name = name_of(&p.metadata, "Pod", validate_object_name)?;
     let namespace = namespace_of(&p.metadata, "Pod")?;
     let ctx = Ctx { kind: "Pod", object: format!("{namespace}/{name}") };
@@ -147,7 +147,7 @@ pub fn pod(p: &core::Pod) -> Result<super::Pod, ConvertError> {
     let mut node = None;
     if let Some(spec) = &p.spec {
         node = spec.node_name.clone().filter(|n| !n.is_empty());
-        for (ci, c) in spec.containers.iter().enumerate() {
+        for (ci, c) in spec.containers.iter().flatten().enumerate() {
             for (pi, cp) in c.ports.iter().flatten().enumerate() {
                 let path = format!("spec.containers[{ci}].ports[{pi}]");
                 let port = u16::try_from(cp.container_port).ok().filter(|p| *p != 0).ok_or_else(|| {
@@ -170,7 +170,7 @@ pub fn pod(p: &core::Pod) -> Result<super::Pod, ConvertError> {
 /// pod has no status yet, as the API server defaults it), `metadata.creationTimestamp` and the
 /// deletion deadline. Pure: the caller judges it against its own clock
 /// ([`PodLife::claim`]).
-pub fn pod_life(p: &core::Pod) -> PodLife {
+pub fn pod_life(p: &objects::Pod) -> PodLife {
     let phase = match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
         None | Some("Pending") => Phase::Pending,
         Some("Running") => Phase::Running,
@@ -192,7 +192,7 @@ pub fn pod_life(p: &core::Pod) -> PodLife {
 
 /// Converts a NetworkPolicy (networking.k8s.io/v1), defaulting `policyTypes` as the API
 /// server does: Ingress always, Egress when egress rules are present.
-pub fn policy(np: &net::NetworkPolicy) -> Result<Policy, ConvertError> {
+pub fn policy(np: &objects::NetworkPolicy) -> Result<Policy, ConvertError> {
     let (ctx, namespace, name) = policy_identity(np)?;
     let spec = np.spec.clone().unwrap_or_default();
     let pod_selector = policy_pod_selector(&ctx, spec.pod_selector.as_ref())?;
@@ -253,7 +253,7 @@ pub fn policy(np: &net::NetworkPolicy) -> Result<Policy, ConvertError> {
 /// podSelector only, isolating the selected pods in both directions with nothing allowed
 /// (whatever it meant to allow, or in which direction, is unknown). `Err` when not even those
 /// can be read.
-pub fn policy_isolation(np: &net::NetworkPolicy) -> Result<Policy, ConvertError> {
+pub fn policy_isolation(np: &objects::NetworkPolicy) -> Result<Policy, ConvertError> {
     let (ctx, namespace, name) = policy_identity(np)?;
     let pod_selector = policy_pod_selector(&ctx, np.spec.as_ref().and_then(|s| s.pod_selector.as_ref()))?;
     let annotations = logging_annotations(&np.metadata);
@@ -272,14 +272,14 @@ pub fn policy_isolation(np: &net::NetworkPolicy) -> Result<Policy, ConvertError>
 /// The error for a NetworkPolicy its source could not read in full (`problem` says why; the
 /// object holds its name and podSelector only): a bad name or namespace if it has one, else
 /// [`ConvertError::Invalid`] at `spec`.
-pub fn unreadable_policy(np: &net::NetworkPolicy, problem: &str) -> ConvertError {
+pub fn unreadable_policy(np: &objects::NetworkPolicy, problem: &str) -> ConvertError {
     match policy_identity(np) {
         Ok((ctx, ..)) => ctx.err("spec", problem),
         Err(e) => e,
     }
 }
 
-fn policy_identity(np: &net::NetworkPolicy) -> Result<(Ctx, String, String), ConvertError> {
+fn policy_identity(np: &objects::NetworkPolicy) -> Result<(Ctx, String, String), ConvertError> {
     let name = name_of(&np.metadata, "NetworkPolicy", validate_object_name)?;
     let namespace = namespace_of(&np.metadata, "NetworkPolicy")?;
     let ctx = Ctx { kind: "NetworkPolicy", object: format!("{namespace}/{name}") };
@@ -596,7 +596,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn np(spec: serde_json::Value) -> net::NetworkPolicy {
+    fn np(spec: serde_json::Value) -> objects::NetworkPolicy {
         serde_json::from_value(json!({
             "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": {"name": "p", "namespace": "x"}, "spec": spec
@@ -610,7 +610,7 @@ mod tests {
 
     #[test]
     fn namespace_gets_name_label() {
-        let ns: core::Namespace =
+        let ns: objects::Namespace =
             serde_json::from_value(json!({"metadata": {"name": "x", "labels": {"a": "b"}}})).unwrap();
         let n = namespace(&ns).unwrap();
         assert_eq!(n.labels.get(NAMESPACE_NAME_LABEL).map(String::as_str), Some("x"));
@@ -619,7 +619,7 @@ mod tests {
 
     #[test]
     fn pod_fields() {
-        let p: core::Pod = serde_json::from_value(json!({
+        let p: objects::Pod = serde_json::from_value(json!({
             "metadata": {"name": "a", "namespace": "x", "labels": {"pod": "a"}},
             "spec": {"nodeName": "n1", "containers": [{"name": "c", "ports": [
                 {"containerPort": 80, "name": "http"}, {"containerPort": 53, "protocol": "UDP"}]}]},
@@ -632,13 +632,13 @@ mod tests {
         assert_eq!(m.ports[0], ContainerPort { name: Some("http".into()), port: 80, protocol: Protocol::Tcp });
         assert_eq!(m.ports[1], ContainerPort { name: None, port: 53, protocol: Protocol::Udp });
 
-        let p: core::Pod = serde_json::from_value(json!({
+        let p: objects::Pod = serde_json::from_value(json!({
             "metadata": {"name": "a"}, "status": {"podIP": "10.0.0.9"}}))
         .unwrap();
         let m = pod(&p).unwrap();
         assert_eq!((m.namespace.as_str(), m.ips.len()), ("default", 1));
 
-        let p: core::Pod = serde_json::from_value(json!({
+        let p: objects::Pod = serde_json::from_value(json!({
             "metadata": {"name": "a", "namespace": "x"}, "status": {"podIP": "10.0.0.300"}}))
         .unwrap();
         assert_eq!(pod(&p).unwrap_err().to_string(), "Pod x/a: status.podIP: invalid IP \"10.0.0.300\"");
@@ -751,7 +751,7 @@ mod tests {
     #[test]
     fn names_are_validated_and_shown_escaped() {
         let named = |ns: &str, name: &str| {
-            serde_json::from_value::<net::NetworkPolicy>(
+            serde_json::from_value::<objects::NetworkPolicy>(
                 json!({"metadata": {"name": name, "namespace": ns}, "spec": {}}),
             )
             .expect("policy json")
@@ -768,9 +768,9 @@ mod tests {
             "{e}"
         );
         assert!(policy_isolation(&named("x", "A")).unwrap_err().is_identity());
-        let p: core::Pod = serde_json::from_value(json!({"metadata": {"name": "a\n", "namespace": "x"}})).unwrap();
+        let p: objects::Pod = serde_json::from_value(json!({"metadata": {"name": "a\n", "namespace": "x"}})).unwrap();
         assert!(pod(&p).unwrap_err().to_string().contains("\"a\\n\""));
-        let ns: core::Namespace = serde_json::from_value(json!({"metadata": {"name": "a.b"}})).unwrap();
+        let ns: objects::Namespace = serde_json::from_value(json!({"metadata": {"name": "a.b"}})).unwrap();
         assert!(namespace(&ns).unwrap_err().is_identity());
         assert!(!policy(&np(json!({"podSelector": {"matchLabels": {"-": "x"}}}))).unwrap_err().is_identity());
     }
@@ -791,7 +791,7 @@ mod tests {
     #[test]
     fn pod_life_reads_phase_times_and_forced_deletion() {
         use std::time::{Duration, SystemTime};
-        let life = |v: serde_json::Value| pod_life(&serde_json::from_value::<core::Pod>(v).unwrap());
+        let life = |v: serde_json::Value| pod_life(&serde_json::from_value::<objects::Pod>(v).unwrap());
         let l = life(json!({"metadata": {"name": "a"}}));
         assert_eq!((l.phase, l.created, l.deletion), (Phase::Pending, None, None));
         let l = life(json!({"metadata": {"name": "a", "creationTimestamp": "1970-01-01T00:00:10Z",

@@ -1,22 +1,26 @@
 //! The Kubernetes API as a source: kube-rs watchers of Namespaces, Pods (of all nodes: remote
 //! pods are policy peers) and NetworkPolicies.
 //!
-//! Each watcher's (re)list (`Init`, `InitApply`..., `InitDone`) is buffered and delivered as one
-//! [`SourceEvent::Reset`] of its kind at `InitDone`, so consumers replace the store atomically,
-//! also after a 410 Gone resync. Watch errors are logged and retried with kube's default
-//! backoff; they never end the stream.
+//! The watchers deserialize straight into [`super::objects`]: only the fields npagent reads are
+//! ever built. Each watcher's (re)list (`Init`, `InitApply`..., `InitDone`) is delivered in
+//! [`SourceEvent::ResetChunk`]s of [`LIST_CHUNK`] objects and the [`SourceEvent::Reset`] that
+//! ends it at `InitDone`, so consumers replace the kind's objects as one listing (also after a
+//! 410 Gone resync) without a whole listing ever in memory at once. Watch errors are logged and
+//! retried with kube's default backoff; they never end the stream.
 
 use std::path::Path;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 use tokio::sync::mpsc;
 
+use super::objects::{Namespace, NetworkPolicy, Pod};
 use super::{Error, Kind, KubeObject, SourceEvent, Sourced};
+
+/// Objects per [`SourceEvent::ResetChunk`] of a listing.
+pub const LIST_CHUNK: usize = 1000;
 
 /// Origin of every object this source delivers.
 pub const ORIGIN: &str = "kube";
@@ -84,19 +88,17 @@ impl<K: Watched> Default for EventMapper<K> {
 impl<K: Watched> EventMapper<K> {
     /// The event to deliver for `ev`, if any.
     pub fn map(&mut self, ev: Event<K>) -> Option<SourceEvent> {
-        let sourced = |o: K| {
-            let mut object = o.wrap();
-            object.prune();
-            Sourced::new(ORIGIN, object)
-        };
+        let sourced = |o: K| Sourced::new(ORIGIN, o.wrap());
         match ev {
             Event::Init => {
                 self.listing = Some(Vec::new());
                 None
             }
             Event::InitApply(o) => {
-                self.listing.get_or_insert_with(Vec::new).push(sourced(o));
-                None
+                let listing = self.listing.get_or_insert_with(Vec::new);
+                listing.push(sourced(o));
+                (listing.len() >= LIST_CHUNK)
+                    .then(|| SourceEvent::ResetChunk { kinds: vec![K::KIND], objects: std::mem::take(listing) })
             }
             Event::InitDone => {
                 Some(SourceEvent::Reset { kinds: vec![K::KIND], objects: self.listing.take().unwrap_or_default() })
@@ -137,8 +139,11 @@ fn watch<K: Watched>(client: Client) -> impl Stream<Item = SourceEvent> + Send {
 /// The API group (`""` for core) and resource (plural, as in RBAC rules) of every kind
 /// [`watch_kube`] watches: what npagent's ClusterRole must grant, with [`VERBS`], and nothing
 /// more.
-pub const WATCHED_RESOURCES: [(&str, &str); 3] =
-    [api_resource::<Namespace>(), api_resource::<Pod>(), api_resource::<NetworkPolicy>()];
+pub const WATCHED_RESOURCES: [(&str, &str); 3] = [
+    api_resource::<k8s_openapi::api::core::v1::Namespace>(),
+    api_resource::<k8s_openapi::api::core::v1::Pod>(),
+    api_resource::<k8s_openapi::api::networking::v1::NetworkPolicy>(),
+];
 
 /// The RBAC verbs npagent needs on [`WATCHED_RESOURCES`]. The watchers list and watch; `get`
 /// reveals nothing a `list` does not, and is granted so that a read-only role reads as one.
@@ -211,6 +216,23 @@ mod tests {
     }
 
     #[test]
+    fn a_long_listing_comes_in_chunks() {
+        let mut m = EventMapper::<Pod>::default();
+        assert_eq!(m.map(Event::Init), None);
+        let mut chunks = Vec::new();
+        for i in 0..LIST_CHUNK * 2 + 3 {
+            if let Some(ev) = m.map(Event::InitApply(pod(&format!("p{i}")))) {
+                chunks.push(ev);
+            }
+        }
+        assert_eq!(chunks.len(), 2);
+        assert!(chunks.iter().all(
+            |c| matches!(c, SourceEvent::ResetChunk { kinds, objects } if kinds == &vec![Kind::Pod] && objects.len() == LIST_CHUNK)
+        ));
+        assert_eq!(names(&m.map(Event::InitDone).expect("Reset")), vec!["x/p2000", "x/p2001", "x/p2002"]);
+    }
+
+    #[test]
     fn apply_and_delete() {
         let mut m = EventMapper::<Pod>::default();
         let applied = m.map(Event::Apply(pod("a")));
@@ -233,15 +255,6 @@ mod tests {
                 object: crate::model::ObjectRef { namespace: String::new(), name: "x".into() }
             })
         );
-    }
-
-    #[test]
-    fn managed_fields_are_dropped() {
-        let mut p = pod("a");
-        p.metadata.managed_fields = Some(vec![Default::default()]);
-        let mut m = EventMapper::<Pod>::default();
-        let Some(SourceEvent::Applied(s)) = m.map(Event::Apply(p)) else { panic!("not Applied") };
-        assert_eq!(s.object, KubeObject::Pod(pod("a")));
     }
 
     #[tokio::test]

@@ -1,8 +1,9 @@
 //! Where the model comes from: Kubernetes objects from a manifests directory ([`manifests`]) or
 //! the API server ([`kube`]), and the bridge's pod ports from OVSDB ([`ovsdb`]).
 //!
-//! The object sources deliver k8s-openapi types wrapped in [`SourceEvent`]s; turning them into
-//! model types is [`crate::model::convert`]'s job. The OVSDB source delivers
+//! The object sources deliver [`objects`] (Kubernetes objects with only the fields npagent
+//! reads) wrapped in [`SourceEvent`]s; turning them into model types is
+//! [`crate::model::convert`]'s job. The OVSDB source delivers
 //! [`crate::model::LocalPort`]s directly.
 //!
 //! Contract for consumers of a [`SourceEvent`] stream: start empty; a [`SourceEvent::Reset`]
@@ -21,17 +22,14 @@
 
 pub mod kube;
 pub mod manifests;
+pub mod objects;
 pub mod ovsdb;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
+use objects::{Namespace, NetworkPolicy, Pod};
 
 use crate::model::ObjectRef;
 
 /// One Kubernetes object of a kind npagent uses.
-// Unboxed on purpose: a Pod is ~2 KiB inline and nearly every object is a Pod, so boxing would
-// add an allocation per object and save nothing.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum KubeObject {
     Namespace(Namespace),
@@ -95,16 +93,6 @@ impl KubeObject {
         }
     }
 
-    /// Drops `metadata.managedFields`: large (often most of an object) and never used.
-    pub fn prune(&mut self) {
-        let meta = match self {
-            KubeObject::Namespace(o) => &mut o.metadata,
-            KubeObject::Pod(o) => &mut o.metadata,
-            KubeObject::NetworkPolicy(o) => &mut o.metadata,
-        };
-        meta.managed_fields = None;
-    }
-
     fn metadata(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
         match self {
             KubeObject::Namespace(o) => &o.metadata,
@@ -153,7 +141,6 @@ impl<T> Sourced<T> {
 }
 
 /// A change reported by an object source. See the module documentation for the contract.
-#[allow(clippy::large_enum_variant)] // see KubeObject
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceEvent {
     /// Replace everything of these kinds (initial list, watcher InitDone/relist, manifest load).

@@ -1,8 +1,12 @@
 //! One manifest file's text to Kubernetes objects.
 //!
 //! `.json` files are parsed with serde_json (one object, or several concatenated), everything
-//! else as (multi-document) YAML. Each document, and each item of a `kind: List` (or any
-//! `*List` with `items`), becomes one object. Problems come in two sizes:
+//! else as (multi-document) YAML with serde-saphyr, except that a YAML document that is a JSON
+//! object (as `kubectl get -o json` writes them) is read by serde_json, much faster, and by the
+//! YAML parser only if serde_json refuses it. Documents are numbered as YAML counts them: every
+//! `---` starts one, empty ones included, so `file#N` stays the same whichever parser reads it.
+//! Each document, and each item of a `kind: List` (or any `*List` with `items`), becomes one
+//! object, of the slim types of [`crate::source::objects`]. Problems come in two sizes:
 //! - the file as a whole does not parse (YAML/JSON syntax, not UTF-8): [`FileParse::objects`]
 //!   is `None` and one [`Invalid`] names the file and the location serde reports;
 //! - one document is unusable (unknown kind, wrong apiVersion, a field of the wrong type, no
@@ -15,8 +19,7 @@
 
 use std::cell::Cell;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicySpec};
+use k8s_openapi::api::networking::v1::NetworkPolicySpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::de::DeserializeSeed;
 use serde_json::Value;
@@ -24,6 +27,7 @@ use serde_json::Value;
 use super::bounded::{self, Bounded};
 use super::Invalid;
 use crate::model::ObjectRef;
+use crate::source::objects::{Namespace, NetworkPolicy, Pod};
 use crate::source::{Kind, KubeObject, Sourced};
 
 /// The label the API server puts on every Namespace; manifests get it too.
@@ -68,33 +72,124 @@ fn json_documents(text: &str) -> Result<Vec<Value>, String> {
 }
 
 fn yaml_documents(text: &str) -> Result<Vec<Value>, String> {
-    let mut docs = Vec::new();
     let budget = Cell::new(bounded::budget_for(text.len()));
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        match Bounded(&budget).deserialize(doc) {
+    let mut docs = Vec::new();
+    for (i, doc) in split_documents(text).into_iter().enumerate() {
+        let number = i.saturating_add(1);
+        let Some(body) = doc.body() else {
+            docs.push(Value::Null);
+            continue;
+        };
+        if body.starts_with('{') {
+            if let Ok(v) = serde_json::from_str::<Value>(body) {
+                docs.push(v);
+                continue;
+            }
+        }
+        let options = serde_saphyr::options! { with_snippet: false };
+        let parsed = serde_saphyr::with_deserializer_from_str_with_options(doc.text, options, |de| {
+            Bounded(&budget).deserialize(de)
+        });
+        match parsed {
             Ok(v) => docs.push(v),
             Err(e) => {
-                let msg = e.to_string();
-                if bounded::is_expansion_error(&msg) {
+                let shown = e.render_with_options(serde_saphyr::render_options! {
+                    snippets: serde_saphyr::SnippetMode::Off,
+                    line_offset: doc.first_line.saturating_sub(1) as u64,
+                });
+                if bounded::is_expansion_error(&shown) || is_alias_limit(&e) {
                     return Err(format!(
-                        "refused: YAML aliases in document {} expand to more than {} times the file's size \
+                        "refused: YAML aliases in document {number} expand to more than {} times the file's size \
                          (a \"billion laughs\" file?)",
-                        i.saturating_add(1),
                         bounded::BUDGET_PER_BYTE
                     ));
                 }
-                // serde_yaml's message usually names the location itself.
-                let at = match e.location() {
-                    Some(l) if !msg.contains("line ") => {
-                        format!(" at line {} column {}", l.line(), l.column())
-                    }
-                    _ => String::new(),
-                };
-                return Err(format!("malformed YAML in document {}{at}: {msg}", i.saturating_add(1)));
+                return Err(format!("malformed YAML in document {number}: {}", one_line(&shown)));
             }
         }
     }
     Ok(docs)
+}
+
+fn is_alias_limit(e: &serde_saphyr::Error) -> bool {
+    matches!(
+        e.without_snippet(),
+        serde_saphyr::Error::AliasReplayLimitExceeded { .. }
+            | serde_saphyr::Error::AliasReplayStackDepthExceeded { .. }
+            | serde_saphyr::Error::AliasReplayCounterOverflow { .. }
+    )
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// One YAML document of a stream: its text (document markers included) and the line of the
+/// file it starts on.
+struct YamlDocument<'a> {
+    text: &'a str,
+    first_line: usize,
+}
+
+impl<'a> YamlDocument<'a> {
+    /// The content after the `---` line and leading blank and comment lines; `None` when
+    /// there is none (an empty document).
+    fn body(&self) -> Option<&'a str> {
+        let mut rest = self.text;
+        if is_marker(rest, "---") {
+            // Content may follow the marker on its line (`--- {a: 1}`).
+            rest = &rest[3..];
+        }
+        loop {
+            let trimmed = rest.trim_start_matches([' ', '\t', '\r', '\n']);
+            if let Some(comment) = trimmed.strip_prefix('#') {
+                rest = comment.split_once('\n').map_or("", |(_, after)| after);
+            } else if trimmed.is_empty() || is_marker(trimmed, "...") {
+                return None;
+            } else {
+                return Some(trimmed);
+            }
+        }
+    }
+}
+
+/// Whether `line` starts with the document marker `marker` (`---` or `...`): at column 0,
+/// then the end of the line, a space or a tab. No scalar may hold such a line, so documents
+/// can be told apart before parsing.
+fn is_marker(line: &str, marker: &str) -> bool {
+    line.strip_prefix(marker).is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
+}
+
+/// Splits a YAML stream into its documents, as YAML counts them: every `---` line starts a
+/// document; content before the first one, or after a `...` line that no `---` follows, is a
+/// document of its own (directives, comments and blank lines alone are none).
+fn split_documents(text: &str) -> Vec<YamlDocument<'_>> {
+    let mut docs = Vec::new();
+    // The open document: its start offset and first line, and whether it began with `---`.
+    let (mut start, mut first_line, mut explicit) = (0, 1, false);
+    let mut offset = 0;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let end = offset + line.len();
+        if is_marker(line, "---") {
+            push(&mut docs, &text[start..offset], first_line, explicit);
+            (start, first_line, explicit) = (offset, i + 1, true);
+        } else if is_marker(line, "...") {
+            push(&mut docs, &text[start..end], first_line, explicit);
+            (start, first_line, explicit) = (end, i + 2, false);
+        }
+        offset = end;
+    }
+    push(&mut docs, &text[start..], first_line, explicit);
+    docs
+}
+
+/// Adds the document `text` to `docs` if it is one: it began with `---` (`explicit`) or has
+/// content other than directives, comments and blank lines.
+fn push<'a>(docs: &mut Vec<YamlDocument<'a>>, text: &'a str, first_line: usize, explicit: bool) {
+    let doc = YamlDocument { text, first_line };
+    if explicit || doc.body().is_some_and(|b| !b.starts_with('%')) {
+        docs.push(doc);
+    }
 }
 
 fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -167,8 +262,6 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
     match typed(kind, doc, &id) {
         Ok(object) => {
             if let Some(objects) = out.objects.as_mut() {
-                let mut object = object;
-                object.prune();
                 objects.push(Sourced::new(culprit, object));
             }
         }
@@ -239,7 +332,7 @@ fn shown(s: &str) -> String {
     }
 }
 
-/// Deserializes into the k8s-openapi type and fills in what the API server would: the
+/// Deserializes into the slim type and fills in what the API server would: the
 /// namespace of namespaced objects (`default` when absent) and the Namespace name label.
 fn typed(kind: Kind, doc: Value, id: &ObjectRef) -> Result<KubeObject, serde_json::Error> {
     Ok(match kind {
@@ -418,6 +511,42 @@ mod tests {
         assert_eq!(p.invalid.len(), 1, "{:?}", p.invalid);
         assert_eq!(p.invalid[0].origin, "bomb.yaml");
         assert!(p.invalid[0].error.contains("alias"), "{}", p.invalid[0].error);
+    }
+
+    #[test]
+    fn documents_are_numbered_as_yaml_counts_them_empty_ones_included() {
+        let pod = |name: &str| format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: x}}\n");
+        // As helm writes them: an empty document between sources.
+        let text = format!("---\n# Source: a.yaml\n---\n{}...\n{}---\n--- # nothing\n{}", pod("a"), pod("b"), pod("c"));
+        let p = parse_file("f.yaml", &text, false);
+        assert!(p.invalid.is_empty(), "{:?}", p.invalid);
+        let origins: Vec<String> = p.objects.unwrap_or_default().into_iter().map(|o| o.origin).collect();
+        assert_eq!(origins, vec!["f.yaml#2 Pod x/a", "f.yaml#3 Pod x/b", "f.yaml#5 Pod x/c"]);
+    }
+
+    #[test]
+    fn json_documents_in_a_yaml_file_read_as_yaml_would() {
+        let json = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "x", "labels": {"on": "yes"}}}"#;
+        let yaml_only = "{apiVersion: v1, kind: Pod, metadata: {name: b, namespace: x}}";
+        let text = format!("{json}\n---\n{yaml_only}\n---\n{json}\n");
+        let p = parse_file("f.yaml", &text, false);
+        assert!(p.invalid.is_empty(), "{:?}", p.invalid);
+        let objects = p.objects.unwrap_or_default();
+        assert_eq!(objects.len(), 3);
+        let Some(KubeObject::Pod(pod)) = objects.first().map(|o| &o.object) else { panic!("not a pod") };
+        assert_eq!(pod.metadata.labels.as_ref().and_then(|l| l.get("on")).map(String::as_str), Some("yes"));
+        assert_eq!(objects[1].origin, "f.yaml#2 Pod x/b");
+    }
+
+    #[test]
+    fn a_syntax_error_names_the_line_of_the_file() {
+        let text =
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: [b\n";
+        let p = parse_file("f.yaml", text, false);
+        assert!(p.objects.is_none());
+        let e = &p.invalid[0].error;
+        assert!(e.starts_with("malformed YAML in document 2") && e.contains("line 7"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
     }
 
     #[test]
