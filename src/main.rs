@@ -5,7 +5,7 @@ use npagent::agent::{self, AgentConfig, SourceConfig};
 use npagent::cli::{AuditCommand, Cli, Command, CommonArgs, LogFormat, OfpCommand, RunArgs};
 use npagent::compiler::{self, Compiler, IdAllocator};
 use npagent::snapshot;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 /// `npagent ofp ...`: no runtime, no logging; exit status 2 on bad input.
@@ -201,11 +201,17 @@ async fn shutdown_signal() {
 }
 
 async fn flows(args: CommonArgs) -> anyhow::Result<()> {
-    let mut store = snapshot::load_store(&source_config(&args), false).await?;
-    store.set_ports(&snapshot::read_ports(&args.ovsdb, &args.bridge).await?);
+    let source = source_config(&args);
+    let (store, ports, dump) = tokio::join!(
+        snapshot::load_store(&source, false),
+        snapshot::read_ports(&args.ovsdb, &args.bridge),
+        snapshot::installed_flows(&args.ofp)
+    );
+    let mut store = store?;
+    store.set_ports(&ports?);
 
     // Use the bridge's conjunction ids when it can be reached, so the text matches it.
-    let ids = match snapshot::installed_flows(&args.ofp).await {
+    let ids = match dump {
         Ok(dump) => IdAllocator::recover(&dump, 0),
         Err(e) => {
             tracing::warn!("{e:#}; conjunction ids are freshly allocated and may differ from the bridge's");
@@ -216,8 +222,12 @@ async fn flows(args: CommonArgs) -> anyhow::Result<()> {
         compiler::Config { meter_id: ALLOW_METER_ID, drop_meter_id: DROP_METER_ID, controller_id: args.controller_id };
     let mut compiler = Compiler::new(cfg, ids);
     compiler.full(store.model(), 0);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for line in compiler::flows_text(compiler.flows(), &compiler.port_names()) {
-        println!("{line}");
+        writeln!(out, "{line}")?;
     }
+    out.flush()?;
+    // The process ends here: freeing a cluster's model piece by piece would only add time.
+    std::mem::forget((store, compiler));
     Ok(())
 }

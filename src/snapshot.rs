@@ -8,61 +8,62 @@ use crate::model::LocalPort;
 use crate::source::{self, SourceEvent};
 use crate::switch::{self, ConnectionConfig};
 use anyhow::{bail, Context};
-use std::path::Path;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 /// How long each read waits for its input.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The model as the source holds it now. With `strict`, a manifest that cannot be used is an
-/// error (naming the file and the problem) rather than an object left out.
+/// The model as the source holds it now, read the way `run` reads it (the same watchers, their
+/// listings applied as they come). With `strict`, a manifest that cannot be used is an error
+/// (naming the file and the problem) rather than an object left out, and so is a missing
+/// manifests directory.
 pub async fn load_store(source: &SourceConfig, strict: bool) -> anyhow::Result<Store> {
+    let (tx, rx) = mpsc::channel(64);
     match source {
-        SourceConfig::Manifests(dir) => load_manifests(dir, strict),
-        SourceConfig::Kube { kubeconfig } => {
-            let mut store = Store::default();
-            let client = source::kube::client(kubeconfig.as_deref()).await?;
-            let (tx, mut rx) = mpsc::channel(64);
-            let watcher = tokio::spawn(source::kube::watch_kube(client, tx));
-            let listed = tokio::time::timeout(TIMEOUT, async {
-                while !store.is_synced() {
-                    match rx.recv().await {
-                        Some(ev) => {
-                            store.apply(ev);
-                        }
-                        None => break,
-                    }
-                }
-            })
-            .await;
-            watcher.abort();
-            if listed.is_err() || !store.is_synced() {
-                bail!("the Kubernetes API did not list Namespaces, Pods and NetworkPolicies within {TIMEOUT:?}");
+        SourceConfig::Manifests(dir) => {
+            if strict && !dir.is_dir() {
+                bail!("--manifests {}: not a readable directory", dir.display());
             }
-            Ok(store)
+            let watcher = tokio::spawn(source::manifests::watch_manifests(dir.clone(), tx));
+            let listed = until_synced(rx, strict).await;
+            watcher.abort();
+            listed?.ok_or_else(|| anyhow::anyhow!("the manifests reader of {} stopped", dir.display()))
+        }
+        SourceConfig::Kube { kubeconfig } => {
+            let client = source::kube::client(kubeconfig.as_deref()).await?;
+            let watcher = tokio::spawn(source::kube::watch_kube(client, tx));
+            let listed = tokio::time::timeout(TIMEOUT, until_synced(rx, strict)).await;
+            watcher.abort();
+            match listed {
+                Ok(listed) => listed?.ok_or_else(|| anyhow::anyhow!("the Kubernetes watchers stopped")),
+                Err(_) => {
+                    bail!("the Kubernetes API did not list Namespaces, Pods and NetworkPolicies within {TIMEOUT:?}")
+                }
+            }
         }
     }
 }
 
-/// The model a manifests directory holds. With `strict`, a missing directory or a manifest
-/// that cannot be used is an error naming it and the problem.
-pub fn load_manifests(dir: &Path, strict: bool) -> anyhow::Result<Store> {
-    if strict && !dir.is_dir() {
-        bail!("--manifests {}: not a readable directory", dir.display());
-    }
-    let (objects, invalid) = source::manifests::load_dir(dir);
-    if strict {
-        if let Some(i) = invalid.first() {
-            bail!("{}: {} ({} unusable manifest(s) in all)", i.origin, i.error, invalid.len());
+/// Applies the events of `rx` to a new store until every kind is listed; `None` when the
+/// source stops first. With `strict`, the first unusable input is an error, with the number
+/// of them the listing brought.
+async fn until_synced(mut rx: mpsc::Receiver<SourceEvent>, strict: bool) -> anyhow::Result<Option<Store>> {
+    let mut store = Store::default();
+    let mut invalid: Vec<(String, String)> = Vec::new();
+    while !store.is_synced() {
+        match rx.recv().await {
+            Some(SourceEvent::Invalid { origin, error }) if strict => invalid.push((origin, error)),
+            Some(ev) => {
+                store.apply(ev);
+            }
+            None => return Ok(None),
         }
     }
-    let mut store = Store::default();
-    for i in invalid {
-        store.apply(SourceEvent::from(i));
+    if let Some((origin, error)) = invalid.first() {
+        bail!("{origin}: {error} ({} unusable manifest(s) in all)", invalid.len());
     }
-    store.apply(SourceEvent::Reset { kinds: source::Kind::ALL.to_vec(), objects });
-    Ok(store)
+    Ok(Some(store))
 }
 
 /// Reads the bridge's pod ports from OVSDB once.

@@ -99,10 +99,13 @@ fn explain_agrees_with_every_scenario() {
     assert!(scenarios.len() >= 60, "only {} scenarios", scenarios.len());
     let (mut checked, mut allowed, mut outside) = (0usize, 0usize, 0usize);
     let mut wrong = Vec::new();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     for s in &scenarios {
         for (i, step) in s.steps.iter().enumerate() {
             let dir = step_dir(&base, step);
-            let mut store = snapshot::load_manifests(dir.path(), true).unwrap_or_else(|e| panic!("{}: {e:#}", s.file));
+            let source = npagent::agent::SourceConfig::Manifests(dir.path().to_path_buf());
+            let mut store =
+                rt.block_on(snapshot::load_store(&source, true)).unwrap_or_else(|e| panic!("{}: {e:#}", s.file));
             // Every pod local, as on the testbed's single node.
             let pods: Vec<ObjectRef> = store.model().pods.keys().cloned().collect();
             let (ports, _) = explain::ports_with_stand_ins(store.model(), &pods.iter().collect::<Vec<_>>());

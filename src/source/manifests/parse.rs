@@ -59,39 +59,103 @@ pub fn parse_file(file: &str, text: &str, json: bool) -> FileParse {
     let mut out = FileParse { objects: Some(Vec::new()), ..FileParse::default() };
     for (i, doc) in docs.into_iter().enumerate() {
         let origin = format!("{file}#{}", i.saturating_add(1));
-        document(&origin, doc, true, &mut out);
+        match doc {
+            Doc::Json(raw) => json_document(&origin, raw, &mut out),
+            Doc::Value(v) => document(&origin, v, true, &mut out),
+        }
     }
     out
 }
 
-fn json_documents(text: &str) -> Result<Vec<Value>, String> {
+/// One document of a file: JSON text, checked to be well-formed, or a value the YAML parser
+/// built.
+enum Doc<'a> {
+    Json(&'a str),
+    Value(Value),
+}
+
+fn json_documents(text: &str) -> Result<Vec<Doc<'_>>, String> {
     serde_json::Deserializer::from_str(text)
-        .into_iter::<Value>()
+        .into_iter::<&serde_json::value::RawValue>()
+        .map(|raw| raw.map(|r| Doc::Json(r.get())))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("malformed JSON: {e}"))
 }
 
-fn yaml_documents(text: &str) -> Result<Vec<Value>, String> {
+/// What the fast path needs to know before it reads a whole JSON document as its kind.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Header {
+    #[serde(default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: Option<HeaderMeta>,
+}
+
+#[derive(serde::Deserialize)]
+struct HeaderMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+/// A JSON document: read straight into its slim type when it is a valid object of a kind
+/// npagent uses (nearly every document); anything else takes the general path, which reports
+/// problems exactly.
+fn json_document(origin: &str, raw: &str, out: &mut FileParse) {
+    if let Some(object) = json_object(origin, raw) {
+        if let Some(objects) = out.objects.as_mut() {
+            objects.push(object);
+        }
+        return;
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(doc) => document(origin, doc, true, out),
+        Err(e) => out.invalid.push(Invalid { origin: origin.to_string(), error: format!("malformed JSON: {e}") }),
+    }
+}
+
+/// The fast path of [`json_document`]: `None` whenever the general path has something to say.
+fn json_object(origin: &str, raw: &str) -> Option<Sourced<KubeObject>> {
+    let header: Header = serde_json::from_str(raw).ok()?;
+    let kind = Kind::from_kind_str(header.kind.as_deref()?)?;
+    if header.api_version.as_deref() != Some(kind.api_version()) {
+        return None;
+    }
+    let meta = header.metadata?;
+    let name = meta.name.filter(|n| !n.is_empty())?;
+    let namespace = if kind.is_namespaced() { default_namespace(meta.namespace.as_deref()) } else { String::new() };
+    let id = ObjectRef { namespace, name };
+    let object = match kind {
+        Kind::Namespace => KubeObject::Namespace(serde_json::from_str(raw).ok()?),
+        Kind::Pod => KubeObject::Pod(serde_json::from_str(raw).ok()?),
+        Kind::NetworkPolicy => KubeObject::NetworkPolicy(serde_json::from_str(raw).ok()?),
+    };
+    Some(Sourced::new(format!("{origin} {kind} {}", display_ref(&id)), as_served(object, &id)))
+}
+
+fn yaml_documents(text: &str) -> Result<Vec<Doc<'_>>, String> {
     let budget = Cell::new(bounded::budget_for(text.len()));
     let mut docs = Vec::new();
     for (i, doc) in split_documents(text).into_iter().enumerate() {
         let number = i.saturating_add(1);
         let Some(body) = doc.body() else {
-            docs.push(Value::Null);
+            docs.push(Doc::Value(Value::Null));
             continue;
         };
-        if body.starts_with('{') {
-            if let Ok(v) = serde_json::from_str::<Value>(body) {
-                docs.push(v);
-                continue;
-            }
+        if body.starts_with('{') && serde_json::from_str::<&serde_json::value::RawValue>(body).is_ok() {
+            docs.push(Doc::Json(body));
+            continue;
         }
         let options = serde_saphyr::options! { with_snippet: false };
         let parsed = serde_saphyr::with_deserializer_from_str_with_options(doc.text, options, |de| {
             Bounded(&budget).deserialize(de)
         });
         match parsed {
-            Ok(v) => docs.push(v),
+            Ok(v) => docs.push(Doc::Value(v)),
             Err(e) => {
                 let shown = e.render_with_options(serde_saphyr::render_options! {
                     snippets: serde_saphyr::SnippetMode::Off,
@@ -332,29 +396,31 @@ fn shown(s: &str) -> String {
     }
 }
 
-/// Deserializes into the slim type and fills in what the API server would: the
-/// namespace of namespaced objects (`default` when absent) and the Namespace name label.
+/// Deserializes into the slim type, as the API server would serve it ([`as_served`]).
 fn typed(kind: Kind, doc: Value, id: &ObjectRef) -> Result<KubeObject, serde_json::Error> {
-    Ok(match kind {
-        Kind::Namespace => {
-            let mut ns: Namespace = serde_json::from_value(doc)?;
+    let object = match kind {
+        Kind::Namespace => KubeObject::Namespace(serde_json::from_value::<Namespace>(doc)?),
+        Kind::Pod => KubeObject::Pod(serde_json::from_value::<Pod>(doc)?),
+        Kind::NetworkPolicy => KubeObject::NetworkPolicy(serde_json::from_value::<NetworkPolicy>(doc)?),
+    };
+    Ok(as_served(object, id))
+}
+
+/// Fills in what the API server would: the namespace of namespaced objects (`default` when
+/// absent) and the Namespace name label.
+fn as_served(mut object: KubeObject, id: &ObjectRef) -> KubeObject {
+    match &mut object {
+        KubeObject::Namespace(ns) => {
             ns.metadata
                 .labels
                 .get_or_insert_with(Default::default)
                 .insert(NAMESPACE_NAME_LABEL.to_string(), id.name.clone());
-            KubeObject::Namespace(ns)
         }
-        Kind::Pod => {
-            let mut pod: Pod = serde_json::from_value(doc)?;
-            pod.metadata.namespace = Some(id.namespace.clone());
-            KubeObject::Pod(pod)
+        KubeObject::Pod(Pod { metadata, .. }) | KubeObject::NetworkPolicy(NetworkPolicy { metadata, .. }) => {
+            metadata.namespace = Some(id.namespace.clone());
         }
-        Kind::NetworkPolicy => {
-            let mut np: NetworkPolicy = serde_json::from_value(doc)?;
-            np.metadata.namespace = Some(id.namespace.clone());
-            KubeObject::NetworkPolicy(np)
-        }
-    })
+    }
+    object
 }
 
 #[cfg(test)]
@@ -547,6 +613,34 @@ mod tests {
         let e = &p.invalid[0].error;
         assert!(e.starts_with("malformed YAML in document 2") && e.contains("line 7"), "{e}");
         assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn the_json_fast_path_reads_every_document_as_the_general_path_does() {
+        let docs = [
+            r#"{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": {"a": "b"}}}"#,
+            r#"{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": null}}"#,
+            r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}, "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80}]}]}}"#,
+            r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "y"}, "status": {"podIP": "10.0.0.1"}}"#,
+            r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}, "spec": {"containers": 5}}"#,
+            r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "name": "b"}}"#,
+            r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "x"}}"#,
+            r#"{"apiVersion": "v2", "kind": "Pod", "metadata": {"name": "a"}}"#,
+            r#"{"apiVersion": "v1", "kind": "Deployment", "metadata": {"name": "a"}}"#,
+            r#"{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}]}"#,
+            r#"{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "p"}, "spec": {"podSelector": {}, "ingress": [{}]}}"#,
+            r#"{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "p"}, "spec": {"podSelector": {"matchLabels": {"a": "b"}}, "ingress": 5}}"#,
+            r#"{"kind": "Pod", "metadata": {"name": 5}}"#,
+            r#"[1, 2]"#,
+        ];
+        for raw in docs {
+            let (mut fast, mut general) = (FileParse::default(), FileParse::default());
+            fast.objects = Some(Vec::new());
+            general.objects = Some(Vec::new());
+            json_document("f#1", raw, &mut fast);
+            document("f#1", serde_json::from_str(raw).expect("JSON"), true, &mut general);
+            assert_eq!(format!("{fast:?}"), format!("{general:?}"), "{raw}");
+        }
     }
 
     #[test]
