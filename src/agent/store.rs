@@ -17,9 +17,15 @@
 use crate::compiler::Change;
 use crate::model::{convert, ClaimRank, LocalPort, Model, ObjectRef, Pod};
 use crate::source::{Kind, KubeObject, SourceEvent, Sourced};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::time::SystemTime;
+
+// The store's hash maps are keyed by names and addresses from the sources, hashed once per
+// object per listing: foldhash (seeded per process, as std's SipHash is) takes a fraction of
+// SipHash's time on such short keys.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// The IPs a live pod claims, and how strongly.
 #[derive(Debug, Clone, PartialEq, Eq)]

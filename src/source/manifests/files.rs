@@ -102,7 +102,7 @@ pub(super) fn object_hash(o: &Sourced<KubeObject>) -> u64 {
     let mut h = DefaultHasher::new();
     o.origin.hash(&mut h);
     o.unreadable.hash(&mut h);
-    // Serializing k8s-openapi types is deterministic (fixed field order, sorted maps) and
+    // Serializing the slim objects is deterministic (fixed field order, sorted maps) and
     // cannot fail; a failure would only make the object look changed.
     let written = match &o.object {
         KubeObject::Namespace(x) => serde_json::to_writer(HashWriter(&mut h), x),
