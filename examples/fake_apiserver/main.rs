@@ -8,10 +8,10 @@
 //!   fake_apiserver DIR [--port PORT]
 //!
 //! Prints `listening on http://127.0.0.1:PORT` to stdout once bound (port 0, the default, picks
-//! a free one) and serves until killed. One line per request to stderr; paths it does not serve
-//! get a 404 Status. No TLS, no authentication, no admission: what the files say is what it
-//! serves, with what the API server fills in itself (resourceVersion, the namespace of
-//! namespaced objects, the Namespace name label).
+//! a free one) and serves until killed. One timestamped line per request to stderr; paths it
+//! does not serve get a 404 Status. No TLS, no authentication, no admission: what the files say
+//! is what it serves, with what the API server fills in itself (resourceVersion, the namespace
+//! of namespaced objects, the Namespace name label).
 //!
 //! It runs on one thread, so that on a small machine it leaves the other cores to the agent.
 

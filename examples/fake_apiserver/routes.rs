@@ -1,10 +1,11 @@
 //! Requests to responses: `GET` of a cluster-wide collection is a list (one page of `limit`
 //! items from the `continue` token's place) or, with `watch=true` (or `1`), a watch; anything
 //! else gets the API server's `Status` object with the matching code. Each request is logged
-//! to stderr on one line.
+//! to stderr on one line, after the wall-clock time it was answered at (seconds since the
+//! epoch, microseconds), so that a log can be laid next to a client's.
 
 use std::convert::Infallible;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -22,7 +23,9 @@ pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 /// The response to `req`, logged.
 pub fn respond<B>(cluster: &Cluster, req: &Request<B>) -> Response<Body> {
     let (resp, note) = route(cluster, req);
-    eprintln!("{} {} -> {} {note}", req.method(), req.uri(), resp.status().as_u16());
+    let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let (secs, micros) = (t.as_secs(), t.subsec_micros());
+    eprintln!("{secs}.{micros:06} {} {} -> {} {note}", req.method(), req.uri(), resp.status().as_u16());
     resp
 }
 
