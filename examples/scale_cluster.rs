@@ -1,19 +1,23 @@
 //! Helper of `scripts/bench-scale`: the compiler's synthetic cluster as manifests, and the
 //! manifest-change latency loop.
 //!
-//! - `scale_cluster gen DIR [small] [baseline|egress]` writes `npagent::compiler::synthetic::cluster`
-//!   (the scale target, or a 10x smaller cluster; with `baseline` the same cluster without its
-//!   egress sections, `cluster_without_egress`) as YAML, one file per namespace (`DIR/nsI.yaml`:
-//!   the Namespace, its Pods, its NetworkPolicies), then reads the directory back through
-//!   npagent's own manifest loader and conversion and checks that it gives the same model.
-//!   The bridge ports of the local pods go to stdout, one per line:
-//!   `ofport interface namespace pod ip mac`.
+//! - `scale_cluster gen DIR [small] [baseline|egress] [json]` writes
+//!   `npagent::compiler::synthetic::cluster` (the scale target, or a 10x smaller cluster; with
+//!   `baseline` the same cluster without its egress sections, `cluster_without_egress`) as
+//!   YAML, one file per namespace (`DIR/nsI.yaml`: the Namespace, its Pods, its
+//!   NetworkPolicies, as YAML documents), or with `json` as JSON (`DIR/nsI.json`: the same
+//!   objects, one compact JSON object per line, which the manifest loader reads as concatenated
+//!   JSON objects; a `nsI.yaml` left by an earlier `gen` is removed, and the other way round).
+//!   It then reads the directory back through npagent's own manifest loader and conversion and
+//!   checks that it gives the same model. The bridge ports of the local pods go to stdout, one
+//!   per line: `ofport interface namespace pod ip mac`.
 //! - `scale_cluster churn DIR LOG N KIND [OFP]` changes namespace ns0 (ns110 for the egress
-//!   kinds) N times by atomically replacing `DIR/ns0.yaml` (write a temporary file, rename) and waits each time for the
-//!   agent's debug line `bundle of N flow_mods committed` in LOG (the agent's stderr). KIND is
-//!   `policy` (np0's TCP port toggles between 80 and 8080), `pod` (remote pod5 relabelled
-//!   into and out of np0's peer selector, app5 <-> app1), `egress` (the first egress rule of
-//!   ns110/np9, which selects ns110's local pod: TCP 5432 <-> 5433, in `ns110.yaml`) or
+//!   kinds) N times by atomically replacing its file, `DIR/ns0.yaml` or `DIR/ns0.json`,
+//!   whichever exists, in the same format (write a temporary file, rename), and waits each time
+//!   for the agent's debug line `bundle of N flow_mods committed` in LOG (the agent's stderr).
+//!   KIND is `policy` (np0's TCP port toggles between 80 and 8080), `pod` (remote pod5
+//!   relabelled into and out of np0's peer selector, app5 <-> app1), `egress` (the first egress
+//!   rule of ns110/np9, which selects ns110's local pod: TCP 5432 <-> 5433, in ns110's file) or
 //!   `egress-pod` (ns110/pod5 relabelled into and out of that rule's `to` selector,
 //!   app5 <-> app4); the last two need the cluster with egress. Prints one line per change:
 //!   `i rename_to_scan_ms rename_to_commit_ms flow_mods` and checks every 10th change on the
@@ -36,12 +40,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["gen", dir, opts @ ..] if opts.iter().all(|o| ["small", "baseline", "egress"].contains(o)) => {
+        ["gen", dir, opts @ ..] if opts.iter().all(|o| ["small", "baseline", "egress", "json"].contains(o)) => {
             let spec = Spec { small: opts.contains(&"small"), egress: !opts.contains(&"baseline") };
-            gen(Path::new(dir), spec)
+            let format = if opts.contains(&"json") { Format::Json } else { Format::Yaml };
+            gen(Path::new(dir), spec, format)
         }
         ["churn", dir, log, n, kind, rest @ ..] => churn(Path::new(dir), Path::new(log), n, kind, rest.first().copied()),
-        _ => Err("usage: scale_cluster gen DIR [small] [baseline|egress] | churn DIR LOG N policy|pod|egress|egress-pod [OFP]".into()),
+        _ => Err("usage: scale_cluster gen DIR [small] [baseline|egress] [json] | churn DIR LOG N policy|pod|egress|egress-pod [OFP]".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -78,19 +83,60 @@ impl Spec {
     }
 }
 
+/// How the namespace files are written: YAML documents or concatenated JSON objects.
+#[derive(Clone, Copy)]
+enum Format {
+    Yaml,
+    Json,
+}
+
+impl Format {
+    /// The file name extension, which also tells the manifest loader how to read the file.
+    fn ext(self) -> &'static str {
+        match self {
+            Format::Yaml => "yaml",
+            Format::Json => "json",
+        }
+    }
+
+    fn other(self) -> Format {
+        match self {
+            Format::Yaml => Format::Json,
+            Format::Json => Format::Yaml,
+        }
+    }
+
+    /// The format of namespace `ns`'s file in `dir`: the one that exists.
+    fn of(dir: &Path, ns: &str) -> Result<Format, String> {
+        let exists = |f: Format| dir.join(format!("{ns}.{}", f.ext())).exists();
+        match (exists(Format::Yaml), exists(Format::Json)) {
+            (true, false) => Ok(Format::Yaml),
+            (false, true) => Ok(Format::Json),
+            (true, true) => Err(format!("{}: both {ns}.yaml and {ns}.json exist", dir.display())),
+            (false, false) => Err(format!("{}: neither {ns}.yaml nor {ns}.json exists", dir.display())),
+        }
+    }
+}
+
 fn spec_for(dir: &Path) -> Spec {
     // `gen` leaves a marker so `churn` rebuilds the same model.
     let marker = std::fs::read_to_string(dir.join(".spec")).unwrap_or_default();
     Spec { small: marker.starts_with("small"), egress: !marker.contains("baseline") }
 }
 
-fn gen(dir: &Path, spec: Spec) -> Result<(), String> {
+fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
     let model = spec.model();
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let started = Instant::now();
     for ns in model.namespaces.keys() {
-        let text = namespace_file(&model, ns)?;
-        std::fs::write(dir.join(format!("{ns}.yaml")), text).map_err(|e| format!("{ns}: {e}"))?;
+        let text = namespace_file(&model, ns, format)?;
+        std::fs::write(dir.join(format!("{ns}.{}", format.ext())), text).map_err(|e| format!("{ns}: {e}"))?;
+        // The same objects in the other format would be read too, as duplicates.
+        let stale = dir.join(format!("{ns}.{}", format.other().ext()));
+        match std::fs::remove_file(&stale) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("{}: {e}", stale.display())),
+            _ => {}
+        }
     }
     std::fs::write(dir.join(".spec"), spec.marker()).map_err(|e| e.to_string())?;
     eprintln!(
@@ -138,8 +184,9 @@ fn gen(dir: &Path, spec: Spec) -> Result<(), String> {
     Ok(())
 }
 
-/// The YAML of one namespace: the Namespace, its Pods, its NetworkPolicies.
-fn namespace_file(model: &Model, ns: &str) -> Result<String, String> {
+/// The file of one namespace: the Namespace, its Pods, its NetworkPolicies, as YAML documents
+/// or as JSON objects, one per line.
+fn namespace_file(model: &Model, ns: &str, format: Format) -> Result<String, String> {
     let mut docs = Vec::new();
     let n = model.namespaces.get(ns).ok_or("no such namespace")?;
     docs.push(json!({
@@ -190,8 +237,16 @@ fn namespace_file(model: &Model, ns: &str) -> Result<String, String> {
     }
     let mut text = String::new();
     for d in docs {
-        text.push_str("---\n");
-        text.push_str(&serde_yaml::to_string(&d).map_err(|e| e.to_string())?);
+        match format {
+            Format::Yaml => {
+                text.push_str("---\n");
+                text.push_str(&serde_saphyr::to_string(&d).map_err(|e| e.to_string())?);
+            }
+            Format::Json => {
+                text.push_str(&serde_json::to_string(&d).map_err(|e| e.to_string())?);
+                text.push('\n');
+            }
+        }
     }
     Ok(text)
 }
@@ -344,8 +399,9 @@ fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Resu
     if kind.starts_with("egress") && model.policies.get(&oref(&ns, "np9")).is_none_or(|p| p.egress.is_empty()) {
         return Err(format!("{kind}: {ns}/np9 has no egress rule in this cluster"));
     }
-    let target: PathBuf = dir.join(format!("{ns}.yaml"));
-    let tmp: PathBuf = dir.join(format!(".{ns}.yaml.tmp"));
+    let format = Format::of(dir, &ns)?;
+    let target: PathBuf = dir.join(format!("{ns}.{}", format.ext()));
+    let tmp: PathBuf = dir.join(format!(".{ns}.{}.tmp", format.ext()));
     let mut tail = LogTail::open(log)?;
     let mut out = std::io::stdout().lock();
     for i in 1..=n {
@@ -374,7 +430,7 @@ fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Resu
             }
             _ => unreachable!("checked above"),
         };
-        let text = namespace_file(&model, &ns)?;
+        let text = namespace_file(&model, &ns, format)?;
         std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &target).map_err(|e| format!("rename: {e}"))?;
         let renamed = now_secs();

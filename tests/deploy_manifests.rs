@@ -16,6 +16,9 @@ use npagent::cli::Cli;
 use npagent::source::kube::{VERBS, WATCHED_RESOURCES};
 use serde::Deserialize;
 
+#[path = "support/yaml.rs"]
+mod yaml;
+
 /// One object of deploy/, typed.
 #[derive(Debug)]
 enum Manifest {
@@ -46,10 +49,7 @@ fn read(path: &Path) -> String {
 
 /// The YAML documents of `text` as JSON values (empty documents skipped).
 fn documents(text: &str) -> Result<Vec<serde_json::Value>, String> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|doc| serde_json::Value::deserialize(doc).map_err(|e| e.to_string()))
-        .filter(|doc| !matches!(doc, Ok(serde_json::Value::Null)))
-        .collect()
+    yaml::documents(text).map_err(|e| e.to_string())
 }
 
 /// The first place where `want` and `got` differ, as a JSON path, or None.
@@ -103,7 +103,7 @@ fn manifest(doc: &serde_json::Value) -> Result<Manifest, String> {
 /// Every object of deploy/, from the files the kustomization lists, in order.
 fn load() -> Vec<Manifest> {
     let dir = deploy_dir();
-    let k: Kustomization = serde_yaml::from_str(&read(&dir.join("kustomization.yaml")))
+    let k: Kustomization = yaml::from_str(&read(&dir.join("kustomization.yaml")))
         .unwrap_or_else(|e| panic!("deploy/kustomization.yaml: {e}"));
     assert_eq!(k.api_version, "kustomize.config.k8s.io/v1beta1");
     assert_eq!(k.kind, "Kustomization");

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde_yaml::Value;
+use serde_json::Value;
 
 use harness::Check;
 use scenario::{docs_yaml, merge_patch, obj_key, split_docs, Proto};
@@ -60,7 +60,7 @@ impl Live {
 
     /// Merge-patches the testbed's manifest of one object (the file that holds it).
     fn patch(&self, kind: &str, namespace: &str, name: &str, patch: &str) {
-        let patch: Value = serde_yaml::from_str(patch).expect("patch yaml");
+        let patch: Value = support::yaml::from_str(patch).expect("patch yaml");
         for entry in std::fs::read_dir(self.dir()).expect("manifests dir") {
             let path = entry.expect("entry").path();
             if path.extension().is_none_or(|x| x != "yaml") {

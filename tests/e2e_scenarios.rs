@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_yaml::Value;
+use serde_json::Value;
 
 use harness::{flows_command_diff, trace_all};
 use scenario::{
@@ -357,7 +357,7 @@ fn scenario_files_are_valid() {
             let ctx = format!("{} step {}", s.file, i + 1);
             let mut policy_names = BTreeSet::new();
             for p in &step.policies {
-                if let Err(e) = serde_yaml::from_value::<k8s_openapi::api::networking::v1::NetworkPolicy>(p.clone()) {
+                if let Err(e) = serde_json::from_value::<k8s_openapi::api::networking::v1::NetworkPolicy>(p.clone()) {
                     errors.push(format!("{ctx}: NetworkPolicy does not parse: {e}"));
                 }
                 let key = obj_key(p).expect("key");
@@ -370,8 +370,8 @@ fn scenario_files_are_valid() {
             }
             for (k, v) in &step.patched {
                 let r = match k.kind.as_str() {
-                    "Pod" => serde_yaml::from_value::<k8s_openapi::api::core::v1::Pod>(v.clone()).map(|_| ()),
-                    _ => serde_yaml::from_value::<k8s_openapi::api::core::v1::Namespace>(v.clone()).map(|_| ()),
+                    "Pod" => serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(v.clone()).map(|_| ()),
+                    _ => serde_json::from_value::<k8s_openapi::api::core::v1::Namespace>(v.clone()).map(|_| ()),
                 };
                 if let Err(e) = r {
                     errors.push(format!("{ctx}: patched {k} does not parse: {e}"));
@@ -468,7 +468,7 @@ fn scenario_files_are_valid() {
 /// `egress ipBlock` for egress.
 fn features(p: &Value, seen: &mut BTreeSet<String>) {
     let spec = p.get("spec").cloned().unwrap_or(Value::Null);
-    let types = spec.get("policyTypes").and_then(Value::as_sequence);
+    let types = spec.get("policyTypes").and_then(Value::as_array);
     let has_type = |t: &str| types.is_some_and(|ts| ts.iter().any(|v| v.as_str() == Some(t)));
     match types {
         None => {
@@ -491,7 +491,7 @@ fn features(p: &Value, seen: &mut BTreeSet<String>) {
         });
     }
     for (dir, peers_key, prefix) in [("ingress", "from", ""), ("egress", "to", "egress ")] {
-        let rules = spec.get(dir).and_then(Value::as_sequence);
+        let rules = spec.get(dir).and_then(Value::as_array);
         match rules {
             None if has_type(if dir == "ingress" { "Ingress" } else { "Egress" }) => {
                 seen.insert(format!("missing {dir}"));
@@ -502,7 +502,7 @@ fn features(p: &Value, seen: &mut BTreeSet<String>) {
             _ => {}
         }
         for rule in rules.into_iter().flatten() {
-            if rule.as_mapping().is_some_and(|m| m.is_empty()) {
+            if rule.as_object().is_some_and(|m| m.is_empty()) {
                 seen.insert(format!("{dir}: [{{}}]"));
             }
             rule_features(rule, peers_key, prefix, seen);
@@ -515,7 +515,7 @@ fn rule_features(rule: &Value, peers_key: &str, prefix: &str, seen: &mut BTreeSe
     // the rule's features, by name without the prefix
     let mut names: Vec<&'static str> = Vec::new();
     let mut saw = |name: &'static str| names.push(name);
-    match rule.get(peers_key).and_then(Value::as_sequence) {
+    match rule.get(peers_key).and_then(Value::as_array) {
         Some(peers) if peers.is_empty() => {
             seen.insert(format!("empty {peers_key}"));
         }
@@ -535,10 +535,10 @@ fn rule_features(rule: &Value, peers_key: &str, prefix: &str, seen: &mut BTreeSe
                 if ns.is_some() {
                     saw("namespaceSelector");
                 }
-                if ns.and_then(Value::as_mapping).is_some_and(|m| m.is_empty()) {
+                if ns.and_then(Value::as_object).is_some_and(|m| m.is_empty()) {
                     saw("empty namespaceSelector");
                 }
-                if ns.is_none() && ps.and_then(Value::as_mapping).is_some_and(|m| m.is_empty()) {
+                if ns.is_none() && ps.and_then(Value::as_object).is_some_and(|m| m.is_empty()) {
                     saw("empty podSelector peer");
                 }
                 if let Some(b) = peer.get("ipBlock") {
@@ -554,7 +554,7 @@ fn rule_features(rule: &Value, peers_key: &str, prefix: &str, seen: &mut BTreeSe
         }
         None => {}
     }
-    match rule.get("ports").and_then(Value::as_sequence) {
+    match rule.get("ports").and_then(Value::as_array) {
         Some(ports) if ports.is_empty() => saw("empty ports"),
         Some(ports) => {
             for port in ports {
@@ -584,7 +584,7 @@ fn selector_features(sel: &Value, saw: &mut impl FnMut(&'static str)) {
     if sel.get("matchLabels").is_some() {
         saw("matchLabels");
     }
-    for e in sel.get("matchExpressions").and_then(Value::as_sequence).into_iter().flatten() {
+    for e in sel.get("matchExpressions").and_then(Value::as_array).into_iter().flatten() {
         match e.get("operator").and_then(Value::as_str) {
             Some("In") => saw("matchExpressions In"),
             Some("NotIn") => saw("matchExpressions NotIn"),

@@ -10,6 +10,9 @@ use npagent::source::manifests::{load_dir, watch_manifests, Invalid, MAX_FILE_BY
 use npagent::source::{Kind, KubeObject, SourceEvent, Sourced};
 use tokio::sync::mpsc;
 
+#[path = "support/yaml.rs"]
+mod yaml;
+
 const NS_X: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n  labels: {ns: x}\n";
 
 fn pod(name: &str, label: &str) -> String {
@@ -190,7 +193,7 @@ async fn watching_follows_every_change() {
     write(
         dir,
         "np.json",
-        &serde_json::to_string(&serde_yaml::from_str::<serde_json::Value>(&policy("p")).expect("yaml")).expect("json"),
+        &serde_json::to_string(&yaml::from_str::<serde_json::Value>(&policy("p")).expect("yaml")).expect("json"),
     );
     w.until("new policy", |ev, _| matches!(ev, SourceEvent::Applied(o) if o.object.kind() == Kind::NetworkPolicy))
         .await;

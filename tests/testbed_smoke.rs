@@ -3,8 +3,7 @@
 
 mod support;
 
-use serde::Deserialize;
-use support::Sandbox;
+use support::{yaml, Sandbox};
 
 #[test]
 fn sandbox_bridge_answers_openflow15() {
@@ -188,16 +187,15 @@ fn manifests_describe_the_live_pods() {
     for pod in tb.pods() {
         let text = std::fs::read_to_string(live.join(format!("pod-{}-{}.yaml", pod.namespace, pod.name)))
             .expect("pod manifest");
-        let doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("pod manifest is YAML");
-        let typed: k8s_openapi::api::core::v1::Pod =
-            serde_yaml::from_str(&text).expect("pod manifest is a Kubernetes Pod");
+        let doc: serde_json::Value = yaml::from_str(&text).expect("pod manifest is YAML");
+        let typed: k8s_openapi::api::core::v1::Pod = yaml::from_str(&text).expect("pod manifest is a Kubernetes Pod");
         assert_eq!(typed.metadata.name.as_deref(), Some(pod.name.as_str()));
         assert_eq!(doc["kind"].as_str(), Some("Pod"));
         assert_eq!(doc["metadata"]["namespace"].as_str(), Some(pod.namespace.as_str()));
         assert_eq!(doc["metadata"]["labels"]["pod"].as_str(), Some(pod.name.as_str()));
         assert_eq!(doc["status"]["podIP"].as_str(), Some(pod.ip.as_str()));
         let ports: Vec<&str> = doc["spec"]["containers"]
-            .as_sequence()
+            .as_array()
             .expect("containers")
             .iter()
             .filter_map(|c| c["ports"][0]["name"].as_str())
@@ -205,9 +203,10 @@ fn manifests_describe_the_live_pods() {
         assert_eq!(ports, ["serve-80-tcp", "serve-81-tcp", "serve-80-udp"]);
     }
     let text = std::fs::read_to_string(live.join("namespaces.yaml")).expect("namespaces.yaml");
-    let labels: Vec<(String, String)> = serde_yaml::Deserializer::from_str(&text)
-        .map(|d| {
-            let v = serde_yaml::Value::deserialize(d).expect("namespace YAML");
+    let labels: Vec<(String, String)> = yaml::documents(&text)
+        .expect("namespace YAML")
+        .iter()
+        .map(|v| {
             let name = v["metadata"]["name"].as_str().expect("name").to_owned();
             let label = v["metadata"]["labels"]["ns"].as_str().expect("ns label").to_owned();
             (name, label)
@@ -315,16 +314,15 @@ fn examples_are_kubernetes_objects() {
             continue;
         }
         let text = std::fs::read_to_string(&path).expect("read example");
-        let v: serde_yaml::Value = serde_yaml::from_str(&text).expect("example is YAML");
+        let v: serde_json::Value = yaml::from_str(&text).expect("example is YAML");
         match v["kind"].as_str() {
             Some("NetworkPolicy") => {
-                let np: NetworkPolicy =
-                    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let np: NetworkPolicy = yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 assert!(np.spec.is_some(), "{}", path.display());
                 policies += 1;
             }
             Some("Namespace") => {
-                let _: Namespace = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let _: Namespace = yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             }
             other => panic!("{}: unexpected kind {other:?}", path.display()),
         }

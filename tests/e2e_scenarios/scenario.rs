@@ -35,7 +35,9 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 use serde::Deserialize;
-use serde_yaml::Value;
+use serde_json::Value;
+
+use crate::support::yaml;
 
 /// A pod of the testbed, `namespace/name`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -313,26 +315,20 @@ pub fn obj_key(doc: &Value) -> Result<ObjKey, String> {
 
 /// Splits multi-document YAML into its non-empty documents.
 pub fn split_docs(text: &str) -> Result<Vec<Value>, String> {
-    let mut out = Vec::new();
-    for de in serde_yaml::Deserializer::from_str(text) {
-        let v = Value::deserialize(de).map_err(|e| e.to_string())?;
-        if !v.is_null() {
-            out.push(v);
-        }
-    }
-    Ok(out)
+    // Empty and `null` documents are skipped by the parser itself.
+    yaml::documents(text).map_err(|e| e.to_string())
 }
 
-/// RFC 7386 JSON merge patch on YAML values.
+/// RFC 7386 JSON merge patch.
 pub fn merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Mapping(pm) = patch else {
+    let Value::Object(pm) = patch else {
         *target = patch.clone();
         return;
     };
-    if !target.is_mapping() {
-        *target = Value::Mapping(Default::default());
+    if !target.is_object() {
+        *target = Value::Object(Default::default());
     }
-    if let Value::Mapping(tm) = target {
+    if let Value::Object(tm) = target {
         for (k, pv) in pm {
             if pv.is_null() {
                 tm.remove(k);
@@ -463,7 +459,7 @@ pub fn docs_yaml(docs: &[Value]) -> String {
     let mut out = String::new();
     for d in docs {
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(d).unwrap_or_default());
+        out.push_str(&serde_saphyr::to_string(d).unwrap_or_default());
     }
     out
 }
@@ -503,7 +499,7 @@ struct RawScenario {
 impl Scenario {
     /// Parses a scenario file's text; `base` supplies pods, IPs and the objects to patch.
     pub fn parse(file: &str, text: &str, base: &Base) -> Result<Self, String> {
-        let raw: RawScenario = serde_yaml::from_str(text).map_err(|e| format!("{file}: {e}"))?;
+        let raw: RawScenario = yaml::from_str(text).map_err(|e| format!("{file}: {e}"))?;
         let raw_steps = match (raw.steps, raw.manifests, raw.expect) {
             (Some(steps), None, None) if !steps.is_empty() => steps,
             (None, manifests, Some(expect)) => vec![RawStep { doc: None, manifests, expect }],
@@ -643,7 +639,7 @@ mod tests {
         let mut b = Base::default();
         for id in universe() {
             let ip = format!("10.10.{}.{}", (id.ns.as_bytes()[0] - b'x') + 1, (id.pod.as_bytes()[0] - b'a') + 11);
-            let doc: Value = serde_yaml::from_str(&format!(
+            let doc: Value = yaml::from_str(&format!(
                 "{{apiVersion: v1, kind: Pod, metadata: {{namespace: {}, name: {}, labels: {{pod: {}}}}}, status: {{podIP: {ip}}}}}",
                 id.ns, id.pod, id.pod
             ))
@@ -651,7 +647,7 @@ mod tests {
             b.objects.insert(obj_key(&doc).unwrap(), doc);
         }
         let ns: Value =
-            serde_yaml::from_str("{apiVersion: v1, kind: Namespace, metadata: {name: y, labels: {ns: y}}}").unwrap();
+            yaml::from_str("{apiVersion: v1, kind: Namespace, metadata: {name: y, labels: {ns: y}}}").unwrap();
         b.objects.insert(obj_key(&ns).unwrap(), ns);
         b
     }
@@ -712,10 +708,10 @@ mod tests {
 
     #[test]
     fn merge_patch_follows_rfc7386() {
-        let mut t: Value = serde_yaml::from_str("{a: {b: 1, c: 2}, l: [1, 2], k: v}").unwrap();
-        let p: Value = serde_yaml::from_str("{a: {b: null, d: 3}, l: [3], n: {m: 1}}").unwrap();
+        let mut t: Value = yaml::from_str("{a: {b: 1, c: 2}, l: [1, 2], k: v}").unwrap();
+        let p: Value = yaml::from_str("{a: {b: null, d: 3}, l: [3], n: {m: 1}}").unwrap();
         merge_patch(&mut t, &p);
-        let want: Value = serde_yaml::from_str("{a: {c: 2, d: 3}, l: [3], k: v, n: {m: 1}}").unwrap();
+        let want: Value = yaml::from_str("{a: {c: 2, d: 3}, l: [3], k: v, n: {m: 1}}").unwrap();
         assert_eq!(t, want);
     }
 

@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod sandbox;
 pub mod testbed;
+pub mod yaml;
 
 pub use sandbox::Sandbox;
 pub use testbed::{write_atomic, Pod, Port, Reachability, Testbed};
