@@ -246,8 +246,7 @@ mod tests {
             })
         );
         let mut n = EventMapper::<Namespace>::default();
-        let ns =
-            Namespace { metadata: ObjectMeta { name: Some("x".into()), ..Default::default() }, ..Default::default() };
+        let ns = Namespace { metadata: ObjectMeta { name: Some("x".into()), ..Default::default() } };
         assert_eq!(
             n.map(Event::Delete(ns)),
             Some(SourceEvent::Deleted {

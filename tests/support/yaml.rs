@@ -8,12 +8,11 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// What the tests read YAML with: only YAML 1.2's `true` and `false` (any case) are booleans.
-/// serde-saphyr by default also takes YAML 1.1's `y`, `n`, `yes`, `no`, `on` and `off` for
-/// booleans wherever the target type does not decide (a `serde_json::Value`), and the testbed
-/// has a namespace `y`: `namespace: y` would read as `true`.
+/// What the tests read YAML with: npagent's own options
+/// (`npagent::source::manifests::yaml_options`), so a fixture means to a test what it means to
+/// the agent (the testbed has a namespace `y`, which YAML 1.1 would read as `true`).
 pub fn options() -> serde_saphyr::Options {
-    serde_saphyr::options! { strict_booleans: true }
+    npagent::source::manifests::yaml_options()
 }
 
 /// The single document of `text` as `T`.

@@ -51,6 +51,8 @@ pub mod parse;
 mod state;
 mod watch;
 
+pub use parse::yaml_options;
+
 use files::*;
 use state::*;
 use watch::*;

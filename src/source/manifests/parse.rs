@@ -150,8 +150,7 @@ fn yaml_documents(text: &str) -> Result<Vec<Doc<'_>>, String> {
             docs.push(Doc::Json(body));
             continue;
         }
-        let options = serde_saphyr::options! { with_snippet: false };
-        let parsed = serde_saphyr::with_deserializer_from_str_with_options(doc.text, options, |de| {
+        let parsed = serde_saphyr::with_deserializer_from_str_with_options(doc.text, yaml_options(), |de| {
             Bounded(&budget).deserialize(de)
         });
         match parsed {
@@ -173,6 +172,21 @@ fn yaml_documents(text: &str) -> Result<Vec<Doc<'_>>, String> {
         }
     }
     Ok(docs)
+}
+
+/// How npagent reads YAML (manifests, and the tests' fixtures): scalars are typed by the YAML
+/// 1.2 core schema, as the parser npagent used before read them, so a value means the same
+/// whichever reads it: only `true`/`false` are booleans (not 1.1's `y`, `yes`, `on`: a
+/// namespace `y` stays a name), `0755` and `1_000` stay strings; of a key given twice the
+/// last value counts. Errors are one line (no source snippet).
+pub fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        strict_booleans: true,
+        leading_zero_numbers_as_strings: true,
+        underscored_numbers_as_strings: true,
+        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::LastWins,
+        with_snippet: false,
+    }
 }
 
 fn is_alias_limit(e: &serde_saphyr::Error) -> bool {
@@ -602,6 +616,21 @@ mod tests {
         let Some(KubeObject::Pod(pod)) = objects.first().map(|o| &o.object) else { panic!("not a pod") };
         assert_eq!(pod.metadata.labels.as_ref().and_then(|l| l.get("on")).map(String::as_str), Some("yes"));
         assert_eq!(objects[1].origin, "f.yaml#2 Pod x/b");
+    }
+
+    #[test]
+    fn scalars_mean_what_they_meant_to_the_previous_parser() {
+        let text =
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: y, labels: {a: yes, b: on, c: 0755, d: 1_000, d: n}}\n";
+        let p = parse_file("f.yaml", text, false);
+        assert!(p.invalid.is_empty(), "{:?}", p.invalid);
+        let Some(KubeObject::Namespace(ns)) = p.objects.unwrap_or_default().pop().map(|o| o.object) else {
+            panic!("no namespace")
+        };
+        assert_eq!(ns.metadata.name.as_deref(), Some("y"));
+        let labels = ns.metadata.labels.unwrap_or_default();
+        let got: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(got, [("a", "yes"), ("b", "on"), ("c", "0755"), ("d", "n"), (NAMESPACE_NAME_LABEL, "y")]);
     }
 
     #[test]
