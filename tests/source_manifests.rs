@@ -253,8 +253,10 @@ async fn a_directory_created_later_is_picked_up() {
     let d = tempfile::tempdir().expect("tempdir");
     let dir = d.path().join("later");
     let mut w = Watch::start(&dir);
-    let first = w.until("report", |ev, _| matches!(ev, SourceEvent::Invalid { .. })).await;
-    assert!(matches!(first.first(), Some(SourceEvent::Reset { objects, .. }) if objects.is_empty()), "{first:#?}");
+    // The missing directory is reported within the first listing, which is empty.
+    let first = w.until("listing", |ev, _| matches!(ev, SourceEvent::Reset { .. })).await;
+    assert!(matches!(first.last(), Some(SourceEvent::Reset { objects, .. }) if objects.is_empty()), "{first:#?}");
+    assert!(first.iter().any(|e| matches!(e, SourceEvent::Invalid { .. })), "{first:#?}");
     write(&dir, "ns.yaml", NS_X);
     w.until("namespace", |_, s| s.keys() == vec!["Namespace /x"]).await;
 }

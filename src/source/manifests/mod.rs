@@ -180,16 +180,20 @@ pub async fn watch_manifests(dir: PathBuf, tx: mpsc::Sender<SourceEvent>) {
                 return;
             }
         };
+        // Consumers report invalid input (once, where it is used). In the first listing the
+        // reports come before the Reset that ends it, so that whoever reads only the listing
+        // (`flows`, `explain`) sees every problem of it.
+        let invalid = scan.invalid.into_iter().map(SourceEvent::from);
         let mut events = Vec::new();
         if first {
             first = false;
+            events.extend(invalid);
             events.push(SourceEvent::Reset { kinds: Kind::ALL.to_vec(), objects: scan.applied });
         } else {
             events.extend(scan.deleted.into_iter().map(|(kind, object)| SourceEvent::Deleted { kind, object }));
             events.extend(scan.applied.into_iter().map(SourceEvent::Applied));
+            events.extend(invalid);
         }
-        // Consumers report invalid input (once, where it is used).
-        events.extend(scan.invalid.into_iter().map(SourceEvent::from));
         for ev in events {
             if tx.send(ev).await.is_err() {
                 return;
