@@ -17,8 +17,9 @@
 //! the same kinds. A chunk inserts or replaces its objects and removes nothing; the closing
 //! `Reset` inserts or replaces its own, then removes every object of its kinds that was in
 //! neither it nor a chunk since the previous `Reset` of those kinds. A kind counts as listed
-//! (synced) only once its `Reset` arrived. Only [`SourceEvent::Invalid`] reports arrive between
-//! the parts of a listing.
+//! (synced) only once its `Reset` arrived. Between the parts of a listing come only
+//! [`SourceEvent::Invalid`] reports and the parts of listings of other kinds (the kube source
+//! lists its three kinds at once).
 
 pub mod kube;
 pub mod manifests;
