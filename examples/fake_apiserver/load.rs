@@ -86,7 +86,9 @@ fn documents(text: &str, json: bool) -> Result<Vec<Value>, String> {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("malformed JSON: {e}"))
     } else {
-        let docs = serde_saphyr::from_multiple::<Value>(text).map_err(|e| format!("malformed YAML: {e}"))?;
+        // As npagent reads manifests (YAML 1.2 core scalars: a namespace `y` is a name).
+        let docs = serde_saphyr::from_multiple_with_options::<Value>(text, npagent::source::manifests::yaml_options())
+            .map_err(|e| format!("malformed YAML: {e}"))?;
         Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
     }
 }
