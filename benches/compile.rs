@@ -75,7 +75,7 @@ impl Toggle {
         self.n += 1;
         let r = oref(&ns_name(0), &pod_name(5));
         let app = if self.n % 2 == 0 { "app5" } else { "app1" };
-        self.model.pods.get_mut(&r).expect("pod5").labels.insert("app".into(), app.into());
+        self.model.pods.get_mut(&r).expect("pod5").labels.insert("app", app);
         self.apply(&[Change::Pod(r)])
     }
 
@@ -84,7 +84,7 @@ impl Toggle {
         self.n += 1;
         let r = oref(&ns_name(500), &pod_name(3));
         let tier = if self.n % 2 == 0 { "front" } else { "back" };
-        self.model.pods.get_mut(&r).expect("pod3").labels.insert("tier".into(), tier.into());
+        self.model.pods.get_mut(&r).expect("pod3").labels.insert("tier", tier);
         self.apply(&[Change::Pod(r)])
     }
 
@@ -102,7 +102,7 @@ impl Toggle {
         self.n += 1;
         let r = oref(&ns_name(110), &pod_name(5));
         let app = if self.n % 2 == 0 { "app5" } else { "app4" };
-        self.model.pods.get_mut(&r).expect("ns110/pod5").labels.insert("app".into(), app.into());
+        self.model.pods.get_mut(&r).expect("ns110/pod5").labels.insert("app", app);
         self.apply(&[Change::Pod(r)])
     }
 
@@ -122,7 +122,7 @@ impl Toggle {
         self.n += 1;
         let r = oref(&ns_name(111), &pod_name(4));
         let tier = if self.n % 2 == 0 { "back" } else { "front" };
-        self.model.pods.get_mut(&r).expect("ns111/pod4").labels.insert("tier".into(), tier.into());
+        self.model.pods.get_mut(&r).expect("ns111/pod4").labels.insert("tier", tier);
         self.apply(&[Change::Pod(r)])
     }
 

@@ -153,14 +153,15 @@ fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
         return Err(format!("{} problem(s) reading back, first: {}: {}", invalid.len(), i.origin, i.error));
     }
     let mut back = Model::default();
+    let mut strings = npagent::model::Interner::default();
     for o in &objects {
         match &o.object {
             KubeObject::Namespace(n) => {
-                let n = convert::namespace(n).map_err(|e| e.to_string())?;
+                let n = convert::namespace(n, &mut strings).map_err(|e| e.to_string())?;
                 back.namespaces.insert(n.name.clone(), n);
             }
             KubeObject::Pod(p) => {
-                let p = convert::pod(p).map_err(|e| e.to_string())?;
+                let p = convert::pod(p, &mut strings).map_err(|e| e.to_string())?;
                 back.pods.insert(oref(&p.namespace, &p.name), p);
             }
             KubeObject::NetworkPolicy(p) => {
@@ -193,21 +194,21 @@ fn namespace_file(model: &Model, ns: &str, format: Format) -> Result<String, Str
         "apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": n.name, "labels": n.labels, "annotations": n.annotations},
     }));
-    for p in model.pods.range(oref(ns, "")..).take_while(|(r, _)| r.namespace == ns).map(|(_, p)| p) {
+    for p in model.pods.range(oref(ns, "")..).take_while(|(r, _)| &*r.namespace == ns).map(|(_, p)| p) {
         let ports: Vec<Value> = p
             .ports
             .iter()
-            .map(|c| json!({"name": c.name, "containerPort": c.port, "protocol": protocol(c.protocol)}))
+            .map(|c| json!({"name": c.name.as_deref(), "containerPort": c.port, "protocol": protocol(c.protocol)}))
             .collect();
         let ips: Vec<Value> = p.ips.iter().map(|ip| json!({"ip": ip.to_string()})).collect();
         docs.push(json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"namespace": p.namespace, "name": p.name, "labels": p.labels},
-            "spec": {"nodeName": p.node, "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9", "ports": ports}]},
+            "metadata": {"namespace": &*p.namespace, "name": &*p.name, "labels": p.labels},
+            "spec": {"nodeName": p.node.as_deref(), "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9", "ports": ports}]},
             "status": {"phase": "Running", "podIP": p.ips.first().map(|ip| ip.to_string()), "podIPs": ips},
         }));
     }
-    for p in model.policies.range(oref(ns, "")..).take_while(|(r, _)| r.namespace == ns).map(|(_, p)| p) {
+    for p in model.policies.range(oref(ns, "")..).take_while(|(r, _)| &*r.namespace == ns).map(|(_, p)| p) {
         let mut types = Vec::new();
         if p.affects_ingress {
             types.push("Ingress");
@@ -421,7 +422,7 @@ fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Resu
             "pod" | "egress-pod" => {
                 let p = model.pods.get_mut(&oref(&ns, &pod_name(5))).ok_or("pod5")?;
                 let into = if kind == "pod" { "app1" } else { "app4" };
-                p.labels.insert("app".into(), if away { into } else { "app5" }.into());
+                p.labels.insert("app", if away { into } else { "app5" });
                 if kind == "pod" {
                     ("nw_src=10.0.0.5", "ip,nw_src=10.0.0.5")
                 } else {

@@ -300,7 +300,7 @@ fn prop_base() -> Model {
 fn mutate(m: &mut Model, op: &Op) -> Change {
     match op {
         Op::Relabel(n, p, l) => {
-            m.pods.get_mut(&oref(NS[*n], PODS[*p])).unwrap().labels.insert("role".into(), format!("r{l}"));
+            m.pods.get_mut(&oref(NS[*n], PODS[*p])).unwrap().labels.insert("role", format!("r{l}"));
             Change::Pod(oref(NS[*n], PODS[*p]))
         }
         Op::ToggleIp(n, p) => {
@@ -335,7 +335,7 @@ fn mutate(m: &mut Model, op: &Op) -> Change {
             Change::Namespace(NS[*n].into())
         }
         Op::NsLabel(n, l) => {
-            m.namespaces.get_mut(NS[*n]).unwrap().labels.insert("team".into(), format!("t{l}"));
+            m.namespaces.get_mut(NS[*n]).unwrap().labels.insert("team", format!("t{l}"));
             Change::Namespace(NS[*n].into())
         }
         Op::TogglePort(n, p) => {
@@ -413,7 +413,7 @@ fn logging_toggle_modifies_exactly_the_logging_flows() {
     let mut c = compile(&m, Config::default(), IdAllocator::new(60), 0);
     // ns4 has logging off (every tenth namespace has it on) and a local pod.
     let ns = ns_name(4);
-    assert!(m.ports.values().any(|p| p.pod.namespace == ns));
+    assert!(m.ports.values().any(|p| &*p.pod.namespace == ns));
     let installed = c.flows().clone();
 
     // An unrelated annotation: nothing at all.
@@ -425,9 +425,9 @@ fn logging_toggle_modifies_exactly_the_logging_flows() {
     let touched = c.update(&m, &[Change::Namespace(ns.clone())], 2);
     let mods = diff_keys(c.flows(), &installed, &touched);
     assert!(!mods.is_empty());
-    let local: BTreeSet<u32> = m.ports.values().filter(|p| p.pod.namespace == ns).map(|p| p.ofport).collect();
+    let local: BTreeSet<u32> = m.ports.values().filter(|p| &*p.pod.namespace == ns).map(|p| p.ofport).collect();
     let ns_rules: BTreeSet<u32> =
-        c.rules().rules().values().filter(|r| r.policy.namespace == ns).map(|r| r.id).collect();
+        c.rules().rules().values().filter(|r| &*r.policy.namespace == ns).map(|r| r.id).collect();
     for fm in &mods {
         assert_eq!(fm.command, ofp::FlowModCommand::ModifyStrict, "{fm:?}");
         match fm.match_.fields.as_slice() {

@@ -340,7 +340,7 @@ fn compiled_pipeline_on_real_ovs() {
             }],
         }],
     ));
-    model.pods.get_mut(&oref("x", "c")).unwrap().labels.insert("pod".into(), "b".into());
+    model.pods.get_mut(&oref("x", "c")).unwrap().labels.insert("pod", "b");
     let touched = c.update(
         &model,
         &[

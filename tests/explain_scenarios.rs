@@ -46,7 +46,7 @@ fn step_dir(base: &Base, step: &Step) -> tempfile::TempDir {
 fn endpoint(base: &Base, id: &PodId) -> EndpointSpec {
     match base.outside.get(id) {
         Some(ip) => EndpointSpec::Ip((*ip).into()),
-        None => EndpointSpec::Pod(ObjectRef { namespace: id.ns.clone(), name: id.pod.clone() }),
+        None => EndpointSpec::Pod(ObjectRef { namespace: id.ns.as_str().into(), name: id.pod.as_str().into() }),
     }
 }
 

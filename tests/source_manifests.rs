@@ -67,7 +67,7 @@ fn reads_yaml_json_lists_and_subdirectories() {
     let (objects, invalid) = load_dir(d.path());
     assert!(invalid.is_empty(), "{invalid:#?}");
     assert_eq!(keys(&objects), vec!["Namespace /x", "Pod x/a", "Pod x/c", "NetworkPolicy x/j"]);
-    let c = objects.iter().find(|o| o.object.object_ref().name == "c").expect("pod c");
+    let c = objects.iter().find(|o| o.object.object_ref().name.as_ref() == "c").expect("pod c");
     assert!(c.origin.ends_with("sub/deeper/c.yml#1 Pod x/c"), "{}", c.origin);
 }
 
@@ -202,7 +202,7 @@ async fn watching_follows_every_change() {
     write(dir, "pods.yaml", &format!("{}---\n{}", pod("a", "relabelled"), pod("b", "b")));
     let evs = w.until("relabel", |ev, _| matches!(ev, SourceEvent::Applied(_))).await;
     let SourceEvent::Applied(o) = evs.last().expect("event") else { unreachable!() };
-    assert_eq!(o.object.object_ref().name, "a");
+    assert_eq!(&*o.object.object_ref().name, "a");
 
     // A malformed edit: reported, the file's objects stay.
     write(dir, "pods.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n");
@@ -214,7 +214,7 @@ async fn watching_follows_every_change() {
     // One object becomes invalid (a typo), one is removed from the file: the typo'd one keeps
     // its last good version, the removed one is deleted.
     write(dir, "pods.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: x}\nspec: {containers: 7}\n");
-    w.until("pod b deleted", |ev, _| matches!(ev, SourceEvent::Deleted { object, .. } if object.name == "b")).await;
+    w.until("pod b deleted", |ev, _| matches!(ev, SourceEvent::Deleted { object, .. } if &*object.name == "b")).await;
     assert_eq!(w.store.keys(), vec!["Namespace /x", "Pod x/a", "NetworkPolicy x/p"]);
 
     // An unknown kind in a new file: reported, nothing else changes.
@@ -275,8 +275,9 @@ async fn a_rescan_without_content_changes_deletes_nothing() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     // Then a real change: the events up to it must not delete anything.
     write(dir, "more.yaml", &pod("b", "b"));
-    let evs =
-        w.until("pod b", |ev, _| matches!(ev, SourceEvent::Applied(o) if o.object.object_ref().name == "b")).await;
+    let evs = w
+        .until("pod b", |ev, _| matches!(ev, SourceEvent::Applied(o) if o.object.object_ref().name.as_ref() == "b"))
+        .await;
     assert!(!evs.iter().any(|e| matches!(e, SourceEvent::Deleted { .. })), "{evs:#?}");
     assert_eq!(w.store.keys(), vec!["Namespace /x", "Pod x/a", "Pod x/b"]);
 }

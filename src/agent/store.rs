@@ -15,7 +15,7 @@
 //! an address two pods claim belongs to one of them only.
 
 use crate::compiler::Change;
-use crate::model::{convert, ClaimRank, LocalPort, Model, ObjectRef, Pod};
+use crate::model::{convert, ClaimRank, Interner, LocalPort, Model, ObjectRef, Pod};
 use crate::source::{Kind, KubeObject, SourceEvent, Sourced};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -63,6 +63,8 @@ pub struct Store {
     logging_warned: BTreeMap<String, String>,
     /// Policies already warned about for living in a namespace that does not exist.
     orphans_warned: BTreeSet<ObjectRef>,
+    /// The strings the model's pods and namespaces share.
+    strings: Interner,
 }
 
 impl Store {
@@ -182,7 +184,8 @@ impl Store {
                 }
             }
             for r in policies {
-                let missing = self.model.policies.contains_key(&r) && !self.model.namespaces.contains_key(&r.namespace);
+                let missing =
+                    self.model.policies.contains_key(&r) && !self.model.namespaces.contains_key(&*r.namespace);
                 if !missing {
                     self.orphans_warned.remove(&r);
                 } else if self.orphans_warned.insert(r.clone()) {
@@ -193,8 +196,8 @@ impl Store {
     }
 
     fn policies_in(&self, namespace: &str) -> Vec<ObjectRef> {
-        let from = ObjectRef { namespace: namespace.to_string(), name: String::new() };
-        self.model.policies.range(from..).map(|(r, _)| r).take_while(|r| r.namespace == namespace).cloned().collect()
+        let from = ObjectRef { namespace: namespace.into(), name: "".into() };
+        self.model.policies.range(from..).map(|(r, _)| r).take_while(|r| &*r.namespace == namespace).cloned().collect()
     }
 
     /// Applies part of a listing of `kinds`: converts and stores the objects, and notes them
@@ -225,9 +228,9 @@ impl Store {
 
     fn refs(&self, kind: Kind) -> Box<dyn Iterator<Item = ObjectRef> + '_> {
         match kind {
-            Kind::Namespace => {
-                Box::new(self.model.namespaces.keys().map(|n| ObjectRef { namespace: String::new(), name: n.clone() }))
-            }
+            Kind::Namespace => Box::new(
+                self.model.namespaces.keys().map(|n| ObjectRef { namespace: "".into(), name: n.as_str().into() }),
+            ),
             Kind::Pod => Box::new(self.model.pods.keys().cloned()),
             Kind::NetworkPolicy => Box::new(self.model.policies.keys().cloned()),
         }
@@ -238,19 +241,19 @@ impl Store {
         let key = object.key();
         let converted = match (&object, unreadable) {
             (KubeObject::NetworkPolicy(np), Some(problem)) => Err(convert::unreadable_policy(np, &problem)),
-            (KubeObject::Namespace(ns), _) => convert::namespace(ns).map(|ns| {
+            (KubeObject::Namespace(ns), _) => convert::namespace(ns, &mut self.strings).map(|ns| {
                 self.check_logging_annotation(&ns);
                 if self.model.namespaces.get(&ns.name) != Some(&ns) {
                     changes.push(Change::Namespace(ns.name.clone()));
                     self.model.namespaces.insert(ns.name.clone(), ns);
                 }
             }),
-            (KubeObject::Pod(p), _) => convert::pod(p).map(|pod| {
+            (KubeObject::Pod(p), _) => convert::pod(p, &mut self.strings).map(|pod| {
                 let life = convert::pod_life(p);
                 self.put_pod(pod, life.claim(now), life.deletion, changes);
             }),
             (KubeObject::NetworkPolicy(np), None) => convert::policy(np).map(|policy| {
-                let r = ObjectRef { namespace: policy.namespace.clone(), name: policy.name.clone() };
+                let r = ObjectRef { namespace: policy.namespace.as_str().into(), name: policy.name.as_str().into() };
                 self.fail_closed.remove(&r);
                 self.put_policy(r, policy, changes);
             }),
@@ -282,7 +285,7 @@ impl Store {
             return;
         }
         let held = match kind {
-            Kind::Namespace => self.model.namespaces.contains_key(&r.name),
+            Kind::Namespace => self.model.namespaces.contains_key(&*r.name),
             Kind::Pod => self.model.pods.contains_key(r),
             Kind::NetworkPolicy => self.model.policies.contains_key(r) && !self.fail_closed.contains(r),
         };
@@ -411,9 +414,9 @@ impl Store {
         self.invalid.remove(&(kind, r.clone()));
         match kind {
             Kind::Namespace => {
-                self.logging_warned.remove(&r.name);
-                if self.model.namespaces.remove(&r.name).is_some() {
-                    changes.push(Change::Namespace(r.name.clone()));
+                self.logging_warned.remove(&*r.name);
+                if self.model.namespaces.remove(&*r.name).is_some() {
+                    changes.push(Change::Namespace(r.name.to_string()));
                 }
             }
             Kind::Pod => {
@@ -450,7 +453,7 @@ fn display_key((kind, r): &(Kind, ObjectRef)) -> String {
     if kind.is_namespaced() {
         r.to_string()
     } else {
-        r.name.clone()
+        r.name.to_string()
     }
 }
 
@@ -854,7 +857,7 @@ mod tests {
             }
             assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), Some(&oref("x", "new")), "{order:?}");
             let holders: Vec<_> =
-                store.model().pods.values().filter(|p| !p.ips.is_empty()).map(|p| p.name.clone()).collect();
+                store.model().pods.values().filter(|p| !p.ips.is_empty()).map(|p| p.name.to_string()).collect();
             assert_eq!(holders, vec!["new"], "{order:?}");
         }
 

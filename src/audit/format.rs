@@ -260,7 +260,7 @@ struct JsonEnd<'a> {
 }
 
 fn end(ip: std::net::IpAddr, port: Option<u16>, pod: Option<&ObjectRef>) -> JsonEnd<'_> {
-    JsonEnd { ip, port, namespace: pod.map(|p| p.namespace.as_str()), pod: pod.map(|p| p.name.as_str()) }
+    JsonEnd { ip, port, namespace: pod.map(|p| &*p.namespace), pod: pod.map(|p| &*p.name) }
 }
 
 fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
@@ -273,8 +273,8 @@ fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
         disposition: disposition_str(e.disposition),
         policy: JsonPolicy {
             kind: super::entry::PolicyRef::KIND,
-            namespace: e.policy.policy.as_ref().map(|p| p.namespace.as_str()),
-            name: e.policy.policy.as_ref().map(|p| p.name.as_str()),
+            namespace: e.policy.policy.as_ref().map(|p| &*p.namespace),
+            name: e.policy.policy.as_ref().map(|p| &*p.name),
         },
         rule: e.rule_name.as_deref(),
         priority: e.priority,

@@ -19,6 +19,7 @@ use super::userdata::{Disposition, LogUserdata};
 use crate::model::{LocalPort, Model, ObjectRef, Peer, Policy};
 use ofp::{Action, Instruction};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// Settings of the compiled pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,11 +53,11 @@ pub enum Change {
 #[derive(Debug, Default)]
 struct Index {
     ports: BTreeMap<u32, LocalPort>,
-    local_by_ns: BTreeMap<String, BTreeSet<u32>>,
+    local_by_ns: BTreeMap<Arc<str>, BTreeSet<u32>>,
     /// The bridge ports of each local pod (a pod may have more than one).
     local_by_pod: BTreeMap<ObjectRef, BTreeSet<u32>>,
-    pods_by_ns: BTreeMap<String, BTreeSet<ObjectRef>>,
-    policies_by_ns: BTreeMap<String, BTreeSet<ObjectRef>>,
+    pods_by_ns: BTreeMap<Arc<str>, BTreeSet<ObjectRef>>,
+    policies_by_ns: BTreeMap<Arc<str>, BTreeSet<ObjectRef>>,
     /// Policies whose peers may be in other namespaces (a namespaceSelector, or an egress
     /// rule to every pod with a named port).
     ns_selecting: BTreeSet<ObjectRef>,
@@ -153,8 +154,13 @@ impl Compiler {
                 Change::Namespace(n) => {
                     // Only policies with applied-to local pods have flows; namespace labels and
                     // annotations never change which local pods a policy selects.
-                    let active =
-                        self.idx.policies_by_ns.get(n).into_iter().flatten().filter(|p| self.compiled.contains_key(*p));
+                    let active = self
+                        .idx
+                        .policies_by_ns
+                        .get(n.as_str())
+                        .into_iter()
+                        .flatten()
+                        .filter(|p| self.compiled.contains_key(*p));
                     policies.extend(active.cloned());
                     policies.extend(self.ns_index.get(n).into_iter().flatten().cloned());
                     if let Some(ns) = model.namespaces.get(n) {
@@ -170,7 +176,7 @@ impl Compiler {
                             }
                         }
                     }
-                    drops.extend(self.idx.local_by_ns.get(n).into_iter().flatten().copied());
+                    drops.extend(self.idx.local_by_ns.get(n.as_str()).into_iter().flatten().copied());
                 }
                 Change::Port(o) => {
                     for ns in self.port_namespaces(model, *o) {
@@ -231,7 +237,7 @@ impl Compiler {
     }
 
     fn index_policy(&mut self, r: &ObjectRef, p: Option<&Policy>) {
-        if let Some(set) = self.idx.policies_by_ns.get_mut(&r.namespace) {
+        if let Some(set) = self.idx.policies_by_ns.get_mut(&*r.namespace) {
             set.remove(r);
         }
         self.idx.ns_selecting.remove(r);
@@ -268,12 +274,12 @@ impl Compiler {
         let local = self.idx.local_by_pod.contains_key(r);
         let mut affected: BTreeSet<ObjectRef> = self.peer_index.get(r).into_iter().flatten().cloned().collect();
         if local {
-            full.extend(self.idx.policies_by_ns.get(&r.namespace).into_iter().flatten().cloned());
+            full.extend(self.idx.policies_by_ns.get(&*r.namespace).into_iter().flatten().cloned());
         }
         if let Some(pod) = pod.filter(|p| !p.ips.is_empty()) {
-            let ns_labels = model.namespaces.get(&r.namespace).map(|n| &n.labels);
+            let ns_labels = model.namespaces.get(&*r.namespace).map(|n| &n.labels);
             let candidates =
-                self.idx.policies_by_ns.get(&r.namespace).into_iter().flatten().chain(&self.idx.active_ns_selecting);
+                self.idx.policies_by_ns.get(&*r.namespace).into_iter().flatten().chain(&self.idx.active_ns_selecting);
             for p in candidates {
                 // A policy without applied-to local pods has no flows, whatever its peers select.
                 if affected.contains(p) || !self.compiled.contains_key(p) {
@@ -304,7 +310,7 @@ impl Compiler {
         }
         let Some(mut c) = self.compiled.remove(p) else { return false };
         let pod = model.pods.get(r).filter(|x| !x.ips.is_empty());
-        let ns_labels = model.namespaces.get(&r.namespace).map(|n| &n.labels);
+        let ns_labels = model.namespaces.get(&*r.namespace).map(|n| &n.labels);
         let selects = |peers: &[Peer]| {
             pod.is_some_and(|pod| {
                 peers.iter().any(|peer| policy::peer_selects(peer, pol, &r.namespace, ns_labels, &pod.labels))
@@ -370,7 +376,7 @@ impl Compiler {
         true
     }
 
-    fn port_namespaces(&self, model: &Model, o: u32) -> BTreeSet<String> {
+    fn port_namespaces(&self, model: &Model, o: u32) -> BTreeSet<Arc<str>> {
         self.idx.ports.get(&o).into_iter().chain(model.ports.get(&o)).map(|p| p.pod.namespace.clone()).collect()
     }
 
@@ -381,7 +387,7 @@ impl Compiler {
         }
         let mut keys = BTreeSet::new();
         if let Some(old) = self.idx.ports.remove(&o) {
-            if let Some(set) = self.idx.local_by_ns.get_mut(&old.pod.namespace) {
+            if let Some(set) = self.idx.local_by_ns.get_mut(&*old.pod.namespace) {
                 set.remove(&o);
             }
             index_remove(&mut self.idx.local_by_pod, &old.pod, &o);

@@ -131,7 +131,7 @@ impl IdAllocator {
             self.recovered_ids.remove(&id);
             // The rule is unknown; keep the id reserved under a placeholder identity.
             let key = RuleKey {
-                policy: ObjectRef { namespace: String::new(), name: String::new() },
+                policy: ObjectRef { namespace: "".into(), name: "".into() },
                 direction: Direction::Ingress,
                 rule: id,
                 ports: vec![],

@@ -126,8 +126,8 @@ impl RulePeers {
 pub(super) struct Lookup<'a> {
     pub model: &'a Model,
     pub ports: &'a BTreeMap<u32, LocalPort>,
-    pub local_by_ns: &'a BTreeMap<String, BTreeSet<u32>>,
-    pub pods_by_ns: &'a BTreeMap<String, BTreeSet<ObjectRef>>,
+    pub local_by_ns: &'a BTreeMap<std::sync::Arc<str>, BTreeSet<u32>>,
+    pub pods_by_ns: &'a BTreeMap<std::sync::Arc<str>, BTreeSet<ObjectRef>>,
 }
 
 /// A rule's peers as a clause flow match (`ip,nw_src=...` for ingress, `ip,nw_dst=...` for
@@ -237,7 +237,7 @@ pub(super) fn compile_policy(
     // not seen yet): their labels are unknown, so every policy of their namespace isolates
     // them, with nothing allowed.
     let mut unreadable = Vec::new();
-    for o in lk.local_by_ns.get(&policy.namespace).into_iter().flatten() {
+    for o in lk.local_by_ns.get(policy.namespace.as_str()).into_iter().flatten() {
         let Some(port) = lk.ports.get(o) else { continue };
         match lk.model.pods.get(&port.pod) {
             Some(pod) if policy.pod_selector.matches(&pod.labels) => {
@@ -464,7 +464,7 @@ impl PolicyCompiler<'_, '_> {
                         if namespace_selector.is_some() {
                             self.c.namespaces.insert(ns.clone());
                         }
-                        for pref in self.lk.pods_by_ns.get(ns).into_iter().flatten() {
+                        for pref in self.lk.pods_by_ns.get(ns.as_str()).into_iter().flatten() {
                             let Some(pod) = model.pods.get(pref) else { continue };
                             if pod.ips.is_empty()
                                 || rp.members.contains_key(pref)

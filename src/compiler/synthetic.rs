@@ -17,19 +17,27 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::model::{
-    Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, LocalPort, Model, Namespace, ObjectRef, Peer,
-    Pod, Policy, PortRef, PortSpec, Protocol, Requirement, SelectorOp,
+    Annotations, Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, LocalPort, Model, Namespace,
+    ObjectRef, Peer, Pod, Policy, PortRef, PortSpec, Protocol, Requirement, SelectorOp,
 };
 use std::net::{IpAddr, Ipv4Addr};
 
 /// Labels from pairs.
 pub fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs.iter().copied().collect()
+}
+
+/// Annotations from pairs.
+pub fn annotations(pairs: &[(&str, &str)]) -> Annotations {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 /// `matchLabels` selector.
 pub fn sel(pairs: &[(&str, &str)]) -> LabelSelector {
-    LabelSelector { match_labels: labels(pairs), match_expressions: vec![] }
+    LabelSelector {
+        match_labels: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        match_expressions: vec![],
+    }
 }
 
 /// `namespace/name`.
@@ -40,8 +48,8 @@ pub fn oref(ns: &str, name: &str) -> ObjectRef {
 /// A namespace with its name label set.
 pub fn namespace(name: &str, extra: &[(&str, &str)], annotations: &[(&str, &str)]) -> Namespace {
     let mut l = labels(extra);
-    l.insert(crate::model::convert::NAMESPACE_NAME_LABEL.into(), name.into());
-    Namespace { name: name.into(), labels: l, annotations: labels(annotations) }
+    l.insert(crate::model::convert::NAMESPACE_NAME_LABEL, name);
+    Namespace { name: name.into(), labels: l, annotations: self::annotations(annotations) }
 }
 
 /// A pod with labels and IPs (no container ports).
@@ -180,7 +188,8 @@ fn generate(spec: ClusterSpec, with_egress: bool) -> Model {
             p.ips = vec![pod_ip(i, j)];
             p.ports =
                 vec![ContainerPort { name: Some("http".into()), port: 8000 + (j % 4) as u16, protocol: Protocol::Tcp }];
-            p.node = Some(if i % stride == 0 && j == 0 { "local".into() } else { format!("node{}", (i + j) % 50) });
+            p.node =
+                Some(if i % stride == 0 && j == 0 { "local".into() } else { format!("node{}", (i + j) % 50).into() });
             if i % stride == 0 && j == 0 && (ofport as usize) < spec.local_pods {
                 ofport += 1;
                 let mut lp = port(ofport, &name, &pname, (ofport & 0xff) as u8);

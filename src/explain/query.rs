@@ -22,7 +22,7 @@ impl std::str::FromStr for EndpointSpec {
         }
         match s.split_once('/') {
             Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
-                Ok(EndpointSpec::Pod(ObjectRef { namespace: ns.to_string(), name: name.to_string() }))
+                Ok(EndpointSpec::Pod(ObjectRef { namespace: ns.into(), name: name.into() }))
             }
             _ => Err(ExplainError::BadEndpoint(s.to_string())),
         }

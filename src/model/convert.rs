@@ -5,8 +5,8 @@
 use super::liveness::{Phase, PodLife};
 use super::names::{validate_label_key, validate_label_value, validate_namespace_name, validate_object_name};
 use super::{
-    Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, Namespace, Peer, Policy, PortRef, PortSpec,
-    Protocol, Requirement, SelectorOp,
+    Annotations, Cidr, ContainerPort, EgressRule, IngressRule, Interner, LabelSelector, Labels, Namespace, Peer,
+    Policy, PortRef, PortSpec, Protocol, Requirement, SelectorOp,
 };
 use crate::source::objects;
 use k8s_openapi::api::networking::v1 as net;
@@ -50,20 +50,22 @@ impl ConvertError {
     }
 }
 
-/// Names the object being converted, for error messages.
-struct Ctx {
+/// Names the object being converted, for error messages (formatted only for an error: most
+/// objects are valid).
+struct Ctx<'a> {
     kind: &'static str,
-    object: String,
+    /// `None` for a cluster-scoped object.
+    namespace: Option<&'a str>,
+    name: &'a str,
 }
 
-impl Ctx {
+impl Ctx<'_> {
     fn err(&self, path: impl Into<String>, message: impl Into<String>) -> ConvertError {
-        ConvertError::Invalid {
-            kind: self.kind,
-            object: self.object.clone(),
-            path: path.into(),
-            message: message.into(),
-        }
+        let object = match self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.to_string(),
+        };
+        ConvertError::Invalid { kind: self.kind, object, path: path.into(), message: message.into() }
     }
 }
 
@@ -103,23 +105,31 @@ fn namespace_of(meta: &meta::ObjectMeta, kind: &'static str) -> Result<String, C
 }
 
 /// Converts a Namespace; the `kubernetes.io/metadata.name` label is always set to its name.
-pub fn namespace(ns: &objects::Namespace) -> Result<Namespace, ConvertError> {
+/// Label strings come from `strings`.
+pub fn namespace(ns: &objects::Namespace, strings: &mut Interner) -> Result<Namespace, ConvertError> {
     let name = name_of(&ns.metadata, "Namespace", validate_namespace_name)?;
-    let ctx = Ctx { kind: "Namespace", object: name.clone() };
-    let mut labels = ns.metadata.labels.clone().unwrap_or_default();
-    validate_labels(&ctx, "metadata.labels", &labels)?;
-    labels.insert(NAMESPACE_NAME_LABEL.to_string(), name.clone());
+    let ctx = Ctx { kind: "Namespace", namespace: None, name: &name };
+    let mut labels = Labels::new();
+    if let Some(map) = &ns.metadata.labels {
+        validate_labels(&ctx, "metadata.labels", map)?;
+        labels = Labels::interned(map, strings);
+    }
+    labels.insert(strings.intern(NAMESPACE_NAME_LABEL), strings.intern(&name));
     Ok(Namespace { name, labels, annotations: ns.metadata.annotations.clone().unwrap_or_default() })
 }
 
 /// Converts a Pod: labels, IPs (`status.podIPs`, else `status.podIP`), named container ports
-/// and the node.
-pub fn pod(p: &objects::Pod) -> Result<super::Pod, ConvertError> {
+/// and the node. Label keys and values, the namespace, the node and port names come from
+/// `strings`.
+pub fn pod(p: &objects::Pod, strings: &mut Interner) -> Result<super::Pod, ConvertError> {
     let name = name_of(&p.metadata, "Pod", validate_object_name)?;
     let namespace = namespace_of(&p.metadata, "Pod")?;
-    let ctx = Ctx { kind: "Pod", object: format!("{namespace}/{name}") };
-    let labels = p.metadata.labels.clone().unwrap_or_default();
-    validate_labels(&ctx, "metadata.labels", &labels)?;
+    let ctx = Ctx { kind: "Pod", namespace: Some(&namespace), name: &name };
+    let mut labels = Labels::new();
+    if let Some(map) = &p.metadata.labels {
+        validate_labels(&ctx, "metadata.labels", map)?;
+        labels = Labels::interned(map, strings);
+    }
 
     let mut ips = Vec::new();
     if let Some(status) = &p.status {
@@ -146,24 +156,26 @@ pub fn pod(p: &objects::Pod) -> Result<super::Pod, ConvertError> {
     let mut ports = Vec::new();
     let mut node = None;
     if let Some(spec) = &p.spec {
-        node = spec.node_name.clone().filter(|n| !n.is_empty());
+        node = spec.node_name.as_deref().filter(|n| !n.is_empty()).map(|n| strings.intern(n));
         for (ci, c) in spec.containers.iter().flatten().enumerate() {
             for (pi, cp) in c.ports.iter().flatten().enumerate() {
-                let path = format!("spec.containers[{ci}].ports[{pi}]");
-                let port = u16::try_from(cp.container_port).ok().filter(|p| *p != 0).ok_or_else(|| {
-                    ctx.err(format!("{path}.containerPort"), format!("invalid port {}", cp.container_port))
-                })?;
-                let protocol = protocol(&ctx, &format!("{path}.protocol"), cp.protocol.as_deref())?;
-                let name = cp.name.clone().filter(|n| !n.is_empty());
-                if let Some(n) = &name {
+                let path = |field: &str| format!("spec.containers[{ci}].ports[{pi}].{field}");
+                let port = u16::try_from(cp.container_port)
+                    .ok()
+                    .filter(|p| *p != 0)
+                    .ok_or_else(|| ctx.err(path("containerPort"), format!("invalid port {}", cp.container_port)))?;
+                let protocol = protocol(&ctx, || path("protocol"), cp.protocol.as_deref())?;
+                let name = cp.name.as_deref().filter(|n| !n.is_empty());
+                if let Some(n) = name {
                     validate_port_name(n)
-                        .map_err(|m| ctx.err(format!("{path}.name"), format!("invalid port name {n:?}: {m}")))?;
+                        .map_err(|m| ctx.err(path("name"), format!("invalid port name {n:?}: {m}")))?;
                 }
-                ports.push(ContainerPort { name, port, protocol });
+                ports.push(ContainerPort { name: name.map(|n| strings.intern(n)), port, protocol });
             }
         }
     }
-    Ok(super::Pod { namespace, name, labels, ips, ports, node })
+    let namespace = strings.intern(&namespace);
+    Ok(super::Pod { namespace, name: name.into(), labels, ips, ports, node })
 }
 
 /// What decides whether a pod is still a policy peer: `status.phase` (`Pending` when the
@@ -193,7 +205,8 @@ pub fn pod_life(p: &objects::Pod) -> PodLife {
 /// Converts a NetworkPolicy (networking.k8s.io/v1), defaulting `policyTypes` as the API
 /// server does: Ingress always, Egress when egress rules are present.
 pub fn policy(np: &objects::NetworkPolicy) -> Result<Policy, ConvertError> {
-    let (ctx, namespace, name) = policy_identity(np)?;
+    let (namespace, name) = policy_identity(np)?;
+    let ctx = Ctx { kind: "NetworkPolicy", namespace: Some(&namespace), name: &name };
     let spec = np.spec.clone().unwrap_or_default();
     let pod_selector = policy_pod_selector(&ctx, spec.pod_selector.as_ref())?;
 
@@ -254,7 +267,8 @@ pub fn policy(np: &objects::NetworkPolicy) -> Result<Policy, ConvertError> {
 /// (whatever it meant to allow, or in which direction, is unknown). `Err` when not even those
 /// can be read.
 pub fn policy_isolation(np: &objects::NetworkPolicy) -> Result<Policy, ConvertError> {
-    let (ctx, namespace, name) = policy_identity(np)?;
+    let (namespace, name) = policy_identity(np)?;
+    let ctx = Ctx { kind: "NetworkPolicy", namespace: Some(&namespace), name: &name };
     let pod_selector = policy_pod_selector(&ctx, np.spec.as_ref().and_then(|s| s.pod_selector.as_ref()))?;
     let annotations = logging_annotations(&np.metadata);
     Ok(Policy {
@@ -274,16 +288,18 @@ pub fn policy_isolation(np: &objects::NetworkPolicy) -> Result<Policy, ConvertEr
 /// [`ConvertError::Invalid`] at `spec`.
 pub fn unreadable_policy(np: &objects::NetworkPolicy, problem: &str) -> ConvertError {
     match policy_identity(np) {
-        Ok((ctx, ..)) => ctx.err("spec", problem),
+        Ok((namespace, name)) => {
+            Ctx { kind: "NetworkPolicy", namespace: Some(&namespace), name: &name }.err("spec", problem)
+        }
         Err(e) => e,
     }
 }
 
-fn policy_identity(np: &objects::NetworkPolicy) -> Result<(Ctx, String, String), ConvertError> {
+/// The policy's namespace and name.
+fn policy_identity(np: &objects::NetworkPolicy) -> Result<(String, String), ConvertError> {
     let name = name_of(&np.metadata, "NetworkPolicy", validate_object_name)?;
     let namespace = namespace_of(&np.metadata, "NetworkPolicy")?;
-    let ctx = Ctx { kind: "NetworkPolicy", object: format!("{namespace}/{name}") };
-    Ok((ctx, namespace, name))
+    Ok((namespace, name))
 }
 
 /// `spec.podSelector`; absent = every pod of the namespace.
@@ -323,7 +339,7 @@ fn convert_peer(ctx: &Ctx, path: &str, peer: &net::NetworkPolicyPeer) -> Result<
 }
 
 fn convert_port(ctx: &Ctx, path: &str, port: &net::NetworkPolicyPort) -> Result<PortSpec, ConvertError> {
-    let protocol = protocol(ctx, &format!("{path}.protocol"), port.protocol.as_deref())?;
+    let protocol = protocol(ctx, || format!("{path}.protocol"), port.protocol.as_deref())?;
     let port_ref = match &port.port {
         None => None,
         Some(IntOrString::Int(n)) => {
@@ -360,19 +376,21 @@ fn convert_port(ctx: &Ctx, path: &str, port: &net::NetworkPolicyPort) -> Result<
     Ok(PortSpec { protocol, port: port_ref, end_port })
 }
 
-fn protocol(ctx: &Ctx, path: &str, p: Option<&str>) -> Result<Protocol, ConvertError> {
+/// `path` names the field, for the error.
+fn protocol(ctx: &Ctx, path: impl FnOnce() -> String, p: Option<&str>) -> Result<Protocol, ConvertError> {
     match p {
         None | Some("TCP") => Ok(Protocol::Tcp),
         Some("UDP") => Ok(Protocol::Udp),
         Some("SCTP") => Ok(Protocol::Sctp),
         Some(other) => {
-            Err(ctx.err(path, format!("unsupported protocol {other:?}: supported values: \"TCP\", \"UDP\", \"SCTP\"")))
+            Err(ctx
+                .err(path(), format!("unsupported protocol {other:?}: supported values: \"TCP\", \"UDP\", \"SCTP\"")))
         }
     }
 }
 
 fn selector(ctx: &Ctx, path: &str, s: &meta::LabelSelector) -> Result<LabelSelector, ConvertError> {
-    let match_labels: Labels = s.match_labels.clone().unwrap_or_default();
+    let match_labels: BTreeMap<String, String> = s.match_labels.clone().unwrap_or_default();
     validate_labels(ctx, &format!("{path}.matchLabels"), &match_labels)?;
     let mut match_expressions = Vec::new();
     for (i, r) in s.match_expressions.iter().flatten().enumerate() {
@@ -556,7 +574,7 @@ impl Policy {
 
 /// The annotations of a NetworkPolicy the model keeps: those about audit logging (not, say,
 /// `kubectl.kubernetes.io/last-applied-configuration`, a copy of the whole object).
-fn logging_annotations(meta: &meta::ObjectMeta) -> Labels {
+fn logging_annotations(meta: &meta::ObjectMeta) -> Annotations {
     let keys = [LOGGING_ANNOTATION, LOGGING_ANNOTATION_ALIAS, LOG_LABEL_ANNOTATION];
     meta.annotations
         .iter()
@@ -568,7 +586,7 @@ fn logging_annotations(meta: &meta::ObjectMeta) -> Labels {
 
 /// The logging annotations of `what` (a Namespace or a NetworkPolicy). When both keys are
 /// set, logging is on if either says so; a value that is not a Go bool is a warning (off).
-fn logging_annotation(annotations: &Labels, what: &str) -> Result<bool, String> {
+fn logging_annotation(annotations: &Annotations, what: &str) -> Result<bool, String> {
     let mut enabled = false;
     let mut warning = None;
     for key in [LOGGING_ANNOTATION, LOGGING_ANNOTATION_ALIAS] {
@@ -612,9 +630,9 @@ mod tests {
     fn namespace_gets_name_label() {
         let ns: objects::Namespace =
             serde_json::from_value(json!({"metadata": {"name": "x", "labels": {"a": "b"}}})).unwrap();
-        let n = namespace(&ns).unwrap();
-        assert_eq!(n.labels.get(NAMESPACE_NAME_LABEL).map(String::as_str), Some("x"));
-        assert_eq!(n.labels.get("a").map(String::as_str), Some("b"));
+        let n = namespace(&ns, &mut Interner::default()).unwrap();
+        assert_eq!(n.labels.get(NAMESPACE_NAME_LABEL), Some("x"));
+        assert_eq!(n.labels.get("a"), Some("b"));
     }
 
     #[test]
@@ -626,7 +644,7 @@ mod tests {
             "status": {"podIP": "10.0.0.9", "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}]}
         }))
         .unwrap();
-        let m = pod(&p).unwrap();
+        let m = pod(&p, &mut Interner::default()).unwrap();
         assert_eq!(m.ips, vec!["10.0.0.1".parse::<IpAddr>().unwrap(), "fd00::1".parse().unwrap()]);
         assert_eq!(m.node.as_deref(), Some("n1"));
         assert_eq!(m.ports[0], ContainerPort { name: Some("http".into()), port: 80, protocol: Protocol::Tcp });
@@ -635,13 +653,16 @@ mod tests {
         let p: objects::Pod = serde_json::from_value(json!({
             "metadata": {"name": "a"}, "status": {"podIP": "10.0.0.9"}}))
         .unwrap();
-        let m = pod(&p).unwrap();
-        assert_eq!((m.namespace.as_str(), m.ips.len()), ("default", 1));
+        let m = pod(&p, &mut Interner::default()).unwrap();
+        assert_eq!((&*m.namespace, m.ips.len()), ("default", 1));
 
         let p: objects::Pod = serde_json::from_value(json!({
             "metadata": {"name": "a", "namespace": "x"}, "status": {"podIP": "10.0.0.300"}}))
         .unwrap();
-        assert_eq!(pod(&p).unwrap_err().to_string(), "Pod x/a: status.podIP: invalid IP \"10.0.0.300\"");
+        assert_eq!(
+            pod(&p, &mut Interner::default()).unwrap_err().to_string(),
+            "Pod x/a: status.podIP: invalid IP \"10.0.0.300\""
+        );
     }
 
     #[test]
@@ -769,9 +790,9 @@ mod tests {
         );
         assert!(policy_isolation(&named("x", "A")).unwrap_err().is_identity());
         let p: objects::Pod = serde_json::from_value(json!({"metadata": {"name": "a\n", "namespace": "x"}})).unwrap();
-        assert!(pod(&p).unwrap_err().to_string().contains("\"a\\n\""));
+        assert!(pod(&p, &mut Interner::default()).unwrap_err().to_string().contains("\"a\\n\""));
         let ns: objects::Namespace = serde_json::from_value(json!({"metadata": {"name": "a.b"}})).unwrap();
-        assert!(namespace(&ns).unwrap_err().is_identity());
+        assert!(namespace(&ns, &mut Interner::default()).unwrap_err().is_identity());
         assert!(!policy(&np(json!({"podSelector": {"matchLabels": {"-": "x"}}}))).unwrap_err().is_identity());
     }
 

@@ -3,24 +3,32 @@
 //! [`convert`]; everything above works on these.
 
 pub mod convert;
+pub mod intern;
+pub mod labels;
 pub mod liveness;
 pub mod names;
 pub mod selector;
 
+pub use intern::Interner;
+pub use labels::Labels;
 pub use liveness::{ClaimRank, Phase, PodLife};
 pub use selector::{LabelSelector, Requirement, SelectorOp};
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
-/// Labels or annotations.
-pub type Labels = BTreeMap<String, String>;
+/// Annotations (of the few objects whose annotations the model keeps: Namespaces, and a
+/// NetworkPolicy's logging annotations).
+pub type Annotations = BTreeMap<String, String>;
 
-/// `namespace/name`.
+/// `namespace/name`. The strings are shared: a clone (and the store keeps several per
+/// object) copies two pointers, and a namespace's name is one allocation for all its objects
+/// (see [`intern`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectRef {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
 }
 
 impl std::fmt::Display for ObjectRef {
@@ -34,7 +42,7 @@ pub struct Namespace {
     pub name: String,
     /// Always holds `kubernetes.io/metadata.name=<name>`, as the API server sets it.
     pub labels: Labels,
-    pub annotations: Labels,
+    pub annotations: Annotations,
 }
 
 /// IP protocol of a port or rule.
@@ -48,22 +56,22 @@ pub enum Protocol {
 /// A container port (used to resolve named ports).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerPort {
-    pub name: Option<String>,
+    pub name: Option<Arc<str>>,
     pub port: u16,
     pub protocol: Protocol,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pod {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
     pub labels: Labels,
     /// `status.podIPs` (or `status.podIP`); empty until the pod has an address. In the
     /// agent's model only the addresses the pod holds: none once it has finished, none that a
     /// pod with a stronger claim has (see [`liveness`]).
     pub ips: Vec<IpAddr>,
     pub ports: Vec<ContainerPort>,
-    pub node: Option<String>,
+    pub node: Option<Arc<str>>,
 }
 
 /// An IPv4 or IPv6 prefix, normalised (host bits zero).
@@ -133,7 +141,7 @@ pub struct Policy {
     pub egress: Vec<EgressRule>,
     /// The `metadata.annotations` about audit logging: per-policy logging and its log label
     /// (see [`Policy::logging_enabled`], [`Policy::log_label`]).
-    pub annotations: Labels,
+    pub annotations: Annotations,
 }
 
 impl Policy {

@@ -1,5 +1,6 @@
 //! Kubernetes label selectors (validated in [`super::convert`]).
 
+use super::Labels;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A label selector: all `match_labels` and all `match_expressions` must hold. The empty
@@ -37,15 +38,15 @@ impl LabelSelector {
     }
 
     /// Whether `labels` satisfy every `match_labels` pair and every requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+    pub fn matches(&self, labels: &Labels) -> bool {
+        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v.as_str()))
             && self.match_expressions.iter().all(|r| r.matches(labels))
     }
 }
 
 impl Requirement {
     /// Kubernetes semantics: `NotIn` and `DoesNotExist` hold for objects without the key.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &Labels) -> bool {
         let value = labels.get(&self.key);
         match self.op {
             SelectorOp::In => value.is_some_and(|v| self.values.contains(v)),
@@ -71,7 +72,7 @@ mod tests {
     #[test]
     fn selector_table() {
         use SelectorOp::*;
-        let pod = labels(&[("app", "web"), ("tier", "front")]);
+        let pod: Labels = [("app", "web"), ("tier", "front")].into_iter().collect();
         let cases: Vec<(LabelSelector, bool)> = vec![
             (LabelSelector::everything(), true),
             (LabelSelector { match_labels: labels(&[("app", "web")]), ..Default::default() }, true),

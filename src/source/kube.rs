@@ -251,7 +251,7 @@ mod tests {
             n.map(Event::Delete(ns)),
             Some(SourceEvent::Deleted {
                 kind: Kind::Namespace,
-                object: crate::model::ObjectRef { namespace: String::new(), name: "x".into() }
+                object: crate::model::ObjectRef { namespace: "".into(), name: "x".into() }
             })
         );
     }
@@ -269,6 +269,6 @@ mod tests {
         let out: Vec<SourceEvent> = source_events(futures::stream::iter(items)).collect().await;
         assert_eq!(out.len(), 2, "{out:?}");
         assert_eq!(names(&out[0]), vec!["x/a"]);
-        assert!(matches!(&out[1], SourceEvent::Applied(s) if s.object.object_ref().name == "b"));
+        assert!(matches!(&out[1], SourceEvent::Applied(s) if s.object.object_ref().name.as_ref() == "b"));
     }
 }

@@ -108,11 +108,11 @@ impl KubeObject {
         let meta = self.metadata();
         ObjectRef {
             namespace: match meta.namespace.as_deref() {
-                _ if !self.kind().is_namespaced() => String::new(),
-                Some(ns) if !ns.is_empty() => ns.to_string(),
-                _ => "default".to_string(),
+                _ if !self.kind().is_namespaced() => "".into(),
+                Some(ns) if !ns.is_empty() => ns.into(),
+                _ => "default".into(),
             },
-            name: meta.name.clone().unwrap_or_default(),
+            name: meta.name.as_deref().unwrap_or_default().into(),
         }
     }
 

@@ -128,7 +128,7 @@ fn json_object(origin: &str, raw: &str) -> Option<Sourced<KubeObject>> {
     let meta = header.metadata?;
     let name = meta.name.filter(|n| !n.is_empty())?;
     let namespace = if kind.is_namespaced() { default_namespace(meta.namespace.as_deref()) } else { String::new() };
-    let id = ObjectRef { namespace, name };
+    let id = ObjectRef { namespace: namespace.into(), name: name.into() };
     let object = match kind {
         Kind::Namespace => KubeObject::Namespace(serde_json::from_str(raw).ok()?),
         Kind::Pod => KubeObject::Pod(serde_json::from_str(raw).ok()?),
@@ -324,7 +324,7 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
         true => default_namespace(meta.and_then(|m| str_field(m, "namespace"))),
         false => String::new(),
     };
-    let id = ObjectRef { namespace, name };
+    let id = ObjectRef { namespace: namespace.into(), name: name.into() };
     let culprit = format!("{origin} {kind} {}", display_ref(&id));
     if id.name.is_empty() {
         invalid(culprit, "metadata.name is missing".into());
@@ -350,8 +350,8 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
             (Some(Ok(pod_selector)), Some(objects)) => {
                 let np = NetworkPolicy {
                     metadata: ObjectMeta {
-                        name: Some(id.name.clone()),
-                        namespace: Some(id.namespace.clone()),
+                        name: Some(id.name.to_string()),
+                        namespace: Some(id.namespace.to_string()),
                         ..Default::default()
                     },
                     spec: Some(NetworkPolicySpec { pod_selector, ..Default::default() }),
@@ -428,10 +428,10 @@ fn as_served(mut object: KubeObject, id: &ObjectRef) -> KubeObject {
             ns.metadata
                 .labels
                 .get_or_insert_with(Default::default)
-                .insert(NAMESPACE_NAME_LABEL.to_string(), id.name.clone());
+                .insert(NAMESPACE_NAME_LABEL.to_string(), id.name.to_string());
         }
         KubeObject::Pod(Pod { metadata, .. }) | KubeObject::NetworkPolicy(NetworkPolicy { metadata, .. }) => {
-            metadata.namespace = Some(id.namespace.clone());
+            metadata.namespace = Some(id.namespace.to_string());
         }
     }
     object

@@ -159,7 +159,7 @@ fn local_port(port: &Port, iface: &Interface, problems: &mut Vec<String>) -> Opt
     Some(LocalPort {
         ofport,
         interface: iface.name.clone(),
-        pod: ObjectRef { namespace: namespace.to_string(), name: name.to_string() },
+        pod: ObjectRef { namespace: namespace.into(), name: name.into() },
         ips,
         mac,
     })
