@@ -1,51 +1,64 @@
 //! `npagent explain`: load the model, compile it (offline, or with the bridge's ports and
-//! conjunction ids), explain, with `--trace` ask OVS too, print. Exit status 0 allowed, 1
-//! dropped, 2 error or a datapath that disagrees.
+//! conjunction ids), explain, with `--trace` ask OVS too, print. The outcome is the exit
+//! status (`main.rs`): 0 allowed, 1 dropped, 2 error or a datapath that disagrees.
 
 use crate::agent::SourceConfig;
 use crate::cli::{ExplainArgs, OutputFormat};
 use crate::compiler::{self, Compiler, IdAllocator};
 use crate::endpoint::Endpoint;
 use crate::explain::trace::{self, TracePacket, TraceVerdict};
-use crate::explain::{self, render, Explanation, Query};
+use crate::explain::{self, render, ExplainError, Explanation, Query};
 use crate::model::{Model, ObjectRef};
-use crate::snapshot;
-use anyhow::Context;
-use std::process::ExitCode;
-
-/// Runs the command and maps its outcome to the exit status, the error (naming its culprit)
-/// on stderr.
-pub fn main(args: ExplainArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("npagent explain: cannot start the runtime: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    match runtime.block_on(run(&args)) {
-        Ok(Outcome::Allowed) => ExitCode::SUCCESS,
-        Ok(Outcome::Dropped) => ExitCode::from(1),
-        Ok(Outcome::DatapathDisagrees) => ExitCode::from(2),
-        Err(e) => {
-            eprintln!("npagent explain: {e:#}");
-            ExitCode::from(2)
-        }
-    }
-}
+use crate::snapshot::{self, SnapshotError};
 
 /// What the command found.
-enum Outcome {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
     Allowed,
     Dropped,
     /// `--trace`: OVS's datapath decides otherwise than the explanation.
     DatapathDisagrees,
 }
 
+/// Why the command could not answer; each names its culprit.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("cannot start the runtime")]
+    Runtime(#[source] std::io::Error),
+    #[error("--trace needs the bridge: give --ofp and --ovsdb")]
+    TraceNeedsBridge,
+    /// The model or the bridge's ports could not be read.
+    #[error(transparent)]
+    Input(#[from] SnapshotError),
+    #[error("reading the bridge's conjunction ids")]
+    ConjunctionIds(#[source] SnapshotError),
+    #[error(transparent)]
+    Explain(#[from] ExplainError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("--trace needs the source to be a pod on bridge {bridge}; {source_name} is not")]
+    TraceSourceNotLocal { bridge: String, source_name: String },
+    #[error("--trace: the port of {0} has no MAC address in OVSDB")]
+    TraceSourceNoMac(String),
+    #[error("running ovs-appctl")]
+    OvsAppctl(#[source] std::io::Error),
+    #[error("ovs-appctl ofproto/trace {bridge} {flow}: {stderr}")]
+    TraceFailed { bridge: String, flow: String, stderr: String },
+    #[error("ofproto/trace {flow}: no datapath actions in its output:\n{output}")]
+    NoDatapathActions { flow: String, output: String },
+}
+
+/// Runs the command on a runtime of its own: prints the explanation (and the trace), returns
+/// the outcome.
+pub fn run(args: &ExplainArgs) -> Result<Outcome, CommandError> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(CommandError::Runtime)?;
+    runtime.block_on(explain_and_print(args))
+}
+
 /// Prints the explanation (and the trace); returns the outcome.
-async fn run(args: &ExplainArgs) -> anyhow::Result<Outcome> {
+async fn explain_and_print(args: &ExplainArgs) -> Result<Outcome, CommandError> {
     if args.trace && args.ofp.is_none() && args.ovsdb.is_none() {
-        anyhow::bail!("--trace needs the bridge: give --ofp and --ovsdb");
+        return Err(CommandError::TraceNeedsBridge);
     }
     let source = match &args.manifests {
         Some(dir) => SourceConfig::Manifests(dir.clone()),
@@ -61,7 +74,7 @@ async fn run(args: &ExplainArgs) -> anyhow::Result<Outcome> {
     let ids = match &bridge {
         Some((ofp, ovsdb)) => {
             store.set_ports(&snapshot::read_ports(ovsdb, &args.bridge).await?);
-            let dump = snapshot::installed_flows(ofp).await.context("reading the bridge's conjunction ids")?;
+            let dump = snapshot::installed_flows(ofp).await.map_err(CommandError::ConjunctionIds)?;
             IdAllocator::recover(&dump, 0)
         }
         None => IdAllocator::new(0),
@@ -122,15 +135,15 @@ fn trace_in_ovs(
     model: &Model,
     stand_ins: &[ObjectRef],
     e: &Explanation,
-) -> anyhow::Result<TraceVerdict> {
+) -> Result<TraceVerdict, CommandError> {
     let real_port = |end: &explain::Endpoint| {
         end.ofport.and_then(|o| model.ports.get(&o)).filter(|p| !stand_ins.contains(&p.pod)).filter(|_| end.pod)
     };
-    let src = real_port(&e.from).with_context(|| {
-        format!("--trace needs the source to be a pod on bridge {}; {} is not", args.bridge, e.from.name)
+    let src = real_port(&e.from).ok_or_else(|| CommandError::TraceSourceNotLocal {
+        bridge: args.bridge.clone(),
+        source_name: e.from.name.clone(),
     })?;
-    let src_mac =
-        src.mac.with_context(|| format!("--trace: the port of {} has no MAC address in OVSDB", e.from.name))?;
+    let src_mac = src.mac.ok_or_else(|| CommandError::TraceSourceNoMac(e.from.name.clone()))?;
     let dst_mac = real_port(&e.to).and_then(|p| p.mac).unwrap_or(REMOTE_MAC);
     let transport = args.port.as_ref().zip(e.port.as_ref()).map(|(spec, p)| (spec.protocol, p.port));
     let flow =
@@ -140,17 +153,17 @@ fn trace_in_ovs(
         cmd.arg("-t").arg(target);
     }
     cmd.args(["ofproto/trace", &args.bridge, &flow, "--ct-next", trace::CT_NEXT]);
-    let out = cmd.output().context("running ovs-appctl")?;
+    let out = cmd.output().map_err(CommandError::OvsAppctl)?;
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        anyhow::bail!(
-            "ovs-appctl ofproto/trace {} {flow}: {}",
-            args.bridge,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        return Err(CommandError::TraceFailed {
+            bridge: args.bridge.clone(),
+            flow,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     trace::verdict(flow.clone(), &text, e.allowed)
-        .with_context(|| format!("ofproto/trace {flow}: no datapath actions in its output:\n{text}"))
+        .ok_or_else(|| CommandError::NoDatapathActions { flow, output: text.into_owned() })
 }
 
 /// Where the conjunction ids, cookies and flows come from.

@@ -47,6 +47,21 @@ fn audit_command(cmd: AuditCommand) -> std::process::ExitCode {
     }
 }
 
+/// `npagent explain ...`: exit status 0 allowed, 1 dropped, 2 error or a datapath that
+/// disagrees (the error, naming its culprit, on stderr).
+fn explain_command(args: &npagent::cli::ExplainArgs) -> std::process::ExitCode {
+    use npagent::explain_command::Outcome;
+    match npagent::explain_command::run(args) {
+        Ok(Outcome::Allowed) => std::process::ExitCode::SUCCESS,
+        Ok(Outcome::Dropped) => std::process::ExitCode::from(1),
+        Ok(Outcome::DatapathDisagrees) => std::process::ExitCode::from(2),
+        Err(e) => {
+            eprintln!("npagent explain: {:#}", anyhow::Error::from(e));
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
 /// Meter of the Allow logging copies.
 const ALLOW_METER_ID: u32 = 1;
 /// Meter of the Drop logging copies.
@@ -62,7 +77,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::SUCCESS;
         }
         Command::Man => return man_pages(),
-        Command::Explain(args) => return npagent::explain_command::main(*args),
+        Command::Explain(args) => return explain_command(&args),
         Command::Run(args) => {
             check_run_args(&args);
             Command::Run(args)
@@ -184,7 +199,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         tracing::warn!("--metrics-addr is deprecated and will be removed in the next release: use --admin-addr {addr}");
     }
     tracing::info!("npagent {} starting: node {node:?}, bridge {} at {}", npagent::cli::VERSION, cfg.bridge, cfg.ofp);
-    agent::run(cfg, shutdown_signal()).await
+    Ok(agent::run(cfg, shutdown_signal()).await?)
 }
 
 /// Resolves at the first SIGTERM or SIGINT.
@@ -214,6 +229,7 @@ async fn flows(args: CommonArgs) -> anyhow::Result<()> {
     let ids = match dump {
         Ok(dump) => IdAllocator::recover(&dump, 0),
         Err(e) => {
+            let e = anyhow::Error::from(e);
             tracing::warn!("{e:#}; conjunction ids are freshly allocated and may differ from the bridge's");
             IdAllocator::new(0)
         }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use support::agent::{npagent_bin, Agent};
+use support::agent::{npagent_bin, parse_admin_addr, poll_ready, Agent, ADMIN_LINE};
 use support::sandbox::{repo_path, run};
 use support::{write_atomic, Sandbox, Testbed};
 
@@ -66,6 +66,15 @@ impl Npagent {
         }
     }
 
+    /// Waits until the admin server (its address read from the log) says the agent is ready:
+    /// its first resync with the switch is committed.
+    fn wait_ready(&mut self, within: Duration) {
+        let addr = parse_admin_addr(&self.wait_log(ADMIN_LINE, within)).expect("the admin server's address");
+        if let Err(why) = poll_ready(addr, within, || self.exited()) {
+            panic!("{why}:\n{}", self.log());
+        }
+    }
+
     /// Waits (at most `within`) for the exit.
     fn wait_exit(&mut self, within: Duration) -> ExitStatus {
         let started = Instant::now();
@@ -112,9 +121,6 @@ fn npagent_stdout(args: &[&str]) -> String {
     assert!(out.status.success(), "npagent {args:?}: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("UTF-8 output")
 }
-
-/// Logs npagent on the sandbox's bridge, waiting for the pipeline: the line saying so.
-const RESYNCED: &str = "flow_mods to send";
 
 /// A configuration error: what is wrong, arguments after `run`, environment, and the flag the
 /// message must name.
@@ -222,7 +228,7 @@ fn an_agent_configured_by_the_environment_alone_enforces() {
         ("NPAGENT_LOG_FORMAT", "text"),
     ];
     let mut agent = Npagent::spawn(&["run"], &env, &tmp.path().join("stderr"));
-    agent.wait_log(RESYNCED, START_TIMEOUT);
+    agent.wait_ready(START_TIMEOUT);
     let starting = agent.wait_log(&format!("npagent {} (commit", env!("CARGO_PKG_VERSION")), Duration::ZERO);
     assert!(starting.contains("node \"node-a\""), "NPAGENT_NODE wins over NODE_NAME: {starting}");
     assert!(audit_log.is_file(), "the audit log was not created at start");
@@ -260,7 +266,7 @@ fn json_logs_are_one_object_a_line() {
         &audit_log,
     ];
     let mut agent = Npagent::spawn(&args, &[("NODE_NAME", "node-b")], &tmp.path().join("stderr"));
-    agent.wait_log(RESYNCED, START_TIMEOUT);
+    agent.wait_ready(START_TIMEOUT);
     // A warning with fields of its own: the switch goes away for a moment.
     sb.restart_vswitchd();
     agent.wait_log("switch connection down", START_TIMEOUT);
@@ -313,7 +319,7 @@ fn ovsdb_going_away_and_the_manifests_directory_vanishing_are_survived() {
         &audit_log,
     ];
     let mut agent = Npagent::spawn(&args, &[], &tmp.path().join("stderr"));
-    agent.wait_log(RESYNCED, START_TIMEOUT);
+    agent.wait_ready(START_TIMEOUT);
     let flows = sb.dump_flows();
 
     ovsdb_appctl(&sb, &["ovsdb-server/remove-remote", &remote]);
@@ -371,7 +377,7 @@ fn sigterm_exits_0_with_the_audit_log_flushed_and_1_when_it_cannot_be() {
         "0",
     ];
     let mut agent = Npagent::spawn(&args, &[], &tmp.path().join("full.stderr"));
-    agent.wait_log(RESYNCED, START_TIMEOUT);
+    agent.wait_ready(START_TIMEOUT);
     send_drops();
     agent.wait_log("audit log write failed", Duration::from_secs(10));
     let status = agent.terminate();

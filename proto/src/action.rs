@@ -392,7 +392,7 @@ impl Action {
 
 fn std_header(out: &mut BytesMut, t: u16, len: usize) {
     out.put_u16(t);
-    out.put_u16(len as u16);
+    out.put_u16(crate::wire::part_len16(len));
 }
 
 fn nx_header(out: &mut BytesMut, subtype: u16, len: usize) {

@@ -227,10 +227,7 @@ impl FlowUpdate {
 
     /// Writes the update.
     pub fn emit(&self, out: &mut BytesMut) {
-        // Lengths of values built from parsed input fit; a hand-built oversize one is
-        // truncated in the length field only (emit writes what it holds).
-        let len = u16::try_from(self.buffer_len()).unwrap_or(u16::MAX);
-        out.put_u16(len);
+        out.put_u16(crate::wire::part_len16(self.buffer_len()));
         match self {
             FlowUpdate::Full(f) => {
                 out.put_u16(f.event);

@@ -135,7 +135,7 @@ impl Instruction {
             Instruction::Unknown { instruction_type, .. } => *instruction_type,
         };
         out.put_u16(t);
-        out.put_u16(len as u16);
+        out.put_u16(crate::wire::part_len16(len));
         match self {
             Instruction::GotoTable(table) => out.put_u8(*table),
             Instruction::WriteMetadata { metadata, mask } => {

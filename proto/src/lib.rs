@@ -1,8 +1,28 @@
 //! `ofp`: the OpenFlow 1.5 (wire version 0x06) and Nicira-extension codec npagent speaks to
 //! Open vSwitch.
 //!
-//! Every wire structure has an owned value type with three operations:
-//! `parse(&[u8])`, `buffer_len()` and `emit(&mut BytesMut)`.
+//! Every wire structure is an owned value type with `parse`, `buffer_len()` and `emit`, in one
+//! of three shapes:
+//! - **Items of a list** (an OXM field, a `Match`, an action, an instruction, a flow or meter
+//!   stats entry, a flow monitor request or update): `parse(&[u8]) -> Result<(T, usize)>`
+//!   reads one item from the start of the buffer and returns the bytes it took; lists of them
+//!   have `parse_*`/`emit_*` helpers (`parse_actions`, `emit_oxms`, ...).
+//! - **Message bodies** (what follows the 8-byte header, or the experimenter header for a
+//!   Nicira message: `FlowMod`, `PacketIn2`, `BundleAdd`, ...): `parse(body: &[u8]) -> Result<T>`
+//!   takes the whole body; only [`BundleAdd::parse`] also takes the header's version and xid,
+//!   because OVS checks the inner message against them before parsing it. The parts only a
+//!   body holds (group buckets, meter bands, hello elements) are parsed and emitted by it.
+//! - **Whole messages**: [`Message`] (`parse` takes exactly one message, header included) and
+//!   the BUNDLE_ADD_MESSAGE written straight from a flow_mod
+//!   ([`body::emit_bundled_flow_mod`]). Their `emit` returns a `Result`: it checks the message
+//!   first ([`Error::TooLong`] over [`MAX_MESSAGE_LEN`], a payload that would not parse back)
+//!   and writes nothing on error.
+//!
+//! Items and bodies `emit(&mut BytesMut)` what they hold and cannot fail. Their 16-bit length
+//! fields cannot overflow within a checked message (a part is no longer than its message);
+//! called on their own with more than a message can hold, debug builds assert. The one 8-bit
+//! length, an OXM's, is the caller's to respect for the raw `Oxm::Experimenter` and
+//! `Oxm::Unknown` (parsed ones do). The [`Header`] is fixed-size: [`Header::LEN`].
 //!
 //! # Contract
 //! - Parsing never panics, whatever the input: every length field is checked against the
@@ -12,7 +32,6 @@
 //! - `parse(emit(v)) == v` for every value this crate can emit, and `emit(parse(b)) == b` for
 //!   every byte string `parse` accepts: unknown TLVs (OXM fields, actions, instructions,
 //!   properties, message types) are kept as raw bytes so they round-trip.
-//!
 //!
 //! # Padding
 //! Padding bytes are zero on emit. On parse, the one rule is: padding that a TLV's own length

@@ -371,13 +371,16 @@ impl Message {
         let len = self.buffer_len();
         out.reserve(len);
         let start = out.len();
-        self.emit_unchecked(out, len)?;
+        self.emit_unchecked(out, len);
         debug_assert_eq!(out.len() - start, len, "emit length of {:?}", self.type_name());
         Ok(())
     }
 
-    fn emit_unchecked(&self, out: &mut BytesMut, len: usize) -> Result<()> {
-        Header { version: self.version, msg_type: self.msg_type(), length: len as u16, xid: self.xid }.emit(out);
+    /// Writes the message, whose `buffer_len()` is `len`, as it is: [`Message::check`] passed
+    /// (for this message, or for the one it is bundled in), so `len` fits the header's field.
+    pub(crate) fn emit_unchecked(&self, out: &mut BytesMut, len: usize) {
+        let length = crate::wire::part_len16(len);
+        Header { version: self.version, msg_type: self.msg_type(), length, xid: self.xid }.emit(out);
         let nx = |out: &mut BytesMut, exp_type: u32| {
             out.put_u32(crate::NX_VENDOR_ID);
             out.put_u32(exp_type);
@@ -398,7 +401,7 @@ impl Message {
             Payload::RoleRequest(r) | Payload::RoleReply(r) => r.emit(out),
             Payload::MeterMod(m) => m.emit(out),
             Payload::BundleControl(b) => b.emit(out),
-            Payload::BundleAdd(b) => b.emit_checked(out)?,
+            Payload::BundleAdd(b) => b.emit(out),
             Payload::SetPacketInFormat(f) => {
                 nx(out, nx_type::SET_PACKET_IN_FORMAT);
                 out.put_u32(*f);
@@ -423,7 +426,6 @@ impl Message {
             }
             Payload::Unknown { body, .. } => out.put_slice(body),
         }
-        Ok(())
     }
 
     /// Emits into a fresh buffer.

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::flow_monitor::{self, FlowMonitorRequest, FlowUpdate, OFPMP_FLOW_MONITOR};
 use crate::instruction::{emit_instructions, instructions_len, parse_instructions, Instruction};
 use crate::oxm::{oxm_header, split_header, Match};
-use crate::wire::{check_zero, pad8, parse_list, tlv, Reader};
+use crate::wire::{check_zero, pad8, parse_list, part_len16, tlv, Reader};
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// Multipart type 1: flows (OVS's OFPST_FLOW, OF1.5's OFPMP_FLOW_DESC).
@@ -329,7 +329,7 @@ impl FlowStats {
 
     /// Writes the entry.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u16(self.buffer_len() as u16);
+        out.put_u16(part_len16(self.buffer_len()));
         out.put_u16(0);
         out.put_u8(self.table_id);
         out.put_u8(0);
@@ -420,7 +420,7 @@ impl OxsStats {
     pub fn emit(&self, out: &mut BytesMut) {
         let len = 4 + self.tlvs_len();
         out.put_u16(0);
-        out.put_u16(len as u16);
+        out.put_u16(part_len16(len));
         let h = |f: u8, n: u8| oxm_header(OXS_CLASS, f, false, n);
         if let Some((sec, nsec)) = self.duration {
             out.put_u32(h(oxs::DURATION, 8));
@@ -487,7 +487,7 @@ impl MeterStats {
     /// Writes the entry.
     pub fn emit(&self, out: &mut BytesMut) {
         out.put_u32(self.meter_id);
-        out.put_u16(self.buffer_len() as u16);
+        out.put_u16(part_len16(self.buffer_len()));
         out.put_bytes(0, 6);
         out.put_u32(self.flow_count);
         out.put_u64(self.packet_in_count);

@@ -93,14 +93,16 @@ pub enum Oxm {
         value: Masked<u64>,
     },
     /// An experimenter OXM (class 0xffff) not modelled above: header + experimenter id + payload
-    /// (value and mask as sent).
+    /// (value and mask as sent). The experimenter id and payload must fit the header's 8-bit
+    /// length (at most 251 payload bytes; parsed ones do).
     Experimenter {
         field: u8,
         has_mask: bool,
         experimenter: u32,
         payload: Bytes,
     },
-    /// Any other TLV, kept as its 32-bit header and payload.
+    /// Any other TLV, kept as its 32-bit header and payload (which must fit the header's 8-bit
+    /// length: at most 255 bytes; parsed ones do).
     Unknown {
         header: u32,
         payload: Bytes,
@@ -272,8 +274,12 @@ impl Oxm {
         Ok((oxm, consumed))
     }
 
-    /// The TLV's 32-bit header (class, field, hasmask, payload length).
+    /// The TLV's 32-bit header (class, field, hasmask, payload length). The length of a raw
+    /// TLV is the low 8 bits of its payload's (debug builds assert that it fits).
     pub fn header(&self) -> u32 {
+        if let Oxm::Experimenter { payload, .. } | Oxm::Unknown { payload, .. } = self {
+            debug_assert!(self.buffer_len() - 4 <= 0xff, "an OXM payload of {} bytes", payload.len());
+        }
         match self {
             Oxm::Experimenter { field, has_mask, payload, .. } => {
                 oxm_header(class::EXPERIMENTER, *field, *has_mask, (4 + payload.len()) as u8)
@@ -295,7 +301,7 @@ impl Oxm {
         }
     }
 
-    /// Writes the TLV. The payload of a raw TLV must fit its 8-bit length.
+    /// Writes the TLV. The payload of a raw TLV must fit its 8-bit length (see [`Oxm::header`]).
     pub fn emit(&self, out: &mut BytesMut) {
         out.put_u32(self.header());
         use Oxm::*;
@@ -383,7 +389,7 @@ impl Match {
     pub fn emit(&self, out: &mut BytesMut) {
         let len = 4 + oxms_len(&self.fields);
         out.put_u16(OFPMT_OXM);
-        out.put_u16(len as u16);
+        out.put_u16(crate::wire::part_len16(len));
         emit_oxms(&self.fields, out);
         out.put_bytes(0, pad8(len) - len);
     }

@@ -8,7 +8,7 @@
 use crate::error::{Error, Result};
 use crate::oxm::{self, Oxm};
 use crate::prop::{self, PropIter, RawProp};
-use crate::wire::pad8;
+use crate::wire::{pad8, part_len16};
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// NXPINT_* property types.
@@ -184,13 +184,13 @@ impl PacketIn2 {
         }
         let md_len = oxm::oxms_len(&self.metadata);
         out.put_u16(nxpint::METADATA);
-        out.put_u16((prop::PROP_HEADER_LEN + md_len) as u16);
+        out.put_u16(part_len16(prop::PROP_HEADER_LEN + md_len));
         oxm::emit_oxms(&self.metadata, out);
         out.put_bytes(0, pad8(prop::PROP_HEADER_LEN + md_len) - prop::PROP_HEADER_LEN - md_len);
         if let Some(c) = &self.continuation {
             let len = prop::PROP_HEADER_LEN + 4 + c.len();
             out.put_u16(nxpint::CONTINUATION);
-            out.put_u16(len as u16);
+            out.put_u16(part_len16(len));
             out.put_u32(0);
             out.put_slice(c);
             out.put_bytes(0, pad8(len) - len);

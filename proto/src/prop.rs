@@ -75,7 +75,7 @@ pub const fn prop_len(payload_len: usize) -> usize {
 pub fn put_prop(out: &mut BytesMut, prop_type: u16, payload: &[u8]) {
     let len = PROP_HEADER_LEN + payload.len();
     out.put_u16(prop_type);
-    out.put_u16(len as u16);
+    out.put_u16(crate::wire::part_len16(len));
     out.put_slice(payload);
     out.put_bytes(0, pad8(len) - len);
 }

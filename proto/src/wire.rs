@@ -103,6 +103,16 @@ pub(crate) fn len16(what: &'static str, len: usize) -> Result<u16> {
     u16::try_from(len).map_err(|_| Error::TooLong { what, len })
 }
 
+/// The 16-bit length field of `len` bytes of a message: the message's own length or that of a
+/// part of it (a body's list, an action, a property). It fits, because a whole message is
+/// checked against [`crate::MAX_MESSAGE_LEN`] before any of it is written, and a part is no
+/// longer than its message; debug builds assert it, for the `emit` of a part called on its own
+/// with more than a message can hold.
+pub(crate) fn part_len16(len: usize) -> u16 {
+    debug_assert!(len <= crate::MAX_MESSAGE_LEN, "a length of {len} bytes does not fit a message");
+    len as u16
+}
+
 /// Checks that `buf` holds `len` bytes of a TLV whose minimum is `min` and, when `align8`, that
 /// `len` is a multiple of 8. Returns the TLV's bytes.
 pub(crate) fn tlv<'a>(buf: &'a [u8], len: usize, min: usize, align8: bool, what: &'static str) -> Result<&'a [u8]> {

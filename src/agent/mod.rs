@@ -20,6 +20,7 @@ pub use store::Store;
 use crate::admin::health::{Health, ReadinessChange};
 use crate::admin::metrics::{self, AgentMetrics};
 use crate::admin::Admin;
+use crate::audit::writer::WriteError;
 use crate::audit::{AuditConfig, AuditLogger, AuditSender};
 use crate::compiler::{tables, Compiler};
 use crate::endpoint::Endpoint;
@@ -66,6 +67,32 @@ pub struct AgentConfig {
     pub admin_addr: SocketAddr,
 }
 
+/// Why [`run`] ended other than by its shutdown signal.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot serve the admin server on --admin-addr {addr}")]
+    AdminAddr {
+        addr: SocketAddr,
+        #[source]
+        error: std::io::Error,
+    },
+    /// No Kubernetes client could be made from the kubeconfig.
+    #[error(transparent)]
+    KubeClient(#[from] crate::source::Error),
+    #[error("the audit writer stopped")]
+    AuditWriterStopped,
+    #[error("the object source stopped")]
+    SourceStopped,
+    #[error("the OVSDB client stopped")]
+    OvsdbStopped,
+    #[error("the switch connection stopped")]
+    SwitchStopped,
+    /// Not a `#[source]`: a [`WriteError`]'s text already ends with its cause, which a chain
+    /// printer would then repeat.
+    #[error("audit log not flushed: {0}")]
+    AuditNotFlushed(WriteError),
+}
+
 /// State shared between the reconciler (writer) and the audit resolver (reader).
 #[derive(Debug, Default)]
 pub struct State {
@@ -78,12 +105,12 @@ pub struct State {
 /// to the switch; then flushes the audit log. The flows stay on the bridge, so the datapath
 /// keeps enforcing while the agent is away. An error names the task that stopped (they
 /// retry what fails, so that is a bug) or says that the audit log could not be flushed.
-pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
     let started = Instant::now();
     // First: an agent nobody can observe must not run.
     let admin_listener = tokio::net::TcpListener::bind(cfg.admin_addr)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot serve the admin server on --admin-addr {}: {e}", cfg.admin_addr))?;
+        .map_err(|error| RunError::AdminAddr { addr: cfg.admin_addr, error })?;
     let state = Arc::new(RwLock::new(State::default()));
     let metrics = Arc::new(AgentMetrics::default());
 
@@ -137,7 +164,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
         tokio::select! {
             biased;
             _ = &mut shutdown => break Ok(()),
-            _ = audit_alive.closed() => break Err(anyhow::anyhow!("the audit writer stopped")),
+            _ = audit_alive.closed() => break Err(RunError::AuditWriterStopped),
             ev = source_rx.recv() => match ev {
                 Some(ev) => {
                     reconciler.apply_source(ev);
@@ -146,11 +173,11 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
                         reconciler.apply_source(ev);
                     }
                 }
-                None => break Err(anyhow::anyhow!("the object source stopped")),
+                None => break Err(RunError::SourceStopped),
             },
             changed = ports_rx.changed() => {
                 if changed.is_err() {
-                    break Err(anyhow::anyhow!("the OVSDB client stopped"));
+                    break Err(RunError::OvsdbStopped);
                 }
                 ports_seen = true;
                 let ports = ports_rx.borrow_and_update().clone();
@@ -158,14 +185,14 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
             }
             changed = conn_state.changed() => {
                 if changed.is_err() {
-                    break Err(anyhow::anyhow!("the switch connection stopped"));
+                    break Err(RunError::SwitchStopped);
                 }
                 let st = conn_state.borrow_and_update().clone();
                 reconciler.connection_changed(&st);
             }
             changed = drift.changed() => {
                 if changed.is_err() {
-                    break Err(anyhow::anyhow!("the switch connection stopped"));
+                    break Err(RunError::SwitchStopped);
                 }
                 drift.borrow_and_update();
                 reconciler.drift_detected();
@@ -225,7 +252,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow
     let _ = stop_forward.send(());
     let _ = forward.await;
     drop(audit_alive);
-    let flushed = audit.shutdown().await.map_err(|e| anyhow::anyhow!("audit log not flushed: {e}"));
+    let flushed = audit.shutdown().await.map_err(RunError::AuditNotFlushed);
     outcome.and(flushed)
 }
 

@@ -18,7 +18,7 @@ use crate::compiler::{self, tables, Change, Compiler, FlowTable, IdAllocator};
 use crate::model::LocalPort;
 use crate::source::SourceEvent;
 use crate::switch::{ConnState, OfpError, SwitchError, SwitchHandle};
-use ofp::{FlowMod, FlowModCommand, MeterBand, MeterMod};
+use ofp::{meter, FlowMod, FlowModCommand, MeterBand, MeterMod};
 use refused::Refused;
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
@@ -33,10 +33,8 @@ const MAX_SPLITS: usize = 16;
 /// Refused flows named one per line in the log; the rest are counted.
 const REFUSED_SHOWN: usize = 8;
 
-const METER_ADD: u16 = 0;
-const METER_MODIFY: u16 = 1;
-/// OFPMF_PKTPS | OFPMF_BURST | OFPMF_STATS.
-const METER_FLAGS: u16 = 2 | 4 | 8;
+/// The logging meters count packets, with a burst, and keep statistics (their shed counts).
+const METER_FLAGS: u16 = meter::FLAG_PKTPS | meter::FLAG_BURST | meter::FLAG_STATS;
 
 /// The reconciler's state.
 pub struct Reconciler {
@@ -72,7 +70,7 @@ impl Reconciler {
         let meter = |meter_id: u32, rate: u32| {
             let rate = rate.max(1);
             MeterMod {
-                command: METER_ADD,
+                command: meter::ADD,
                 flags: METER_FLAGS,
                 meter_id,
                 bands: vec![MeterBand::Drop { rate, burst_size: rate.saturating_mul(2) }],
@@ -488,7 +486,7 @@ impl Reconciler {
             match self.switch.meter_mod(meter.clone()).await {
                 Ok(()) => {}
                 Err(SwitchError::Rejected { error, .. }) if error.is("OFPMMFC_METER_EXISTS") => {
-                    self.switch.meter_mod(MeterMod { command: METER_MODIFY, ..meter.clone() }).await?
+                    self.switch.meter_mod(MeterMod { command: meter::MODIFY, ..meter.clone() }).await?
                 }
                 Err(e) => return Err(e),
             }

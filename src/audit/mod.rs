@@ -31,10 +31,11 @@ pub use packet::{PacketError, PacketInfo};
 pub use writer::{RotatingWriter, WriteError, WriterConfig};
 
 use crate::compiler::userdata::UserdataError;
+use crate::rate_limited::RateLimitedWarning;
 use ofp::packet_in2::PacketIn2;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 /// Why a packet-in did not become an entry.
@@ -379,8 +380,6 @@ pub struct AuditLogger {
 
 /// Most packet-ins handled between two looks at the clock and the shutdown signal.
 const BATCH: usize = 1024;
-/// Minimum time between two warnings about shed packet-ins.
-const SHED_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 
 impl AuditLogger {
     /// Starts the task writing to the rotating file of `cfg.writer`. Must run inside a tokio
@@ -446,8 +445,7 @@ where
 {
     let mut ticker = tokio::time::interval(tick.max(Duration::from_millis(1)));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut shed_reported = 0u64;
-    let mut last_warning: Option<Instant> = None;
+    let mut shed_warning = RateLimitedWarning::default();
     loop {
         tokio::select! {
             biased;
@@ -468,12 +466,9 @@ where
             _ = ticker.tick() => {
                 pipeline.tick(Moment::now());
                 let _ = pipeline.flush();
-                let shed = stats.shed_by_queue.load(Ordering::Relaxed);
-                if shed > shed_reported && last_warning.is_none_or(|t| t.elapsed() >= SHED_WARNING_INTERVAL) {
-                    tracing::warn!(shed = shed - shed_reported, total = shed, "audit queue full: packet-ins shed");
-                    shed_reported = shed;
-                    last_warning = Some(Instant::now());
-                }
+                shed_warning.total_and_growth(stats.shed_by_queue.load(Ordering::Relaxed), |total, shed| {
+                    tracing::warn!(shed, total, "audit queue full: packet-ins shed");
+                });
             }
         }
     }

@@ -240,9 +240,7 @@ pub(super) fn compile_policy(
     for o in lk.local_by_ns.get(policy.namespace.as_str()).into_iter().flatten() {
         let Some(port) = lk.ports.get(o) else { continue };
         match lk.model.pods.get(&port.pod) {
-            Some(pod) if policy.pod_selector.matches(&pod.labels) => {
-                applied.push(Applied { ofport: *o, pod_ref: &port.pod, pod })
-            }
+            Some(pod) if policy.pod_selector.matches(&pod.labels) => applied.push(Applied { ofport: *o, pod }),
             Some(_) => {}
             None => unreadable.push(*o),
         }
@@ -293,7 +291,6 @@ pub(super) fn policy_logging(policy: &Policy) -> bool {
 /// A local pod a policy applies to.
 struct Applied<'a> {
     ofport: u32,
-    pod_ref: &'a ObjectRef,
     pod: &'a Pod,
 }
 
@@ -324,16 +321,16 @@ impl PolicyCompiler<'_, '_> {
             return;
         }
         let peer_clause = peer_clause(dir, peers.as_ref().map(|p| p.prefixes.keys()));
-        let mut groups: BTreeMap<Vec<PortRange>, Vec<(u32, ObjectRef)>> = BTreeMap::new();
+        let mut groups: BTreeMap<Vec<PortRange>, Vec<u32>> = BTreeMap::new();
         for a in &self.applied {
             if let Some(resolved) = resolve_ports(ports, Some(a.pod)) {
-                groups.entry(resolved).or_default().push((a.ofport, a.pod_ref.clone()));
+                groups.entry(resolved).or_default().push(a.ofport);
             }
         }
         let mut state_groups = Vec::new();
-        for (resolved, pods) in groups {
+        for (resolved, ofports) in groups {
             let key = RuleKey { policy: self.r.clone(), direction: dir, rule: ri, ports: resolved };
-            state_groups.push(self.conjunction(key, &peer_clause, pods));
+            state_groups.push(self.conjunction(key, &peer_clause, &ofports));
         }
         if let Some(peers) = peers {
             self.c.peer_pods.extend(peers.members.keys().cloned());
@@ -350,14 +347,14 @@ impl PolicyCompiler<'_, '_> {
         let dir = Direction::Egress;
         let peers = (!to.is_empty()).then(|| self.peers(to));
         let (named, numeric): (Vec<PortSpec>, Vec<PortSpec>) = ports.iter().cloned().partition(is_named);
-        let sources: Vec<(u32, ObjectRef)> = self.applied.iter().map(|a| (a.ofport, a.pod_ref.clone())).collect();
+        let sources: Vec<u32> = self.applied.iter().map(|a| a.ofport).collect();
         let mut state_groups = Vec::new();
         if ports.is_empty() || !numeric.is_empty() {
             let peer_clause = peer_clause(dir, peers.as_ref().map(|p| p.prefixes.keys()));
             if !peer_clause.is_empty() {
                 let resolved = resolve_ports(&numeric, None).unwrap_or_default();
                 let key = RuleKey { policy: self.r.clone(), direction: dir, rule: ri, ports: resolved };
-                state_groups.push(self.conjunction(key, &peer_clause, sources.clone()));
+                state_groups.push(self.conjunction(key, &peer_clause, &sources));
             }
         }
         if !named.is_empty() {
@@ -376,7 +373,7 @@ impl PolicyCompiler<'_, '_> {
             for (resolved, cidrs) in groups {
                 let key = RuleKey { policy: self.r.clone(), direction: dir, rule: ri, ports: resolved };
                 let clause = peer_clause(dir, Some(cidrs.iter()));
-                self.conjunction(key, &clause, sources.clone());
+                self.conjunction(key, &clause, &sources);
             }
         }
         if let Some(peers) = peers {
@@ -388,8 +385,9 @@ impl PolicyCompiler<'_, '_> {
         }
     }
 
-    /// Adds one conjunction: its clause flows, its `conj_id` flow and its rule.
-    fn conjunction(&mut self, key: RuleKey, peer_clause: &[Vec<Oxm>], applied: Vec<(u32, ObjectRef)>) -> (u32, u8) {
+    /// Adds one conjunction: its clause flows, its `conj_id` flow and its rule. `applied` are
+    /// the ofports of the local pods it applies to.
+    fn conjunction(&mut self, key: RuleKey, peer_clause: &[Vec<Oxm>], applied: &[u32]) -> (u32, u8) {
         let dir = key.direction;
         let table = dir.rule_table();
         let id = self.ids.claim(&key);
@@ -400,7 +398,7 @@ impl PolicyCompiler<'_, '_> {
         for fields in peer_clause {
             add(fields.clone(), 0);
         }
-        for (o, _) in &applied {
+        for o in applied {
             add(vec![applied_match(dir, *o)], 1);
         }
         for pr in &key.ports {
@@ -432,7 +430,6 @@ impl PolicyCompiler<'_, '_> {
             index: key.rule,
             direction: dir,
             priority: priority::CONJ,
-            applied_to: applied.into_iter().map(|(_, p)| p).collect(),
             ports: key.ports.clone(),
             cookie: rule_cookie,
             log_label: self.policy.log_label().ok().flatten().map(str::to_string),

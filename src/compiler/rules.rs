@@ -59,9 +59,6 @@ pub struct RuleInfo {
     pub direction: Direction,
     /// OpenFlow priority of the flow that logs it.
     pub priority: u16,
-    /// Local pods the rule applies to (for ingress, this port group's destinations; for
-    /// egress, the sources).
-    pub applied_to: Vec<ObjectRef>,
     /// Resolved ports of this group (empty = all).
     pub ports: Vec<PortRange>,
     /// Cookie of its `conj_id` flow.

@@ -6,6 +6,7 @@ use super::error::SwitchError;
 use super::handle::{Command, Op, SwitchHandle};
 use super::session::{Event, Reply, RequestId, Session, SessionConfig};
 use crate::endpoint::{Endpoint, Stream};
+use crate::rate_limited::RateLimitedWarning;
 use bytes::BytesMut;
 use futures::StreamExt;
 use ofp::codec::OfpCodec;
@@ -78,7 +79,18 @@ pub fn spawn(config: ConnectionConfig) -> (SwitchHandle, mpsc::Receiver<PacketIn
     let (drift_tx, drift_rx) = watch::channel(0u64);
     let counters = Arc::new(Counters::default());
     let handle = SwitchHandle::new(cmd_tx, state_rx, drift_rx, counters.clone(), &config);
-    let task = Task { config, cmd_rx, state_tx, drift_tx, pi_tx, counters, generation: 0, monitor_refused: false };
+    let task = Task {
+        config,
+        cmd_rx,
+        state_tx,
+        drift_tx,
+        pi_tx,
+        counters,
+        packet_ins_malformed_warning: RateLimitedWarning::default(),
+        other_malformed_warning: RateLimitedWarning::default(),
+        generation: 0,
+        monitor_refused: false,
+    };
     tokio::spawn(task.run());
     (handle, pi_rx)
 }
@@ -102,6 +114,9 @@ struct Task {
     drift_tx: watch::Sender<u64>,
     pi_tx: mpsc::Sender<PacketIn2>,
     counters: Arc<Counters>,
+    /// Warn of the two malformed counters at most once a minute: a flood must not flood the log.
+    packet_ins_malformed_warning: RateLimitedWarning,
+    other_malformed_warning: RateLimitedWarning,
     generation: u64,
     /// The switch refused the flow monitor on this connection: poll instead.
     monitor_refused: bool,
@@ -255,12 +270,16 @@ impl Task {
                 }
                 Event::Malformed { xid, reason, packet_in } => {
                     let c = &self.counters;
-                    let seen = if packet_in { &c.packet_ins_malformed } else { &c.other_malformed };
-                    // The first of each kind, then every 1000th: a flood must not flood the log.
-                    let n = seen.fetch_add(1, Ordering::Relaxed);
-                    if n % 1000 == 0 {
-                        tracing::warn!(xid, %reason, packet_in, "undecodable message from the switch ({} so far)", n + 1);
-                    }
+                    let (seen, warning) = if packet_in {
+                        (&c.packet_ins_malformed, &mut self.packet_ins_malformed_warning)
+                    } else {
+                        (&c.other_malformed, &mut self.other_malformed_warning)
+                    };
+                    let total = seen.fetch_add(1, Ordering::Relaxed) + 1;
+                    warning.total(
+                        total,
+                        |n| tracing::warn!(xid, %reason, packet_in, "undecodable message from the switch ({n} so far)"),
+                    );
                 }
                 Event::FlowsChangedElsewhere(updates) => {
                     tracing::warn!("flow tables changed behind npagent's back: {}", describe_updates(&updates));

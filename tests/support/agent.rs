@@ -98,20 +98,9 @@ impl Agent {
     /// Waits until `/readyz` answers 200; panics with the last answer and the log otherwise.
     pub fn wait_ready(&mut self, within: Duration) {
         let addr = self.admin_addr();
-        let started = Instant::now();
-        loop {
-            let last = match get(addr, "/readyz") {
-                Ok((200, _)) => return,
-                Ok((status, body)) => format!("{status} {}", body.trim()),
-                Err(e) => e.to_string(),
-            };
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!("npagent exited ({status}) before it was ready (last /readyz: {last}):\n{}", self.log_text());
-            }
-            if started.elapsed() > within {
-                panic!("npagent not ready within {within:?} (last /readyz: {last}):\n{}", self.log_text());
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let child = &mut self.child;
+        if let Err(why) = poll_ready(addr, within, || child.as_mut().and_then(|c| c.try_wait().ok().flatten())) {
+            panic!("{why}:\n{}", self.log_text());
         }
     }
 
@@ -230,6 +219,31 @@ pub const ADMIN_LINE: &str = "admin server on http://";
 /// The address in an [`ADMIN_LINE`].
 pub fn parse_admin_addr(line: &str) -> Option<SocketAddr> {
     line.split(ADMIN_LINE).nth(1)?.split('/').next()?.parse().ok()
+}
+
+/// Asks the admin server at `addr` for `/readyz` until it answers 200 (its first resync with
+/// the switch is committed). Errs, with the last answer, when `exited` gives the process's exit
+/// status first or after `within`.
+pub fn poll_ready(
+    addr: SocketAddr,
+    within: Duration,
+    mut exited: impl FnMut() -> Option<ExitStatus>,
+) -> Result<(), String> {
+    let started = Instant::now();
+    loop {
+        let last = match get(addr, "/readyz") {
+            Ok((200, _)) => return Ok(()),
+            Ok((status, body)) => format!("{status} {}", body.trim()),
+            Err(e) => e.to_string(),
+        };
+        if let Some(status) = exited() {
+            return Err(format!("npagent exited ({status}) before it was ready (last /readyz: {last})"));
+        }
+        if started.elapsed() > within {
+            return Err(format!("npagent not ready within {within:?} (last /readyz: {last})"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// `GET path` (HTTP/1.0, so the server closes the connection); the whole answer.

@@ -75,9 +75,10 @@ pub fn is_bundlable(msg_type: u8) -> bool {
 }
 
 impl BundleAdd {
-    /// Parses the body of a BUNDLE_ADD_MESSAGE whose header carried `version` and `xid`.
-    /// The inner message must have the same version and xid and be bundlable (as OVS
-    /// requires: OFPBFC_BAD_VERSION, OFPBFC_MSG_BAD_XID, OFPBFC_MSG_UNSUP).
+    /// Parses the body of a BUNDLE_ADD_MESSAGE whose header carried `version` and `xid`: the
+    /// one body whose parse needs its header, because OVS checks the inner message against
+    /// it before parsing it. The inner message must have the same version and xid and be
+    /// bundlable, in that order (OFPBFC_BAD_VERSION, OFPBFC_MSG_BAD_XID, OFPBFC_MSG_UNSUP).
     pub fn parse(version: u8, xid: u32, body: &[u8]) -> Result<BundleAdd> {
         let mut r = Reader::new(body, "ofp_bundle_add_msg");
         let bundle_id = r.u32()?;
@@ -91,15 +92,7 @@ impl BundleAdd {
             need: inner_len,
             have: rest.len(),
         })?;
-        if inner.version != version {
-            return Err(Error::BadVersion(inner.version));
-        }
-        if inner.xid != xid {
-            return Err(Error::BadValue { what: "bundled message xid", value: inner.xid.into() });
-        }
-        if !is_bundlable(inner.msg_type) {
-            return Err(Error::BadValue { what: "bundled message type", value: inner.msg_type.into() });
-        }
+        check_inner((inner.version, inner.xid, inner.msg_type), version, xid)?;
         let message = crate::Message::parse(inner_buf)?;
         Ok(BundleAdd {
             bundle_id,
@@ -114,29 +107,37 @@ impl BundleAdd {
         8 + self.message.buffer_len() + self.properties.len()
     }
 
+    /// Checks what [`crate::Message::emit`] checks: the inner message against the outer
+    /// `version` and `xid` as [`BundleAdd::parse`] does, then the inner message itself.
     pub(crate) fn check(&self, version: u8, xid: u32) -> Result<()> {
-        if self.message.version != version {
-            return Err(Error::BadVersion(self.message.version));
-        }
-        if self.message.xid != xid {
-            return Err(Error::BadValue { what: "bundled message xid", value: self.message.xid.into() });
-        }
-        let t = self.message.msg_type();
-        if !is_bundlable(t) {
-            return Err(Error::BadValue { what: "bundled message type", value: t.into() });
-        }
-        self.message.check()
+        let m = &self.message;
+        check_inner((m.version, m.xid, m.msg_type()), version, xid)?;
+        m.check()
     }
 
-    /// Writes the body (call `check` first; the inner message cannot fail then).
-    pub(crate) fn emit_checked(&self, out: &mut BytesMut) -> Result<()> {
+    /// Writes the body, the inner message as it is ([`crate::Message::emit`] checks it first).
+    pub fn emit(&self, out: &mut BytesMut) {
         out.put_u32(self.bundle_id);
         out.put_u16(0);
         out.put_u16(self.flags);
-        self.message.emit(out)?;
+        self.message.emit_unchecked(out, self.message.buffer_len());
         out.put_slice(&self.properties);
-        Ok(())
     }
+}
+
+/// Checks a bundled message's `(version, xid, type)` against the BUNDLE_ADD's `version` and
+/// `xid`, in OVS's order.
+fn check_inner((inner_version, inner_xid, inner_type): (u8, u32, u8), version: u8, xid: u32) -> Result<()> {
+    if inner_version != version {
+        return Err(Error::BadVersion(inner_version));
+    }
+    if inner_xid != xid {
+        return Err(Error::BadValue { what: "bundled message xid", value: inner_xid.into() });
+    }
+    if !is_bundlable(inner_type) {
+        return Err(Error::BadValue { what: "bundled message type", value: inner_type.into() });
+    }
+    Ok(())
 }
 
 /// Bytes a BUNDLE_ADD_MESSAGE adds around its inner message: its header, bundle id, padding
@@ -157,10 +158,11 @@ pub fn bundled_flow_mod_len(flow: &FlowMod) -> Result<usize> {
 pub fn emit_bundled_flow_mod(out: &mut BytesMut, xid: u32, bundle_id: u32, flags: u16, flow: &FlowMod) -> Result<()> {
     use crate::header::{msg_type, Header};
     let outer = bundled_flow_mod_len(flow)?;
-    let inner = outer - BUNDLE_ADD_OVERHEAD;
+    // Both fit: the inner message is the outer one less its fixed part.
+    let inner = crate::wire::part_len16(outer - BUNDLE_ADD_OVERHEAD);
     out.reserve(outer);
-    let header = |msg_type, length: usize| Header { version: crate::OFP_VERSION, msg_type, length: length as u16, xid };
-    header(msg_type::BUNDLE_ADD_MESSAGE, outer).emit(out);
+    let header = |msg_type, length| Header { version: crate::OFP_VERSION, msg_type, length, xid };
+    header(msg_type::BUNDLE_ADD_MESSAGE, crate::wire::part_len16(outer)).emit(out);
     out.put_u32(bundle_id);
     out.put_u16(0);
     out.put_u16(flags);

@@ -2,7 +2,7 @@
 
 use crate::action::{self, Action};
 use crate::error::Result;
-use crate::wire::{len16, parse_list, tlv, Reader};
+use crate::wire::{len16, parse_list, part_len16, tlv, Reader};
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// OFPT_GROUP_MOD (OF1.5 layout with command_bucket_id; buckets with actions).
@@ -112,12 +112,12 @@ impl GroupMod {
         out.put_u8(self.group_type);
         out.put_u8(0);
         out.put_u32(self.group_id);
-        out.put_u16(self.buckets.iter().map(Bucket::wire_len).sum::<usize>() as u16);
+        out.put_u16(part_len16(self.buckets.iter().map(Bucket::wire_len).sum::<usize>()));
         out.put_u16(0);
         out.put_u32(self.command_bucket_id);
         for b in &self.buckets {
-            out.put_u16(b.wire_len() as u16);
-            out.put_u16(action::actions_len(&b.actions) as u16);
+            out.put_u16(part_len16(b.wire_len()));
+            out.put_u16(part_len16(action::actions_len(&b.actions)));
             out.put_u32(b.bucket_id);
             action::emit_actions(&b.actions, out);
             out.put_slice(&b.properties);

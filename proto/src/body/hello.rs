@@ -128,14 +128,14 @@ impl Hello {
         Ok(())
     }
 
-    /// Writes the element list (call [`Hello::check`] first).
+    /// Writes the element list ([`crate::Message::emit`] checks it first).
     pub fn emit(&self, out: &mut BytesMut) {
         for e in &self.elements {
             match e {
                 HelloElement::VersionBitmap(words) => {
                     let len = 4 + 4 * words.len();
                     out.put_u16(HELLO_ELEM_VERSIONBITMAP);
-                    out.put_u16(len as u16);
+                    out.put_u16(crate::wire::part_len16(len));
                     for w in words {
                         out.put_u32(*w);
                     }

@@ -107,7 +107,7 @@ impl MeterMod {
         out.put_u16(self.flags);
         out.put_u32(self.meter_id);
         for b in &self.bands {
-            let len = b.wire_len() as u16;
+            let len = crate::wire::part_len16(b.wire_len());
             match b {
                 MeterBand::Drop { rate, burst_size } => {
                     out.put_u16(meter::BAND_DROP);

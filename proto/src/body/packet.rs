@@ -61,7 +61,7 @@ impl PacketOut {
 
     pub fn emit(&self, out: &mut BytesMut) {
         out.put_u32(self.buffer_id);
-        out.put_u16(action::actions_len(&self.actions) as u16);
+        out.put_u16(crate::wire::part_len16(action::actions_len(&self.actions)));
         out.put_u16(0);
         self.match_.emit(out);
         action::emit_actions(&self.actions, out);
