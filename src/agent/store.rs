@@ -107,11 +107,11 @@ impl Store {
             SourceEvent::ResetChunk { kinds, objects } => self.list(&kinds, objects, now, &mut changes),
             SourceEvent::Reset { kinds, objects } => self.reset(&kinds, objects, now, &mut changes),
             SourceEvent::Applied(obj) => {
-                let (kind, r) = obj.object.key();
-                if let Some(seen) = self.listing.get_mut(&kind) {
-                    seen.insert(r);
+                let key = obj.object.key();
+                if let Some(seen) = self.listing.get_mut(&key.0) {
+                    seen.insert(key.1.clone());
                 }
-                self.upsert(obj, now, &mut changes);
+                self.upsert(obj, key, now, &mut changes);
             }
             SourceEvent::Deleted { kind, object } => {
                 if let Some(seen) = self.listing.get_mut(&kind) {
@@ -207,9 +207,9 @@ impl Store {
             self.listing.entry(*kind).or_default();
         }
         for obj in objects {
-            let (kind, r) = obj.object.key();
-            self.listing.entry(kind).or_default().insert(r);
-            self.upsert(obj, now, changes);
+            let key = obj.object.key();
+            self.listing.entry(key.0).or_default().insert(key.1.clone());
+            self.upsert(obj, key, now, changes);
         }
     }
 
@@ -236,9 +236,9 @@ impl Store {
         }
     }
 
-    fn upsert(&mut self, obj: Sourced<KubeObject>, now: SystemTime, changes: &mut Vec<Change>) {
+    /// Converts and stores `obj`, whose key is `key`.
+    fn upsert(&mut self, obj: Sourced<KubeObject>, key: (Kind, ObjectRef), now: SystemTime, changes: &mut Vec<Change>) {
         let Sourced { origin, object, unreadable } = obj;
-        let key = object.key();
         let converted = match (&object, unreadable) {
             (KubeObject::NetworkPolicy(np), Some(problem)) => Err(convert::unreadable_policy(np, &problem)),
             (KubeObject::Namespace(ns), _) => convert::namespace(ns, &mut self.strings).map(|ns| {

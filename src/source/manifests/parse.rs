@@ -27,7 +27,7 @@ use serde_json::Value;
 use super::bounded::{self, Bounded};
 use super::Invalid;
 use crate::model::ObjectRef;
-use crate::source::objects::{Namespace, NetworkPolicy, Pod};
+use crate::source::objects::{self, Namespace, NetworkPolicy, Pod};
 use crate::source::{Kind, KubeObject, Sourced};
 
 /// The label the API server puts on every Namespace; manifests get it too.
@@ -82,26 +82,6 @@ fn json_documents(text: &str) -> Result<Vec<Doc<'_>>, String> {
         .map_err(|e| format!("malformed JSON: {e}"))
 }
 
-/// What the fast path needs to know before it reads a whole JSON document as its kind.
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Header {
-    #[serde(default)]
-    api_version: Option<String>,
-    #[serde(default)]
-    kind: Option<String>,
-    #[serde(default)]
-    metadata: Option<HeaderMeta>,
-}
-
-#[derive(serde::Deserialize)]
-struct HeaderMeta {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-}
-
 /// A JSON document: read straight into its slim type when it is a valid object of a kind
 /// npagent uses (nearly every document); anything else takes the general path, which reports
 /// problems exactly.
@@ -120,20 +100,12 @@ fn json_document(origin: &str, raw: &str, out: &mut FileParse) {
 
 /// The fast path of [`json_document`]: `None` whenever the general path has something to say.
 fn json_object(origin: &str, raw: &str) -> Option<Sourced<KubeObject>> {
-    let header: Header = serde_json::from_str(raw).ok()?;
-    let kind = Kind::from_kind_str(header.kind.as_deref()?)?;
-    if header.api_version.as_deref() != Some(kind.api_version()) {
+    let object = objects::read_json(raw)?;
+    let id = object.object_ref();
+    if id.name.is_empty() {
         return None;
     }
-    let meta = header.metadata?;
-    let name = meta.name.filter(|n| !n.is_empty())?;
-    let namespace = if kind.is_namespaced() { default_namespace(meta.namespace.as_deref()) } else { String::new() };
-    let id = ObjectRef { namespace: namespace.into(), name: name.into() };
-    let object = match kind {
-        Kind::Namespace => KubeObject::Namespace(serde_json::from_str(raw).ok()?),
-        Kind::Pod => KubeObject::Pod(serde_json::from_str(raw).ok()?),
-        Kind::NetworkPolicy => KubeObject::NetworkPolicy(serde_json::from_str(raw).ok()?),
-    };
+    let kind = object.kind();
     Some(Sourced::new(format!("{origin} {kind} {}", display_ref(&id)), as_served(object, &id)))
 }
 
