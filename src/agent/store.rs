@@ -345,8 +345,9 @@ impl Store {
         let mut touched = self.release(&r);
         if let Some(rank) = claim.filter(|_| !pod.ips.is_empty()) {
             for ip in &pod.ips {
-                let claimants = self.claimants.entry(*ip).or_default();
                 let claim = (rank, r.clone());
+                // Nearly every address has one claimant: a Vec of exactly one, not of four.
+                let claimants = self.claimants.entry(*ip).or_insert_with(|| Vec::with_capacity(1));
                 if let Err(at) = claimants.binary_search(&claim) {
                     claimants.insert(at, claim);
                 }
@@ -387,7 +388,9 @@ impl Store {
     /// The addresses of `r`'s claim that it wins, in the pod's order.
     fn won_ips(&self, r: &ObjectRef) -> Vec<IpAddr> {
         let Some(claim) = self.claims.get(r) else { return Vec::new() };
-        claim.ips.iter().filter(|ip| self.pod_by_ip(ip) == Some(r)).copied().collect()
+        let mut won: Vec<IpAddr> = claim.ips.iter().filter(|ip| self.pod_by_ip(ip) == Some(r)).copied().collect();
+        won.shrink_to_fit();
+        won
     }
 
     /// Gives the other claimants of `ips` (all but `except`) the addresses they now win.
