@@ -59,7 +59,11 @@ struct Ctx<'a> {
     name: &'a str,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    fn policy(namespace: &'a str, name: &'a str) -> Ctx<'a> {
+        Ctx { kind: "NetworkPolicy", namespace: Some(namespace), name }
+    }
+
     fn err(&self, path: impl Into<String>, message: impl Into<String>) -> ConvertError {
         let object = match self.namespace {
             Some(ns) => format!("{ns}/{}", self.name),
@@ -209,7 +213,7 @@ pub fn pod_life(p: &objects::Pod) -> PodLife {
 /// server does: Ingress always, Egress when egress rules are present.
 pub fn policy(np: &objects::NetworkPolicy) -> Result<Policy, ConvertError> {
     let (namespace, name) = policy_identity(np)?;
-    let ctx = Ctx { kind: "NetworkPolicy", namespace: Some(&namespace), name: &name };
+    let ctx = Ctx::policy(&namespace, &name);
     let spec = np.spec.clone().unwrap_or_default();
     let pod_selector = policy_pod_selector(&ctx, spec.pod_selector.as_ref())?;
 
@@ -271,7 +275,7 @@ pub fn policy(np: &objects::NetworkPolicy) -> Result<Policy, ConvertError> {
 /// can be read.
 pub fn policy_isolation(np: &objects::NetworkPolicy) -> Result<Policy, ConvertError> {
     let (namespace, name) = policy_identity(np)?;
-    let ctx = Ctx { kind: "NetworkPolicy", namespace: Some(&namespace), name: &name };
+    let ctx = Ctx::policy(&namespace, &name);
     let pod_selector = policy_pod_selector(&ctx, np.spec.as_ref().and_then(|s| s.pod_selector.as_ref()))?;
     let annotations = logging_annotations(&np.metadata);
     Ok(Policy {
@@ -292,7 +296,7 @@ pub fn policy_isolation(np: &objects::NetworkPolicy) -> Result<Policy, ConvertEr
 pub fn unreadable_policy(np: &objects::NetworkPolicy, problem: &str) -> ConvertError {
     match policy_identity(np) {
         Ok((namespace, name)) => {
-            Ctx { kind: "NetworkPolicy", namespace: Some(&namespace), name: &name }.err("spec", problem)
+            Ctx::policy(&namespace, &name).err("spec", problem)
         }
         Err(e) => e,
     }

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Labels: key/value pairs sorted by key, each key once, the strings shared (see
-/// [`Interner`]). A pod's three labels take one allocation of six pointers, not a B-tree
-/// node and six strings of their own.
+/// [`Interner`]). A pod's three labels take one allocation holding six shared strings, not a
+/// B-tree node and six strings of their own.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Labels(Box<[(Arc<str>, Arc<str>)]>);
 
