@@ -413,7 +413,7 @@ fn logging_toggle_modifies_exactly_the_logging_flows() {
     let mut c = compile(&m, Config::default(), IdAllocator::new(60), 0);
     // ns4 has logging off (every tenth namespace has it on) and a local pod.
     let ns = ns_name(4);
-    assert!(m.ports.values().any(|p| &*p.pod.namespace == ns));
+    assert!(m.ports.values().any(|p| *p.pod.namespace == *ns));
     let installed = c.flows().clone();
 
     // An unrelated annotation: nothing at all.
@@ -425,9 +425,9 @@ fn logging_toggle_modifies_exactly_the_logging_flows() {
     let touched = c.update(&m, &[Change::Namespace(ns.clone())], 2);
     let mods = diff_keys(c.flows(), &installed, &touched);
     assert!(!mods.is_empty());
-    let local: BTreeSet<u32> = m.ports.values().filter(|p| &*p.pod.namespace == ns).map(|p| p.ofport).collect();
+    let local: BTreeSet<u32> = m.ports.values().filter(|p| *p.pod.namespace == *ns).map(|p| p.ofport).collect();
     let ns_rules: BTreeSet<u32> =
-        c.rules().rules().values().filter(|r| &*r.policy.namespace == ns).map(|r| r.id).collect();
+        c.rules().rules().values().filter(|r| *r.policy.namespace == *ns).map(|r| r.id).collect();
     for fm in &mods {
         assert_eq!(fm.command, ofp::FlowModCommand::ModifyStrict, "{fm:?}");
         match fm.match_.fields.as_slice() {

@@ -295,9 +295,7 @@ pub fn policy_isolation(np: &objects::NetworkPolicy) -> Result<Policy, ConvertEr
 /// [`ConvertError::Invalid`] at `spec`.
 pub fn unreadable_policy(np: &objects::NetworkPolicy, problem: &str) -> ConvertError {
     match policy_identity(np) {
-        Ok((namespace, name)) => {
-            Ctx::policy(&namespace, &name).err("spec", problem)
-        }
+        Ok((namespace, name)) => Ctx::policy(&namespace, &name).err("spec", problem),
         Err(e) => e,
     }
 }
