@@ -22,8 +22,8 @@ use std::sync::Arc;
 /// NetworkPolicy's logging annotations).
 pub type Annotations = BTreeMap<String, String>;
 
-/// `namespace/name`. The strings are shared: a clone (and the store keeps several per
-/// object) copies two pointers, and a namespace's name is one allocation for all its objects
+/// `namespace/name`. The strings are shared: a clone (the store and the compiler keep several
+/// per object) copies two pointers, and the store's pods all share their namespace's name
 /// (see [`intern`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectRef {
