@@ -546,6 +546,17 @@ pub fn actions_len(a: &[Action]) -> usize {
     a.iter().map(Action::buffer_len).sum()
 }
 
+/// Checks the OXM TLVs of a list of actions (set_field, also inside clone and ct) with
+/// `Oxm::check`.
+pub(crate) fn check_actions(actions: &[Action]) -> Result<()> {
+    actions.iter().try_for_each(|a| match a {
+        Action::SetField(o) => o.check(),
+        Action::Clone(nested) => check_actions(nested),
+        Action::Ct(ct) => check_actions(&ct.actions),
+        _ => Ok(()),
+    })
+}
+
 /// Writes an action list.
 pub fn emit_actions(a: &[Action], out: &mut BytesMut) {
     for x in a {

@@ -6,7 +6,7 @@
 //! the instructions up to the end of the message.
 
 use crate::error::Result;
-use crate::instruction::{emit_instructions, instructions_len, parse_instructions, Instruction};
+use crate::instruction::{check_instructions, emit_instructions, instructions_len, parse_instructions, Instruction};
 use crate::oxm::Match;
 use crate::wire::Reader;
 use bytes::{BufMut, BytesMut};
@@ -95,6 +95,12 @@ impl FlowModCommand {
 }
 
 impl FlowMod {
+    /// Checks that the match and the instructions' OXM TLVs fit their lengths.
+    pub(crate) fn check(&self) -> Result<()> {
+        self.match_.check()?;
+        check_instructions(&self.instructions)
+    }
+
     /// Parses a flow_mod body (the message after its 8-byte header).
     pub fn parse(body: &[u8]) -> Result<FlowMod> {
         let mut r = Reader::new(body, "ofp_flow_mod");

@@ -3,7 +3,7 @@
 //! Each is type u16, len u16 (>= 8, a multiple of 8), body. The meter instruction (type 6) is
 //! refused by OVS in OF1.5 (use the meter action); it is kept raw like any other unknown type.
 
-use crate::action::{actions_len, emit_actions, parse_actions, Action};
+use crate::action::{actions_len, check_actions, emit_actions, parse_actions, Action};
 use crate::error::{Error, Result};
 use crate::wire::{pad8, parse_list, tlv, Reader};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -168,6 +168,14 @@ pub fn parse_instructions(buf: &[u8]) -> Result<Vec<Instruction>> {
 /// Wire length of an instruction list.
 pub fn instructions_len(i: &[Instruction]) -> usize {
     i.iter().map(Instruction::buffer_len).sum()
+}
+
+/// Checks the actions of a list of instructions with [`crate::action::check_actions`].
+pub(crate) fn check_instructions(instructions: &[Instruction]) -> Result<()> {
+    instructions.iter().try_for_each(|i| match i {
+        Instruction::WriteActions(a) | Instruction::ApplyActions(a) => check_actions(a),
+        _ => Ok(()),
+    })
 }
 
 /// Writes an instruction list.

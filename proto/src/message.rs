@@ -346,6 +346,9 @@ impl Message {
         match &self.payload {
             Payload::Hello(h) => h.check(),
             Payload::Error(e) => e.check(),
+            Payload::FlowMod(f) => f.check(),
+            Payload::MultipartRequest(m) => m.check(),
+            Payload::MultipartReply(m) => m.check(),
             Payload::PacketOut(p) => p.check(),
             Payload::GroupMod(g) => g.check(),
             Payload::MeterMod(m) => m.check(),

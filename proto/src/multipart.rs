@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::flow_monitor::{self, FlowMonitorRequest, FlowUpdate, OFPMP_FLOW_MONITOR};
-use crate::instruction::{emit_instructions, instructions_len, parse_instructions, Instruction};
+use crate::instruction::{check_instructions, emit_instructions, instructions_len, parse_instructions, Instruction};
 use crate::oxm::{oxm_header, split_header, Match};
 use crate::wire::{check_zero, pad8, parse_list, part_len16, tlv, Reader};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -140,6 +140,15 @@ fn emit_mp_header(out: &mut BytesMut, mp_type: u16, flags: u16) {
 }
 
 impl MultipartRequest {
+    /// Checks the OXM TLVs of the matches it carries (see `Oxm::check`).
+    pub(crate) fn check(&self) -> Result<()> {
+        match &self.body {
+            MultipartRequestBody::Flow(r) => r.match_.check(),
+            MultipartRequestBody::FlowMonitor(monitors) => monitors.iter().try_for_each(|m| m.match_.check()),
+            MultipartRequestBody::MeterStats { .. } | MultipartRequestBody::Other { .. } => Ok(()),
+        }
+    }
+
     /// Parses a request body (from the multipart type on).
     pub fn parse(body: &[u8]) -> Result<Self> {
         let (mp_type, flags, rest) = parse_mp_header(body, "multipart request")?;
@@ -236,6 +245,19 @@ impl Default for FlowStatsRequest {
 }
 
 impl MultipartReply {
+    /// Checks the OXM TLVs of the flows it carries (see `Oxm::check`).
+    pub(crate) fn check(&self) -> Result<()> {
+        let flow = |m: &Match, i: &[Instruction]| m.check().and_then(|()| check_instructions(i));
+        match &self.body {
+            MultipartReplyBody::Flow(stats) => stats.iter().try_for_each(|s| flow(&s.match_, &s.instructions)),
+            MultipartReplyBody::FlowMonitor(updates) => updates.iter().try_for_each(|u| match u {
+                FlowUpdate::Full(f) => flow(&f.match_, &f.instructions),
+                _ => Ok(()),
+            }),
+            MultipartReplyBody::MeterStats(_) | MultipartReplyBody::Other { .. } => Ok(()),
+        }
+    }
+
     /// Parses a reply body (from the multipart type on).
     pub fn parse(body: &[u8]) -> Result<Self> {
         let (mp_type, flags, rest) = parse_mp_header(body, "multipart reply")?;

@@ -275,7 +275,8 @@ impl Oxm {
     }
 
     /// The TLV's 32-bit header (class, field, hasmask, payload length). The length of a raw
-    /// TLV is the low 8 bits of its payload's (debug builds assert that it fits).
+    /// TLV is the low 8 bits of its payload's: [`crate::Message::emit`] refuses a message with
+    /// one that does not fit, and debug builds assert it.
     pub fn header(&self) -> u32 {
         if let Oxm::Experimenter { payload, .. } | Oxm::Unknown { payload, .. } = self {
             debug_assert!(self.buffer_len() - 4 <= 0xff, "an OXM payload of {} bytes", payload.len());
@@ -289,6 +290,18 @@ impl Oxm {
                 Some((cls, field, size, hm)) => oxm_header(cls, field, hm, if hm { size * 2 } else { size }),
                 None => 0,
             },
+        }
+    }
+
+    /// Checks that the TLV's payload fits the header's 8-bit length: a raw TLV
+    /// (`Experimenter`, `Unknown`) built by hand may not, and [`Oxm::emit`] would truncate it.
+    pub(crate) fn check(&self) -> Result<()> {
+        let len = self.buffer_len() - 4;
+        match self {
+            Oxm::Experimenter { .. } | Oxm::Unknown { .. } if len > 0xff => {
+                Err(Error::TooLong { what: "OXM TLV", len })
+            }
+            _ => Ok(()),
         }
     }
 
@@ -338,6 +351,11 @@ impl Oxm {
     }
 }
 
+/// Checks every TLV of a list with [`Oxm::check`].
+pub(crate) fn check_oxms(fields: &[Oxm]) -> Result<()> {
+    fields.iter().try_for_each(Oxm::check)
+}
+
 /// Parses a bare list of OXM TLVs (no `ofp_match` header), as in NXT_PACKET_IN2 metadata.
 pub fn parse_oxms(buf: &[u8]) -> Result<Vec<Oxm>> {
     parse_list(buf, Oxm::parse)
@@ -359,6 +377,11 @@ pub fn emit_oxms(f: &[Oxm], out: &mut BytesMut) {
 pub const OFPMT_OXM: u16 = 1;
 
 impl Match {
+    /// Checks the match's TLVs with [`Oxm::check`].
+    pub(crate) fn check(&self) -> Result<()> {
+        check_oxms(&self.fields)
+    }
+
     /// A match of the given fields.
     pub fn new(fields: Vec<Oxm>) -> Self {
         Match { fields }

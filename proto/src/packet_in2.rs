@@ -147,6 +147,7 @@ impl PacketIn2 {
         let fits = |what, n: usize| crate::wire::len16(what, prop::PROP_HEADER_LEN + n).map(drop);
         fits("NXPINT_PACKET", self.packet.len())?;
         fits("NXPINT_METADATA", oxm::oxms_len(&self.metadata))?;
+        oxm::check_oxms(&self.metadata)?;
         if let Some(c) = &self.continuation {
             fits("NXPINT_CONTINUATION", 4 + c.len())?;
         }

@@ -304,3 +304,40 @@ fn hello_of15_offers_only_1_5() {
     let Payload::Hello(h) = &m.payload else { unreachable!() };
     assert!(h.offers(6, 6) && !h.offers(6, 4));
 }
+
+#[test]
+fn a_raw_oxm_longer_than_its_length_field_is_refused_wherever_it_is() {
+    // An OXM field this crate does not model (NXM_1, field 127): kept raw.
+    // (The header as parsed holds the length's low 8 bits.)
+    let raw =
+        |len: usize| Oxm::Unknown { header: 0x0001_fe00 | (len as u32 & 0xff), payload: Bytes::from(vec![7u8; len]) };
+    let flow = |oxm: Oxm, in_actions: bool| {
+        let mut f = ofp::FlowMod::default();
+        if in_actions {
+            let ct = ofp::Ct {
+                flags: 1,
+                zone: ofp::CtZoneSrc::Imm(1),
+                table: None,
+                alg: 0,
+                actions: vec![Action::SetField(oxm)],
+            };
+            f.instructions = vec![ofp::Instruction::ApplyActions(vec![Action::Ct(ct)])];
+        } else {
+            f.match_ = Match::new(vec![oxm]);
+        }
+        f
+    };
+    for in_actions in [false, true] {
+        let fits = Message::new(1, Payload::FlowMod(flow(raw(255), in_actions)));
+        let bytes = fits.to_bytes().expect("a 255-byte payload fits");
+        assert_eq!(Message::parse(&bytes).expect("parses back"), fits);
+
+        let too_long = Message::new(1, Payload::FlowMod(flow(raw(256), in_actions)));
+        assert!(matches!(too_long.to_bytes(), Err(ofp::Error::TooLong { what: "OXM TLV", len: 256 })), "{in_actions}");
+        let mut out = bytes::BytesMut::new();
+        let bundled = ofp::body::emit_bundled_flow_mod(&mut out, 1, 1, 0, &flow(raw(256), in_actions));
+        assert!(bundled.is_err() && out.is_empty(), "{in_actions}");
+    }
+    let metadata = PacketIn2 { metadata: vec![raw(300)], ..Default::default() };
+    assert!(Message::new(1, Payload::PacketIn2(metadata)).to_bytes().is_err());
+}

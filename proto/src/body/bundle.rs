@@ -145,8 +145,9 @@ fn check_inner((inner_version, inner_xid, inner_type): (u8, u32, u8), version: u
 pub const BUNDLE_ADD_OVERHEAD: usize = crate::header::Header::LEN + 8;
 
 /// Length of the BUNDLE_ADD_MESSAGE [`emit_bundled_flow_mod`] writes for `flow`, or
-/// `TooLong` when it does not fit a message.
+/// `TooLong` when it does not fit a message or a raw OXM TLV of it does not fit its length.
 pub fn bundled_flow_mod_len(flow: &FlowMod) -> Result<usize> {
+    flow.check()?;
     let len = BUNDLE_ADD_OVERHEAD + crate::header::Header::LEN + flow.buffer_len();
     crate::wire::len16("BUNDLE_ADD_MESSAGE with a FLOW_MOD", len).map(usize::from)
 }

@@ -101,6 +101,7 @@ impl GroupMod {
         let mut total = 0usize;
         for b in &self.buckets {
             len16("ofp15_bucket", b.wire_len())?;
+            action::check_actions(&b.actions)?;
             total += b.wire_len();
         }
         len16("ofp15_group_mod buckets", total)?;

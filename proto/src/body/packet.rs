@@ -56,7 +56,9 @@ impl PacketOut {
     }
 
     pub(crate) fn check(&self) -> Result<()> {
-        len16("ofp15_packet_out actions", action::actions_len(&self.actions)).map(drop)
+        len16("ofp15_packet_out actions", action::actions_len(&self.actions))?;
+        self.match_.check()?;
+        action::check_actions(&self.actions)
     }
 
     pub fn emit(&self, out: &mut BytesMut) {
