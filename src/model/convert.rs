@@ -92,13 +92,18 @@ fn name_of(
     Ok(name.to_string())
 }
 
-/// `metadata.namespace` (`default` when absent, as kubectl and the API server fill it in),
-/// validated as a Namespace name.
-fn namespace_of(meta: &meta::ObjectMeta, kind: &'static str) -> Result<String, ConvertError> {
-    let ns = match meta.namespace.as_deref() {
+/// The namespace of a namespaced object whose `metadata.namespace` is `ns`: `default` when
+/// absent or empty, as kubectl and the API server fill it in.
+pub fn namespace_or_default(ns: Option<&str>) -> &str {
+    match ns {
         Some(ns) if !ns.is_empty() => ns,
         _ => "default",
-    };
+    }
+}
+
+/// `metadata.namespace` ([`namespace_or_default`]), validated as a Namespace name.
+fn namespace_of(meta: &meta::ObjectMeta, kind: &'static str) -> Result<String, ConvertError> {
+    let ns = namespace_or_default(meta.namespace.as_deref());
     validate_namespace_name(ns).map_err(|message| ConvertError::BadName {
         kind,
         field: "metadata.namespace",
@@ -108,16 +113,19 @@ fn namespace_of(meta: &meta::ObjectMeta, kind: &'static str) -> Result<String, C
     Ok(ns.to_string())
 }
 
+/// `metadata.labels`, validated, their strings from `strings`.
+fn labels_of(ctx: &Ctx, meta: &meta::ObjectMeta, strings: &mut Interner) -> Result<Labels, ConvertError> {
+    let Some(map) = &meta.labels else { return Ok(Labels::new()) };
+    validate_labels(ctx, "metadata.labels", map)?;
+    Ok(Labels::interned(map, strings))
+}
+
 /// Converts a Namespace; the `kubernetes.io/metadata.name` label is always set to its name.
 /// Label strings come from `strings`.
 pub fn namespace(ns: &objects::Namespace, strings: &mut Interner) -> Result<Namespace, ConvertError> {
     let name = name_of(&ns.metadata, "Namespace", validate_namespace_name)?;
     let ctx = Ctx { kind: "Namespace", namespace: None, name: &name };
-    let mut labels = Labels::new();
-    if let Some(map) = &ns.metadata.labels {
-        validate_labels(&ctx, "metadata.labels", map)?;
-        labels = Labels::interned(map, strings);
-    }
+    let mut labels = labels_of(&ctx, &ns.metadata, strings)?;
     labels.insert(strings.intern(NAMESPACE_NAME_LABEL), strings.intern(&name));
     Ok(Namespace { name, labels, annotations: ns.metadata.annotations.clone().unwrap_or_default() })
 }
@@ -129,11 +137,7 @@ pub fn pod(p: &objects::Pod, strings: &mut Interner) -> Result<super::Pod, Conve
     let name = name_of(&p.metadata, "Pod", validate_object_name)?;
     let namespace = namespace_of(&p.metadata, "Pod")?;
     let ctx = Ctx { kind: "Pod", namespace: Some(&namespace), name: &name };
-    let mut labels = Labels::new();
-    if let Some(map) = &p.metadata.labels {
-        validate_labels(&ctx, "metadata.labels", map)?;
-        labels = Labels::interned(map, strings);
-    }
+    let labels = labels_of(&ctx, &p.metadata, strings)?;
 
     let mut ips = Vec::new();
     if let Some(status) = &p.status {

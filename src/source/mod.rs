@@ -107,10 +107,9 @@ impl KubeObject {
     pub fn object_ref(&self) -> ObjectRef {
         let meta = self.metadata();
         ObjectRef {
-            namespace: match meta.namespace.as_deref() {
-                _ if !self.kind().is_namespaced() => "".into(),
-                Some(ns) if !ns.is_empty() => ns.into(),
-                _ => "default".into(),
+            namespace: match self.kind().is_namespaced() {
+                true => crate::model::convert::namespace_or_default(meta.namespace.as_deref()).into(),
+                false => "".into(),
             },
             name: meta.name.as_deref().unwrap_or_default().into(),
         }

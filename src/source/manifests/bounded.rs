@@ -3,8 +3,9 @@
 //!
 //! The YAML parser bounds the number of alias replays (serde-saphyr's alias limits) but not
 //! their size: a 100 KB file whose aliases repeat a 90 KB string ten thousand times would
-//! still build about 1 GB before such a limit trips. Here every node built costs one unit and every string byte
-//! one unit (map keys included), and building stops with an error once the budget is spent.
+//! still build about 1 GB before such a limit trips. Here every node built costs one unit and
+//! every string byte one unit (map keys included), and building stops with an error once the
+//! budget is spent.
 //! Without aliases a document costs at most about its length (each node takes at least one
 //! character of text), so the budget [`budget_for`] gives only refuses expansion.
 

@@ -26,6 +26,7 @@ use serde_json::Value;
 
 use super::bounded::{self, Bounded};
 use super::Invalid;
+use crate::model::convert::namespace_or_default;
 use crate::model::ObjectRef;
 use crate::source::objects::{self, Namespace, NetworkPolicy, Pod};
 use crate::source::{Kind, KubeObject, Sourced};
@@ -291,10 +292,10 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
         return;
     };
     let meta = doc.get("metadata");
-    let name = meta.and_then(|m| str_field(m, "name")).unwrap_or("").to_string();
+    let name = meta.and_then(|m| str_field(m, "name")).unwrap_or("");
     let namespace = match kind.is_namespaced() {
-        true => default_namespace(meta.and_then(|m| str_field(m, "namespace"))),
-        false => String::new(),
+        true => namespace_or_default(meta.and_then(|m| str_field(m, "namespace"))),
+        false => "",
     };
     let id = ObjectRef { namespace: namespace.into(), name: name.into() };
     let culprit = format!("{origin} {kind} {}", display_ref(&id));
@@ -352,13 +353,6 @@ fn pod_selector(doc: &Value) -> Result<Option<LabelSelector>, ()> {
             Some(s) => serde_json::from_value(s.clone()).map(Some).map_err(drop),
         },
         Some(_) => Err(()),
-    }
-}
-
-fn default_namespace(ns: Option<&str>) -> String {
-    match ns {
-        Some(ns) if !ns.is_empty() => ns.to_string(),
-        _ => "default".to_string(),
     }
 }
 
