@@ -26,15 +26,18 @@ pub(crate) struct Bundle {
 }
 
 impl Bundle {
-    /// Checks every flow fits into a BUNDLE_ADD (<= 65535 bytes) before anything is sent.
+    /// Checks every flow can be encoded into a BUNDLE_ADD (<= 65535 bytes, every field within
+    /// its length) before anything is sent.
     pub fn validate(flows: &[FlowMod]) -> Result<(), SwitchError> {
         for (index, flow) in flows.iter().enumerate() {
-            if ofp::body::bundled_flow_mod_len(flow).is_err() {
-                return Err(SwitchError::InvalidRequest(format!(
-                    "flow #{index} is {} bytes, too long for a BUNDLE_ADD (max {})",
-                    flow.buffer_len().saturating_add(ofp::Header::LEN),
-                    ofp::MAX_MESSAGE_LEN - ofp::body::BUNDLE_ADD_OVERHEAD
-                )));
+            if let Err(e) = ofp::body::bundled_flow_mod_len(flow) {
+                let len = flow.buffer_len().saturating_add(ofp::Header::LEN);
+                let max = ofp::MAX_MESSAGE_LEN - ofp::body::BUNDLE_ADD_OVERHEAD;
+                let why = match len > max {
+                    true => format!("is {len} bytes, too long for a BUNDLE_ADD (max {max})"),
+                    false => format!("cannot be encoded: {e}"),
+                };
+                return Err(SwitchError::InvalidRequest(format!("flow #{index} {why}")));
             }
         }
         Ok(())

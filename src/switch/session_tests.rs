@@ -572,7 +572,18 @@ fn oversized_flow_is_refused_before_anything_is_sent() {
     let mut big = conj_flow(1);
     big.instructions = vec![Instruction::ApplyActions(vec![Action::Note(Bytes::from(vec![0u8; 65_500]))])];
     let err = s.install(vec![conj_flow(0), big]).unwrap_err();
-    assert!(matches!(&err, SwitchError::InvalidRequest(m) if m.contains("flow #1")), "{err}");
+    assert!(matches!(&err, SwitchError::InvalidRequest(m) if m.contains("flow #1") && m.contains("too long")), "{err}");
+    assert!(drain(&mut s).is_empty());
+}
+
+#[test]
+fn a_flow_with_a_field_too_long_for_its_length_is_refused_before_anything_is_sent() {
+    let mut s = ready_session();
+    let mut bad = conj_flow(1);
+    // A raw OXM field (NXM_1, field 127) whose payload its 8-bit length cannot hold.
+    bad.match_.fields.push(ofp::Oxm::Unknown { header: 0x0001_fe00, payload: Bytes::from(vec![0u8; 300]) });
+    let err = s.install(vec![conj_flow(0), bad]).unwrap_err();
+    assert!(matches!(&err, SwitchError::InvalidRequest(m) if m.contains("flow #1") && m.contains("OXM TLV")), "{err}");
     assert!(drain(&mut s).is_empty());
 }
 
