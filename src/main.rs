@@ -8,6 +8,13 @@ use npagent::snapshot;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
+// jemalloc, not glibc's malloc: at cluster scale the agent builds its model from millions of
+// small allocations on several threads, where glibc spent about a third of the CPU time in
+// malloc and free and held more memory at the peak (docs/BENCHMARKS.md). One arena is set in
+// .cargo/config.toml.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// `npagent ofp ...`: no runtime, no logging; exit status 2 on bad input.
 fn ofp_command(cmd: OfpCommand) -> std::process::ExitCode {
     let result = match cmd {
