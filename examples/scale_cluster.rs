@@ -162,10 +162,10 @@ fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
             }
             KubeObject::Pod(p) => {
                 let p = convert::pod(p, &mut strings).map_err(|e| e.to_string())?;
-                back.pods.insert(oref(&p.namespace, &p.name), p);
+                back.pods.insert(oref(&p.namespace, &p.name), Box::new(p));
             }
             KubeObject::NetworkPolicy(p) => {
-                let p = convert::policy(p).map_err(|e| e.to_string())?;
+                let p = convert::policy(p, &mut npagent::model::Interner::default()).map_err(|e| e.to_string())?;
                 back.policies.insert(oref(&p.namespace, &p.name), p);
             }
         }

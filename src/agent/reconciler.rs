@@ -132,9 +132,15 @@ impl Reconciler {
     /// Applies a source event to the model.
     pub fn apply_source(&mut self, ev: SourceEvent) {
         tracing::trace!("source event: {}", describe_event(&ev));
-        let changes = self.state().store.apply(ev);
+        let mut changes = self.state().store.apply(ev);
         if let Some(log) = self.changes.as_mut() {
             log.changed(&changes, &write(&self.state).store.refused_policies());
+        }
+        if self.synced_generation.is_none() {
+            // A full resync comes first: it compiles every pod and clears what is pending, so
+            // the pod changes of the initial listing (one per pod) need not be kept until
+            // then. Policy and namespace changes are, for the check of their namespaces.
+            changes.retain(|c| !matches!(c, Change::Pod(_)));
         }
         self.pending.extend(changes);
     }

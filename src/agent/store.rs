@@ -172,7 +172,7 @@ impl Store {
         for change in changes {
             let policies: Vec<ObjectRef> = match change {
                 Change::Policy(r) => vec![r.clone()],
-                Change::Namespace(ns) => self.policies_in(ns),
+                Change::Namespace(ns) => self.model.policies_in(ns).map(|(r, _)| r.clone()).collect(),
                 _ => continue,
             };
             if let Change::Policy(r) = change {
@@ -193,11 +193,6 @@ impl Store {
                 }
             }
         }
-    }
-
-    fn policies_in(&self, namespace: &str) -> Vec<ObjectRef> {
-        let from = ObjectRef { namespace: namespace.into(), name: "".into() };
-        self.model.policies.range(from..).map(|(r, _)| r).take_while(|r| &*r.namespace == namespace).cloned().collect()
     }
 
     /// Applies part of a listing of `kinds`: converts and stores the objects, and notes them
@@ -252,7 +247,7 @@ impl Store {
                 let life = convert::pod_life(p);
                 self.put_pod(pod, life.claim(now), life.deletion, changes);
             }),
-            (KubeObject::NetworkPolicy(np), None) => convert::policy(np).map(|policy| {
+            (KubeObject::NetworkPolicy(np), None) => convert::policy(np, &mut self.strings).map(|policy| {
                 let r = ObjectRef { namespace: policy.namespace.as_str().into(), name: policy.name.as_str().into() };
                 self.fail_closed.remove(&r);
                 self.put_policy(r, policy, changes);
@@ -294,7 +289,7 @@ impl Store {
         } else {
             match object {
                 KubeObject::NetworkPolicy(np) => {
-                    match convert::policy_isolation(np) {
+                    match convert::policy_isolation(np, &mut self.strings) {
                         Ok(isolation) => {
                             self.fail_closed.insert(r.clone());
                             self.put_policy(r.clone(), isolation, changes);
@@ -359,8 +354,8 @@ impl Store {
             self.claims.insert(r.clone(), Claim { rank, ips: std::mem::take(&mut pod.ips), until });
         }
         pod.ips = self.won_ips(&r);
-        if self.model.pods.get(&r) != Some(&pod) {
-            self.model.pods.insert(r.clone(), pod);
+        if self.model.pods.get(&r).map(|held| &**held) != Some(&pod) {
+            self.model.pods.insert(r.clone(), Box::new(pod));
             changes.push(Change::Pod(r.clone()));
         }
         self.refresh_claimants(&touched, &r, changes);
@@ -686,7 +681,7 @@ mod tests {
         assert_eq!(changes, vec![Change::Policy(oref("x", "np"))]);
         let p = &store.model().policies[&oref("x", "np")];
         assert!(p.affects_ingress && p.affects_egress && p.ingress.is_empty() && p.egress.is_empty(), "{p:?}");
-        assert_eq!(p.pod_selector.match_labels.get("pod").map(String::as_str), Some("a"));
+        assert_eq!(p.pod_selector.match_labels.get("pod"), Some("a"));
         assert!(store.invalid[&(Kind::NetworkPolicy, oref("x", "np"))].contains("fails closed"));
 
         // Another invalid version whose selector still reads: the isolation follows it.

@@ -56,7 +56,6 @@ struct Index {
     local_by_ns: BTreeMap<Arc<str>, BTreeSet<u32>>,
     /// The bridge ports of each local pod (a pod may have more than one).
     local_by_pod: BTreeMap<ObjectRef, BTreeSet<u32>>,
-    pods_by_ns: BTreeMap<Arc<str>, BTreeSet<ObjectRef>>,
     policies_by_ns: BTreeMap<Arc<str>, BTreeSet<ObjectRef>>,
     /// Policies whose peers may be in other namespaces (a namespaceSelector, or an egress
     /// rule to every pod with a named port).
@@ -109,10 +108,6 @@ impl Compiler {
     /// Recompiles everything from `model`; returns the flow keys whose flows changed.
     /// Ends id recovery: recovered ids no rule claimed are released.
     pub fn full(&mut self, model: &Model, now: u64) -> BTreeSet<FlowKey> {
-        self.idx.pods_by_ns.clear();
-        for r in model.pods.keys() {
-            self.idx.pods_by_ns.entry(r.namespace.clone()).or_default().insert(r.clone());
-        }
         self.idx.policies_by_ns.clear();
         self.idx.ns_selecting.clear();
         self.idx.active_ns_selecting.clear();
@@ -265,12 +260,6 @@ impl Compiler {
         patch: &mut BTreeSet<(ObjectRef, ObjectRef)>,
     ) {
         let pod = model.pods.get(r);
-        let set = self.idx.pods_by_ns.entry(r.namespace.clone()).or_default();
-        if pod.is_some() {
-            set.insert(r.clone());
-        } else {
-            set.remove(r);
-        }
         let local = self.idx.local_by_pod.contains_key(r);
         let mut affected: BTreeSet<ObjectRef> = self.peer_index.get(r).into_iter().flatten().cloned().collect();
         if local {
@@ -432,7 +421,6 @@ impl Compiler {
                     model,
                     ports: &self.idx.ports,
                     local_by_ns: &self.idx.local_by_ns,
-                    pods_by_ns: &self.idx.pods_by_ns,
                 };
                 compile_policy(&lk, &mut self.ids, &self.cfg, r, p)
             }

@@ -127,7 +127,6 @@ pub(super) struct Lookup<'a> {
     pub model: &'a Model,
     pub ports: &'a BTreeMap<u32, LocalPort>,
     pub local_by_ns: &'a BTreeMap<std::sync::Arc<str>, BTreeSet<u32>>,
-    pub pods_by_ns: &'a BTreeMap<std::sync::Arc<str>, BTreeSet<ObjectRef>>,
 }
 
 /// A rule's peers as a clause flow match (`ip,nw_src=...` for ingress, `ip,nw_dst=...` for
@@ -360,8 +359,8 @@ impl PolicyCompiler<'_, '_> {
         if !named.is_empty() {
             let model = self.lk.model;
             let destinations: Vec<(&ObjectRef, &Pod)> = match &peers {
-                Some(p) => p.members.keys().filter_map(|r| model.pods.get_key_value(r)).collect(),
-                None => model.pods.iter().filter(|(_, pod)| !pod.ips.is_empty()).collect(),
+                Some(p) => p.members.keys().filter_map(|r| model.pods.get_key_value(r)).map(|(r, pod)| (r, &**pod)).collect(),
+                None => model.pods.iter().filter(|(_, pod)| !pod.ips.is_empty()).map(|(r, pod)| (r, &**pod)).collect(),
             };
             let mut groups: BTreeMap<Vec<PortRange>, BTreeSet<Cidr>> = BTreeMap::new();
             for (pref, pod) in destinations {
@@ -461,8 +460,7 @@ impl PolicyCompiler<'_, '_> {
                         if namespace_selector.is_some() {
                             self.c.namespaces.insert(ns.clone());
                         }
-                        for pref in self.lk.pods_by_ns.get(ns.as_str()).into_iter().flatten() {
-                            let Some(pod) = model.pods.get(pref) else { continue };
+                        for (pref, pod) in model.pods_in(ns) {
                             if pod.ips.is_empty()
                                 || rp.members.contains_key(pref)
                                 || !pod_selector.as_ref().is_none_or(|s| s.matches(&pod.labels))

@@ -113,7 +113,7 @@ impl ModelExt for Model {
         self
     }
     fn with_pod(mut self, p: Pod) -> Self {
-        self.pods.insert(oref(&p.namespace, &p.name), p);
+        self.pods.insert(oref(&p.namespace, &p.name), Box::new(p));
         self
     }
     fn with_port(mut self, p: LocalPort) -> Self {
@@ -196,7 +196,7 @@ fn generate(spec: ClusterSpec, with_egress: bool) -> Model {
                 lp.ips = p.ips.clone();
                 m.ports.insert(ofport, lp);
             }
-            m.pods.insert(oref(&name, &pname), p);
+            m.pods.insert(oref(&name, &pname), Box::new(p));
         }
         for k in 0..spec.policies_per_ns {
             let mut p = synthetic_policy(&name, i, k, spec.namespaces);

@@ -58,9 +58,10 @@ pub fn endpoint_pod<'m>(
 ) -> Result<Option<(&'m ObjectRef, &'m Pod)>, ExplainError> {
     match spec {
         EndpointSpec::Pod(r) => {
-            model.pods.get_key_value(r).map(Some).ok_or_else(|| ExplainError::UnknownPod(r.clone()))
+            let (r, pod) = model.pods.get_key_value(r).ok_or_else(|| ExplainError::UnknownPod(r.clone()))?;
+            Ok(Some((r, pod)))
         }
-        EndpointSpec::Ip(ip) => Ok(model.pods.iter().find(|(_, p)| p.ips.contains(ip))),
+        EndpointSpec::Ip(ip) => Ok(model.pods.iter().find(|(_, p)| p.ips.contains(ip)).map(|(r, pod)| (r, &**pod))),
     }
 }
 

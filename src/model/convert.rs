@@ -215,11 +215,12 @@ pub fn pod_life(p: &objects::Pod) -> PodLife {
 
 /// Converts a NetworkPolicy (networking.k8s.io/v1), defaulting `policyTypes` as the API
 /// server does: Ingress always, Egress when egress rules are present.
-pub fn policy(np: &objects::NetworkPolicy) -> Result<Policy, ConvertError> {
+pub fn policy(np: &objects::NetworkPolicy, strings: &mut Interner) -> Result<Policy, ConvertError> {
     let (namespace, name) = policy_identity(np)?;
     let ctx = Ctx::policy(&namespace, &name);
-    let spec = np.spec.clone().unwrap_or_default();
-    let pod_selector = policy_pod_selector(&ctx, spec.pod_selector.as_ref())?;
+    let no_spec = net::NetworkPolicySpec::default();
+    let spec = np.spec.as_ref().unwrap_or(&no_spec);
+    let pod_selector = policy_pod_selector(&ctx, spec.pod_selector.as_ref(), strings)?;
 
     let has_egress_rules = spec.egress.as_ref().is_some_and(|e| !e.is_empty());
     let (affects_ingress, affects_egress) = match spec.policy_types.as_deref() {
@@ -243,44 +244,42 @@ pub fn policy(np: &objects::NetworkPolicy) -> Result<Policy, ConvertError> {
         _ => (true, has_egress_rules),
     };
 
-    let mut ingress = Vec::new();
-    for (ri, rule) in spec.ingress.iter().flatten().enumerate() {
+    // Collected from slices, so each Vec is allocated at its length: a cluster's policies
+    // are kept for the agent's lifetime.
+    let ingress = enumerated(&spec.ingress, |ri, rule| {
         let path = format!("spec.ingress[{ri}]");
-        let mut from = Vec::new();
-        for (pi, peer) in rule.from.iter().flatten().enumerate() {
-            from.push(convert_peer(&ctx, &format!("{path}.from[{pi}]"), peer)?);
-        }
-        let mut ports = Vec::new();
-        for (pi, port) in rule.ports.iter().flatten().enumerate() {
-            ports.push(convert_port(&ctx, &format!("{path}.ports[{pi}]"), port)?);
-        }
-        ingress.push(IngressRule { from, ports });
-    }
-    let mut egress = Vec::new();
-    for (ri, rule) in spec.egress.iter().flatten().enumerate() {
+        Ok(IngressRule {
+            from: enumerated(&rule.from, |pi, peer| convert_peer(&ctx, &format!("{path}.from[{pi}]"), peer, strings))?,
+            ports: enumerated(&rule.ports, |pi, port| convert_port(&ctx, &format!("{path}.ports[{pi}]"), port))?,
+        })
+    })?;
+    let egress = enumerated(&spec.egress, |ri, rule| {
         let path = format!("spec.egress[{ri}]");
-        let mut to = Vec::new();
-        for (pi, peer) in rule.to.iter().flatten().enumerate() {
-            to.push(convert_peer(&ctx, &format!("{path}.to[{pi}]"), peer)?);
-        }
-        let mut ports = Vec::new();
-        for (pi, port) in rule.ports.iter().flatten().enumerate() {
-            ports.push(convert_port(&ctx, &format!("{path}.ports[{pi}]"), port)?);
-        }
-        egress.push(EgressRule { to, ports });
-    }
+        Ok(EgressRule {
+            to: enumerated(&rule.to, |pi, peer| convert_peer(&ctx, &format!("{path}.to[{pi}]"), peer, strings))?,
+            ports: enumerated(&rule.ports, |pi, port| convert_port(&ctx, &format!("{path}.ports[{pi}]"), port))?,
+        })
+    })?;
     let annotations = logging_annotations(&np.metadata);
     Ok(Policy { namespace, name, pod_selector, affects_ingress, affects_egress, ingress, egress, annotations })
+}
+
+/// Converts each item of an optional list with its index, stopping at the first error.
+fn enumerated<T, U>(
+    items: &Option<Vec<T>>,
+    mut convert: impl FnMut(usize, &T) -> Result<U, ConvertError>,
+) -> Result<Vec<U>, ConvertError> {
+    items.iter().flatten().enumerate().map(|(i, item)| convert(i, item)).collect()
 }
 
 /// The fail-closed stand-in for a NetworkPolicy that does not convert: its name and
 /// podSelector only, isolating the selected pods in both directions with nothing allowed
 /// (whatever it meant to allow, or in which direction, is unknown). `Err` when not even those
 /// can be read.
-pub fn policy_isolation(np: &objects::NetworkPolicy) -> Result<Policy, ConvertError> {
+pub fn policy_isolation(np: &objects::NetworkPolicy, strings: &mut Interner) -> Result<Policy, ConvertError> {
     let (namespace, name) = policy_identity(np)?;
     let ctx = Ctx::policy(&namespace, &name);
-    let pod_selector = policy_pod_selector(&ctx, np.spec.as_ref().and_then(|s| s.pod_selector.as_ref()))?;
+    let pod_selector = policy_pod_selector(&ctx, np.spec.as_ref().and_then(|s| s.pod_selector.as_ref()), strings)?;
     let annotations = logging_annotations(&np.metadata);
     Ok(Policy {
         namespace,
@@ -312,36 +311,47 @@ fn policy_identity(np: &objects::NetworkPolicy) -> Result<(String, String), Conv
 }
 
 /// `spec.podSelector`; absent = every pod of the namespace.
-fn policy_pod_selector(ctx: &Ctx, s: Option<&meta::LabelSelector>) -> Result<LabelSelector, ConvertError> {
+fn policy_pod_selector(
+    ctx: &Ctx,
+    s: Option<&meta::LabelSelector>,
+    strings: &mut Interner,
+) -> Result<LabelSelector, ConvertError> {
     match s {
-        Some(s) => selector(ctx, "spec.podSelector", s),
+        Some(s) => selector(ctx, "spec.podSelector", s, strings),
         None => Ok(LabelSelector::everything()),
     }
 }
 
-fn convert_peer(ctx: &Ctx, path: &str, peer: &net::NetworkPolicyPeer) -> Result<Peer, ConvertError> {
+fn convert_peer(
+    ctx: &Ctx,
+    path: &str,
+    peer: &net::NetworkPolicyPeer,
+    strings: &mut Interner,
+) -> Result<Peer, ConvertError> {
     match (&peer.ip_block, &peer.pod_selector, &peer.namespace_selector) {
         (Some(block), None, None) => {
             let cidr = parse_cidr(&block.cidr)
                 .map_err(|m| ctx.err(format!("{path}.ipBlock.cidr"), format!("invalid CIDR {:?}: {m}", block.cidr)))?;
-            let mut except = Vec::new();
-            for (i, e) in block.except.iter().flatten().enumerate() {
+            let except = enumerated(&block.except, |i, e| {
                 let epath = format!("{path}.ipBlock.except[{i}]");
                 let ex = parse_cidr(e).map_err(|m| ctx.err(&epath, format!("invalid CIDR {e:?}: {m}")))?;
                 if !cidr_strictly_contains(&cidr, &ex) {
                     return Err(ctx.err(epath, format!("{e:?} must be a strict subset of cidr {:?}", block.cidr)));
                 }
-                except.push(ex);
-            }
+                Ok(ex)
+            })?;
             Ok(Peer::IpBlock { cidr, except })
         }
         (Some(_), _, _) => Err(ctx.err(path, "may not specify both ipBlock and another peer")),
         (None, None, None) => Err(ctx.err(path, "must specify a peer")),
         (None, pods, namespaces) => Ok(Peer::Pods {
-            pod_selector: pods.as_ref().map(|s| selector(ctx, &format!("{path}.podSelector"), s)).transpose()?,
+            pod_selector: pods
+                .as_ref()
+                .map(|s| selector(ctx, &format!("{path}.podSelector"), s, strings))
+                .transpose()?,
             namespace_selector: namespaces
                 .as_ref()
-                .map(|s| selector(ctx, &format!("{path}.namespaceSelector"), s))
+                .map(|s| selector(ctx, &format!("{path}.namespaceSelector"), s, strings))
                 .transpose()?,
         }),
     }
@@ -398,9 +408,19 @@ fn protocol(ctx: &Ctx, path: impl FnOnce() -> String, p: Option<&str>) -> Result
     }
 }
 
-fn selector(ctx: &Ctx, path: &str, s: &meta::LabelSelector) -> Result<LabelSelector, ConvertError> {
-    let match_labels: BTreeMap<String, String> = s.match_labels.clone().unwrap_or_default();
-    validate_labels(ctx, &format!("{path}.matchLabels"), &match_labels)?;
+fn selector(
+    ctx: &Ctx,
+    path: &str,
+    s: &meta::LabelSelector,
+    strings: &mut Interner,
+) -> Result<LabelSelector, ConvertError> {
+    let match_labels = match &s.match_labels {
+        Some(map) => {
+            validate_labels(ctx, &format!("{path}.matchLabels"), map)?;
+            Labels::interned(map, strings)
+        }
+        None => Labels::new(),
+    };
     let mut match_expressions = Vec::new();
     for (i, r) in s.match_expressions.iter().flatten().enumerate() {
         let rpath = format!("{path}.matchExpressions[{i}]");
@@ -437,6 +457,7 @@ fn selector(ctx: &Ctx, path: &str, s: &meta::LabelSelector) -> Result<LabelSelec
         }
         match_expressions.push(Requirement { key: r.key.clone(), op, values });
     }
+    match_expressions.shrink_to_fit();
     Ok(LabelSelector { match_labels, match_expressions })
 }
 
@@ -632,7 +653,7 @@ mod tests {
     }
 
     fn err_text(spec: serde_json::Value) -> String {
-        policy(&np(spec)).expect_err("policy should be refused").to_string()
+        policy(&np(spec), &mut Interner::default()).expect_err("policy should be refused").to_string()
     }
 
     #[test]
@@ -685,16 +706,16 @@ mod tests {
             (json!({"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}), (true, true)),
         ];
         for (spec, want) in cases {
-            let p = policy(&np(spec.clone())).unwrap();
+            let p = policy(&np(spec.clone()), &mut Interner::default()).unwrap();
             assert_eq!((p.affects_ingress, p.affects_egress), want, "{spec}");
         }
     }
 
     #[test]
     fn missing_and_empty_ingress_have_no_rules() {
-        assert!(policy(&np(json!({"podSelector": {}}))).unwrap().ingress.is_empty());
-        assert!(policy(&np(json!({"podSelector": {}, "ingress": []}))).unwrap().ingress.is_empty());
-        let p = policy(&np(json!({"podSelector": {}, "ingress": [{}]}))).unwrap();
+        assert!(policy(&np(json!({"podSelector": {}})), &mut Interner::default()).unwrap().ingress.is_empty());
+        assert!(policy(&np(json!({"podSelector": {}, "ingress": []})), &mut Interner::default()).unwrap().ingress.is_empty());
+        let p = policy(&np(json!({"podSelector": {}, "ingress": [{}]})), &mut Interner::default()).unwrap();
         assert_eq!(p.ingress, vec![IngressRule { from: vec![], ports: vec![] }]);
     }
 
@@ -707,12 +728,12 @@ mod tests {
                 {"ipBlock": {"cidr": "10.1.2.3/16", "except": ["10.1.3.0/24"]}}
             ],
             "ports": [{"port": 80}, {"protocol": "UDP", "port": "dns"}, {"port": 1000, "endPort": 2000}, {"protocol": "SCTP"}]
-        }]}))).unwrap();
+        }]})), &mut Interner::default()).unwrap();
         let rule = &p.ingress[0];
         match &rule.from[0] {
             Peer::Pods { pod_selector: Some(ps), namespace_selector: Some(ns) } => {
                 assert_eq!(ps.match_expressions[0].op, SelectorOp::In);
-                assert_eq!(ns.match_labels.get("ns").map(String::as_str), Some("y"));
+                assert_eq!(ns.match_labels.get("ns"), Some("y"));
             }
             other => panic!("unexpected peer {other:?}"),
         }
@@ -787,35 +808,35 @@ mod tests {
             .expect("policy json")
         };
         assert_eq!(
-            policy(&named("x", "a b\nc")).unwrap_err().to_string(),
+            policy(&named("x", "a b\nc"), &mut Interner::default()).unwrap_err().to_string(),
             "NetworkPolicy with metadata.name \"a b\\nc\": must be a DNS-1123 subdomain of at most 253 characters: \
              lowercase alphanumerics, '-' or '.', starting and ending alphanumeric"
         );
-        let e = policy(&named("x.y", "p")).unwrap_err();
+        let e = policy(&named("x.y", "p"), &mut Interner::default()).unwrap_err();
         assert!(
             e.is_identity()
                 && e.to_string().starts_with("NetworkPolicy with metadata.namespace \"x.y\": must be a DNS-1123 label"),
             "{e}"
         );
-        assert!(policy_isolation(&named("x", "A")).unwrap_err().is_identity());
+        assert!(policy_isolation(&named("x", "A"), &mut Interner::default()).unwrap_err().is_identity());
         let p: objects::Pod = serde_json::from_value(json!({"metadata": {"name": "a\n", "namespace": "x"}})).unwrap();
         assert!(pod(&p, &mut Interner::default()).unwrap_err().to_string().contains("\"a\\n\""));
         let ns: objects::Namespace = serde_json::from_value(json!({"metadata": {"name": "a.b"}})).unwrap();
         assert!(namespace(&ns, &mut Interner::default()).unwrap_err().is_identity());
-        assert!(!policy(&np(json!({"podSelector": {"matchLabels": {"-": "x"}}}))).unwrap_err().is_identity());
+        assert!(!policy(&np(json!({"podSelector": {"matchLabels": {"-": "x"}}})), &mut Interner::default()).unwrap_err().is_identity());
     }
 
     #[test]
     fn the_isolation_of_an_invalid_policy_keeps_its_selector_only() {
         let bad = np(json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"],
             "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/33"}}]}]}));
-        assert!(policy(&bad).is_err());
-        let p = policy_isolation(&bad).unwrap();
+        assert!(policy(&bad, &mut Interner::default()).is_err());
+        let p = policy_isolation(&bad, &mut Interner::default()).unwrap();
         assert_eq!((p.namespace.as_str(), p.name.as_str()), ("x", "p"));
         assert!(p.affects_ingress && p.affects_egress && p.ingress.is_empty() && p.egress.is_empty());
-        assert_eq!(p.pod_selector.match_labels.get("pod").map(String::as_str), Some("a"));
+        assert_eq!(p.pod_selector.match_labels.get("pod"), Some("a"));
         let unreadable = np(json!({"podSelector": {"matchExpressions": [{"key": "pod", "operator": "Bogus"}]}}));
-        assert!(policy_isolation(&unreadable).is_err());
+        assert!(policy_isolation(&unreadable, &mut Interner::default()).is_err());
     }
 
     #[test]
@@ -882,7 +903,7 @@ mod tests {
         let annotated = |anns: serde_json::Value| {
             let mut np = np(json!({"podSelector": {}}));
             np.metadata.annotations = serde_json::from_value(anns).expect("annotations");
-            policy(&np).expect("policy")
+            policy(&np, &mut Interner::default()).expect("policy")
         };
         let p = annotated(json!({LOGGING_ANNOTATION: "true", LOG_LABEL_ANNOTATION: "team-a.audit_1"}));
         assert_eq!(p.logging_enabled(), Ok(true));

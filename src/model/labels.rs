@@ -7,7 +7,7 @@ use std::sync::Arc;
 /// Labels: key/value pairs sorted by key, each key once, the strings shared (see
 /// [`Interner`]). A pod's three labels take one allocation holding six shared strings, not a
 /// B-tree node and six strings of their own.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Labels(Box<[(Arc<str>, Arc<str>)]>);
 
 impl Labels {

@@ -165,8 +165,31 @@ pub struct LocalPort {
 #[derive(Debug, Clone, Default)]
 pub struct Model {
     pub namespaces: BTreeMap<String, Namespace>,
-    pub pods: BTreeMap<ObjectRef, Pod>,
+    /// Boxed: filled in key order (as listings come), a B-tree's nodes stay about half
+    /// full, and a pod inline would leave the empty half several times larger.
+    pub pods: BTreeMap<ObjectRef, Box<Pod>>,
     pub policies: BTreeMap<ObjectRef, Policy>,
     /// Keyed by ofport.
     pub ports: BTreeMap<u32, LocalPort>,
+}
+
+impl Model {
+    /// The pods of `namespace`, by name.
+    pub fn pods_in<'a>(&'a self, namespace: &'a str) -> impl Iterator<Item = (&'a ObjectRef, &'a Pod)> + 'a {
+        in_namespace(&self.pods, namespace).map(|(r, pod)| (r, &**pod))
+    }
+
+    /// The policies of `namespace`, by name.
+    pub fn policies_in<'a>(&'a self, namespace: &'a str) -> impl Iterator<Item = (&'a ObjectRef, &'a Policy)> + 'a {
+        in_namespace(&self.policies, namespace)
+    }
+}
+
+/// The entries of one namespace: a range, as the maps are sorted by namespace first.
+fn in_namespace<'a, V>(
+    map: &'a BTreeMap<ObjectRef, V>,
+    namespace: &'a str,
+) -> impl Iterator<Item = (&'a ObjectRef, &'a V)> + 'a {
+    let first = ObjectRef { namespace: namespace.into(), name: "".into() };
+    map.range(first..).take_while(move |(r, _)| &*r.namespace == namespace)
 }

@@ -1,13 +1,13 @@
 //! Kubernetes label selectors (validated in [`super::convert`]).
 
 use super::Labels;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// A label selector: all `match_labels` and all `match_expressions` must hold. The empty
 /// selector matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LabelSelector {
-    pub match_labels: BTreeMap<String, String>,
+    pub match_labels: Labels,
     pub match_expressions: Vec<Requirement>,
 }
 
@@ -39,7 +39,7 @@ impl LabelSelector {
 
     /// Whether `labels` satisfy every `match_labels` pair and every requirement.
     pub fn matches(&self, labels: &Labels) -> bool {
-        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v.as_str()))
+        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
             && self.match_expressions.iter().all(|r| r.matches(labels))
     }
 }
@@ -61,8 +61,8 @@ impl Requirement {
 mod tests {
     use super::*;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs.iter().copied().collect()
     }
 
     fn req(key: &str, op: SelectorOp, values: &[&str]) -> Requirement {
