@@ -132,6 +132,13 @@ pub async fn watch_manifests(dir: PathBuf, tx: mpsc::Sender<SourceEvent>) {
                 let mut chunks = 0usize;
                 let last = state.rescan_in_batches(&scan_dir, |scan| {
                     chunks = chunks.saturating_add(1);
+                    // Parsing runs ahead of the consumer; were the channel's room the only
+                    // bound, dozens of parsed batches could wait in it. So a batch goes out
+                    // once the consumer has taken everything sent before: one batch is
+                    // applied while the next is parsed, and no more are held.
+                    if chunks > 1 && !consumer_took_all(&chunk_tx) {
+                        return false;
+                    }
                     let objects = scan.applied;
                     let chunk = SourceEvent::ResetChunk { kinds: Kind::ALL.to_vec(), objects };
                     std::iter::once(chunk)
@@ -213,6 +220,14 @@ pub async fn watch_manifests(dir: PathBuf, tx: mpsc::Sender<SourceEvent>) {
             watcher = start_inotify(&dir, &wake, &dirty);
         }
     }
+}
+
+/// Waits (on a blocking thread) until the receiver of `tx` has taken every event sent so
+/// far; false when it is gone.
+fn consumer_took_all(tx: &mpsc::Sender<SourceEvent>) -> bool {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return true };
+    // Holding every slot of the channel at once means nothing sent is left in it.
+    runtime.block_on(tx.reserve_many(tx.max_capacity())).is_ok()
 }
 
 #[cfg(test)]
