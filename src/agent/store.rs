@@ -107,7 +107,7 @@ impl Store {
             SourceEvent::ResetChunk { kinds, objects } => self.list(&kinds, objects, now, &mut changes),
             SourceEvent::Reset { kinds, objects } => self.reset(&kinds, objects, now, &mut changes),
             SourceEvent::Applied(obj) => {
-                let key = obj.object.key();
+                let key = self.key_of(&obj.object);
                 if let Some(seen) = self.listing.get_mut(&key.0) {
                     seen.insert(key.1.clone());
                 }
@@ -202,7 +202,7 @@ impl Store {
             self.listing.entry(*kind).or_default();
         }
         for obj in objects {
-            let key = obj.object.key();
+            let key = self.key_of(&obj.object);
             self.listing.entry(key.0).or_default().insert(key.1.clone());
             self.upsert(obj, key, now, changes);
         }
@@ -231,6 +231,14 @@ impl Store {
         }
     }
 
+    /// The object's kind and reference, the namespace the store's shared copy: the pods, the
+    /// claims and a listing's record keep these strings.
+    fn key_of(&mut self, object: &KubeObject) -> (Kind, ObjectRef) {
+        let (kind, mut r) = object.key();
+        r.namespace = self.strings.intern(&r.namespace);
+        (kind, r)
+    }
+
     /// Converts and stores `obj`, whose key is `key`.
     fn upsert(&mut self, obj: Sourced<KubeObject>, key: (Kind, ObjectRef), now: SystemTime, changes: &mut Vec<Change>) {
         let Sourced { origin, object, unreadable } = obj;
@@ -243,7 +251,10 @@ impl Store {
                     self.model.namespaces.insert(ns.name.clone(), ns);
                 }
             }),
-            (KubeObject::Pod(p), _) => convert::pod(p, &mut self.strings).map(|pod| {
+            (KubeObject::Pod(p), _) => convert::pod(p, &mut self.strings).map(|mut pod| {
+                // One copy of the name for the key and the pod (the key's namespace is shared
+                // already, see `key_of`).
+                pod.name = key.1.name.clone();
                 let life = convert::pod_life(p);
                 self.put_pod(pod, life.claim(now), life.deletion, changes);
             }),

@@ -76,11 +76,20 @@ pub(super) fn load(path: &Path, previous: Option<u64>) -> Loaded {
     let file = path.display().to_string();
     let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
     let parse = parse::parse_file(&file, text, json);
+    // A file's objects are mostly of one namespace: their keys share its name.
+    let mut namespace: Option<Arc<str>> = None;
     let defs = parse
         .objects
         .iter()
         .flatten()
-        .map(|o| Def { key: o.object.key(), hash: object_hash(o), pos: doc_pos(&file, &o.origin) })
+        .map(|o| {
+            let (kind, mut r) = o.object.key();
+            match &namespace {
+                Some(shared) if *shared == r.namespace => r.namespace = shared.clone(),
+                _ => namespace = Some(r.namespace.clone()),
+            }
+            Def { key: (kind, r), hash: object_hash(o), pos: doc_pos(&file, &o.origin) }
+        })
         .collect();
     Loaded::Changed { hash, fresh: Fresh { parse: Some(parse), defs } }
 }

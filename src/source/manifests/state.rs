@@ -64,7 +64,8 @@ pub(super) struct KeyState {
 #[derive(Debug, Default)]
 pub(super) struct DirState {
     pub(super) files: BTreeMap<PathBuf, FileState>,
-    pub(super) keys: HashMap<Key, KeyState>,
+    /// foldhash, not SipHash: a large directory's first scan hashes every key several times.
+    pub(super) keys: std::collections::HashMap<Key, KeyState, foldhash::fast::RandomState>,
     /// Duplicate reports in force per object (each is made once).
     pub(super) duplicates: HashMap<Key, Vec<Invalid>>,
     /// Last error listing DIR (reported when it changes).
