@@ -31,7 +31,8 @@ type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Claim {
     rank: ClaimRank,
-    ips: Vec<IpAddr>,
+    /// Boxed, at its length: a store holds one claim per live pod.
+    ips: Box<[IpAddr]>,
     /// When the claim ends by itself (the pod's deletion deadline).
     until: Option<SystemTime>,
 }
@@ -362,7 +363,7 @@ impl Store {
             if let Some(deadline) = until {
                 self.deadlines.insert((deadline, r.clone()));
             }
-            self.claims.insert(r.clone(), Claim { rank, ips: std::mem::take(&mut pod.ips), until });
+            self.claims.insert(r.clone(), Claim { rank, ips: std::mem::take(&mut pod.ips).into_boxed_slice(), until });
         }
         pod.ips = self.won_ips(&r);
         if self.model.pods.get(&r).map(|held| &**held) != Some(&pod) {
@@ -388,7 +389,7 @@ impl Store {
                 }
             }
         }
-        claim.ips.into_iter().collect()
+        claim.ips.iter().copied().collect()
     }
 
     /// The addresses of `r`'s claim that it wins, in the pod's order.

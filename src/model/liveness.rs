@@ -43,7 +43,10 @@ pub struct PodLife {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClaimRank {
     class: u8,
-    newest_first: Reverse<Option<SystemTime>>,
+    /// `creationTimestamp` in nanoseconds from the epoch; none is [`i64::MIN`], the oldest.
+    /// An integer, not an `Option<SystemTime>`: the store keeps a rank per live pod and per
+    /// claimed address, and this halves it.
+    newest_first: Reverse<i64>,
 }
 
 impl PodLife {
@@ -63,7 +66,17 @@ impl PodLife {
             (false, _) => 1,
             (true, _) => 2,
         };
-        Some(ClaimRank { class, newest_first: Reverse(self.created) })
+        Some(ClaimRank { class, newest_first: Reverse(self.created.map_or(i64::MIN, epoch_nanos)) })
+    }
+}
+
+/// Nanoseconds from the epoch, saturating (above [`i64::MIN`], so no time counts as older than
+/// none).
+fn epoch_nanos(t: SystemTime) -> i64 {
+    let saturate = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(after) => saturate(after),
+        Err(before) => -saturate(before.duration()),
     }
 }
 
@@ -105,5 +118,22 @@ mod tests {
         assert!(running_old < running_untimed, "no timestamp counts as oldest");
         assert!(running_untimed < pending_new, "running beats any other phase");
         assert!(pending_new < terminating_new, "not being deleted beats being deleted");
+    }
+
+    #[test]
+    fn creation_times_beyond_the_nanosecond_range_keep_their_order() {
+        let now = at(1000);
+        let rank = |created: Option<SystemTime>| life(Phase::Running, None, None).with(created).claim(now).expect("live");
+        let before_epoch = SystemTime::UNIX_EPOCH.checked_sub(Duration::from_secs(5)).expect("before the epoch");
+        let beyond_i64_nanos = at(1 << 40);
+        assert!(rank(Some(beyond_i64_nanos)) < rank(Some(at(20))));
+        assert!(rank(Some(at(20))) < rank(Some(before_epoch)));
+        assert!(rank(Some(before_epoch)) < rank(None), "no timestamp counts as oldest");
+    }
+
+    impl PodLife {
+        fn with(self, created: Option<SystemTime>) -> PodLife {
+            PodLife { created, ..self }
+        }
     }
 }
