@@ -27,29 +27,23 @@ use std::time::SystemTime;
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
-/// The IPs a live pod claims, and how strongly.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Claim {
-    rank: ClaimRank,
-    /// Boxed, at its length: a store holds one claim per live pod.
-    ips: Box<[IpAddr]>,
-    /// When the claim ends by itself (the pod's deletion deadline).
-    until: Option<SystemTime>,
-}
-
 /// The model plus what the store needs to keep it honest.
 #[derive(Debug, Default)]
 pub struct Store {
     model: Model,
-    /// Per live pod with addresses: its claim.
-    claims: HashMap<ObjectRef, Claim>,
     /// Per address: the pods claiming it, the winner first. The winner is the one the model's
     /// pods give the address to, and the name of the address in the audit log.
     /// Kept sorted; a Vec, not a set: nearly every address has one claimant, and at 100,000
     /// pods a one-element BTreeSet per address costs about 70 MB more.
     claimants: HashMap<IpAddr, Vec<(ClaimRank, ObjectRef)>>,
+    /// What a live pod claims is what its model pod holds (none once it has finished), except
+    /// for a pod that loses an address to a stronger claim: then this holds all it claims, in
+    /// its order. Nearly every pod wins all it claims, so no copy of its addresses is kept.
+    contested: HashMap<ObjectRef, Box<[IpAddr]>>,
     /// Claims that end at a deadline, by deadline.
     deadlines: BTreeSet<(SystemTime, ObjectRef)>,
+    /// The deadline of each claim in `deadlines`.
+    deadline_of: HashMap<ObjectRef, SystemTime>,
     /// Objects whose latest version is invalid, with the problem last reported (each is
     /// reported once, not at every relist).
     invalid: HashMap<(Kind, ObjectRef), String>,
@@ -350,22 +344,29 @@ impl Store {
     ) {
         let r = ObjectRef { namespace: pod.namespace.clone(), name: pod.name.clone() };
         let mut touched = self.release(&r);
-        if let Some(rank) = claim.filter(|_| !pod.ips.is_empty()) {
-            for ip in &pod.ips {
-                let claim = (rank, r.clone());
-                // Nearly every address has one claimant: a Vec of exactly one, not of four.
-                let claimants = self.claimants.entry(*ip).or_insert_with(|| Vec::with_capacity(1));
-                if let Err(at) = claimants.binary_search(&claim) {
-                    claimants.insert(at, claim);
+        match claim.filter(|_| !pod.ips.is_empty()) {
+            Some(rank) => {
+                for ip in &pod.ips {
+                    let claim = (rank, r.clone());
+                    // Nearly every address has one claimant: a Vec of exactly one, not of four.
+                    let claimants = self.claimants.entry(*ip).or_insert_with(|| Vec::with_capacity(1));
+                    if let Err(at) = claimants.binary_search(&claim) {
+                        claimants.insert(at, claim);
+                    }
+                    touched.insert(*ip);
                 }
-                touched.insert(*ip);
+                if let Some(deadline) = until {
+                    self.deadlines.insert((deadline, r.clone()));
+                    self.deadline_of.insert(r.clone(), deadline);
+                }
+                if !pod.ips.iter().all(|ip| self.pod_by_ip(ip) == Some(&r)) {
+                    let won = self.won_of(&r, &pod.ips);
+                    let claimed = std::mem::replace(&mut pod.ips, won);
+                    self.contested.insert(r.clone(), claimed.into_boxed_slice());
+                }
             }
-            if let Some(deadline) = until {
-                self.deadlines.insert((deadline, r.clone()));
-            }
-            self.claims.insert(r.clone(), Claim { rank, ips: std::mem::take(&mut pod.ips).into_boxed_slice(), until });
+            None => pod.ips = Vec::new(),
         }
-        pod.ips = self.won_ips(&r);
         if self.model.pods.get(&r).map(|held| &**held) != Some(&pod) {
             self.model.pods.insert(r.clone(), Box::new(pod));
             changes.push(Change::Pod(r.clone()));
@@ -373,31 +374,36 @@ impl Store {
         self.refresh_claimants(&touched, &r, changes);
     }
 
-    /// Withdraws a pod's claim; returns the addresses it claimed.
+    /// What a pod claims (see [`Store::contested`]).
+    fn claimed(&self, r: &ObjectRef) -> &[IpAddr] {
+        match self.contested.get(r) {
+            Some(claimed) => claimed,
+            None => self.model.pods.get(r).map_or(&[], |pod| &pod.ips),
+        }
+    }
+
+    /// Withdraws a pod's claim; returns the addresses it claimed. The caller then updates or
+    /// removes the model pod, whose addresses were part of the claim.
     fn release(&mut self, r: &ObjectRef) -> BTreeSet<IpAddr> {
-        let Some(claim) = self.claims.remove(r) else { return BTreeSet::new() };
-        if let Some(deadline) = claim.until {
+        if let Some(deadline) = self.deadline_of.remove(r) {
             self.deadlines.remove(&(deadline, r.clone()));
         }
-        for ip in &claim.ips {
-            if let Some(set) = self.claimants.get_mut(ip) {
-                if let Ok(at) = set.binary_search(&(claim.rank, r.clone())) {
-                    set.remove(at);
-                }
-                if set.is_empty() {
+        let claimed: BTreeSet<IpAddr> = self.claimed(r).iter().copied().collect();
+        self.contested.remove(r);
+        for ip in &claimed {
+            if let Some(claimants) = self.claimants.get_mut(ip) {
+                claimants.retain(|(_, p)| p != r);
+                if claimants.is_empty() {
                     self.claimants.remove(ip);
                 }
             }
         }
-        claim.ips.iter().copied().collect()
+        claimed
     }
 
-    /// The addresses of `r`'s claim that it wins, in the pod's order.
-    fn won_ips(&self, r: &ObjectRef) -> Vec<IpAddr> {
-        let Some(claim) = self.claims.get(r) else { return Vec::new() };
-        let mut won: Vec<IpAddr> = claim.ips.iter().filter(|ip| self.pod_by_ip(ip) == Some(r)).copied().collect();
-        won.shrink_to_fit();
-        won
+    /// The addresses of `claimed` (`r`'s claim) that `r` wins, in its order.
+    fn won_of(&self, r: &ObjectRef, claimed: &[IpAddr]) -> Vec<IpAddr> {
+        claimed.iter().filter(|ip| self.pod_by_ip(ip) == Some(r)).copied().collect()
     }
 
     /// Gives the other claimants of `ips` (all but `except`) the addresses they now win.
@@ -410,7 +416,13 @@ impl Store {
             .filter(|p| p != except)
             .collect();
         for p in others {
-            let won = self.won_ips(&p);
+            let claimed = self.claimed(&p).to_vec();
+            let won = self.won_of(&p, &claimed);
+            if won.len() == claimed.len() {
+                self.contested.remove(&p);
+            } else {
+                self.contested.insert(p.clone(), claimed.into_boxed_slice());
+            }
             if let Some(pod) = self.model.pods.get_mut(&p) {
                 if pod.ips != won {
                     pod.ips = won;
@@ -888,6 +900,35 @@ mod tests {
         store.apply(applied(pod_in("x", "z", "10.0.0.9", "Running", t1)));
         assert_eq!(store.pod_by_ip(&ip("10.0.0.9")), Some(&oref("x", "z")));
         assert!(store.model().pods[&oref("y", "b")].ips.is_empty());
+    }
+
+    #[test]
+    fn a_pod_that_loses_one_of_its_addresses_gets_it_when_the_winner_goes() {
+        let dual = |name: &str, created: &str, label: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"namespace": "x", "name": name, "creationTimestamp": created, "labels": {"l": label}},
+                   "spec": {"containers": []},
+                   "status": {"phase": "Running", "podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}]}})
+        };
+        let (old, new) = ("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z");
+        let mut store = Store::default();
+        store.apply(applied(dual("stale", old, "a")));
+        store.apply(applied(pod_in("x", "fresh", "10.0.0.1", "Running", new)));
+        let ips = |store: &Store, name: &str| store.model().pods[&oref("x", name)].ips.clone();
+        assert_eq!(ips(&store, "stale"), vec![ip("fd00::1")], "it keeps the address nobody else claims");
+        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), Some(&oref("x", "fresh")));
+
+        // An update of the loser keeps its whole claim: the lost address is still claimed.
+        store.apply(applied(dual("stale", old, "b")));
+        assert_eq!(ips(&store, "stale"), vec![ip("fd00::1")]);
+        let changes = store.apply(SourceEvent::Deleted { kind: Kind::Pod, object: oref("x", "fresh") });
+        assert_eq!(changes, vec![Change::Pod(oref("x", "fresh")), Change::Pod(oref("x", "stale"))]);
+        assert_eq!(ips(&store, "stale"), vec![ip("10.0.0.1"), ip("fd00::1")], "in the pod's order");
+
+        // Gone: neither address is claimed any more.
+        store.apply(SourceEvent::Deleted { kind: Kind::Pod, object: oref("x", "stale") });
+        assert_eq!((store.pod_by_ip(&ip("10.0.0.1")), store.pod_by_ip(&ip("fd00::1"))), (None, None));
+        assert!(store.claimants.is_empty() && store.contested.is_empty() && store.deadline_of.is_empty());
     }
 
     #[test]
