@@ -67,7 +67,7 @@ fn reads_yaml_json_lists_and_subdirectories() {
     let (objects, invalid) = load_dir(d.path());
     assert!(invalid.is_empty(), "{invalid:#?}");
     assert_eq!(keys(&objects), vec!["Namespace /x", "Pod x/a", "Pod x/c", "NetworkPolicy x/j"]);
-    let c = objects.iter().find(|o| o.object.object_ref().name.as_ref() == "c").expect("pod c");
+    let c = objects.iter().find(|o| o.object.object_ref().name.as_str() == "c").expect("pod c");
     assert!(c.origin.ends_with("sub/deeper/c.yml#1 Pod x/c"), "{}", c.origin);
 }
 
@@ -276,7 +276,7 @@ async fn a_rescan_without_content_changes_deletes_nothing() {
     // Then a real change: the events up to it must not delete anything.
     write(dir, "more.yaml", &pod("b", "b"));
     let evs = w
-        .until("pod b", |ev, _| matches!(ev, SourceEvent::Applied(o) if o.object.object_ref().name.as_ref() == "b"))
+        .until("pod b", |ev, _| matches!(ev, SourceEvent::Applied(o) if o.object.object_ref().name.as_str() == "b"))
         .await;
     assert!(!evs.iter().any(|e| matches!(e, SourceEvent::Deleted { .. })), "{evs:#?}");
     assert_eq!(w.store.keys(), vec!["Namespace /x", "Pod x/a", "Pod x/b"]);

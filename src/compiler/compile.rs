@@ -19,7 +19,7 @@ use super::userdata::{Disposition, LogUserdata};
 use crate::model::{LocalPort, Model, ObjectRef, Peer, Policy};
 use ofp::{Action, Instruction};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use crate::model::SharedStr;
 
 /// Settings of the compiled pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,10 +53,10 @@ pub enum Change {
 #[derive(Debug, Default)]
 struct Index {
     ports: BTreeMap<u32, LocalPort>,
-    local_by_ns: BTreeMap<Arc<str>, BTreeSet<u32>>,
+    local_by_ns: BTreeMap<SharedStr, BTreeSet<u32>>,
     /// The bridge ports of each local pod (a pod may have more than one).
     local_by_pod: BTreeMap<ObjectRef, BTreeSet<u32>>,
-    policies_by_ns: BTreeMap<Arc<str>, BTreeSet<ObjectRef>>,
+    policies_by_ns: BTreeMap<SharedStr, BTreeSet<ObjectRef>>,
     /// Policies whose peers may be in other namespaces (a namespaceSelector, or an egress
     /// rule to every pod with a named port).
     ns_selecting: BTreeSet<ObjectRef>,
@@ -365,7 +365,7 @@ impl Compiler {
         true
     }
 
-    fn port_namespaces(&self, model: &Model, o: u32) -> BTreeSet<Arc<str>> {
+    fn port_namespaces(&self, model: &Model, o: u32) -> BTreeSet<SharedStr> {
         self.idx.ports.get(&o).into_iter().chain(model.ports.get(&o)).map(|p| p.pod.namespace.clone()).collect()
     }
 

@@ -126,7 +126,7 @@ impl RulePeers {
 pub(super) struct Lookup<'a> {
     pub model: &'a Model,
     pub ports: &'a BTreeMap<u32, LocalPort>,
-    pub local_by_ns: &'a BTreeMap<std::sync::Arc<str>, BTreeSet<u32>>,
+    pub local_by_ns: &'a BTreeMap<crate::model::SharedStr, BTreeSet<u32>>,
 }
 
 /// A rule's peers as a clause flow match (`ip,nw_src=...` for ingress, `ip,nw_dst=...` for

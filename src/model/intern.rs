@@ -3,19 +3,19 @@
 //! thousand values stand for hundreds of thousands of copies.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use super::SharedStr;
 
 /// The table is purged no earlier than at this many strings.
 const MIN_PURGE_AT: usize = 1024;
 
-/// Hands out one shared `Arc<str>` per distinct string.
+/// Hands out one shared `SharedStr` per distinct string.
 ///
 /// Strings that nothing but the table holds any more (a label value of a pod long gone) are
 /// dropped whenever the table has doubled since the last purge, so the table stays within
 /// twice the strings in use and a purge costs O(1) per string added, amortised.
 #[derive(Debug)]
 pub struct Interner {
-    strings: HashSet<Arc<str>, foldhash::fast::RandomState>,
+    strings: HashSet<SharedStr, foldhash::fast::RandomState>,
     purge_at: usize,
 }
 
@@ -27,15 +27,15 @@ impl Default for Interner {
 
 impl Interner {
     /// The shared copy of `s`.
-    pub fn intern(&mut self, s: &str) -> Arc<str> {
+    pub fn intern(&mut self, s: &str) -> SharedStr {
         if let Some(shared) = self.strings.get(s) {
             return shared.clone();
         }
         if self.strings.len() >= self.purge_at {
-            self.strings.retain(|s| Arc::strong_count(s) > 1);
+            self.strings.retain(|s| SharedStr::strong_count(s).is_none_or(|n| n > 1));
             self.purge_at = self.strings.len().saturating_mul(2).max(MIN_PURGE_AT);
         }
-        let shared: Arc<str> = Arc::from(s);
+        let shared = SharedStr::from(s);
         self.strings.insert(shared.clone());
         shared
     }
@@ -60,8 +60,8 @@ mod tests {
         let mut t = Interner::default();
         let a = t.intern("app");
         let b = t.intern(&String::from("app"));
-        assert!(Arc::ptr_eq(&a, &b));
-        assert!(!Arc::ptr_eq(&a, &t.intern("tier")));
+        assert!(SharedStr::ptr_eq(&a, &b));
+        assert!(!SharedStr::ptr_eq(&a, &t.intern("tier")));
         assert_eq!(t.len(), 2);
     }
 
@@ -74,6 +74,6 @@ mod tests {
             t.intern(&format!("gone-{i}"));
         }
         assert!(t.len() <= 2 * MIN_PURGE_AT, "{} strings held", t.len());
-        assert!(Arc::ptr_eq(&kept, &t.intern("kept")));
+        assert!(SharedStr::ptr_eq(&kept, &t.intern("kept")));
     }
 }

@@ -2,13 +2,13 @@
 
 use super::intern::Interner;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use super::SharedStr;
 
 /// Labels: key/value pairs sorted by key, each key once, the strings shared (see
 /// [`Interner`]). A pod's three labels take one allocation holding six shared strings, not a
 /// B-tree node and six strings of their own.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Labels(Box<[(Arc<str>, Arc<str>)]>);
+pub struct Labels(Box<[(SharedStr, SharedStr)]>);
 
 impl Labels {
     /// No labels.
@@ -48,7 +48,7 @@ impl Labels {
     }
 
     /// Sets `key` to `value` (replacing its value if it was set).
-    pub fn insert(&mut self, key: impl Into<Arc<str>>, value: impl Into<Arc<str>>) {
+    pub fn insert(&mut self, key: impl Into<SharedStr>, value: impl Into<SharedStr>) {
         let (key, value) = (key.into(), value.into());
         let mut pairs = std::mem::take(&mut self.0).into_vec();
         match pairs.binary_search_by(|(k, _)| k.cmp(&key)) {
@@ -59,7 +59,7 @@ impl Labels {
     }
 }
 
-impl<K: Into<Arc<str>>, V: Into<Arc<str>>> FromIterator<(K, V)> for Labels {
+impl<K: Into<SharedStr>, V: Into<SharedStr>> FromIterator<(K, V)> for Labels {
     /// Labels from pairs in any order; of a key given twice, the last value counts.
     fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Labels {
         let mut labels = Labels::new();

@@ -16,7 +16,10 @@ pub use selector::{LabelSelector, Requirement, SelectorOp};
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::Arc;
+
+/// A shared string: reference counted, one pointer wide (half an `Arc<str>`), so that the
+/// keys, labels and names a cluster's worth of pods holds take half the room.
+pub type SharedStr = arcstr::ArcStr;
 
 /// Annotations (of the few objects whose annotations the model keeps: Namespaces, and a
 /// NetworkPolicy's logging annotations).
@@ -27,8 +30,8 @@ pub type Annotations = BTreeMap<String, String>;
 /// (see [`intern`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectRef {
-    pub namespace: Arc<str>,
-    pub name: Arc<str>,
+    pub namespace: SharedStr,
+    pub name: SharedStr,
 }
 
 impl std::fmt::Display for ObjectRef {
@@ -56,22 +59,22 @@ pub enum Protocol {
 /// A container port (used to resolve named ports).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerPort {
-    pub name: Option<Arc<str>>,
+    pub name: Option<SharedStr>,
     pub port: u16,
     pub protocol: Protocol,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pod {
-    pub namespace: Arc<str>,
-    pub name: Arc<str>,
+    pub namespace: SharedStr,
+    pub name: SharedStr,
     pub labels: Labels,
     /// `status.podIPs` (or `status.podIP`); empty until the pod has an address. In the
     /// agent's model only the addresses the pod holds: none once it has finished, none that a
     /// pod with a stronger claim has (see [`liveness`]).
     pub ips: Vec<IpAddr>,
     pub ports: Vec<ContainerPort>,
-    pub node: Option<Arc<str>>,
+    pub node: Option<SharedStr>,
 }
 
 /// An IPv4 or IPv6 prefix, normalised (host bits zero).

@@ -269,6 +269,6 @@ mod tests {
         let out: Vec<SourceEvent> = source_events(futures::stream::iter(items)).collect().await;
         assert_eq!(out.len(), 2, "{out:?}");
         assert_eq!(names(&out[0]), vec!["x/a"]);
-        assert!(matches!(&out[1], SourceEvent::Applied(s) if s.object.object_ref().name.as_ref() == "b"));
+        assert!(matches!(&out[1], SourceEvent::Applied(s) if s.object.object_ref().name.as_str() == "b"));
     }
 }

@@ -77,7 +77,7 @@ pub(super) fn load(path: &Path, previous: Option<u64>) -> Loaded {
     let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
     let parse = parse::parse_file(&file, text, json);
     // A file's objects are mostly of one namespace: their keys share its name.
-    let mut namespace: Option<Arc<str>> = None;
+    let mut namespace: Option<crate::model::SharedStr> = None;
     let defs = parse
         .objects
         .iter()

@@ -281,7 +281,7 @@ mod tests {
         for i in &whole_invalid {
             assert!(invalid.contains(i), "{i:?} missing from {invalid:?}");
         }
-        let p0 = whole.iter().find(|o| o.object.object_ref().name.as_ref() == "p0").expect("p0");
+        let p0 = whole.iter().find(|o| o.object.object_ref().name.as_str() == "p0").expect("p0");
         assert_eq!(label(p0), "last");
 
         // The state is the one a single scan leaves: the next scan finds nothing to do.
