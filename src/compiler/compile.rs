@@ -16,10 +16,9 @@ use super::policy::{self, compile_policy, namespace_logging, policy_logging, Com
 use super::rules::{Direction, RuleTable};
 use super::tables::priority;
 use super::userdata::{Disposition, LogUserdata};
-use crate::model::{LocalPort, Model, ObjectRef, Peer, Policy};
+use crate::model::{LocalPort, Model, ObjectRef, Peer, Policy, SharedStr};
 use ofp::{Action, Instruction};
 use std::collections::{BTreeMap, BTreeSet};
-use crate::model::SharedStr;
 
 /// Settings of the compiled pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -417,11 +416,7 @@ impl Compiler {
     fn recompile(&mut self, model: &Model, r: &ObjectRef, now: u64) {
         let new = match model.policies.get(r) {
             Some(p) => {
-                let lk = Lookup {
-                    model,
-                    ports: &self.idx.ports,
-                    local_by_ns: &self.idx.local_by_ns,
-                };
+                let lk = Lookup { model, ports: &self.idx.ports, local_by_ns: &self.idx.local_by_ns };
                 compile_policy(&lk, &mut self.ids, &self.cfg, r, p)
             }
             None => Compiled::default(),

@@ -359,7 +359,9 @@ impl PolicyCompiler<'_, '_> {
         if !named.is_empty() {
             let model = self.lk.model;
             let destinations: Vec<(&ObjectRef, &Pod)> = match &peers {
-                Some(p) => p.members.keys().filter_map(|r| model.pods.get_key_value(r)).map(|(r, pod)| (r, &**pod)).collect(),
+                Some(p) => {
+                    p.members.keys().filter_map(|r| model.pods.get_key_value(r)).map(|(r, pod)| (r, &**pod)).collect()
+                }
                 None => model.pods.iter().filter(|(_, pod)| !pod.ips.is_empty()).map(|(r, pod)| (r, &**pod)).collect(),
             };
             let mut groups: BTreeMap<Vec<PortRange>, BTreeSet<Cidr>> = BTreeMap::new();

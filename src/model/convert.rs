@@ -714,7 +714,10 @@ mod tests {
     #[test]
     fn missing_and_empty_ingress_have_no_rules() {
         assert!(policy(&np(json!({"podSelector": {}})), &mut Interner::default()).unwrap().ingress.is_empty());
-        assert!(policy(&np(json!({"podSelector": {}, "ingress": []})), &mut Interner::default()).unwrap().ingress.is_empty());
+        assert!(policy(&np(json!({"podSelector": {}, "ingress": []})), &mut Interner::default())
+            .unwrap()
+            .ingress
+            .is_empty());
         let p = policy(&np(json!({"podSelector": {}, "ingress": [{}]})), &mut Interner::default()).unwrap();
         assert_eq!(p.ingress, vec![IngressRule { from: vec![], ports: vec![] }]);
     }
@@ -823,7 +826,9 @@ mod tests {
         assert!(pod(&p, &mut Interner::default()).unwrap_err().to_string().contains("\"a\\n\""));
         let ns: objects::Namespace = serde_json::from_value(json!({"metadata": {"name": "a.b"}})).unwrap();
         assert!(namespace(&ns, &mut Interner::default()).unwrap_err().is_identity());
-        assert!(!policy(&np(json!({"podSelector": {"matchLabels": {"-": "x"}}})), &mut Interner::default()).unwrap_err().is_identity());
+        assert!(!policy(&np(json!({"podSelector": {"matchLabels": {"-": "x"}}})), &mut Interner::default())
+            .unwrap_err()
+            .is_identity());
     }
 
     #[test]

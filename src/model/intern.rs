@@ -2,8 +2,8 @@
 //! namespace and node names. At 100,000 pods a handful of distinct label keys and a few
 //! thousand values stand for hundreds of thousands of copies.
 
-use std::collections::HashSet;
 use super::SharedStr;
+use std::collections::HashSet;
 
 /// The table is purged no earlier than at this many strings.
 const MIN_PURGE_AT: usize = 1024;

@@ -1,8 +1,8 @@
 //! [`Labels`]: a pod's or namespace's labels, compact and shared.
 
 use super::intern::Interner;
-use std::collections::BTreeMap;
 use super::SharedStr;
+use std::collections::BTreeMap;
 
 /// Labels: key/value pairs sorted by key, each key once, the strings shared (see
 /// [`Interner`]). A pod's three labels take one allocation holding six shared strings, not a

@@ -123,7 +123,8 @@ mod tests {
     #[test]
     fn creation_times_beyond_the_nanosecond_range_keep_their_order() {
         let now = at(1000);
-        let rank = |created: Option<SystemTime>| life(Phase::Running, None, None).with(created).claim(now).expect("live");
+        let rank =
+            |created: Option<SystemTime>| life(Phase::Running, None, None).with(created).claim(now).expect("live");
         let before_epoch = SystemTime::UNIX_EPOCH.checked_sub(Duration::from_secs(5)).expect("before the epoch");
         let beyond_i64_nanos = at(1 << 40);
         assert!(rank(Some(beyond_i64_nanos)) < rank(Some(at(20))));
