@@ -244,8 +244,6 @@ pub fn policy(np: &objects::NetworkPolicy, strings: &mut Interner) -> Result<Pol
         _ => (true, has_egress_rules),
     };
 
-    // Collected from slices, so each Vec is allocated at its length: a cluster's policies
-    // are kept for the agent's lifetime.
     let ingress = enumerated(&spec.ingress, |ri, rule| {
         let path = format!("spec.ingress[{ri}]");
         Ok(IngressRule {
@@ -264,12 +262,18 @@ pub fn policy(np: &objects::NetworkPolicy, strings: &mut Interner) -> Result<Pol
     Ok(Policy { namespace, name, pod_selector, affects_ingress, affects_egress, ingress, egress, annotations })
 }
 
-/// Converts each item of an optional list with its index, stopping at the first error.
+/// Converts each item of an optional list with its index, stopping at the first error. The
+/// Vec is allocated at its length: a cluster's policies are kept for the agent's lifetime.
 fn enumerated<T, U>(
     items: &Option<Vec<T>>,
     mut convert: impl FnMut(usize, &T) -> Result<U, ConvertError>,
 ) -> Result<Vec<U>, ConvertError> {
-    items.iter().flatten().enumerate().map(|(i, item)| convert(i, item)).collect()
+    let items = items.as_deref().unwrap_or_default();
+    let mut converted = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        converted.push(convert(i, item)?);
+    }
+    Ok(converted)
 }
 
 /// The fail-closed stand-in for a NetworkPolicy that does not convert: its name and
