@@ -8,8 +8,9 @@
 use crate::audit::args::AuditArgs;
 use crate::endpoint::{self, Endpoint};
 use crate::explain::{EndpointSpec, PortSpec};
+use crate::model::{Cidr, Node};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 /// Kubernetes NetworkPolicy enforcement and audit logging on an Open vSwitch bridge, over
@@ -122,6 +123,48 @@ pub struct CommonArgs {
     /// Controller id npagent sets on its OpenFlow connection and in its logging flows.
     #[arg(long, default_value_t = 0x4e50, env = "NPAGENT_CONTROLLER_ID")]
     pub controller_id: u16,
+    #[command(flatten)]
+    pub node_net: NodeArgs,
+}
+
+/// The node's network as the pipeline needs it: what OVSDB cannot say.
+#[derive(Debug, Clone, Default, Args)]
+pub struct NodeArgs {
+    /// An address of the node's gateway port (repeatable, or comma-separated; one per IP
+    /// family): the node answers ARP and neighbour solicitations for it, and connections from
+    /// it into pods are the node's own (kubelet's probes), always allowed.
+    #[arg(long = "gateway-ip", value_name = "ADDR", value_delimiter = ',', env = "NPAGENT_GATEWAY_IP")]
+    pub gateway_ips: Vec<IpAddr>,
+    /// Another address of the node (repeatable, or comma-separated): connections from it that
+    /// arrive by the gateway are the node's own too.
+    #[arg(long = "node-ip", value_name = "ADDR", value_delimiter = ',', env = "NPAGENT_NODE_IP")]
+    pub node_ips: Vec<IpAddr>,
+    /// A Service range whose ClusterIPs kube-proxy handles on the node (repeatable, or
+    /// comma-separated; e.g. 10.96.0.0/12): pods' connections to it go to the gateway without
+    /// an egress verdict, and their egress is judged after the node's DNAT.
+    #[arg(long = "service-cidr", value_name = "CIDR", value_delimiter = ',', env = "NPAGENT_SERVICE_CIDR", value_parser = parse_cidr_arg)]
+    pub service_cidrs: Vec<Cidr>,
+    /// An interface of the bridge that is an uplink or tunnel whatever its external_ids say
+    /// (repeatable). Ports with `external_ids:antrea-type=uplink` or `tunnel` are uplinks
+    /// anyway.
+    #[arg(long = "uplink", value_name = "INTERFACE", env = "NPAGENT_UPLINK", value_delimiter = ',')]
+    pub uplinks: Vec<String>,
+}
+
+impl NodeArgs {
+    /// The node as these flags describe it, before OVSDB names its ports.
+    pub fn node(&self) -> Node {
+        Node {
+            gateway_ips: self.gateway_ips.clone(),
+            node_ips: self.node_ips.iter().copied().collect(),
+            service_cidrs: self.service_cidrs.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+fn parse_cidr_arg(s: &str) -> Result<Cidr, String> {
+    crate::model::convert::parse_cidr(s)
 }
 
 impl CommonArgs {
@@ -201,6 +244,8 @@ pub struct ExplainArgs {
     /// The bridge npagent owns.
     #[arg(long, default_value = "br-int")]
     pub bridge: String,
+    #[command(flatten)]
+    pub node_net: NodeArgs,
     /// Controller id of npagent's logging flows (as given to `run`).
     #[arg(long, default_value_t = 0x4e50)]
     pub controller_id: u16,

@@ -10,6 +10,7 @@ use crate::explain::trace::{self, TracePacket, TraceVerdict};
 use crate::explain::{self, render, ExplainError, Explanation, Query};
 use crate::model::{Model, ObjectRef};
 use crate::snapshot::{self, SnapshotError};
+use crate::source::ovsdb::BridgeSpec;
 
 /// What the command found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +66,7 @@ async fn explain_and_print(args: &ExplainArgs) -> Result<Outcome, CommandError> 
         None => SourceConfig::Kube { kubeconfig: args.kubeconfig.clone() },
     };
     let mut store = snapshot::load_store(&source, true).await?;
+    store.set_node_config(&args.node_net.node());
     let bridge = (args.ofp.is_some() || args.ovsdb.is_some()).then(|| {
         (
             args.ofp.clone().unwrap_or_else(Endpoint::default_ofp),
@@ -73,7 +75,8 @@ async fn explain_and_print(args: &ExplainArgs) -> Result<Outcome, CommandError> 
     });
     let ids = match &bridge {
         Some((ofp, ovsdb)) => {
-            store.set_ports(&snapshot::read_ports(ovsdb, &args.bridge).await?);
+            let bridge = BridgeSpec { name: args.bridge.clone(), uplinks: args.node_net.uplinks.clone() };
+            store.set_bridge_ports(&snapshot::read_ports(ovsdb, &bridge).await?);
             let dump = snapshot::installed_flows(ofp).await.map_err(CommandError::ConjunctionIds)?;
             IdAllocator::recover(&dump, 0)
         }

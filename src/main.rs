@@ -5,6 +5,7 @@ use npagent::agent::{self, AgentConfig, SourceConfig};
 use npagent::cli::{AuditCommand, Cli, Command, CommonArgs, LogFormat, OfpCommand, RunArgs};
 use npagent::compiler::{self, Compiler, IdAllocator};
 use npagent::snapshot;
+use npagent::source::ovsdb::BridgeSpec;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
@@ -191,7 +192,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let cfg = AgentConfig {
         ofp: args.common.ofp.clone(),
         ovsdb: args.common.ovsdb.clone(),
-        bridge: args.common.bridge.clone(),
+        bridge: bridge_spec(&args.common),
+        node_net: args.common.node_net.node(),
         source: source_config(&args.common),
         node: node.clone(),
         allow_rate: args.audit_allow_rate.unwrap_or(args.packet_in_rate),
@@ -205,8 +207,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(addr) = args.metrics_addr {
         tracing::warn!("--metrics-addr is deprecated and will be removed in the next release: use --admin-addr {addr}");
     }
-    tracing::info!("npagent {} starting: node {node:?}, bridge {} at {}", npagent::cli::VERSION, cfg.bridge, cfg.ofp);
+    tracing::info!("npagent {} starting: node {node:?}, bridge {} at {}", npagent::cli::VERSION, cfg.bridge.name, cfg.ofp);
     Ok(agent::run(cfg, shutdown_signal()).await?)
+}
+
+/// The bridge and its uplinks as `args` name them.
+fn bridge_spec(args: &CommonArgs) -> BridgeSpec {
+    BridgeSpec { name: args.bridge.clone(), uplinks: args.node_net.uplinks.clone() }
 }
 
 /// Resolves at the first SIGTERM or SIGINT.
@@ -224,13 +231,15 @@ async fn shutdown_signal() {
 
 async fn flows(args: CommonArgs) -> anyhow::Result<()> {
     let source = source_config(&args);
+    let bridge = bridge_spec(&args);
     let (store, ports, dump) = tokio::join!(
         snapshot::load_store(&source, false),
-        snapshot::read_ports(&args.ovsdb, &args.bridge),
+        snapshot::read_ports(&args.ovsdb, &bridge),
         snapshot::installed_flows(&args.ofp)
     );
     let mut store = store?;
-    store.set_ports(&ports?);
+    store.set_node_config(&args.node_net.node());
+    store.set_bridge_ports(&ports?);
 
     // Use the bridge's conjunction ids when it can be reached, so the text matches it.
     let ids = match dump {

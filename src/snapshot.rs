@@ -4,7 +4,8 @@
 
 use crate::agent::{SourceConfig, Store};
 use crate::endpoint::Endpoint;
-use crate::model::LocalPort;
+use crate::source::ovsdb::db::BridgePorts;
+use crate::source::ovsdb::BridgeSpec;
 use crate::source::{self, SourceEvent};
 use crate::switch::{self, ConnectionConfig, SwitchError};
 use std::path::PathBuf;
@@ -95,15 +96,15 @@ async fn until_synced(mut rx: mpsc::Receiver<SourceEvent>, strict: bool) -> Resu
     Ok(Some(store))
 }
 
-/// Reads the bridge's pod ports from OVSDB once.
-pub async fn read_ports(ovsdb: &Endpoint, bridge: &str) -> Result<Vec<LocalPort>, SnapshotError> {
-    let (tx, mut rx) = watch::channel(Vec::new());
-    let client = tokio::spawn(source::ovsdb::run_ovsdb(ovsdb.clone(), bridge.to_string(), Vec::new(), tx));
+/// Reads the bridge's classified ports from OVSDB once.
+pub async fn read_ports(ovsdb: &Endpoint, bridge: &BridgeSpec) -> Result<BridgePorts, SnapshotError> {
+    let (tx, mut rx) = watch::channel(BridgePorts::default());
+    let client = tokio::spawn(source::ovsdb::run_ovsdb(ovsdb.clone(), bridge.clone(), Vec::new(), tx));
     let read = tokio::time::timeout(TIMEOUT, rx.changed()).await;
     client.abort();
     match read {
         Ok(Ok(())) => Ok(rx.borrow().clone()),
-        _ => Err(SnapshotError::PortsNotRead { bridge: bridge.to_string(), ovsdb: ovsdb.clone() }),
+        _ => Err(SnapshotError::PortsNotRead { bridge: bridge.name.clone(), ovsdb: ovsdb.clone() }),
     }
 }
 

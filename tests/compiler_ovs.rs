@@ -240,7 +240,8 @@ fn add_flows_and_dump(sb: &Sandbox, text: &[String]) -> Vec<String> {
 }
 
 fn port_list(m: &Model) -> Vec<(u32, String)> {
-    m.ports.values().map(|p| (p.ofport, p.interface.clone())).collect()
+    let node = m.node.gateway.iter().chain(&m.node.uplinks).map(|p| (p.ofport, p.interface.clone()));
+    m.ports.values().map(|p| (p.ofport, p.interface.clone())).chain(node).collect()
 }
 
 #[test]
@@ -258,7 +259,7 @@ fn compiled_pipeline_on_real_ovs() {
     assert_eq!(dumped, text);
 
     // OVS's own verdicts (ofproto/trace of a new connection). x/b and x/c are remote pods,
-    // so their packets come in by a port of the node's own (LOCAL here): b -> a on TCP 80
+    // so their packets come in by an uplink: b -> a on TCP 80
     // (IPv4) and on the named port 8080 (IPv6) is allowed, logged and committed; c -> a is
     // dropped and logged.
     let trace = |flow: &str| {
@@ -273,14 +274,15 @@ fn compiled_pipeline_on_real_ovs() {
         ]));
         out.lines().rfind(|l| l.starts_with("Datapath actions:")).unwrap_or_default().to_string()
     };
-    let allowed = trace("in_port=LOCAL,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80");
+    let allowed = trace("in_port=uplink0,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80");
     assert!(allowed.contains("userdata") || allowed.contains("controller("), "{allowed}");
-    assert!(allowed.ends_with("ct(commit,zone=65520),1"), "{allowed}");
-    let allowed6 = trace("in_port=LOCAL,tcp6,ipv6_src=fd00::2,ipv6_dst=fd00::1,dl_dst=0a:58:00:00:00:01,tp_dst=8080");
-    assert!(allowed6.ends_with("ct(commit,zone=65520),1"), "{allowed6}");
-    let dropped = trace("in_port=LOCAL,tcp,nw_src=10.0.0.3,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80");
+    // Committed with the uplink's ofport (200) as mark: its replies go back out there.
+    assert!(allowed.contains("ct(commit,zone=65520,mark=0xc8/0xffffffff)"), "{allowed}");
+    let allowed6 = trace("in_port=uplink0,tcp6,ipv6_src=fd00::2,ipv6_dst=fd00::1,dl_dst=0a:58:00:00:00:01,tp_dst=8080");
+    assert!(allowed6.contains("ct(commit,zone=65520,mark=0xc8/0xffffffff)"), "{allowed6}");
+    let dropped = trace("in_port=uplink0,tcp,nw_src=10.0.0.3,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80");
     assert!(dropped.contains("controller(") && !dropped.contains("ct(commit"), "{dropped}");
-    let wrong_port = trace("in_port=LOCAL,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=81");
+    let wrong_port = trace("in_port=uplink0,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=81");
     assert!(!wrong_port.contains("ct(commit"), "{wrong_port}");
     // The local pod y/d claiming x/b's address, or its own address with another MAC: dropped
     // in SpoofGuard, before conntrack. With its own MAC and address it gets through to x/a,
@@ -300,7 +302,7 @@ fn compiled_pipeline_on_real_ovs() {
     let arp = trace(&format!("in_port=2,{d_mac},arp,arp_spa=10.0.1.4,arp_sha=0a:58:00:00:00:02,arp_tpa=10.0.0.1"));
     assert_ne!(arp, "Datapath actions: drop", "{arp}");
     // To x/a's address through a broadcast MAC: still x/a's ingress policy (isolated).
-    let broadcast = trace("in_port=LOCAL,udp,nw_src=10.0.0.3,nw_dst=10.0.0.1,dl_dst=ff:ff:ff:ff:ff:ff,udp_dst=80");
+    let broadcast = trace("in_port=uplink0,udp,nw_src=10.0.0.3,nw_dst=10.0.0.1,dl_dst=ff:ff:ff:ff:ff:ff,udp_dst=80");
     assert!(broadcast.contains("controller(") && !broadcast.contains("ct(commit"), "{broadcast}");
 
     // Dump, parse, normalise: equal to desired.

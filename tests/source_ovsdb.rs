@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use npagent::model::LocalPort;
-use npagent::source::ovsdb::run_ovsdb;
+use npagent::source::ovsdb::db::BridgePorts;
+use npagent::source::ovsdb::{run_ovsdb, BridgeSpec};
 use tokio::sync::watch;
 
 static SANDBOXES: AtomicU32 = AtomicU32::new(0);
@@ -171,14 +172,18 @@ fn summary(ports: &[LocalPort]) -> Vec<String> {
         .collect()
 }
 
-async fn wait_for(rx: &mut watch::Receiver<Vec<LocalPort>>, what: &str, want: impl Fn(&[LocalPort]) -> bool) {
+async fn wait_for(rx: &mut watch::Receiver<BridgePorts>, what: &str, want: impl Fn(&[LocalPort]) -> bool) {
+    wait_for_bridge(rx, what, |b| want(&b.pods)).await
+}
+
+async fn wait_for_bridge(rx: &mut watch::Receiver<BridgePorts>, what: &str, want: impl Fn(&BridgePorts) -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         if want(&rx.borrow_and_update()) {
             return;
         }
         if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
-            panic!("{what}: not within 10 s; ports are {:?}", summary(&rx.borrow()));
+            panic!("{what}: not within 10 s; ports are {:?}", *rx.borrow());
         }
     }
 }
@@ -211,9 +216,9 @@ async fn follows_pod_ports_live_and_survives_an_ovsdb_restart() {
         "external_ids={pod-name=ext,pod-namespace=x}",
     ]);
 
-    let (tx, mut rx) = watch::channel(Vec::new());
+    let (tx, mut rx) = watch::channel(BridgePorts::default());
     let task =
-        tokio::spawn(run_ovsdb(ovs.client_endpoint().parse().expect("endpoint"), "br-int".into(), table_names(), tx));
+        tokio::spawn(run_ovsdb(ovs.client_endpoint().parse().expect("endpoint"), BridgeSpec { name: "br-int".into(), uplinks: vec![] }, table_names(), tx));
 
     // Keys on the Interface row (as Antrea writes them), several addresses with prefixes.
     ovs.add_pod_port(
@@ -223,7 +228,7 @@ async fn follows_pod_ports_live_and_survives_an_ovsdb_restart() {
     );
     wait_for(&mut rx, "pod a", |p| names_of(p) == vec!["a1 x/a [10.10.0.1,fd00::1] 0a:58:0a:0a:00:01"]).await;
     let ofport_a: u32 = ovs.vsctl(&["get", "Interface", "a1", "ofport"]).trim().parse().expect("ofport");
-    assert_eq!(rx.borrow().first().map(|p| p.ofport), Some(ofport_a));
+    assert_eq!(rx.borrow().pods.first().map(|p| p.ofport), Some(ofport_a));
 
     // Keys on the Port row work too.
     ovs.add_pod_port("b1", "Port", "pod-name=b,pod-namespace=y,ip-address=\"10.10.0.2\"");
@@ -241,7 +246,7 @@ async fn follows_pod_ports_live_and_survives_an_ovsdb_restart() {
     // OVSDB goes away: the last known ports stay published.
     ovs.stop_db();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(names_of(&rx.borrow()), vec!["a1 x/a [10.10.0.9] 0a:58:0a:0a:00:01"]);
+    assert_eq!(names_of(&rx.borrow().pods), vec!["a1 x/a [10.10.0.9] 0a:58:0a:0a:00:01"]);
     assert!(!task.is_finished());
 
     // It comes back, first without the client's remote: changes happen while the client is
@@ -249,7 +254,7 @@ async fn follows_pod_ports_live_and_survives_an_ovsdb_restart() {
     ovs.start_db(false);
     ovs.add_pod_port("c1", "Interface", "pod-name=c,pod-namespace=x,ip-address=\"10.10.0.3\"");
     ovs.vsctl(&["del-port", "br-int", "a1"]);
-    assert_eq!(names_of(&rx.borrow()), vec!["a1 x/a [10.10.0.9] 0a:58:0a:0a:00:01"]);
+    assert_eq!(names_of(&rx.borrow().pods), vec!["a1 x/a [10.10.0.9] 0a:58:0a:0a:00:01"]);
     ovs.add_client_remote();
     wait_for(&mut rx, "caught up", |p| names_of(p) == vec!["c1 x/c [10.10.0.3] "]).await;
 
@@ -282,10 +287,10 @@ async fn names_the_tables_idempotently() {
     ]);
 
     for round in 0..2 {
-        let (tx, rx) = watch::channel(Vec::new());
+        let (tx, rx) = watch::channel(BridgePorts::default());
         let task = tokio::spawn(run_ovsdb(
             ovs.client_endpoint().parse().expect("endpoint"),
-            "br-int".into(),
+            BridgeSpec { name: "br-int".into(), uplinks: vec![] },
             table_names(),
             tx,
         ));
@@ -335,10 +340,10 @@ async fn a_standalone_or_unset_bridge_becomes_secure() {
     {
         ovs.vsctl(args);
         assert_ne!(ovs.vsctl(&["get-fail-mode", "br-int"]).trim(), "secure", "{how}: precondition");
-        let (tx, rx) = watch::channel(Vec::new());
+        let (tx, rx) = watch::channel(BridgePorts::default());
         let task = tokio::spawn(run_ovsdb(
             ovs.client_endpoint().parse().expect("endpoint"),
-            "br-int".into(),
+            BridgeSpec { name: "br-int".into(), uplinks: vec![] },
             table_names(),
             tx,
         ));

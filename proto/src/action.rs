@@ -50,6 +50,13 @@ pub enum Action {
     /// `output:NXM_NX_REG1[]`. `src` is the field's NXM header, `ofs_nbits` = ofs << 6 |
     /// (n_bits - 1). This is what OVS 3.1 sends for it in OF1.5.
     OutputReg { src: u32, ofs_nbits: u16, max_len: u16 },
+    /// NXAST_REG_MOVE (subtype 6, 24 bytes): copies `n_bits` bits from bit `src_offset` of the
+    /// field whose NXM/OXM header is `src` to bit `dst_offset` of `dst`, printed like
+    /// `move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]`. OVS 3.1 accepts it only in OpenFlow 1.0 to
+    /// 1.4 and refuses it in OpenFlow 1.5 (OFPBAC_BAD_VENDOR_TYPE); there, send
+    /// [`Action::CopyField`] (see [`Action::copy_field`]), which OVS prints the same way. One
+    /// with an experimenter (8-byte) header is kept as [`Action::Experimenter`].
+    RegMove { n_bits: u16, src_offset: u16, dst_offset: u16, src: u32, dst: u32 },
     /// An experimenter action not modelled: vendor, then everything after the 8-byte header
     /// raw (for NX actions that starts with the subtype). `8 + payload.len()` should be a
     /// multiple of 8 (emit pads otherwise).
@@ -106,6 +113,7 @@ pub mod ofpat {
 /// Nicira action subtypes.
 pub mod nxast {
     pub const RESUBMIT: u16 = 1;
+    pub const REG_MOVE: u16 = 6;
     pub const NOTE: u16 = 8;
     pub const RESUBMIT_TABLE: u16 = 14;
     pub const OUTPUT_REG: u16 = 15;
@@ -205,6 +213,19 @@ impl Controller2 {
 }
 
 impl Action {
+    /// OFPAT_COPY_FIELD of the whole of a field to another of the same width: what OVS sends in
+    /// OpenFlow 1.5 for `move:SRC[]->DST[]`. `src` and `dst` are 4-byte OXM/NXM headers
+    /// (hasmask 0, e.g. [`crate::oxm::headers::OXM_OF_ARP_SHA`]), `n_bits` the field's width.
+    pub fn copy_field(src: u32, dst: u32, n_bits: u16) -> Action {
+        Action::CopyField {
+            n_bits,
+            src_offset: 0,
+            dst_offset: 0,
+            src: Bytes::copy_from_slice(&src.to_be_bytes()),
+            dst: Bytes::copy_from_slice(&dst.to_be_bytes()),
+        }
+    }
+
     /// Parses one action from the start of `buf`; returns it and the bytes consumed.
     pub fn parse(buf: &[u8]) -> Result<(Action, usize)> {
         Self::parse_nested(buf, 0)
@@ -278,7 +299,7 @@ impl Action {
             Action::Controller2(c) => 16 + c.props_len(),
             Action::Ct(ct) => 24 + actions_len(&ct.actions),
             Action::Clone(a) => 16 + actions_len(a),
-            Action::OutputReg { .. } => 24,
+            Action::OutputReg { .. } | Action::RegMove { .. } => 24,
             Action::Experimenter { payload, .. } => pad8(8 + payload.len()).max(16),
             Action::Unknown { payload, .. } => pad8(4 + payload.len()),
         }
@@ -374,6 +395,14 @@ impl Action {
                 out.put_u16(*ofs_nbits);
                 out.put_u32(*src);
                 out.put_u16(*max_len);
+            }
+            Action::RegMove { n_bits, src_offset, dst_offset, src, dst } => {
+                nx_header(out, nxast::REG_MOVE, len);
+                out.put_u16(*n_bits);
+                out.put_u16(*src_offset);
+                out.put_u16(*dst_offset);
+                out.put_u32(*src);
+                out.put_u32(*dst);
             }
             Action::Experimenter { experimenter, payload } => {
                 std_header(out, ofpat::EXPERIMENTER, len);
@@ -511,8 +540,24 @@ fn parse_experimenter(whole: &[u8], depth: usize) -> Result<Action> {
             r.zeros(6)?;
             a
         }
+        nxast::REG_MOVE => reg_move(whole)?.unwrap_or_else(raw),
         _ => raw(),
     })
+}
+
+/// NXAST_REG_MOVE with two 4-byte NXM/OXM headers (24 bytes), or `None` for one OVS reads with
+/// an experimenter header (class 0xffff, 8 bytes), which is kept raw.
+fn reg_move(whole: &[u8]) -> Result<Option<Action>> {
+    if whole.len() != 24 {
+        return Ok(None);
+    }
+    let mut r = nx_fixed(whole, 24, "NXAST_REG_MOVE")?;
+    let (n_bits, src_offset, dst_offset) = (r.u16()?, r.u16()?, r.u16()?);
+    let (src, dst) = (r.u32()?, r.u32()?);
+    if split_header(src).0 == class::EXPERIMENTER || split_header(dst).0 == class::EXPERIMENTER {
+        return Ok(None);
+    }
+    Ok(Some(Action::RegMove { n_bits, src_offset, dst_offset, src, dst }))
 }
 
 /// Like [`fixed`] for NX actions: positioned after the 10-byte prefix.
@@ -597,6 +642,51 @@ mod tests {
         // `ovs-ofctl -O OpenFlow15 parse-flow 'ip,actions=output:NXM_NX_REG1[]'`.
         let a = rt("ffff001800002320000f001f00010204ffff000000000000");
         assert_eq!(a, vec![Action::OutputReg { src: 0x0001_0204, ofs_nbits: 0x1f, max_len: 0xffff }]);
+    }
+
+    #[test]
+    fn reg_move_as_ovs_sends_it() {
+        // `ovs-ofctl -O OpenFlow14 -mmmmm parse-flow 'arp,actions=move:NXM_OF_ETH_SRC[]->
+        // NXM_OF_ETH_DST[],move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],move:NXM_OF_ARP_SPA[0..15]->
+        // NXM_OF_ARP_TPA[16..31]'` (OVS 3.1.0): its NXAST_REG_MOVE actions.
+        use crate::oxm::headers::*;
+        let a = rt(concat!(
+            "ffff00180000232000060030000000000000040600000206",
+            "ffff00180000232000060030000000000001220600012406",
+            "ffff00180000232000060010000000100000200400002204",
+        ));
+        let mv =
+            |n_bits, src_offset, src, dst_offset, dst| Action::RegMove { n_bits, src_offset, dst_offset, src, dst };
+        assert_eq!(
+            a,
+            vec![
+                mv(48, 0, NXM_OF_ETH_SRC, 0, NXM_OF_ETH_DST),
+                mv(48, 0, NXM_NX_ARP_SHA, 0, NXM_NX_ARP_THA),
+                mv(16, 0, NXM_OF_ARP_SPA, 16, NXM_OF_ARP_TPA),
+            ]
+        );
+    }
+
+    #[test]
+    fn reg_move_of_other_shapes_is_kept_raw() {
+        // An experimenter (8-byte) source header: 32 bytes with 4 of padding.
+        let a = rt("ffff0020000023200006002000000000ffff0a08000023200001020400000000");
+        assert!(matches!(&a[..], [Action::Experimenter { experimenter: 0x2320, payload }] if payload[..2] == [0, 6]));
+        // 24 bytes whose source claims an experimenter class: OVS would read past the end.
+        let a = rt("ffff0018000023200006002000000000ffff0a0800010204");
+        assert!(matches!(&a[..], [Action::Experimenter { .. }]));
+        // Too short for two headers.
+        let a = rt("ffff0010000023200006002000000000");
+        assert!(matches!(&a[..], [Action::Experimenter { .. }]));
+    }
+
+    #[test]
+    fn copy_field_builds_what_ovs_sends_in_of15() {
+        // From `ovs-ofctl -O OpenFlow15 -mmmmm parse-flow 'arp,actions=move:NXM_NX_ARP_SHA[]->
+        // NXM_NX_ARP_THA[]'` (OVS 3.1.0).
+        use crate::oxm::headers::*;
+        let a = rt("001c00180030000000000000800030068000320600000000");
+        assert_eq!(a, vec![Action::copy_field(OXM_OF_ARP_SHA, OXM_OF_ARP_THA, 48)]);
     }
 
     #[test]

@@ -44,6 +44,11 @@ pub enum Oxm {
     EthSrc(Masked<[u8; 6]>),
     /// Not maskable.
     EthType(u16),
+    /// OXM_OF_VLAN_VID (be16, maskable): the VLAN id with OFPVID_PRESENT (0x1000) set when the
+    /// frame has an 802.1Q header. Exact 0x0000 matches untagged frames only; OVS prints it as
+    /// `vlan_tci=0x0000/0x1fff` and an exact `0x1000 | vid` as `dl_vlan=vid`. OVS refuses a
+    /// value with any of the top three bits (0xe000) set.
+    VlanVid(Masked<u16>),
     /// Not maskable.
     IpProto(u8),
     Ipv4Src(Masked<Ipv4Addr>),
@@ -130,6 +135,45 @@ pub mod class {
     pub const EXPERIMENTER: u16 = 0xffff;
 }
 
+/// Headers (hasmask 0) of fields npagent copies with `move`, as `OFPAT_COPY_FIELD` and
+/// `NXAST_REG_MOVE` name them: the OpenFlow 1.5 OXM ones (what OVS sends in a copy_field) and
+/// the NXM ones (what OVS sends in an NXAST_REG_MOVE, OpenFlow 1.0 to 1.4). OVS prints either
+/// by its NXM name where it has one (`NXM_OF_ETH_SRC`, `NXM_NX_ARP_SHA`, `OXM_OF_VLAN_VID`).
+pub mod headers {
+    use super::{class, oxm_header};
+
+    /// OXM_OF_ETH_DST (48 bits).
+    pub const OXM_OF_ETH_DST: u32 = oxm_header(class::OPENFLOW_BASIC, 3, false, 6);
+    /// OXM_OF_ETH_SRC (48 bits).
+    pub const OXM_OF_ETH_SRC: u32 = oxm_header(class::OPENFLOW_BASIC, 4, false, 6);
+    /// OXM_OF_VLAN_VID (OVS counts 12 bits).
+    pub const OXM_OF_VLAN_VID: u32 = oxm_header(class::OPENFLOW_BASIC, 6, false, 2);
+    /// OXM_OF_ARP_OP (16 bits).
+    pub const OXM_OF_ARP_OP: u32 = oxm_header(class::OPENFLOW_BASIC, 21, false, 2);
+    /// OXM_OF_ARP_SPA (32 bits).
+    pub const OXM_OF_ARP_SPA: u32 = oxm_header(class::OPENFLOW_BASIC, 22, false, 4);
+    /// OXM_OF_ARP_TPA (32 bits).
+    pub const OXM_OF_ARP_TPA: u32 = oxm_header(class::OPENFLOW_BASIC, 23, false, 4);
+    /// OXM_OF_ARP_SHA (48 bits).
+    pub const OXM_OF_ARP_SHA: u32 = oxm_header(class::OPENFLOW_BASIC, 24, false, 6);
+    /// OXM_OF_ARP_THA (48 bits).
+    pub const OXM_OF_ARP_THA: u32 = oxm_header(class::OPENFLOW_BASIC, 25, false, 6);
+    /// NXM_OF_ETH_DST (48 bits).
+    pub const NXM_OF_ETH_DST: u32 = oxm_header(class::NXM_0, 1, false, 6);
+    /// NXM_OF_ETH_SRC (48 bits).
+    pub const NXM_OF_ETH_SRC: u32 = oxm_header(class::NXM_0, 2, false, 6);
+    /// NXM_OF_ARP_OP (16 bits).
+    pub const NXM_OF_ARP_OP: u32 = oxm_header(class::NXM_0, 15, false, 2);
+    /// NXM_OF_ARP_SPA (32 bits).
+    pub const NXM_OF_ARP_SPA: u32 = oxm_header(class::NXM_0, 16, false, 4);
+    /// NXM_OF_ARP_TPA (32 bits).
+    pub const NXM_OF_ARP_TPA: u32 = oxm_header(class::NXM_0, 17, false, 4);
+    /// NXM_NX_ARP_SHA (48 bits).
+    pub const NXM_NX_ARP_SHA: u32 = oxm_header(class::NXM_1, 17, false, 6);
+    /// NXM_NX_ARP_THA (48 bits).
+    pub const NXM_NX_ARP_THA: u32 = oxm_header(class::NXM_1, 18, false, 6);
+}
+
 /// Builds an OXM header from its parts; `len` is the payload length (value + mask).
 pub const fn oxm_header(class: u16, field: u8, has_mask: bool, len: u8) -> u32 {
     ((class as u32) << 16) | (((field & 0x7f) as u32) << 9) | ((has_mask as u32) << 8) | len as u32
@@ -173,6 +217,7 @@ fn decode_typed(class: u16, field: u8, hm: bool, body: &[u8]) -> Option<Oxm> {
         (class::OPENFLOW_BASIC, 3) => EthDst(masked(hm, body, ident::<6>)?),
         (class::OPENFLOW_BASIC, 4) => EthSrc(masked(hm, body, ident::<6>)?),
         (class::OPENFLOW_BASIC, 5) => EthType(exact(hm, body, u16::from_be_bytes)?),
+        (class::OPENFLOW_BASIC, 6) => VlanVid(masked(hm, body, u16::from_be_bytes)?),
         (class::OPENFLOW_BASIC, 10) => IpProto(exact(hm, body, be_u8)?),
         (class::OPENFLOW_BASIC, 11) => Ipv4Src(masked(hm, body, Ipv4Addr::from)?),
         (class::OPENFLOW_BASIC, 12) => Ipv4Dst(masked(hm, body, Ipv4Addr::from)?),
@@ -219,6 +264,7 @@ fn typed_shape(o: &Oxm) -> Option<(u16, u8, u8, bool)> {
         EthDst(v) => (OPENFLOW_BASIC, 3, 6, v.mask.is_some()),
         EthSrc(v) => (OPENFLOW_BASIC, 4, 6, v.mask.is_some()),
         EthType(_) => (OPENFLOW_BASIC, 5, 2, false),
+        VlanVid(v) => (OPENFLOW_BASIC, 6, 2, v.mask.is_some()),
         IpProto(_) => (OPENFLOW_BASIC, 10, 1, false),
         Ipv4Src(v) => (OPENFLOW_BASIC, 11, 4, v.mask.is_some()),
         Ipv4Dst(v) => (OPENFLOW_BASIC, 12, 4, v.mask.is_some()),
@@ -339,7 +385,9 @@ impl Oxm {
             EthDst(v) | EthSrc(v) | ArpSha(v) | ArpTha(v) | Ipv6NdSll(v) | Ipv6NdTll(v) => m(out, v, mac),
             Ipv4Src(v) | Ipv4Dst(v) | ArpSpa(v) | ArpTpa(v) => m(out, v, v4),
             Ipv6Src(v) | Ipv6Dst(v) | Ipv6NdTarget(v) => m(out, v, v6),
-            TcpSrc(v) | TcpDst(v) | UdpSrc(v) | UdpDst(v) | SctpSrc(v) | SctpDst(v) | TcpFlags(v) => m(out, v, p16),
+            VlanVid(v) | TcpSrc(v) | TcpDst(v) | UdpSrc(v) | UdpDst(v) | SctpSrc(v) | SctpDst(v) | TcpFlags(v) => {
+                m(out, v, p16)
+            }
             CtState(v) | CtMark(v) | PktMark(v) | Reg { value: v, .. } => m(out, v, p32),
             CtLabel(v) => m(out, v, p128),
             Experimenter { experimenter, payload, .. } => {
@@ -446,6 +494,28 @@ mod tests {
         m.emit(&mut out);
         assert_eq!(&out[..], &b[..]);
         assert_eq!(m.buffer_len(), b.len());
+    }
+
+    #[test]
+    fn vlan_vid_as_ovs_sends_it() {
+        // The ofp_match of `ovs-ofctl -O OpenFlow15 -mmmmm parse-flow 'vlan_tci=0x0000/0x1fff,
+        // actions=NORMAL'` (untagged frames only), of `dl_vlan=5` and of `vlan_tci=0x1000/0x1000`
+        // (any tagged frame), OVS 3.1.0.
+        for (b, vid) in [
+            ("0001000a80000c020000000000000000", Masked::exact(0)),
+            ("0001000a80000c021005000000000000", Masked::exact(0x1005)),
+            ("0001000c80000d041000100000000000", Masked::masked(0x1000, 0x1000)),
+        ] {
+            let b = hex(b);
+            let (m, used) = Match::parse(&b).unwrap();
+            assert_eq!((m.fields.clone(), used), (vec![Oxm::VlanVid(vid)], b.len()));
+            let mut out = BytesMut::new();
+            m.emit(&mut out);
+            assert_eq!(&out[..], &b[..]);
+        }
+        // A VLAN_VID of another length is kept raw.
+        let (o, _) = Oxm::parse(&hex("80000c0100")).unwrap();
+        assert!(matches!(o, Oxm::Unknown { header: 0x80000c01, .. }));
     }
 
     #[test]

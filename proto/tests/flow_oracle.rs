@@ -10,6 +10,7 @@ use common::flow_mod as fm;
 use ofp::action::{Action, Controller2, Ct, CtZoneSrc};
 use ofp::flow_mod::{FlowMod, FlowModCommand};
 use ofp::instruction::Instruction;
+use ofp::oxm::headers::*;
 use ofp::oxm::{Masked, Match, Oxm};
 use ofp::text;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -185,6 +186,35 @@ fn cases() -> Vec<FlowMod> {
             vec![],
         ),
         fm(0, 0x8000, vec![], vec![]),
+        // OXM_OF_VLAN_VID: untagged only (exact 0), one VID, any tag, partial masks, a VID
+        // without OFPVID_PRESENT, a mask with bits OVS drops.
+        fm(0, 1, vec![VlanVid(Masked::exact(0))], vec![]),
+        fm(0, 1, vec![VlanVid(Masked::exact(0x1005))], vec![]),
+        fm(0, 1, vec![VlanVid(Masked::exact(0x0005))], vec![]),
+        fm(0, 1, vec![VlanVid(Masked::masked(0x1000, 0x1000))], vec![]),
+        fm(0, 1, vec![VlanVid(Masked::masked(0, 0x1000))], vec![]),
+        fm(0, 1, vec![VlanVid(Masked::masked(0x1005, 0xffff))], vec![]),
+        fm(0, 1, vec![VlanVid(Masked::masked(0x1005, 0x1fff))], vec![]),
+        fm(0, 1, vec![VlanVid(Masked::masked(0x1ff0, 0x1ff0))], vec![]),
+        fm(0, 1, vec![VlanVid(Masked::masked(0x0005, 0x0fff))], vec![]),
+        fm(0, 1, vec![VlanVid(Masked::masked(0x1ff0, 0xfff0))], vec![]),
+        // ARP fields, with the VLAN between in_port and dl_src.
+        fm(
+            0,
+            1,
+            vec![
+                EthSrc(Masked::exact([2, 0, 0, 0, 0, 1])),
+                VlanVid(Masked::exact(0)),
+                InPort(3),
+                Oxm::EthType(0x0806),
+                ArpOp(1),
+                ArpSpa(Masked::masked(v4("10.0.0.0"), v4("255.255.255.0"))),
+                ArpTpa(Masked::exact(v4("10.0.0.254"))),
+                ArpSha(Masked::masked([2, 0, 0, 0, 0, 0], [0xff, 0xff, 0, 0, 0, 0])),
+                ArpTha(Masked::exact([0; 6])),
+            ],
+            vec![],
+        ),
         // Actions.
         fm(
             0,
@@ -347,6 +377,90 @@ fn cases() -> Vec<FlowMod> {
                 Action::SetField(PktMark(Masked::masked(1, 3))),
             ]),
         ),
+        // An ARP responder: what OVS sends in OF1.5 for `move:` is OFPAT_COPY_FIELD (it
+        // refuses NXAST_REG_MOVE there), with OXM or NXM headers.
+        fm(
+            0,
+            300,
+            vec![Oxm::EthType(0x0806), ArpOp(1), ArpTpa(Masked::exact(v4("10.0.0.254")))],
+            apply(vec![
+                Action::copy_field(OXM_OF_ETH_SRC, OXM_OF_ETH_DST, 48),
+                Action::SetField(EthSrc(Masked::exact([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]))),
+                Action::SetField(ArpOp(2)),
+                Action::copy_field(OXM_OF_ARP_SHA, OXM_OF_ARP_THA, 48),
+                Action::copy_field(OXM_OF_ARP_SPA, OXM_OF_ARP_TPA, 32),
+                Action::SetField(ArpSha(Masked::exact([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]))),
+                Action::SetField(ArpSpa(Masked::exact(v4("10.0.0.254")))),
+                Action::Output { port: ofp::port::IN_PORT, max_len: 0 },
+            ]),
+        ),
+        fm(
+            0,
+            1,
+            vec![Oxm::EthType(0x0806)],
+            apply(vec![
+                Action::copy_field(NXM_OF_ETH_SRC, NXM_OF_ETH_DST, 48),
+                Action::copy_field(NXM_NX_ARP_SHA, NXM_NX_ARP_THA, 48),
+                Action::copy_field(NXM_OF_ARP_SPA, NXM_OF_ARP_TPA, 32),
+                Action::copy_field(NXM_OF_ARP_OP, OXM_OF_ARP_OP, 16),
+                Action::CopyField {
+                    n_bits: 16,
+                    src_offset: 0,
+                    dst_offset: 16,
+                    src: OXM_OF_ARP_SPA.to_be_bytes().to_vec().into(),
+                    dst: OXM_OF_ARP_TPA.to_be_bytes().to_vec().into(),
+                },
+                Action::CopyField {
+                    n_bits: 12,
+                    src_offset: 0,
+                    dst_offset: 0,
+                    src: OXM_OF_VLAN_VID.to_be_bytes().to_vec().into(),
+                    dst: vec![0, 1, 0, 4].into(),
+                },
+                Action::CopyField {
+                    n_bits: 1,
+                    src_offset: 40,
+                    dst_offset: 0,
+                    src: OXM_OF_ARP_SHA.to_be_bytes().to_vec().into(),
+                    dst: vec![0, 1, 2, 4].into(),
+                },
+                Action::SetField(ArpOp(1)),
+                Action::SetField(ArpSha(Masked::masked([2, 0, 0, 0, 0, 0], [0xff, 0, 0, 0, 0, 0]))),
+                Action::SetField(ArpTha(Masked::exact([0, 0, 0, 0, 0, 9]))),
+                Action::SetField(ArpSpa(Masked::masked(v4("10.0.0.0"), v4("255.0.0.255")))),
+                Action::SetField(ArpTpa(Masked::masked(v4("10.1.0.0"), v4("255.255.0.0")))),
+                Action::SetField(EthDst(Masked::exact([0xff; 6]))),
+                Action::Output { port: ofp::port::IN_PORT, max_len: 0 },
+            ]),
+        ),
+        // set_field of the VLAN id needs a tag in the match; the ND fields an ND message.
+        fm(
+            0,
+            1,
+            vec![VlanVid(Masked::exact(0x1005))],
+            apply(vec![
+                Action::SetField(VlanVid(Masked::exact(0x1006))),
+                Action::SetField(VlanVid(Masked::masked(0x1007, 0x1fff))),
+            ]),
+        ),
+        fm(
+            0,
+            1,
+            vec![IP6, IpProto(58), Icmpv6Type(135), Icmpv6Code(0)],
+            apply(vec![
+                Action::SetField(Ipv6NdTarget(Masked::exact(v6("fd00::1")))),
+                Action::SetField(Ipv6NdSll(Masked::exact([2, 0, 0, 0, 0, 2]))),
+            ]),
+        ),
+        fm(
+            0,
+            1,
+            vec![IP6, IpProto(58), Icmpv6Type(136), Icmpv6Code(0)],
+            apply(vec![
+                Action::SetField(Ipv6NdTarget(Masked::masked(v6("fd00::"), v6("ffff::")))),
+                Action::SetField(Ipv6NdTll(Masked::masked([2, 0, 0, 0, 0, 3], [0xff; 6]))),
+            ]),
+        ),
         // Instructions, in OVS's canonical printing order whatever the wire order.
         fm(
             1,
@@ -501,4 +615,56 @@ fn ovs_prints_our_multipart_messages() {
     ] {
         assert!(printed.contains(part), "{part} in {printed}");
     }
+}
+
+/// `echo HEX | ovs-ofctl parse-actions VERSION`: stdout and stderr.
+fn parse_actions(version: &str, hex: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new("ovs-ofctl")
+        .args(["parse-actions", version])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ovs-ofctl runs (install openvswitch-common)");
+    child.stdin.take().unwrap().write_all(format!("{hex}\n").as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+}
+
+#[test]
+fn ovs_prints_our_reg_moves_before_of15_and_refuses_them_in_of15() {
+    let mv = |n_bits, src_offset, src, dst_offset, dst| Action::RegMove { n_bits, src_offset, dst_offset, src, dst };
+    let actions = vec![
+        mv(48, 0, NXM_OF_ETH_SRC, 0, NXM_OF_ETH_DST),
+        mv(48, 0, NXM_NX_ARP_SHA, 0, NXM_NX_ARP_THA),
+        mv(32, 0, NXM_OF_ARP_SPA, 0, NXM_OF_ARP_TPA),
+        mv(16, 0, NXM_OF_ARP_OP, 0, NXM_OF_ARP_OP),
+        mv(16, 0, NXM_OF_ARP_SPA, 16, NXM_OF_ARP_TPA),
+        mv(1, 47, NXM_OF_ETH_DST, 0, NXM_NX_ARP_SHA),
+        // OXM headers print by their NXM names too.
+        mv(48, 0, OXM_OF_ETH_SRC, 0, OXM_OF_ARP_SHA),
+        mv(12, 0, OXM_OF_VLAN_VID, 4, 0x0001_0004),
+    ];
+    let mut out = BytesMut::new();
+    ofp::action::emit_actions(&actions, &mut out);
+    let hex = hex::encode(&out);
+    let ours = format!("actions={}\n", text::format_actions(&actions));
+    for version in ["OpenFlow10", "OpenFlow13", "OpenFlow14"] {
+        // The first line is the text; OVS then lists the bytes its own encoding would change:
+        // none while every header is an NXM one (it re-encodes OXM ones as NXM).
+        let printed = parse_actions(version, &hex);
+        assert_eq!(printed.lines().next().map(|l| format!("{l}\n")), Some(ours.clone()), "{version}: {hex}");
+        let nxm_only = &actions[..6];
+        let mut b = BytesMut::new();
+        ofp::action::emit_actions(nxm_only, &mut b);
+        // (Each action list is followed by a blank line.)
+        let want = format!("actions={}\n\n", text::format_actions(nxm_only));
+        assert_eq!(parse_actions(version, &hex::encode(&b)), want, "{version}");
+    }
+    assert!(
+        parse_actions("OpenFlow15", &hex).lines().any(|l| l == "bad OpenFlow15 actions: OFPBAC_BAD_VENDOR_TYPE"),
+        "{hex}"
+    );
+    assert_eq!(ofp::action::parse_actions(&out).unwrap(), actions);
 }

@@ -34,6 +34,7 @@ fn oxm() -> impl Strategy<Value = Oxm> {
         m(any::<[u8; 6]>()).prop_map(Oxm::EthDst),
         m(any::<[u8; 6]>()).prop_map(Oxm::EthSrc),
         any::<u16>().prop_map(Oxm::EthType),
+        m(any::<u16>()).prop_map(Oxm::VlanVid),
         any::<u8>().prop_map(Oxm::IpProto),
         m(v4.clone()).prop_map(Oxm::Ipv4Src),
         m(v4.clone()).prop_map(Oxm::Ipv4Dst),
@@ -134,6 +135,10 @@ fn leaf_action() -> impl Strategy<Value = Action> {
         Just(Action::CtClear),
         (any::<u32>(), 1u16..0xffff, any::<u16>())
             .prop_map(|(src, ofs_nbits, max_len)| { Action::OutputReg { src, ofs_nbits, max_len } }),
+        // Any 4-byte header: class 0xffff (an 8-byte experimenter header) is kept raw.
+        (any::<(u16, u16, u16)>(), 0u32..0xffff_0000, 0u32..0xffff_0000).prop_map(
+            |((n_bits, src_offset, dst_offset), src, dst)| Action::RegMove { n_bits, src_offset, dst_offset, src, dst }
+        ),
         // Not Nicira: any payload of 8k bytes.
         ((1u32..0x2320), (1usize..4))
             .prop_flat_map(|(e, k)| (Just(e), bytes_len(Just(8 * k))))

@@ -1,7 +1,8 @@
 //! Byte-exact tests against the OpenFlow vectors of `tests/data/ofp-vectors.jsonl` (taken from
 //! Open vSwitch's own test suite, every expected text re-checked with ovs-ofctl 3.1.0; the
 //! provenance of each vector is in its `source` field). Covered here: the action, instruction
-//! and OXM vectors, the OF1.5 flow stats request/reply and the FLOW_MOD-carrying messages.
+//! and OXM vectors, the OF1.5 flow stats request/reply and the FLOW_MOD-carrying messages; and,
+//! inline, FLOW_MODs and NXAST_REG_MOVE actions OVS encodes itself (ARP responder, VLAN).
 //!
 //! For each: parse, re-emit byte-identical, decoded fields match OVS's text, and the truncation
 //! sweep: every prefix is an error, except prefixes ending exactly between two list elements
@@ -311,4 +312,112 @@ fn flow_mod_vectors() {
     assert_eq!((f.table_id, f.priority, f.cookie), (1, 65535, 0));
     assert_eq!(&f.match_.fields[..2], &[Oxm::InPort(1), Oxm::EthSrc(ofp::Masked::exact([0x50, 0x54, 0, 0, 0, 6]))]);
     assert_eq!(f.instructions, vec![Instruction::ApplyActions(vec![Action::Output { port: 3, max_len: 0 }])]);
+}
+
+/// FLOW_MODs OVS itself encodes (`ovs-ofctl -O OpenFlow15 -mmmmm parse-flow FLOW`, OVS 3.1.0:
+/// the hex dump after the text), for the fields and actions of an ARP responder and the VLAN
+/// matches: (flow, the text OVS printed after `(xid=0x1): `, hex of the whole message).
+const OVS_FLOW_MODS: &[(&str, &str, &str)] = &[
+    (
+        "table=0,priority=300,arp,arp_tpa=10.0.0.254,arp_op=1,actions=move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],\
+         set_field:aa:bb:cc:dd:ee:ff->eth_src,set_field:2->arp_op,move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],\
+         move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[],set_field:aa:bb:cc:dd:ee:ff->arp_sha,\
+         set_field:10.0.0.254->arp_spa,IN_PORT",
+        "ADD priority=300,arp,arp_tpa=10.0.0.254,arp_op=1 actions=move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],\
+         set_field:aa:bb:cc:dd:ee:ff->eth_src,set_field:2->arp_op,move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],\
+         move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[],set_field:aa:bb:cc:dd:ee:ff->arp_sha,\
+         set_field:10.0.0.254->arp_spa,IN_PORT",
+        "060e00e80000000100000000000000000000000000000000000000000000012cffffffffffffffffffffffff00000000\
+         0001001880000a02080680002a02000180002e040a0000fe000400a000000000001c00180030000000000000800008068000\
+         0606000000000019001080000806aabbccddeeff00000019001080002a020002000000000000001c0018003000000000000080\
+         0030068000320600000000001c0018002000000000000080002c0480002e04000000000019001080003006aabbccddeeff0000\
+         0019001080002c040a0000fe0000000000000010fffffff80000000000000000",
+    ),
+    (
+        "priority=250,vlan_tci=0x0000/0x1fff,actions=NORMAL",
+        "ADD priority=250,vlan_tci=0x0000/0x1fff actions=NORMAL",
+        "060e0058000000010000000000000000000000000000000000000000000000faffffffffffffffffffffffff00000000\
+         0001000a80000c020000000000000000000400180000000000000010fffffffa0000000000000000",
+    ),
+    (
+        "priority=250,dl_vlan=5,actions=NORMAL",
+        "ADD priority=250,dl_vlan=5 actions=NORMAL",
+        "060e0058000000010000000000000000000000000000000000000000000000faffffffffffffffffffffffff00000000\
+         0001000a80000c021005000000000000000400180000000000000010fffffffa0000000000000000",
+    ),
+    (
+        "priority=250,vlan_tci=0x1000/0x1000,actions=NORMAL",
+        "ADD priority=250,vlan_tci=0x1000/0x1000 actions=NORMAL",
+        "060e0058000000010000000000000000000000000000000000000000000000faffffffffffffffffffffffff00000000\
+         0001000c80000d041000100000000000000400180000000000000010fffffffa0000000000000000",
+    ),
+];
+
+#[test]
+fn ovs_encoded_arp_responder_and_vlan_flow_mods() {
+    use ofp::oxm::headers::*;
+    use ofp::oxm::Masked;
+    for (flow, printed, hex_s) in OVS_FLOW_MODS {
+        let msg = hex::decode(hex_s).unwrap();
+        assert_eq!((msg[0], msg[1], usize::from(u16::from_be_bytes([msg[2], msg[3]]))), (6, 14, msg.len()), "{flow}");
+        let fm = FlowMod::parse(&msg[8..]).unwrap_or_else(|e| panic!("{flow}: {e}"));
+        let mut out = BytesMut::new();
+        fm.emit(&mut out);
+        assert_eq!(hex::encode(&out), hex::encode(&msg[8..]), "{flow}");
+        assert_eq!(fm.buffer_len(), msg.len() - 8, "{flow}");
+        assert_eq!(text::format_flow_mod(&fm, &|_| None), *printed, "{flow}");
+        let ok = boundaries(40 + fm.match_.buffer_len(), fm.instructions.iter().map(Instruction::buffer_len));
+        sweep(flow, &msg[8..], &ok, FlowMod::parse);
+        // The action list alone: every prefix is an error unless it ends between two actions.
+        for i in &fm.instructions {
+            let Instruction::ApplyActions(a) = i else { continue };
+            let mut b = BytesMut::new();
+            emit_actions(a, &mut b);
+            sweep(flow, &b, &boundaries(0, a.iter().map(Action::buffer_len)), parse_actions);
+        }
+    }
+    // The typed values.
+    let fm = |i: usize| FlowMod::parse(&hex::decode(OVS_FLOW_MODS[i].2).unwrap()[8..]).unwrap();
+    let mac = [0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff];
+    assert_eq!(
+        fm(0).instructions,
+        vec![Instruction::ApplyActions(vec![
+            Action::copy_field(OXM_OF_ETH_SRC, OXM_OF_ETH_DST, 48),
+            Action::SetField(Oxm::EthSrc(Masked::exact(mac))),
+            Action::SetField(Oxm::ArpOp(2)),
+            Action::copy_field(OXM_OF_ARP_SHA, OXM_OF_ARP_THA, 48),
+            Action::copy_field(OXM_OF_ARP_SPA, OXM_OF_ARP_TPA, 32),
+            Action::SetField(Oxm::ArpSha(Masked::exact(mac))),
+            Action::SetField(Oxm::ArpSpa(Masked::exact("10.0.0.254".parse().unwrap()))),
+            Action::Output { port: ofp::port::IN_PORT, max_len: 0 },
+        ])]
+    );
+    assert_eq!(fm(1).match_.fields, vec![Oxm::VlanVid(Masked::exact(0))]);
+    assert_eq!(fm(2).match_.fields, vec![Oxm::VlanVid(Masked::exact(0x1005))]);
+    assert_eq!(fm(3).match_.fields, vec![Oxm::VlanVid(Masked::masked(0x1000, 0x1000))]);
+}
+
+#[test]
+fn ovs_encoded_reg_moves() {
+    // The NXAST_REG_MOVE actions of `ovs-ofctl -O OpenFlow14 -mmmmm parse-flow 'arp,actions=
+    // move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],
+    // move:NXM_OF_ARP_SPA[0..15]->NXM_OF_ARP_TPA[16..31]'` (OVS 3.1.0; OVS refuses them in
+    // OpenFlow 1.5, where it sends OFPAT_COPY_FIELD instead).
+    let name = "ovs_of14_reg_moves";
+    let bytes = hex::decode(
+        "ffff00180000232000060030000000000000040600000206ffff00180000232000060030000000000001220600012406\
+         ffff00180000232000060010000000100000200400002204",
+    )
+    .unwrap();
+    let actions = parse_actions(&bytes).unwrap();
+    assert!(actions.iter().all(|a| matches!(a, Action::RegMove { .. })), "{actions:?}");
+    let mut out = BytesMut::new();
+    emit_actions(&actions, &mut out);
+    assert_eq!(hex::encode(&out), hex::encode(&bytes));
+    assert_eq!(
+        text::format_actions(&actions),
+        "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],\
+         move:NXM_OF_ARP_SPA[0..15]->NXM_OF_ARP_TPA[16..31]"
+    );
+    sweep(name, &bytes, &boundaries(0, actions.iter().map(Action::buffer_len)), parse_actions);
 }

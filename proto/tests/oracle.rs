@@ -13,6 +13,7 @@ use ofp::multipart::{
     FlowStats, FlowStatsRequest, MeterStats, MultipartReply, MultipartReplyBody, MultipartRequest,
     MultipartRequestBody, OxsStats,
 };
+use ofp::oxm::headers::*;
 use ofp::oxm::{Masked, Match, Oxm};
 use ofp::{FlowMod, FlowModCommand, Message, PacketIn2, Payload};
 use std::net::Ipv4Addr;
@@ -224,6 +225,30 @@ fn cases() -> Vec<Case> {
             "action copy_field",
             with_actions(vec![Action::CopyField { n_bits: 16, src_offset: 0, dst_offset: 8, src: reg0.clone(), dst: reg1.clone() }]),
             &["actions=move:NXM_NX_REG0[0..15]->NXM_NX_REG1[8..23]"],
+        ),
+        case(
+            "action arp responder",
+            flow(FlowMod {
+                priority: 300,
+                match_: Match { fields: vec![Oxm::EthType(0x0806), Oxm::ArpOp(1)] },
+                instructions: vec![Instruction::ApplyActions(vec![
+                    Action::copy_field(OXM_OF_ETH_SRC, OXM_OF_ETH_DST, 48),
+                    Action::SetField(Oxm::EthSrc(Masked::exact([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]))),
+                    Action::SetField(Oxm::ArpOp(2)),
+                    Action::copy_field(OXM_OF_ARP_SHA, OXM_OF_ARP_THA, 48),
+                    Action::copy_field(OXM_OF_ARP_SPA, OXM_OF_ARP_TPA, 32),
+                    Action::SetField(Oxm::ArpSha(Masked::exact([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]))),
+                    Action::SetField(Oxm::ArpSpa(Masked::exact(Ipv4Addr::new(10, 0, 0, 1)))),
+                    Action::Output { port: ofp::port::IN_PORT, max_len: 0 },
+                ])],
+                ..Default::default()
+            }),
+            &["priority=300,arp,arp_op=1 actions=move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],set_field:aa:bb:cc:dd:ee:ff->eth_src,set_field:2->arp_op,move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[],set_field:aa:bb:cc:dd:ee:ff->arp_sha,set_field:10.0.0.1->arp_spa,IN_PORT"],
+        ),
+        case(
+            "match vlan_vid untagged",
+            flow(FlowMod { priority: 250, match_: Match { fields: vec![Oxm::VlanVid(Masked::exact(0))] }, ..Default::default() }),
+            &["ADD priority=250,vlan_tci=0x0000/0x1fff actions=drop"],
         ),
         case("action resubmit", with_actions(vec![Action::Resubmit { in_port: 5 }]), &["actions=resubmit:5"]),
         case(

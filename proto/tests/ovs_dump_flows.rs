@@ -15,6 +15,7 @@ use ofp::instruction::Instruction;
 use ofp::multipart::{
     FlowStatsRequest, MultipartReply, MultipartReplyBody, MultipartRequest, MultipartRequestBody, MULTIPART_MORE,
 };
+use ofp::oxm::headers::*;
 use ofp::oxm::{Masked, Oxm};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -269,6 +270,27 @@ fn pipeline() -> Vec<FlowMod> {
             vec![apply(vec![Action::OutputReg { src: 0x0001_0204, ofs_nbits: 0x1f, max_len: 0xffff }])],
         ),
         flow(6, 0, vec![], vec![apply(vec![Action::Output { port: ofp::port::NORMAL, max_len: 0 }])]),
+        // An ARP responder for 10.0.0.254 (OF1.5's `move` is OFPAT_COPY_FIELD), answering on the
+        // port the request came in on.
+        flow(
+            0,
+            300,
+            vec![EthType(0x0806), ArpOp(1), ArpTpa(Masked::exact("10.0.0.254".parse().unwrap()))],
+            vec![apply(vec![
+                Action::copy_field(OXM_OF_ETH_SRC, OXM_OF_ETH_DST, 48),
+                Action::SetField(EthSrc(Masked::exact([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]))),
+                Action::SetField(ArpOp(2)),
+                Action::copy_field(OXM_OF_ARP_SHA, OXM_OF_ARP_THA, 48),
+                Action::copy_field(OXM_OF_ARP_SPA, OXM_OF_ARP_TPA, 32),
+                Action::SetField(ArpSha(Masked::exact([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]))),
+                Action::SetField(ArpSpa(Masked::exact("10.0.0.254".parse().unwrap()))),
+                Action::Output { port: ofp::port::IN_PORT, max_len: 0 },
+            ])],
+        ),
+        // VLAN matches: untagged only, one VID, any tag.
+        flow(0, 150, vec![InPort(2), VlanVid(Masked::exact(0))], vec![Instruction::GotoTable(1)]),
+        flow(0, 140, vec![VlanVid(Masked::exact(0x1005))], vec![]),
+        flow(0, 130, vec![VlanVid(Masked::masked(0x1000, 0x1000))], vec![]),
         // Ports by name, every flow flag.
         FlowMod {
             flags: 0x1f,

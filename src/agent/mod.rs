@@ -24,7 +24,9 @@ use crate::audit::writer::WriteError;
 use crate::audit::{AuditConfig, AuditLogger, AuditSender};
 use crate::compiler::{tables, Compiler};
 use crate::endpoint::Endpoint;
-use crate::model::LocalPort;
+use crate::model::Node;
+use crate::source::ovsdb::db::BridgePorts;
+use crate::source::ovsdb::BridgeSpec;
 use crate::source::SourceEvent;
 use crate::switch::{self, ConnectionConfig};
 use ofp::packet_in2::PacketIn2;
@@ -50,7 +52,9 @@ pub enum SourceConfig {
 pub struct AgentConfig {
     pub ofp: Endpoint,
     pub ovsdb: Endpoint,
-    pub bridge: String,
+    pub bridge: BridgeSpec,
+    /// What the flags say of the node: its addresses and Service ranges (OVSDB adds its ports).
+    pub node_net: Node,
     pub source: SourceConfig,
     pub node: String,
     /// Allow copies per second the Allow logging meter lets through to npagent (burst: twice that).
@@ -112,6 +116,9 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
         .await
         .map_err(|error| RunError::AdminAddr { addr: cfg.admin_addr, error })?;
     let state = Arc::new(RwLock::new(State::default()));
+    if let Ok(mut st) = state.write() {
+        st.store.set_node_config(&cfg.node_net);
+    }
     let metrics = Arc::new(AgentMetrics::default());
 
     let audit = AuditLogger::spawn(cfg.audit.clone(), Arc::new(StateResolver::new(Arc::clone(&state))));
@@ -133,7 +140,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
             tokio::spawn(crate::source::kube::watch_kube(client, source_tx))
         }
     };
-    let (ports_tx, mut ports_rx) = watch::channel::<Vec<LocalPort>>(Vec::new());
+    let (ports_tx, mut ports_rx) = watch::channel(BridgePorts::default());
     let names = tables::TABLES.iter().map(|(id, name)| (*id, name.to_string())).collect();
     let ovsdb_task =
         tokio::spawn(crate::source::ovsdb::run_ovsdb(cfg.ovsdb.clone(), cfg.bridge.clone(), names, ports_tx));

@@ -15,7 +15,7 @@ use crate::admin::health::Progress;
 use crate::admin::metrics::{AgentMetrics, KindLabel, TableLabel};
 use crate::audit::changes::ChangeAuditor;
 use crate::compiler::{self, tables, Change, Compiler, FlowTable, IdAllocator};
-use crate::model::LocalPort;
+use crate::source::ovsdb::db::BridgePorts;
 use crate::source::SourceEvent;
 use crate::switch::{ConnState, OfpError, SwitchError, SwitchHandle};
 use ofp::{meter, FlowMod, FlowModCommand, MeterBand, MeterMod};
@@ -145,9 +145,9 @@ impl Reconciler {
         self.pending.extend(changes);
     }
 
-    /// Replaces the bridge's pod ports.
-    pub fn set_ports(&mut self, ports: &[LocalPort]) {
-        let changes = self.state().store.set_ports(ports);
+    /// Replaces the bridge's classified ports.
+    pub fn set_ports(&mut self, ports: &BridgePorts) {
+        let changes = self.state().store.set_bridge_ports(ports);
         self.pending.extend(changes);
     }
 

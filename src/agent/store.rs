@@ -15,7 +15,8 @@
 //! an address two pods claim belongs to one of them only.
 
 use crate::compiler::Change;
-use crate::model::{convert, ClaimRank, Interner, LocalPort, Model, ObjectRef, Pod};
+use crate::model::{convert, ClaimRank, Interner, LocalPort, Model, Node, ObjectRef, Pod};
+use crate::source::ovsdb::db::BridgePorts;
 use crate::source::{Kind, KubeObject, SourceEvent, Sourced};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -140,7 +141,34 @@ impl Store {
         changes
     }
 
-    /// Replaces the bridge ports; returns the changes.
+    /// Replaces the bridge's classified ports (pods', the gateway, uplinks); returns the
+    /// changes.
+    pub fn set_bridge_ports(&mut self, ports: &BridgePorts) -> Vec<Change> {
+        let mut changes = self.set_ports(&ports.pods);
+        let node = &mut self.model.node;
+        if node.gateway != ports.gateway || node.uplinks != ports.uplinks {
+            node.gateway = ports.gateway.clone();
+            node.uplinks = ports.uplinks.clone();
+            changes.push(Change::Node);
+        }
+        changes
+    }
+
+    /// Sets what the flags say of the node (its addresses, the Service ranges), keeping the
+    /// ports OVSDB named; returns the changes.
+    pub fn set_node_config(&mut self, config: &Node) -> Vec<Change> {
+        let node = &mut self.model.node;
+        let old = (&node.gateway_ips, &node.node_ips, &node.service_cidrs);
+        if old == (&config.gateway_ips, &config.node_ips, &config.service_cidrs) {
+            return Vec::new();
+        }
+        node.gateway_ips = config.gateway_ips.clone();
+        node.node_ips = config.node_ips.clone();
+        node.service_cidrs = config.service_cidrs.clone();
+        vec![Change::Node]
+    }
+
+    /// Replaces the bridge's pod ports; returns the changes.
     pub fn set_ports(&mut self, ports: &[LocalPort]) -> Vec<Change> {
         let new: BTreeMap<u32, LocalPort> = ports.iter().map(|p| (p.ofport, p.clone())).collect();
         let mut changes = Vec::new();

@@ -11,12 +11,12 @@
 use super::cookie::{self, Kind};
 use super::flow::{self, DesiredFlows, FlowKey, FlowValue};
 use super::ids::IdAllocator;
-use super::pipeline::{pipeline_flows, port_flows};
+use super::pipeline::{node_flows, pipeline_flows, port_flows};
 use super::policy::{self, compile_policy, namespace_logging, policy_logging, Compiled, Conj, Lookup};
 use super::rules::{Direction, RuleTable};
 use super::tables::priority;
 use super::userdata::{Disposition, LogUserdata};
-use crate::model::{LocalPort, Model, ObjectRef, Peer, Policy, SharedStr};
+use crate::model::{LocalPort, Model, NodePort, ObjectRef, Peer, Policy, SharedStr};
 use ofp::{Action, Instruction};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -46,6 +46,8 @@ pub enum Change {
     Policy(ObjectRef),
     /// A bridge port (by ofport).
     Port(u32),
+    /// The node: its gateway, uplinks, addresses or Service ranges.
+    Node,
 }
 
 /// Indexes of the model the compiler keeps in step with the changes it is told about.
@@ -80,6 +82,10 @@ pub struct Compiler {
     clause_acts: BTreeMap<FlowKey, BTreeSet<Conj>>,
     /// Per-port flow keys and the ports that claim them, with each port's value.
     port_claims: BTreeMap<FlowKey, BTreeMap<u32, FlowValue>>,
+    /// The keys of the node's flows (gateway, uplinks, Services).
+    node_keys: BTreeSet<FlowKey>,
+    /// The node's ports (gateway, uplinks), for their names.
+    node_ports: Vec<NodePort>,
     flows: DesiredFlows,
     rules: RuleTable,
     touched: BTreeSet<FlowKey>,
@@ -98,6 +104,8 @@ impl Compiler {
             isolated: BTreeMap::new(),
             clause_acts: BTreeMap::new(),
             port_claims: BTreeMap::new(),
+            node_keys: BTreeSet::new(),
+            node_ports: Vec::new(),
             flows: DesiredFlows::new(),
             rules: RuleTable::default(),
             touched: BTreeSet::new(),
@@ -116,6 +124,7 @@ impl Compiler {
         for (k, v) in pipeline_flows() {
             self.set_flow(k, Some(v));
         }
+        self.node_changed(model);
         let ports: BTreeSet<u32> = self.idx.ports.keys().chain(model.ports.keys()).copied().collect();
         for o in ports {
             self.port_changed(model, o);
@@ -179,6 +188,7 @@ impl Compiler {
                     self.port_changed(model, *o);
                     drops.insert(*o);
                 }
+                Change::Node => self.node_changed(model),
             }
         }
         for p in &policies {
@@ -225,9 +235,12 @@ impl Compiler {
         &self.ids
     }
 
-    /// Port names by ofport, for [`super::text::flows_text`].
+    /// Port names by ofport (pods' and the node's), for [`super::text::flows_text`].
     pub fn port_names(&self) -> BTreeMap<u32, String> {
-        self.idx.ports.iter().map(|(o, p)| (*o, p.interface.clone())).collect()
+        let mut names: BTreeMap<u32, String> =
+            self.idx.ports.iter().map(|(o, p)| (*o, p.interface.clone())).collect();
+        names.extend(self.node_ports.iter().map(|p| (p.ofport, p.interface.clone())));
+        names
     }
 
     fn index_policy(&mut self, r: &ObjectRef, p: Option<&Policy>) {
@@ -399,6 +412,21 @@ impl Compiler {
         }
         for k in keys {
             self.refresh_port_key(k);
+        }
+    }
+
+    /// Replaces the node's flows with those of `model.node`.
+    fn node_changed(&mut self, model: &Model) {
+        let new: BTreeMap<FlowKey, FlowValue> = node_flows(&model.node).into_iter().collect();
+        self.node_ports = model.node.gateway.iter().chain(&model.node.uplinks).cloned().collect();
+        for k in std::mem::take(&mut self.node_keys) {
+            if !new.contains_key(&k) {
+                self.set_flow(k, None);
+            }
+        }
+        for (k, v) in new {
+            self.node_keys.insert(k.clone());
+            self.set_flow(k, Some(v));
         }
     }
 

@@ -22,6 +22,8 @@ pub enum Kind {
     DefaultDrop = 3,
     /// A local pod's forwarding flows; low bits = ofport.
     Port = 4,
+    /// The node's flows (gateway, uplinks, Services); low bits = ofport of the node's port.
+    Node = 5,
 }
 
 const LOW_BITS: u64 = (1 << 40) - 1;
@@ -47,6 +49,7 @@ pub fn kind(cookie: u64) -> Option<Kind> {
         2 => Kind::Rule,
         3 => Kind::DefaultDrop,
         4 => Kind::Port,
+        5 => Kind::Node,
         _ => return None,
     })
 }

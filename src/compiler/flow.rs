@@ -40,9 +40,45 @@ pub(crate) const ETH_IP: u16 = 0x0800;
 pub(crate) const ETH_IPV6: u16 = 0x86dd;
 pub(crate) const ETH_ARP: u16 = 0x0806;
 
+/// The registers the pipeline carries between tables:
+/// - `reg1`: the local destination's ofport (a pod, the gateway or an uplink), set by
+///   L2ForwardingCalc (or by the Service flows); Output sends only there.
+/// - `reg2`: the source pod's ofport, set by the Classifier for a pod's port and by
+///   ConntrackState for traffic the gateway brings back from a local pod (after a Service's
+///   DNAT); the egress tables match it.
+/// - `reg3`: where the packet came from, [`from`] flags.
+pub mod from {
+    /// From a pod's port.
+    pub const POD: u32 = 0x1;
+    /// From the gateway port.
+    pub const GATEWAY: u32 = 0x2;
+    /// From an uplink or tunnel port.
+    pub const UPLINK: u32 = 0x4;
+    /// From the gateway with one of the node's own addresses as source: the node's own traffic.
+    pub const NODE: u32 = 0x8;
+}
+
+const LOW_HALF: u64 = 0x0000_0000_ffff_ffff;
+const HIGH_HALF: u64 = 0xffff_ffff_0000_0000;
+
 /// `reg1=<ofport>`, in the form OVS reports it (low half of xreg0).
 pub fn reg1(ofport: u32) -> Oxm {
-    Oxm::XReg { index: 0, value: Masked::masked(u64::from(ofport), 0x0000_0000_ffff_ffff) }
+    Oxm::XReg { index: 0, value: Masked::masked(u64::from(ofport), LOW_HALF) }
+}
+
+/// `reg2=<ofport>` (the source pod), in the form OVS reports it (high half of xreg1).
+pub fn reg2(ofport: u32) -> Oxm {
+    Oxm::XReg { index: 1, value: Masked::masked(u64::from(ofport) << 32, HIGH_HALF) }
+}
+
+/// `reg3=<flags>/<flags>`: every flag in `flags` set (low half of xreg1).
+pub fn from_flags(flags: u32) -> Oxm {
+    Oxm::XReg { index: 1, value: Masked::masked(u64::from(flags), u64::from(flags)) }
+}
+
+/// `set_field:<value>->reg<index>`.
+pub fn set_reg(index: u8, value: u32) -> Action {
+    Action::SetField(Oxm::Reg { index, value: Masked::exact(value) })
 }
 
 /// `ip,nw_src=<prefix>` or `ipv6,ipv6_src=<prefix>`.
@@ -85,6 +121,7 @@ pub mod ct {
     pub const NEW: u32 = 0x01;
     pub const EST: u32 = 0x02;
     pub const REL: u32 = 0x04;
+    pub const RPL: u32 = 0x08;
     pub const INV: u32 = 0x10;
     pub const TRK: u32 = 0x20;
 }
@@ -107,6 +144,23 @@ pub fn output(port: u32) -> Action {
 /// `ct(table=<t>,zone=65520)` or `ct(commit,zone=65520)`.
 pub fn ct_action(commit: bool, table: Option<u8>) -> Action {
     Action::Ct(Ct { flags: u16::from(commit), zone: CtZoneSrc::Imm(tables::CT_ZONE), table, alg: 0, actions: vec![] })
+}
+
+/// `ct(commit,zone=65520,exec(set_field:<mark>->ct_mark))`: commits a connection with the
+/// ofport of the node's port it entered by, so that its replies go back out there.
+pub fn ct_commit_marked(mark: u32) -> Action {
+    Action::Ct(Ct {
+        flags: 1,
+        zone: CtZoneSrc::Imm(tables::CT_ZONE),
+        table: None,
+        alg: 0,
+        actions: vec![Action::SetField(Oxm::CtMark(Masked::exact(mark)))],
+    })
+}
+
+/// `set_field:<mac>->eth_dst`.
+pub fn set_eth_dst(mac: [u8; 6]) -> Action {
+    Action::SetField(Oxm::EthDst(Masked::exact(mac)))
 }
 
 /// Bytes of a packet a logging copy carries: the audit decoder reads only the headers

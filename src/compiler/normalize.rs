@@ -111,6 +111,8 @@ fn normalize_field(f: &Oxm) -> Option<Oxm> {
         Oxm::CtMark(m) => Oxm::CtMark(masked(m, 0, u32::MAX, |a, b| a & b)?),
         Oxm::CtLabel(m) => Oxm::CtLabel(masked(m, 0, u128::MAX, |a, b| a & b)?),
         Oxm::PktMark(m) => Oxm::PktMark(masked(m, 0, u32::MAX, |a, b| a & b)?),
+        // OVS's vlan_tci holds 13 bits (VID and the present bit): that mask is an exact match.
+        Oxm::VlanVid(m) => Oxm::VlanVid(masked(&Masked { value: m.value, mask: m.mask.map(|x| x & 0x1fff) }, 0, 0x1fff, |a, b| a & b)?),
         other => other.clone(),
     })
 }
@@ -122,6 +124,7 @@ fn rank(f: &Oxm) -> u8 {
         Oxm::EthType(_) => 1,
         Oxm::EthDst(_) => 2,
         Oxm::EthSrc(_) => 3,
+        Oxm::VlanVid(_) => 3,
         Oxm::IpProto(_) | Oxm::ArpOp(_) => 4,
         Oxm::Ipv4Src(_) | Oxm::ArpSpa(_) => 5,
         Oxm::Ipv4Dst(_) | Oxm::ArpTpa(_) => 6,

@@ -1,19 +1,22 @@
-//! The flows that do not depend on policies: the fixed pipeline, and the flows of each local
-//! pod's port (classification, spoof guard, forwarding, output). `docs/pipeline.md` explains
-//! the pipeline table by table; this module is its source of truth.
+//! The flows that do not depend on policies: the fixed pipeline, the flows of each local
+//! pod's port (classification, spoof guard, forwarding, output) and the node's flows (the
+//! gateway, uplinks, Services). `docs/pipeline.md` explains the pipeline table by table; this
+//! module is its source of truth.
 
 use super::cookie::{self, Kind};
-use super::flow::{self, ct, FlowKey, FlowValue, ETH_ARP, ETH_IP, ETH_IPV6};
+use super::flow::{self, ct, from, FlowKey, FlowValue, ETH_ARP, ETH_IP, ETH_IPV6};
 use super::tables;
-use crate::model::LocalPort;
+use crate::model::{LocalPort, Node, NodePort};
 use ofp::{Action, Instruction, Masked, Oxm};
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 const ICMPV6: u8 = 58;
+const ND_ROUTER_ADVERT: u8 = 134;
 const ND_NEIGHBOR_SOLICIT: u8 = 135;
 const ND_NEIGHBOR_ADVERT: u8 = 136;
-/// The group bit of a MAC address: set in broadcast and multicast addresses.
-const MAC_GROUP_BIT: [u8; 6] = [0x01, 0, 0, 0, 0, 0];
+const ND_REDIRECT: u8 = 137;
+const ARP_REQUEST: u16 = 1;
+const ARP_REPLY: u16 = 2;
 /// fe80::/10: link-local addresses, which no policy names but neighbour discovery uses.
 const LINK_LOCAL: (Ipv6Addr, Ipv6Addr) =
     (Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), Ipv6Addr::new(0xffc0, 0, 0, 0, 0, 0, 0, 0));
@@ -22,20 +25,93 @@ fn apply(actions: Vec<Action>) -> Instruction {
     Instruction::ApplyActions(actions)
 }
 
-fn normal() -> Instruction {
-    apply(vec![flow::output(ofp::port::NORMAL)])
+fn into_conntrack() -> Action {
+    flow::ct_action(false, Some(tables::CONNTRACK_STATE))
 }
 
-fn into_conntrack() -> Instruction {
-    apply(vec![flow::ct_action(false, Some(tables::CONNTRACK_STATE))])
-}
-
-fn eth_type(ip: &IpAddr) -> u16 {
-    if ip.is_ipv4() {
-        ETH_IP
-    } else {
-        ETH_IPV6
+/// `ip,nw_dst=A` or `ipv6,ipv6_dst=A`.
+fn ip_dst(ip: &IpAddr) -> Vec<Oxm> {
+    match ip {
+        IpAddr::V4(a) => vec![Oxm::EthType(ETH_IP), Oxm::Ipv4Dst(Masked::exact(*a))],
+        IpAddr::V6(a) => vec![Oxm::EthType(ETH_IPV6), Oxm::Ipv6Dst(Masked::exact(*a))],
     }
+}
+
+/// `ip,nw_src=A` or `ipv6,ipv6_src=A`.
+fn ip_src(ip: &IpAddr) -> Vec<Oxm> {
+    match ip {
+        IpAddr::V4(a) => vec![Oxm::EthType(ETH_IP), Oxm::Ipv4Src(Masked::exact(*a))],
+        IpAddr::V6(a) => vec![Oxm::EthType(ETH_IPV6), Oxm::Ipv6Src(Masked::exact(*a))],
+    }
+}
+
+/// `vlan_tci=0x0000/0x1fff`: frames without an 802.1Q header only (no VLAN hopping, and no
+/// priority tag either).
+fn untagged() -> Oxm {
+    Oxm::VlanVid(Masked::exact(0))
+}
+
+/// The ARP reply to a request for `ip`, owned by `mac`, sent back out the port the request
+/// came in by: the switch answers, so no pod hears another's ARP.
+fn arp_reply(ip: Ipv4Addr, mac: [u8; 6]) -> Vec<Action> {
+    use ofp::oxm::headers::*;
+    vec![
+        Action::copy_field(OXM_OF_ETH_SRC, OXM_OF_ETH_DST, 48),
+        Action::SetField(Oxm::EthSrc(Masked::exact(mac))),
+        Action::SetField(Oxm::ArpOp(ARP_REPLY)),
+        Action::copy_field(OXM_OF_ARP_SHA, OXM_OF_ARP_THA, 48),
+        Action::copy_field(OXM_OF_ARP_SPA, OXM_OF_ARP_TPA, 32),
+        Action::SetField(Oxm::ArpSha(Masked::exact(mac))),
+        Action::SetField(Oxm::ArpSpa(Masked::exact(ip))),
+        flow::output(ofp::port::IN_PORT),
+    ]
+}
+
+/// `arp,arp_op=1,arp_tpa=<ip>`.
+fn arp_request_for(ip: Ipv4Addr) -> Vec<Oxm> {
+    vec![Oxm::EthType(ETH_ARP), Oxm::ArpOp(ARP_REQUEST), Oxm::ArpTpa(Masked::exact(ip))]
+}
+
+fn nd(kind: u8) -> Vec<Oxm> {
+    vec![Oxm::EthType(ETH_IPV6), Oxm::IpProto(ICMPV6), Oxm::Icmpv6Type(kind)]
+}
+
+/// The neighbour discovery messages for a holder of IPv6 address `a` (a solicitation for
+/// `a`, an advertisement sent to `a`): NeighborForward sends them to its port, and nowhere
+/// else.
+fn nd_to(a: Ipv6Addr) -> [Vec<Oxm>; 2] {
+    let mut solicit = nd(ND_NEIGHBOR_SOLICIT);
+    solicit.push(Oxm::Ipv6NdTarget(Masked::exact(a)));
+    let mut advert = nd(ND_NEIGHBOR_ADVERT);
+    advert.push(Oxm::Ipv6Dst(Masked::exact(a)));
+    [solicit, advert]
+}
+
+/// The NeighborForward flows of a holder of `ips` on port `o` with MAC `mac`: ARP requests
+/// for its IPv4 addresses answered by the switch; ARP replies to it only from the gateway
+/// (answers to requests the gateway was sent); IPv6 neighbour discovery for it forwarded to
+/// its port.
+fn neighbor_flows(ips: &[IpAddr], o: u32, mac: Option<[u8; 6]>, priority: u16, v: impl Fn(Vec<Instruction>) -> FlowValue) -> Vec<(FlowKey, FlowValue)> {
+    let k = FlowKey::new;
+    let table = tables::NEIGHBOR_FORWARD;
+    let mut out = Vec::new();
+    for ip in ips {
+        match ip {
+            IpAddr::V4(a) => {
+                if let Some(mac) = mac {
+                    out.push((k(table, priority + 10, arp_request_for(*a)), v(vec![apply(arp_reply(*a, mac))])));
+                }
+                let answer = vec![Oxm::EthType(ETH_ARP), Oxm::ArpTpa(Masked::exact(*a)), flow::from_flags(from::GATEWAY)];
+                out.push((k(table, priority, answer), v(vec![apply(vec![flow::output(o)])])));
+            }
+            IpAddr::V6(a) => {
+                for m in nd_to(*a) {
+                    out.push((k(table, priority, m), v(vec![apply(vec![flow::output(o)])])));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The fixed flows of the pipeline.
@@ -45,11 +121,11 @@ pub fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
     let k = FlowKey::new;
     let drop = || v(vec![]);
     let mut out = vec![
-        // Ports that are not pods' (the node's own): ARP and other non-IP to NORMAL.
-        (k(CLASSIFIER, priority::MISS, vec![]), v(vec![normal()])),
+        // A port of no class (LOCAL, no external_ids yet, a stray veth) sends nothing.
+        (k(CLASSIFIER, priority::MISS, vec![]), drop()),
         // Anything from a pod's port that its own-address flows did not pass.
         (k(SPOOF_GUARD, priority::MISS, vec![]), drop()),
-        (k(CONNTRACK_STATE, priority::NORMAL, vec![flow::ct_state(ct::INV | ct::TRK, 0)]), drop()),
+        (k(CONNTRACK_STATE, priority::SKIP, vec![flow::ct_state(ct::INV | ct::TRK, 0)]), drop()),
         (k(CONNTRACK_STATE, priority::MISS, vec![]), v(vec![flow::goto(EGRESS_RULE)])),
         (
             k(EGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::EST | ct::TRK, ct::NEW)]),
@@ -61,16 +137,8 @@ pub fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
         ),
         (k(EGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(EGRESS_DEFAULT_RULE)])),
         (k(EGRESS_DEFAULT_RULE, priority::MISS, vec![]), v(vec![flow::goto(L2_FORWARDING_CALC)])),
-        // IP to a group MAC without a local pod IP destination: no pod may get it by flooding.
-        (
-            k(
-                L2_FORWARDING_CALC,
-                priority::NON_UNICAST,
-                vec![Oxm::EthDst(Masked::masked(MAC_GROUP_BIT, MAC_GROUP_BIT))],
-            ),
-            drop(),
-        ),
-        (k(L2_FORWARDING_CALC, priority::MISS, vec![]), v(vec![flow::goto(INGRESS_RULE)])),
+        // IP for no local pod, not from a pod (nothing to route it to): dropped.
+        (k(L2_FORWARDING_CALC, priority::MISS, vec![]), drop()),
         (
             k(INGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::EST | ct::TRK, ct::NEW)]),
             v(vec![flow::goto(CONNTRACK_COMMIT)]),
@@ -79,18 +147,21 @@ pub fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
             k(INGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::REL | ct::TRK, ct::NEW)]),
             v(vec![flow::goto(CONNTRACK_COMMIT)]),
         ),
+        // The node's own connections into its pods are always allowed, and never logged.
+        (k(INGRESS_RULE, priority::SKIP, vec![flow::from_flags(from::NODE)]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
         (k(INGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(INGRESS_DEFAULT_RULE)])),
         (k(INGRESS_DEFAULT_RULE, priority::MISS, vec![]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
         (k(CONNTRACK_COMMIT, priority::MISS, vec![]), v(vec![flow::goto(OUTPUT)])),
-        // IP with no local pod destination (reg1 unset), for the node's own ports.
-        (k(OUTPUT, priority::MISS, vec![]), v(vec![normal()])),
+        // Only the port in reg1 receives anything: nothing is flooded.
+        (k(OUTPUT, priority::MISS, vec![]), drop()),
+        (k(NEIGHBOR_FORWARD, priority::MISS, vec![]), drop()),
     ];
-    for nd in [ND_NEIGHBOR_SOLICIT, ND_NEIGHBOR_ADVERT] {
-        let m = vec![Oxm::EthType(ETH_IPV6), Oxm::IpProto(ICMPV6), Oxm::Icmpv6Type(nd)];
-        out.push((k(CLASSIFIER, priority::ND, m), v(vec![normal()])));
+    // Neighbour discovery its own flows in SpoofGuard did not pass, router advertisements and
+    // redirects are not IP to forward: a pod could poison the node's neighbour cache or routes.
+    for kind in [ND_ROUTER_ADVERT, ND_NEIGHBOR_SOLICIT, ND_NEIGHBOR_ADVERT, ND_REDIRECT] {
+        out.push((k(SPOOF_GUARD, priority::NODE, nd(kind)), drop()));
     }
     for eth in [ETH_IP, ETH_IPV6] {
-        out.push((k(CLASSIFIER, priority::IP, vec![Oxm::EthType(eth)]), v(vec![into_conntrack()])));
         out.push((
             k(CONNTRACK_COMMIT, priority::NORMAL, vec![Oxm::EthType(eth), flow::ct_state(ct::NEW | ct::TRK, 0)]),
             v(vec![apply(vec![flow::ct_action(true, None)]), flow::goto(OUTPUT)]),
@@ -99,10 +170,13 @@ pub fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
     out
 }
 
-/// The flows of one local pod's port: the Classifier sends its packets to SpoofGuard, which
-/// passes only the pod's own MAC with its own addresses (`ip-address`, `attached-mac`);
-/// L2ForwardingCalc sends the pod's addresses (then its MAC) to its port through the policy
-/// tables; Output delivers to it. A port without a MAC or an address sends nothing.
+/// The flows of one local pod's port: the Classifier names it as the source pod and sends
+/// its packets to SpoofGuard, which passes only the pod's own MAC with its own addresses
+/// (`ip-address`, `attached-mac`), untagged; ConntrackState names it as the source of what
+/// the gateway brings back from its addresses; L2ForwardingCalc sends IP for its addresses
+/// to its port (with its MAC) through the policy tables; NeighborForward sends it the ARP
+/// and neighbour discovery about its addresses; Output delivers to it. A port without a MAC
+/// or an address sends nothing.
 ///
 /// Two ports may claim the same address or MAC (OVSDB between a pod's removal and its
 /// successor's creation): their forwarding flows then share a key, which the compiler
@@ -113,72 +187,177 @@ pub fn port_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
     let v =
         |instructions: Vec<Instruction>| FlowValue { cookie: cookie::cookie(Kind::Port, u64::from(o)), instructions };
     let k = FlowKey::new;
-    let to_pod = || {
-        vec![apply(vec![Action::SetField(Oxm::Reg { index: 1, value: Masked::exact(o) })]), flow::goto(INGRESS_RULE)]
-    };
     let mut out = vec![
-        (k(CLASSIFIER, priority::NORMAL, vec![Oxm::InPort(o)]), v(vec![flow::goto(SPOOF_GUARD)])),
+        (
+            k(CLASSIFIER, priority::NORMAL, vec![Oxm::InPort(o)]),
+            v(vec![apply(vec![flow::set_reg(2, o), flow::set_reg(3, from::POD)]), flow::goto(SPOOF_GUARD)]),
+        ),
         (k(OUTPUT, priority::NORMAL, vec![flow::reg1(o)]), v(vec![apply(vec![flow::output(o)])])),
     ];
     for ip in &p.ips {
-        let dst = match ip {
-            IpAddr::V4(a) => Oxm::Ipv4Dst(Masked::exact(*a)),
-            IpAddr::V6(a) => Oxm::Ipv6Dst(Masked::exact(*a)),
-        };
-        out.push((k(L2_FORWARDING_CALC, priority::NORMAL, vec![Oxm::EthType(eth_type(ip)), dst]), v(to_pod())));
+        let mut to_pod = vec![flow::set_reg(1, o)];
+        to_pod.extend(p.mac.map(flow::set_eth_dst));
+        out.push((k(L2_FORWARDING_CALC, priority::NORMAL, ip_dst(ip)), v(vec![apply(to_pod), flow::goto(INGRESS_RULE)])));
+        let mut behind_gateway = ip_src(ip);
+        behind_gateway.push(flow::from_flags(from::GATEWAY));
+        out.push((
+            k(CONNTRACK_STATE, priority::NORMAL, behind_gateway),
+            v(vec![apply(vec![flow::set_reg(2, o)]), flow::goto(EGRESS_RULE)]),
+        ));
     }
+    out.extend(neighbor_flows(&p.ips, o, p.mac, priority::NORMAL, v));
     let Some(mac) = p.mac else { return out };
-    out.push((k(L2_FORWARDING_CALC, priority::BY_MAC, vec![Oxm::EthDst(Masked::exact(mac))]), v(to_pod())));
 
     let from_pod = |mut fields: Vec<Oxm>| {
-        fields.extend([Oxm::InPort(o), Oxm::EthSrc(Masked::exact(mac))]);
+        fields.extend([Oxm::InPort(o), untagged(), Oxm::EthSrc(Masked::exact(mac))]);
         fields
     };
-    let mut has_v6 = false;
+    let to_neighbors = || v(vec![flow::goto(NEIGHBOR_FORWARD)]);
+    let mut own_v6 = Vec::new();
     for ip in &p.ips {
+        out.push((k(SPOOF_GUARD, priority::NORMAL, from_pod(ip_src(ip))), v(vec![apply(vec![into_conntrack()])])));
         match ip {
             IpAddr::V4(a) => {
                 let a = Masked::exact(*a);
-                out.push((
-                    k(SPOOF_GUARD, priority::NORMAL, from_pod(vec![Oxm::EthType(ETH_IP), Oxm::Ipv4Src(a)])),
-                    v(vec![into_conntrack()]),
-                ));
                 let arp = vec![Oxm::EthType(ETH_ARP), Oxm::ArpSpa(a), Oxm::ArpSha(Masked::exact(mac))];
-                out.push((k(SPOOF_GUARD, priority::NORMAL, from_pod(arp)), v(vec![normal()])));
+                out.push((k(SPOOF_GUARD, priority::NORMAL, from_pod(arp)), to_neighbors()));
             }
-            IpAddr::V6(a) => {
-                has_v6 = true;
-                let src = vec![Oxm::EthType(ETH_IPV6), Oxm::Ipv6Src(Masked::exact(*a))];
-                out.push((k(SPOOF_GUARD, priority::NORMAL, from_pod(src)), v(vec![into_conntrack()])));
-            }
+            IpAddr::V6(a) => own_v6.push(*a),
         }
     }
-    if has_v6 {
-        let nd =
-            |kind: u8, field: Oxm| vec![Oxm::EthType(ETH_IPV6), Oxm::IpProto(ICMPV6), Oxm::Icmpv6Type(kind), field];
+    if !own_v6.is_empty() {
         let link_local = Masked::masked(LINK_LOCAL.0, LINK_LOCAL.1);
-        // Solicitations from the pod's own addresses, its link-local one, or :: (DAD).
-        let mut solicit_from = vec![link_local, Masked::exact(Ipv6Addr::UNSPECIFIED)];
+        let with = |kind: u8, fields: Vec<Oxm>| {
+            let mut m = nd(kind);
+            m.extend(fields);
+            from_pod(m)
+        };
+        // Solicitations from the pod's own or its link-local addresses, for any target; from
+        // :: (duplicate address detection) only for the pod's own addresses, so that it cannot
+        // make another pod's new address fail DAD.
+        let mut solicitations = vec![with(ND_NEIGHBOR_SOLICIT, vec![Oxm::Ipv6Src(link_local)])];
         // Advertisements only for the pod's own addresses or a link-local one.
-        let mut advertise = vec![link_local];
-        for ip in &p.ips {
-            if let IpAddr::V6(a) = ip {
-                solicit_from.push(Masked::exact(*a));
-                advertise.push(Masked::exact(*a));
-            }
-        }
-        for src in solicit_from {
-            out.push((
-                k(SPOOF_GUARD, priority::SKIP, from_pod(nd(ND_NEIGHBOR_SOLICIT, Oxm::Ipv6Src(src)))),
-                v(vec![normal()]),
+        let mut advertisements = vec![with(ND_NEIGHBOR_ADVERT, vec![Oxm::Ipv6NdTarget(link_local)])];
+        for a in &own_v6 {
+            let a = Masked::exact(*a);
+            solicitations.push(with(ND_NEIGHBOR_SOLICIT, vec![Oxm::Ipv6Src(a)]));
+            solicitations.push(with(
+                ND_NEIGHBOR_SOLICIT,
+                vec![Oxm::Ipv6Src(Masked::exact(Ipv6Addr::UNSPECIFIED)), Oxm::Ipv6NdTarget(a)],
             ));
+            advertisements.push(with(ND_NEIGHBOR_ADVERT, vec![Oxm::Ipv6NdTarget(a)]));
         }
-        for target in advertise {
-            out.push((
-                k(SPOOF_GUARD, priority::SKIP, from_pod(nd(ND_NEIGHBOR_ADVERT, Oxm::Ipv6NdTarget(target)))),
-                v(vec![normal()]),
-            ));
+        for m in solicitations.into_iter().chain(advertisements) {
+            out.push((k(SPOOF_GUARD, priority::SKIP, m), to_neighbors()));
         }
+    }
+    out
+}
+
+/// The node's flows: its gateway and uplink ports classified, the node's own traffic marked,
+/// connections to Service ranges sent to the gateway, other pod traffic routed to it, replies
+/// sent back out the node's port the connection entered by, and neighbour discovery for the
+/// gateway's addresses. Without a gateway port only uplinks have flows.
+pub fn node_flows(node: &Node) -> Vec<(FlowKey, FlowValue)> {
+    let mut out = Vec::new();
+    if let Some(gw) = &node.gateway {
+        out.extend(node_port_flows(gw, from::GATEWAY));
+        out.extend(gateway_flows(node, gw));
+    }
+    for up in &node.uplinks {
+        out.extend(node_port_flows(up, from::UPLINK));
+    }
+    out
+}
+
+/// The flows every node port has: IP into conntrack, ARP and neighbour discovery to
+/// NeighborForward (both marked with where they came from), connections that entered by it
+/// committed with its ofport as `ct_mark`, their replies sent back out of it.
+fn node_port_flows(port: &NodePort, class: u32) -> Vec<(FlowKey, FlowValue)> {
+    use tables::*;
+    let o = port.ofport;
+    let v =
+        |instructions: Vec<Instruction>| FlowValue { cookie: cookie::cookie(Kind::Node, u64::from(o)), instructions };
+    let k = FlowKey::new;
+    let mut out = Vec::new();
+    let mark = flow::set_reg(3, class);
+    for eth in [ETH_IP, ETH_IPV6] {
+        out.push((
+            k(CLASSIFIER, priority::SKIP, vec![Oxm::InPort(o), untagged(), Oxm::EthType(eth)]),
+            v(vec![apply(vec![mark.clone(), into_conntrack()])]),
+        ));
+        out.push((
+            k(CONNTRACK_COMMIT, priority::SKIP, vec![Oxm::EthType(eth), flow::ct_state(ct::NEW | ct::TRK, 0), flow::from_flags(class)]),
+            v(vec![apply(vec![flow::ct_commit_marked(o)]), flow::goto(OUTPUT)]),
+        ));
+    }
+    let neighbors = [vec![Oxm::EthType(ETH_ARP)], nd(ND_NEIGHBOR_SOLICIT), nd(ND_NEIGHBOR_ADVERT)];
+    for mut m in neighbors {
+        m.extend([Oxm::InPort(o), untagged()]);
+        out.push((k(CLASSIFIER, priority::SKIP, m), v(vec![apply(vec![mark.clone()]), flow::goto(NEIGHBOR_FORWARD)])));
+    }
+    let mut back = vec![apply(vec![flow::set_reg(1, o)])];
+    if class == from::GATEWAY {
+        // The node's stack takes only frames for its own MAC: a pod replied to its peer's.
+        if let Some(mac) = port.mac {
+            back = vec![apply(vec![flow::set_reg(1, o), flow::set_eth_dst(mac)])];
+        }
+    }
+    back.push(flow::goto(INGRESS_RULE));
+    out.push((
+        k(
+            L2_FORWARDING_CALC,
+            priority::REPLY,
+            vec![flow::ct_state(ct::RPL | ct::TRK, 0), Oxm::CtMark(Masked::exact(o))],
+        ),
+        v(back),
+    ));
+    out.push((k(OUTPUT, priority::NORMAL, vec![flow::reg1(o)]), v(vec![apply(vec![flow::output(o)])])));
+    out
+}
+
+/// The gateway's own flows: the node's addresses, Services, routing, its neighbour discovery.
+fn gateway_flows(node: &Node, gw: &NodePort) -> Vec<(FlowKey, FlowValue)> {
+    use tables::*;
+    let o = gw.ofport;
+    let v =
+        |instructions: Vec<Instruction>| FlowValue { cookie: cookie::cookie(Kind::Node, u64::from(o)), instructions };
+    let k = FlowKey::new;
+    let mut out = Vec::new();
+    let to_gateway = || {
+        let mut a = vec![flow::set_reg(1, o)];
+        a.extend(gw.mac.map(flow::set_eth_dst));
+        a
+    };
+    for ip in node.own_addresses() {
+        let mut m = ip_src(&ip);
+        m.push(flow::from_flags(from::GATEWAY));
+        out.push((
+            k(CONNTRACK_STATE, priority::NODE, m),
+            v(vec![apply(vec![flow::set_reg(3, from::GATEWAY | from::NODE)]), flow::goto(EGRESS_RULE)]),
+        ));
+    }
+    for cidr in &node.service_cidrs {
+        // A pod's connection to a Service goes to the node, which DNATs it and sends it back
+        // through the gateway: its egress is judged then, against the real backend.
+        let mut m = flow::dst_prefix(cidr);
+        m.push(flow::from_flags(from::POD));
+        out.push((k(CONNTRACK_STATE, priority::ROUTE, m), v(vec![apply(to_gateway()), flow::goto(CONNTRACK_COMMIT)])));
+    }
+    for eth in [ETH_IP, ETH_IPV6] {
+        // Pod traffic for no local pod: the node routes it.
+        out.push((
+            k(L2_FORWARDING_CALC, priority::ROUTE, vec![Oxm::EthType(eth), flow::from_flags(from::POD)]),
+            v(vec![apply(to_gateway()), flow::goto(INGRESS_RULE)]),
+        ));
+    }
+    out.extend(neighbor_flows(&node.gateway_ips, o, gw.mac, priority::NODE, v));
+    // A pod's ARP or solicitation for an address beyond the node's pods: the node answers
+    // (proxy ARP) or not; no other pod hears it.
+    let neighbors = [vec![Oxm::EthType(ETH_ARP)], nd(ND_NEIGHBOR_SOLICIT), nd(ND_NEIGHBOR_ADVERT)];
+    for mut m in neighbors {
+        m.push(flow::from_flags(from::POD));
+        out.push((k(NEIGHBOR_FORWARD, priority::ROUTE, m), v(vec![apply(vec![flow::output(o)])])));
     }
     out
 }

@@ -3,8 +3,8 @@
 //!
 //! Every rule becomes one conjunction per port group: clause 1 the peers (ingress: source
 //! prefixes; egress: destination prefixes), clause 2 the applied-to local pods (ingress:
-//! `reg1=<ofport>`, the destination L2ForwardingCalc found; egress: `in_port=<ofport>`, the
-//! source SpoofGuard vouched for), clause 3 the ports. A named port resolves on the
+//! `reg1=<ofport>`, the destination L2ForwardingCalc found; egress: `reg2=<ofport>`, the
+//! source pod SpoofGuard vouched for), clause 3 the ports. A named port resolves on the
 //! destination: for ingress on the applied-to pod, for egress on the peer pod, so port groups
 //! split the applied-to pods (ingress) or the destination pods (egress).
 
@@ -139,11 +139,13 @@ pub(super) fn peer_match(direction: Direction, cidr: &Cidr) -> Vec<Oxm> {
 }
 
 /// A local pod's port as a direction's policy tables see it: the destination (`reg1`) for
-/// ingress, the source (`in_port`) for egress. The applied-to clause and the default drops.
+/// ingress, the source pod (`reg2`: the port it sent from, or the port of its address when
+/// the gateway brings its connection back after a Service's DNAT) for egress. The applied-to
+/// clause and the default drops.
 pub(super) fn applied_match(direction: Direction, ofport: u32) -> Oxm {
     match direction {
         Direction::Ingress => flow::reg1(ofport),
-        Direction::Egress => Oxm::InPort(ofport),
+        Direction::Egress => flow::reg2(ofport),
     }
 }
 

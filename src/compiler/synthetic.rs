@@ -105,6 +105,7 @@ pub trait ModelExt {
     fn with_pod(self, p: Pod) -> Self;
     fn with_port(self, p: LocalPort) -> Self;
     fn with_policy(self, p: Policy) -> Self;
+    fn with_node(self, n: crate::model::Node) -> Self;
 }
 
 impl ModelExt for Model {
@@ -120,6 +121,11 @@ impl ModelExt for Model {
         self.ports.insert(p.ofport, p);
         self
     }
+    fn with_node(mut self, n: crate::model::Node) -> Self {
+        self.node = n;
+        self
+    }
+
     fn with_policy(mut self, p: Policy) -> Self {
         self.policies.insert(oref(&p.namespace, &p.name), p);
         self
@@ -314,7 +320,24 @@ fn add_egress(p: &mut Policy, i: usize, k: usize, namespaces: usize) {
     };
 }
 
-/// x (logging on): pods a (local, port 1), b, c; y: pod d (local, port 2), default deny.
+/// The gateway's MAC in [`node`].
+pub const GATEWAY_MAC: [u8; 6] = [0x0a, 0x58, 0, 0, 0, 0xfe];
+
+/// A node with gateway `gw0` (ofport 100, 10.0.0.254 and fd00::fe), uplink `uplink0`
+/// (ofport 200) and Service range 10.96.0.0/12.
+pub fn node() -> crate::model::Node {
+    use crate::model::{Cidr, Node, NodePort};
+    Node {
+        gateway: Some(NodePort { ofport: 100, interface: "gw0".into(), mac: Some(GATEWAY_MAC) }),
+        uplinks: vec![NodePort { ofport: 200, interface: "uplink0".into(), mac: None }],
+        gateway_ips: vec!["10.0.0.254".parse().expect("ip"), "fd00::fe".parse().expect("ip")],
+        node_ips: Default::default(),
+        service_cidrs: vec![Cidr::new("10.96.0.0".parse().expect("ip"), 12)],
+    }
+}
+
+/// x (logging on): pods a (local, port 1), b, c; y: pod d (local, port 2), default deny; the
+/// node of [`node`].
 /// x/allow-b: b -> a on TCP 80 and the named port "web" (8080 on a).
 pub fn small_model() -> Model {
     use crate::model::ContainerPort;
@@ -342,4 +365,5 @@ pub fn small_model() -> Model {
             }],
         ))
         .with_policy(policy("y", "deny-all", sel(&[]), vec![]))
+        .with_node(node())
 }

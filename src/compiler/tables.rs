@@ -1,20 +1,25 @@
 //! The pipeline's tables: ids and the names npagent gives them through OVSDB (`Flow_Table`),
 //! which `ovs-ofctl dump-flows --names` prints.
 
-/// Sorts packets by the port they came in on: a pod's port to [`SPOOF_GUARD`]; any other
-/// port (the node's own: uplink, gateway, LOCAL) IP into conntrack, the rest to NORMAL.
+/// Sorts packets by the class of the port they came in on: a pod's port to [`SPOOF_GUARD`],
+/// the gateway's and uplinks' IP into conntrack and their ARP and neighbour discovery to
+/// [`NEIGHBOR_FORWARD`]; any other port (LOCAL, one without external_ids) is dropped.
 pub const CLASSIFIER: u8 = 0;
-/// From a pod's port, only that pod's own MAC and addresses pass (IP, ARP, ND); else drop.
+/// From a pod's port, only that pod's own MAC and addresses pass (IP, ARP, ND), untagged;
+/// else drop.
 pub const SPOOF_GUARD: u8 = 1;
-/// Drops invalid connections.
+/// Drops invalid connections; names the source pod of traffic the gateway brings back from a
+/// local pod (after a Service's DNAT) and marks the node's own traffic; sends pods'
+/// connections to Service ranges to the gateway without a policy verdict.
 pub const CONNTRACK_STATE: u8 = 2;
 /// Kubernetes NetworkPolicy egress rules (conjunctive matches on the source pod's port and
 /// the destination).
 pub const EGRESS_RULE: u8 = 3;
 /// Default drop of egress-isolated local pods (by the port they send from).
 pub const EGRESS_DEFAULT_RULE: u8 = 4;
-/// The local destination into `reg1 = ofport`: by IP address first, then by MAC; IP sent to
-/// a broadcast or multicast MAC without a local IP destination is dropped.
+/// The destination port into `reg1`: replies of connections that entered by a node's port go
+/// back out there; IP to a local pod's address goes to that pod (its MAC as destination);
+/// other IP from a pod is routed to the gateway; anything else is dropped.
 pub const L2_FORWARDING_CALC: u8 = 5;
 /// Kubernetes NetworkPolicy ingress rules (conjunctive matches).
 pub const INGRESS_RULE: u8 = 6;
@@ -22,11 +27,14 @@ pub const INGRESS_RULE: u8 = 6;
 pub const INGRESS_DEFAULT_RULE: u8 = 7;
 /// Commits new connections that got this far.
 pub const CONNTRACK_COMMIT: u8 = 8;
-/// Output to the local pod in `reg1`, else NORMAL (destinations beyond the node's pods).
+/// Output to the port in `reg1`; nothing else leaves.
 pub const OUTPUT: u8 = 9;
+/// ARP and neighbour discovery, forwarded by the address they ask about or answer to (the
+/// owner's port only, never flooded).
+pub const NEIGHBOR_FORWARD: u8 = 10;
 
 /// Every table, in pipeline order: (id, name).
-pub const TABLES: [(u8, &str); 10] = [
+pub const TABLES: [(u8, &str); 11] = [
     (CLASSIFIER, "Classifier"),
     (SPOOF_GUARD, "SpoofGuard"),
     (CONNTRACK_STATE, "ConntrackState"),
@@ -37,6 +45,7 @@ pub const TABLES: [(u8, &str); 10] = [
     (INGRESS_DEFAULT_RULE, "IngressDefaultRule"),
     (CONNTRACK_COMMIT, "ConntrackCommit"),
     (OUTPUT, "Output"),
+    (NEIGHBOR_FORWARD, "NeighborForward"),
 ];
 
 /// The name of table `id`, if it is one of npagent's.
@@ -51,22 +60,22 @@ pub fn table_id(name: &str) -> Option<u8> {
 
 /// Priorities npagent uses (Antrea's values where it has them).
 pub mod priority {
+    /// Replies of connections that entered by a node's port, back out there.
+    pub const REPLY: u16 = 220;
     /// Established/related connections skip the policy tables; a pod's neighbour discovery
-    /// in SpoofGuard.
+    /// in SpoofGuard; the node's own traffic skips the ingress rules; a node port's ARP, ND
+    /// and IP in the Classifier.
     pub const SKIP: u16 = 210;
     /// Clause flows, default drops, per-port flows (classification, spoof guard, forwarding
     /// by IP address, output).
     pub const NORMAL: u16 = 200;
     /// `conj_id` flows: the priority printed on Allow log lines.
     pub const CONJ: u16 = 190;
-    /// Forwarding to a local pod by MAC (below forwarding by IP address).
-    pub const BY_MAC: u16 = 190;
-    /// IP to a broadcast or multicast MAC with no local IP destination: dropped.
-    pub const NON_UNICAST: u16 = 180;
-    /// Neighbour discovery from the node's own ports, outside conntrack.
-    pub const ND: u16 = 110;
-    /// IP into conntrack.
-    pub const IP: u16 = 100;
+    /// The gateway's and the node's addresses (above any pod's: a pod cannot claim them);
+    /// a source pod behind the gateway.
+    pub const NODE: u16 = 205;
+    /// Routing to the gateway (below any local destination); Service ranges.
+    pub const ROUTE: u16 = 180;
     /// Table-miss flows.
     pub const MISS: u16 = 0;
 }
@@ -84,7 +93,7 @@ mod tests {
             assert_eq!(table_name(id), Some(name));
             assert_eq!(table_id(name), Some(id));
         }
-        assert_eq!(table_name(10), None);
+        assert_eq!(table_name(11), None);
         assert_eq!(table_id("Nope"), None);
     }
 }

@@ -2,7 +2,7 @@
 //! compiler's own state. Pure: no I/O.
 //!
 //! Each direction is answered where the pipeline decides it: the egress of the source when it
-//! is a local pod (EgressRule/EgressDefaultRule by `in_port`), the ingress of the destination
+//! is a local pod (EgressRule/EgressDefaultRule by `reg2`), the ingress of the destination
 //! when it is one (IngressRule/IngressDefaultRule by `reg1`). A direction is dropped when some
 //! policy isolates the pod ([`Compiler::isolating`]) and the connection's first packet
 //! completes none of the table's conjunctions ([`packet::completed_conjunctions`], which reads
@@ -186,7 +186,7 @@ pub fn explain(model: &Model, compiler: &Compiler, q: &Query) -> Result<Explanat
     let from = endpoint(model, from_pod, src);
     let to = endpoint(model, to_pod, dst);
     let pkt = Packet {
-        in_port: from.ofport,
+        src_port: from.ofport,
         reg1: to.ofport,
         src,
         dst,

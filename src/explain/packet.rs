@@ -12,8 +12,8 @@ use std::net::IpAddr;
 /// The fields of a connection's first packet the policy tables can match.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Packet {
-    /// The source pod's local port (egress tables match it).
-    pub in_port: Option<u32>,
+    /// The source pod's local port, as the Classifier sets it in `reg2` (egress tables).
+    pub src_port: Option<u32>,
     /// The destination pod's local port, as L2ForwardingCalc sets it (ingress tables).
     pub reg1: Option<u32>,
     pub src: IpAddr,
@@ -64,9 +64,10 @@ fn field_matches(f: &Oxm, pkt: &Packet) -> bool {
     let dport =
         |want: u8, m: &Masked<u16>| pkt.transport.is_some_and(|(p, port)| p == want && masked(m, port, u64::from));
     match f {
-        Oxm::InPort(p) => pkt.in_port == Some(*p),
         // reg1 is the low half of xreg0; npagent never sets reg0.
         Oxm::XReg { index: 0, value } => masked(value, u64::from(pkt.reg1.unwrap_or(0)), |v| v),
+        // reg2 is the high half of xreg1; the policy tables' clause flows do not match reg3.
+        Oxm::XReg { index: 1, value } => masked(value, u64::from(pkt.src_port.unwrap_or(0)) << 32, |v| v),
         Oxm::Reg { index: 1, value } => masked(value, pkt.reg1.unwrap_or(0), u64::from),
         Oxm::EthType(t) => *t == eth_type(&pkt.src),
         Oxm::IpProto(p) => proto == Some(*p),

@@ -7,11 +7,13 @@ pub mod intern;
 pub mod labels;
 pub mod liveness;
 pub mod names;
+pub mod node;
 pub mod selector;
 
 pub use intern::Interner;
 pub use labels::Labels;
 pub use liveness::{ClaimRank, Phase, PodLife};
+pub use node::{Node, NodePort};
 pub use selector::{LabelSelector, Requirement, SelectorOp};
 
 use std::collections::BTreeMap;
@@ -174,6 +176,8 @@ pub struct Model {
     pub policies: BTreeMap<ObjectRef, Policy>,
     /// Keyed by ofport.
     pub ports: BTreeMap<u32, LocalPort>,
+    /// The gateway, uplinks, the node's addresses and the Service ranges.
+    pub node: Node,
 }
 
 impl Model {

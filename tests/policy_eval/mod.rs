@@ -21,7 +21,7 @@ pub struct Packet {
     /// The other end: the source for ingress, the destination for egress.
     pub peer: IpAddr,
     /// The applied-to local pod's port: the destination (`reg1`) for ingress, the source
-    /// (`in_port`) for egress.
+    /// (`reg2`) for egress.
     pub ofport: u32,
     pub proto: u8,
     pub dport: u16,
@@ -64,7 +64,11 @@ fn field_matches(f: &Oxm, dir: Direction, p: &Packet) -> bool {
             let mask = value.mask.unwrap_or(u64::MAX);
             reg & mask == value.value & mask
         }
-        (Oxm::InPort(o), Direction::Egress) => *o == p.ofport,
+        (Oxm::XReg { index: 1, value }, Direction::Egress) => {
+            let reg = u64::from(p.ofport) << 32;
+            let mask = value.mask.unwrap_or(u64::MAX);
+            reg & mask == value.value & mask
+        }
         (other, _) => panic!("unexpected field in {dir:?} policy tables: {other:?}"),
     }
 }

@@ -278,6 +278,12 @@ pub(super) fn write_action(s: &mut String, a: &Action, n: &Names<'_>) {
             write_action_list(s, a, n);
             s.push(')');
         }
+        Action::RegMove { n_bits, src_offset, dst_offset, src, dst } => {
+            s.push_str("move:");
+            push_subfield(s, *src, *src_offset, *n_bits);
+            s.push_str("->");
+            push_subfield(s, *dst, *dst_offset, *n_bits);
+        }
         Action::OutputReg { src, ofs_nbits, .. } => {
             s.push_str("output:");
             push_ofs_nbits(s, *src, *ofs_nbits);

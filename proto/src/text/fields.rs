@@ -48,6 +48,16 @@ pub(super) fn nxm_name(header: u32) -> Option<(&'static str, u16)> {
         (class::NXM_0, 12) | (class::OPENFLOW_BASIC, 16) => ("NXM_OF_UDP_DST", 16),
         (class::NXM_0, 13) | (class::OPENFLOW_BASIC, 19) => ("NXM_OF_ICMP_TYPE", 8),
         (class::NXM_0, 14) | (class::OPENFLOW_BASIC, 20) => ("NXM_OF_ICMP_CODE", 8),
+        (class::NXM_0, 15) | (class::OPENFLOW_BASIC, 21) => ("NXM_OF_ARP_OP", 16),
+        (class::NXM_0, 16) | (class::OPENFLOW_BASIC, 22) => ("NXM_OF_ARP_SPA", 32),
+        (class::NXM_0, 17) | (class::OPENFLOW_BASIC, 23) => ("NXM_OF_ARP_TPA", 32),
+        (class::NXM_1, 17) | (class::OPENFLOW_BASIC, 24) => ("NXM_NX_ARP_SHA", 48),
+        (class::NXM_1, 18) | (class::OPENFLOW_BASIC, 25) => ("NXM_NX_ARP_THA", 48),
+        (class::NXM_1, 23) | (class::OPENFLOW_BASIC, 31) => ("NXM_NX_ND_TARGET", 128),
+        (class::NXM_1, 24) | (class::OPENFLOW_BASIC, 32) => ("NXM_NX_ND_SLL", 48),
+        (class::NXM_1, 25) | (class::OPENFLOW_BASIC, 33) => ("NXM_NX_ND_TLL", 48),
+        // OVS counts OXM_OF_VLAN_VID as 12 bits wide (its `be16 (low 12 bits)`).
+        (class::OPENFLOW_BASIC, 6) => ("OXM_OF_VLAN_VID", 12),
         (class::OPENFLOW_BASIC, 0) => ("OXM_OF_IN_PORT", 32),
         (class::OPENFLOW_BASIC, 2) => ("OXM_OF_METADATA", 64),
         (class::OPENFLOW_BASIC, 17) => ("OXM_OF_SCTP_SRC", 16),
@@ -78,7 +88,8 @@ pub(super) fn push_subfield(s: &mut String, header: u32, ofs: u16, n_bits: u16) 
             } else if n_bits == 1 {
                 let _ = write!(s, "[{ofs}]");
             } else {
-                let _ = write!(s, "[{}..{}]", ofs, u32::from(ofs) + u32::from(n_bits) - 1);
+                // OVS refuses a zero-bit subfield; printing one must not underflow: `[0..-1]`.
+                let _ = write!(s, "[{}..{}]", ofs, i64::from(ofs) + i64::from(n_bits) - 1);
             }
         }
         None => {
@@ -131,6 +142,36 @@ pub(super) fn write_set_field(s: &mut String, o: &Oxm, n: &Names<'_>) {
         Oxm::EthType(t) => {
             ds_put_hex(s, (*t).into());
             "eth_type".into()
+        }
+        Oxm::VlanVid(v) => {
+            dec_value(s, v);
+            "vlan_vid".into()
+        }
+        Oxm::ArpOp(op) => {
+            let _ = write!(s, "{op}");
+            "arp_op".into()
+        }
+        Oxm::ArpSpa(v) | Oxm::ArpTpa(v) => {
+            push_ipv4_masked(s, v.value.into(), v.mask.map_or(u32::MAX, u32::from));
+            if matches!(o, Oxm::ArpSpa(_)) { "arp_spa" } else { "arp_tpa" }.into()
+        }
+        Oxm::ArpSha(v) | Oxm::ArpTha(v) | Oxm::Ipv6NdSll(v) | Oxm::Ipv6NdTll(v) => {
+            push_mac(s, v.value);
+            if let Some(m) = v.mask.filter(|m| *m != [0xff; 6]) {
+                s.push('/');
+                push_mac(s, m);
+            }
+            match o {
+                Oxm::ArpSha(_) => "arp_sha",
+                Oxm::ArpTha(_) => "arp_tha",
+                Oxm::Ipv6NdSll(_) => "nd_sll",
+                _ => "nd_tll",
+            }
+            .into()
+        }
+        Oxm::Ipv6NdTarget(v) => {
+            push_ipv6_masked(s, v.value.into(), v.mask.map_or(u128::MAX, u128::from));
+            "nd_target".into()
         }
         Oxm::IpProto(p) => {
             let _ = write!(s, "{p}");

@@ -16,6 +16,8 @@ pub(super) struct View {
     regs: [(u32, u32); 32],
     metadata: (u64, u64),
     in_port: Option<u32>,
+    /// OVS's `vlans[0].tci` as OXM_OF_VLAN_VID sets it: the low 13 bits (VID and CFI) only.
+    vlan_tci: (u16, u16),
     dl_src: ([u8; 6], [u8; 6]),
     dl_dst: ([u8; 6], [u8; 6]),
     nw_src: (u32, u32),
@@ -62,6 +64,11 @@ impl View {
                     v.dl_src = (mac_and(x.value, mask), mask);
                 }
                 Oxm::EthType(t) => v.dl_type = Some(*t),
+                Oxm::VlanVid(x) => {
+                    // OVS's match_set_vlan_vid_masked: VID and CFI bits of the mask only.
+                    let mask = x.mask.unwrap_or(u16::MAX) & VLAN_VID_CFI;
+                    v.vlan_tci = (x.value & mask, mask);
+                }
                 Oxm::IpProto(p) => v.nw_proto = Some(*p),
                 Oxm::Ipv4Src(x) | Oxm::ArpSpa(x) => {
                     let mask = x.mask.map_or(u32::MAX, u32::from);
@@ -131,6 +138,23 @@ impl View {
             }
         }
         v
+    }
+}
+
+/// The VID (0x0fff) and CFI/OFPVID_PRESENT (0x1000) bits of a TCI.
+const VLAN_VID_CFI: u16 = 0x1fff;
+
+/// OVS's match_format of the outer VLAN (no PCP): `dl_vlan=N` when it matches a tag with
+/// exactly that VID, else `vlan_tci=0xVVVV/0xMMMM` (`vlan_tci=0x0000/0x1fff`: untagged only).
+/// The mask never has the PCP bits, so OVS's unmasked `vlan_tci=0xVVVV` form does not arise.
+fn vlan_tci(s: &mut String, (v, m): (u16, u16)) {
+    if m == 0 {
+        return;
+    }
+    if m & 0x1000 != 0 && v & 0x1000 != 0 && m & 0x0fff == 0x0fff {
+        let _ = write!(s, "dl_vlan={},", v & 0x0fff);
+    } else {
+        let _ = write!(s, "vlan_tci=0x{v:04x}/0x{m:04x},");
     }
 }
 
@@ -422,6 +446,7 @@ pub(super) fn write_match(s: &mut String, m: &Match, priority: Option<u16>, n: &
         push_port32(s, p, n);
         s.push(',');
     }
+    vlan_tci(s, v.vlan_tci);
     eth_masked(s, "dl_src", v.dl_src);
     eth_masked(s, "dl_dst", v.dl_dst);
     if !skip_type {

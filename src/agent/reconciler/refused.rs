@@ -123,6 +123,7 @@ pub fn owner(m: &FlowMod, rules: Option<&RuleTable>) -> String {
             format!("default drop of pod {pod}")
         }
         Some(cookie::Kind::Port) => format!("forwarding of ofport {}", cookie::payload(m.cookie)),
+        Some(cookie::Kind::Node) => format!("the node's flows of ofport {}", cookie::payload(m.cookie)),
         Some(cookie::Kind::Pipeline) => "pipeline flow".to_string(),
         None => "flow of someone else".to_string(),
     }

@@ -6,14 +6,14 @@ use std::net::IpAddr;
 
 use serde_json::{json, Value};
 
-use crate::model::{LocalPort, ObjectRef};
+use crate::model::{LocalPort, NodePort, ObjectRef};
 
 /// Columns npagent monitors, per table (the `monitor` request's third parameter).
 pub fn monitor_requests() -> Value {
     json!({
         "Bridge": {"columns": ["name", "ports", "flow_tables", "fail_mode"]},
         "Port": {"columns": ["name", "interfaces", "external_ids"]},
-        "Interface": {"columns": ["name", "ofport", "external_ids"]},
+        "Interface": {"columns": ["name", "ofport", "external_ids", "mac_in_use"]},
         "Flow_Table": {"columns": ["name"]},
     })
 }
@@ -41,6 +41,21 @@ pub struct Interface {
     /// `None` while unassigned (empty set) or failed (-1 is kept as is).
     pub ofport: Option<i64>,
     pub external_ids: BTreeMap<String, String>,
+    /// The MAC its network device uses, as OVS reads it from the device.
+    pub mac_in_use: Option<String>,
+}
+
+/// The ports of a bridge by class: pods', the node's gateway, uplinks and tunnels. Every other
+/// port (LOCAL, a port whose external_ids are not written yet, a stray veth) is in none and
+/// gets no flows: it sends and receives nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BridgePorts {
+    /// Sorted.
+    pub pods: Vec<LocalPort>,
+    /// The first gateway port by ofport, when there is one.
+    pub gateway: Option<NodePort>,
+    /// Sorted.
+    pub uplinks: Vec<NodePort>,
 }
 
 /// Rows by uuid.
@@ -88,21 +103,47 @@ impl Db {
         self.bridges.iter().find(|(_, b)| b.name == name)
     }
 
-    /// The pod ports of bridge `bridge`, sorted, plus problems with their external_ids.
-    pub fn local_ports(&self, bridge: &str) -> (Vec<LocalPort>, Vec<String>) {
-        let mut out = Vec::new();
+    /// The classified ports of bridge `bridge`, plus problems with their external_ids. A port
+    /// is an uplink when its `antrea-type` says `uplink` or `tunnel`, or its interface is named
+    /// in `uplink_names`.
+    pub fn bridge_ports(&self, bridge: &str, uplink_names: &[String]) -> (BridgePorts, Vec<String>) {
+        let mut out = BridgePorts::default();
+        let mut gateways = Vec::new();
         let mut problems = Vec::new();
         let Some((_, br)) = self.bridge(bridge) else { return (out, problems) };
         for port in br.ports.iter().filter_map(|u| self.ports.get(u)) {
             for iface in port.interfaces.iter().filter_map(|u| self.interfaces.get(u)) {
-                if let Some(lp) = local_port(port, iface, &mut problems) {
-                    out.push(lp);
+                let get = |k: &str| iface.external_ids.get(k).or_else(|| port.external_ids.get(k)).map(String::as_str);
+                match get(ANTREA_TYPE) {
+                    Some(GATEWAY) => gateways.extend(node_port(iface, &mut problems)),
+                    Some(UPLINK | TUNNEL) => out.uplinks.extend(node_port(iface, &mut problems)),
+                    _ if uplink_names.contains(&iface.name) => out.uplinks.extend(node_port(iface, &mut problems)),
+                    _ => out.pods.extend(local_port(port, iface, &mut problems)),
                 }
             }
         }
-        out.sort();
-        out.dedup();
+        out.pods.sort();
+        out.pods.dedup();
+        out.uplinks.sort();
+        out.uplinks.dedup();
+        gateways.sort();
+        if gateways.len() > 1 {
+            let names: Vec<&str> = gateways.iter().map(|g| g.interface.as_str()).collect();
+            problems.push(format!(
+                "{} ports are marked antrea-type=gateway ({}): using {}, the others get no flows",
+                gateways.len(),
+                names.join(", "),
+                names[0]
+            ));
+        }
+        out.gateway = gateways.into_iter().next();
         (out, problems)
+    }
+
+    /// The pod ports of bridge `bridge`, sorted, plus problems with their external_ids.
+    pub fn local_ports(&self, bridge: &str) -> (Vec<LocalPort>, Vec<String>) {
+        let (ports, problems) = self.bridge_ports(bridge, &[]);
+        (ports.pods, problems)
     }
 }
 
@@ -126,16 +167,39 @@ const POD_NAME: &str = "pod-name";
 const POD_NAMESPACE: &str = "pod-namespace";
 const IP_ADDRESS: &str = "ip-address";
 const ATTACHED_MAC: &str = "attached-mac";
+/// Antrea's key for a port's role, and the roles npagent reads from it.
+const ANTREA_TYPE: &str = "antrea-type";
+const GATEWAY: &str = "gateway";
+const UPLINK: &str = "uplink";
+const TUNNEL: &str = "tunnel";
 /// Highest ofport of a physical/virtual port (OFPP_MAX - 1): above it are reserved ports.
 const MAX_OFPORT: i64 = 0xfeff;
+
+fn valid_ofport(iface: &Interface) -> Option<u32> {
+    iface.ofport.filter(|p| (1..=MAX_OFPORT).contains(p)).and_then(|p| u32::try_from(p).ok())
+}
+
+fn node_port(iface: &Interface, problems: &mut Vec<String>) -> Option<NodePort> {
+    let ofport = valid_ofport(iface)?;
+    let mac = match iface.mac_in_use.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(s) => {
+            let mac = parse_mac(s);
+            if mac.is_none() {
+                problems.push(format!("interface {}: mac_in_use {s:?} is not a MAC address", iface.name));
+            }
+            mac
+        }
+    };
+    Some(NodePort { ofport, interface: iface.name.clone(), mac })
+}
 
 fn local_port(port: &Port, iface: &Interface, problems: &mut Vec<String>) -> Option<LocalPort> {
     // Interface keys take precedence; Port keys are the fallback.
     let get = |k: &str| iface.external_ids.get(k).or_else(|| port.external_ids.get(k)).map(String::as_str);
     let name = get(POD_NAME).filter(|s| !s.is_empty())?;
     let namespace = get(POD_NAMESPACE).filter(|s| !s.is_empty())?;
-    let ofport = iface.ofport.filter(|p| (1..=MAX_OFPORT).contains(p))?;
-    let ofport = u32::try_from(ofport).ok()?;
+    let ofport = valid_ofport(iface)?;
     let who = format!("interface {} (pod {namespace}/{name})", iface.name);
     let mut ips = Vec::new();
     for token in get(IP_ADDRESS).unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()) {
@@ -271,7 +335,8 @@ fn port(row: &Value) -> Result<Port, String> {
 
 fn interface(row: &Value) -> Result<Interface, String> {
     let ofport = row.get("ofport").and_then(|v| set_items(v).first().and_then(|p| p.as_i64()));
-    Ok(Interface { name: name(row), ofport, external_ids: string_map(row.get("external_ids"))? })
+    let mac_in_use = row.get("mac_in_use").and_then(optional_string);
+    Ok(Interface { name: name(row), ofport, external_ids: string_map(row.get("external_ids"))?, mac_in_use })
 }
 
 #[cfg(test)]

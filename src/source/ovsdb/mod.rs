@@ -1,7 +1,8 @@
-//! The bridge's pod ports from OVSDB: a small RFC 7047 JSON-RPC client.
+//! The bridge's ports from OVSDB: a small RFC 7047 JSON-RPC client.
 //!
 //! It `monitor`s Bridge, Port, Interface and Flow_Table rows of the Open_vSwitch database and
-//! publishes the pod ports of one bridge (see [`db`] for what makes a pod port) on a
+//! publishes the classified ports of one bridge (see [`db`] for what makes a pod, gateway or
+//! uplink port) on a
 //! `watch` channel, sorted, whenever they change. It also names npagent's OpenFlow tables
 //! ([`tables`]). When OVSDB goes away it says so, keeps the last published ports (the
 //! datapath still has them) and reconnects with backoff; the monitor reply on reconnect
@@ -20,23 +21,30 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
 use crate::endpoint::Endpoint;
-use crate::model::LocalPort;
 use crate::source::Error;
-use db::Db;
+use db::{BridgePorts, Db};
 use rpc::Framer;
 
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const MONITOR_ID: u64 = 0;
 
-/// Follows the pod ports of `bridge` in the OVSDB at `ep`, publishing them on `ports_tx`,
+/// The bridge npagent follows, and what it takes for an uplink beyond `antrea-type`.
+#[derive(Debug, Clone, Default)]
+pub struct BridgeSpec {
+    pub name: String,
+    /// Interfaces that are uplinks whatever their external_ids say (`--uplink`).
+    pub uplinks: Vec<String>,
+}
+
+/// Follows the ports of `bridge` in the OVSDB at `ep`, publishing them on `ports_tx`,
 /// and names the tables `table_names`. Runs until every receiver of `ports_tx` is gone;
 /// never gives up on connection errors.
 pub async fn run_ovsdb(
     ep: Endpoint,
-    bridge: String,
+    bridge: BridgeSpec,
     table_names: Vec<(u8, String)>,
-    ports_tx: watch::Sender<Vec<LocalPort>>,
+    ports_tx: watch::Sender<BridgePorts>,
 ) {
     let mut backoff = MIN_BACKOFF;
     loop {
@@ -62,8 +70,9 @@ pub async fn run_ovsdb(
 /// One connection's worth of state.
 struct Session<'a> {
     bridge: &'a str,
+    uplinks: &'a [String],
     table_names: &'a [(u8, String)],
-    ports_tx: &'a watch::Sender<Vec<LocalPort>>,
+    ports_tx: &'a watch::Sender<BridgePorts>,
     db: Db,
     /// The monitor reply arrived.
     synced: bool,
@@ -76,9 +85,10 @@ struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    fn new(bridge: &'a str, table_names: &'a [(u8, String)], ports_tx: &'a watch::Sender<Vec<LocalPort>>) -> Self {
+    fn new(bridge: &'a BridgeSpec, table_names: &'a [(u8, String)], ports_tx: &'a watch::Sender<BridgePorts>) -> Self {
         Session {
-            bridge,
+            bridge: &bridge.name,
+            uplinks: &bridge.uplinks,
             table_names,
             ports_tx,
             db: Db::default(),
@@ -203,8 +213,8 @@ impl<'a> Session<'a> {
 
     /// Publishes the ports if they changed (or always, with `force`), and names tables if needed.
     fn publish(&mut self, out: &mut Vec<Value>, force: bool) {
-        let (ports, problems) = self.db.local_ports(self.bridge);
-        let count = ports.len();
+        let (ports, problems) = self.db.bridge_ports(self.bridge, self.uplinks);
+        let count = ports.pods.len();
         let changed = self.ports_tx.send_if_modified(|cur| {
             let changed = force || *cur != ports;
             if changed {
@@ -213,7 +223,10 @@ impl<'a> Session<'a> {
             changed
         });
         if changed {
-            tracing::debug!("{count} pod port(s) on {}", self.bridge);
+            match &ports_gateway(self.ports_tx) {
+                Some(gw) => tracing::debug!("{count} pod port(s) on {}, gateway {gw}", self.bridge),
+                None => tracing::debug!("{count} pod port(s) on {}, no gateway port", self.bridge),
+            }
             for p in problems {
                 tracing::warn!("OVSDB: {p}");
             }
@@ -242,4 +255,8 @@ impl<'a> Session<'a> {
         out.push(json!({"method": "transact", "params": params, "id": id}));
         id
     }
+}
+
+fn ports_gateway(tx: &watch::Sender<BridgePorts>) -> Option<String> {
+    tx.borrow().gateway.as_ref().map(|g| format!("{} (ofport {})", g.interface, g.ofport))
 }
