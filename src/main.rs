@@ -207,7 +207,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(addr) = args.metrics_addr {
         tracing::warn!("--metrics-addr is deprecated and will be removed in the next release: use --admin-addr {addr}");
     }
-    tracing::info!("npagent {} starting: node {node:?}, bridge {} at {}", npagent::cli::VERSION, cfg.bridge.name, cfg.ofp);
+    tracing::info!(
+        "npagent {} starting: node {node:?}, bridge {} at {}",
+        npagent::cli::VERSION,
+        cfg.bridge.name,
+        cfg.ofp
+    );
     Ok(agent::run(cfg, shutdown_signal()).await?)
 }
 

@@ -18,9 +18,15 @@ enum Fate {
     Dropped,
     /// Sent out of a port, with the destination MAC it then has; `judged` when it went
     /// through the ingress policy tables of the pod in `reg1` (not skipped past them).
-    Out { port: u32, dl_dst: [u8; 6], judged: bool },
+    Out {
+        port: u32,
+        dl_dst: [u8; 6],
+        judged: bool,
+    },
     /// An ARP request the switch answered itself, back out of the port it came in by.
-    Answered { mac: [u8; 6] },
+    Answered {
+        mac: [u8; 6],
+    },
 }
 use Fate::*;
 
@@ -416,7 +422,8 @@ fn the_node_reaches_isolated_pods_and_services_meet_egress_after_dnat() {
 #[test]
 fn without_a_gateway_pods_reach_only_local_pods() {
     let mut m = model();
-    m.node = Node { uplinks: vec![NodePort { ofport: UPLINK, interface: "uplink0".into(), mac: None }], ..Node::default() };
+    m.node =
+        Node { uplinks: vec![NodePort { ofport: UPLINK, interface: "uplink0".into(), mac: None }], ..Node::default() };
     m.node.service_cidrs = vec![parse_cidr("10.96.0.0/12").unwrap()];
     let c = compile(&m, Config::default(), IdAllocator::new(60), 0);
     let flows = c.flows();

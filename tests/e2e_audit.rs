@@ -207,7 +207,7 @@ fn drop_flow(flows: &BTreeMap<String, FlowStat>, ofport: u32) -> FlowStat {
 /// The egress default drop flow of `pod` (matched on the port it sends from).
 fn egress_drop_flow(flows: &BTreeMap<String, FlowStat>, pod: &Pod) -> FlowStat {
     flows
-        .get(&format!("EgressDefaultRule priority=200,in_port=\"{}\"", pod.iface))
+        .get(&format!("EgressDefaultRule priority=200,reg2={:#x}", pod.ofport))
         .unwrap_or_else(|| panic!("no egress default drop flow for {}: {flows:#?}", pod.id()))
         .clone()
 }
@@ -1308,7 +1308,7 @@ fn egress_toggle_modifies_only_logging_flows_in_place() {
         }
         // OVS's own record: four MOD_STRICTs of those flows, nothing else.
         let received = expect_received_flow_mods(sb, log_at, 4, &format!("step {step}"));
-        let egress_drop = format!("priority=200,in_port={} ", xa.ofport);
+        let egress_drop = format!("priority=200,reg2={:#x} ", xa.ofport);
         let ingress_drop = format!("priority=200,reg1={:#x} ", xa.ofport);
         for fm in &received {
             assert!(fm.contains("MOD_STRICT"), "step {step}: {fm}");

@@ -450,7 +450,7 @@ fn flows_command_matches_bridge() {
             ("x/a", "x/c", Proto::Tcp, 80, false),
         ],
     );
-    let out = std::process::Command::new(npagent_bin())
+    let out = support::node_env(&mut std::process::Command::new(npagent_bin()))
         .args(["flows", "--ofp", &live.tb.sandbox.ofp, "--ovsdb", &live.tb.sandbox.ovsdb, "--manifests"])
         .arg(live.tb.manifests_dir())
         .output()
@@ -799,7 +799,7 @@ fn egress_restart_without_churn() {
         ("y/a", "x/a", Proto::Tcp, 80, false),
     ]);
     // The kept counters include the egress flows': the allow and the default drop counted.
-    for wanted in ["table=EgressRule, priority=190,conj_id=", "table=EgressDefaultRule, priority=200,in_port="] {
+    for wanted in ["table=EgressRule, priority=190,conj_id=", "table=EgressDefaultRule, priority=200,reg2="] {
         let counted = before.iter().filter(|(f, _)| f.contains(wanted)).map(|(_, s)| s.n_packets).sum::<u64>();
         assert!(counted > 0, "no packets counted by {wanted}: {before:#?}");
     }

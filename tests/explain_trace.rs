@@ -21,7 +21,7 @@ fn policy(dir: &Path, ns: &str, name: &str, spec: &str) {
 /// `npagent explain --trace -o json` against the testbed's bridge, the model from `manifests`.
 fn explain(tb: &Testbed, manifests: &Path, from: &str, to: &str, port: &str) -> (Option<i32>, Value, String) {
     let sb = &tb.sandbox;
-    let out = Command::new(npagent_bin())
+    let out = support::node_env(&mut Command::new(npagent_bin()))
         .args(["explain", "--from", from, "--to", to, "--port", port, "-o", "json", "--trace"])
         .args(["--ofp", &sb.ofp, "--ovsdb", &sb.ovsdb])
         .arg("--ovs-appctl-target")

@@ -217,8 +217,12 @@ async fn follows_pod_ports_live_and_survives_an_ovsdb_restart() {
     ]);
 
     let (tx, mut rx) = watch::channel(BridgePorts::default());
-    let task =
-        tokio::spawn(run_ovsdb(ovs.client_endpoint().parse().expect("endpoint"), BridgeSpec { name: "br-int".into(), uplinks: vec![] }, table_names(), tx));
+    let task = tokio::spawn(run_ovsdb(
+        ovs.client_endpoint().parse().expect("endpoint"),
+        BridgeSpec { name: "br-int".into(), uplinks: vec![] },
+        table_names(),
+        tx,
+    ));
 
     // Keys on the Interface row (as Antrea writes them), several addresses with prefixes.
     ovs.add_pod_port(

@@ -219,7 +219,7 @@ fn manifests_describe_the_live_pods() {
 /// The outside hosts: ports of the node's own (no external_ids at all), addresses in the pods'
 /// /16 (reached on-link, both ways), listening like the pods, and neither pods nor manifests.
 #[test]
-fn outside_hosts_are_node_ports_on_the_pods_link() {
+fn outside_hosts_are_routed_by_the_node() {
     let tb = Testbed::start_with_outside();
     let hosts = tb.outside_hosts();
     let listed: Vec<(String, String)> = hosts.iter().map(|h| (h.id(), h.ip.clone())).collect();
@@ -228,13 +228,20 @@ fn outside_hosts_are_node_ports_on_the_pods_link() {
         listed,
         [("outside/h1".to_owned(), "10.10.200.10".to_owned()), ("outside/h2".to_owned(), "10.10.201.10".to_owned())]
     );
+    let ports = tb.sandbox.vsctl(&["list-ports", "br-int"]);
     for h in &hosts {
-        assert_eq!(tb.sandbox.ofport(&h.iface), h.ofport);
-        let ids = tb.sandbox.vsctl(&["get", "Interface", &h.iface, "external_ids"]);
-        assert_eq!(ids.trim(), "{}", "{}: the port of an outside host carries no external_ids", h.id());
+        assert_eq!(h.ofport, 0);
+        assert!(!ports.lines().any(|p| p == h.iface), "{}: an outside host is not on br-int: {ports}", h.id());
         let link = tb.pod_exec(&h.id(), &["ip", "-br", "addr", "show", "dev", "eth0"]);
-        assert!(String::from_utf8_lossy(&link.stdout).contains(&format!("{}/16", h.ip)), "{link:?}");
+        assert!(String::from_utf8_lossy(&link.stdout).contains(&format!("{}/24", h.ip)), "{link:?}");
+        let router = tb.sandbox.netns_exec(&["ip", "-br", "addr", "show", "dev", &h.iface]);
+        assert!(router.contains(&format!("{}.1/24", h.ip.rsplit_once('.').unwrap().0)), "{router}");
     }
+    // The node's gateway, as npagent finds it.
+    let ids = tb.sandbox.vsctl(&["get", "Interface", "gw0", "external_ids"]);
+    assert_eq!(ids.trim(), "{antrea-type=gateway}");
+    let gw = tb.sandbox.netns_exec(&["ip", "-br", "addr", "show", "dev", "gw0"]);
+    assert!(gw.contains("10.10.0.254/16"), "{gw}");
     assert_eq!(tb.pod_ids(), Reachability::standard_pods(), "outside hosts are not pods");
     let manifests = std::fs::read_dir(tb.manifests_dir()).expect("manifests").count();
     assert_eq!(manifests, 10, "no manifest for an outside host");
@@ -243,6 +250,8 @@ fn outside_hosts_are_node_ports_on_the_pods_link() {
     ids.extend(hosts.iter().map(|h| h.id()));
     let mut none = Reachability::new(&ids, false);
     none.allow_loopback();
+    // The outside hosts reach each other through the node's routing, not the bridge.
+    none.expect("outside/h1", "outside/h2", None, true).expect("outside/h2", "outside/h1", None, true);
     none.assert_matches(&tb.probe_all_with_outside());
 
     forward_all(&tb);
@@ -258,7 +267,9 @@ fn outside_hosts_are_node_ports_on_the_pods_link() {
     tb.sandbox.flush_datapath();
     let mut expected = Reachability::new(&ids, true);
     expected.expect_all_ingress("outside/h2", false).allow_loopback();
-    assert_eq!(expected.count(false), 10 * 3);
+    // outside/h1 reaches outside/h2 through the node, not the bridge.
+    expected.expect("outside/h1", "outside/h2", None, true);
+    assert_eq!(expected.count(false), 9 * 3);
     tb.assert_reachability(&expected);
 }
 

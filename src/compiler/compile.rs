@@ -237,8 +237,7 @@ impl Compiler {
 
     /// Port names by ofport (pods' and the node's), for [`super::text::flows_text`].
     pub fn port_names(&self) -> BTreeMap<u32, String> {
-        let mut names: BTreeMap<u32, String> =
-            self.idx.ports.iter().map(|(o, p)| (*o, p.interface.clone())).collect();
+        let mut names: BTreeMap<u32, String> = self.idx.ports.iter().map(|(o, p)| (*o, p.interface.clone())).collect();
         names.extend(self.node_ports.iter().map(|p| (p.ofport, p.interface.clone())));
         names
     }

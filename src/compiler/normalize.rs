@@ -112,7 +112,9 @@ fn normalize_field(f: &Oxm) -> Option<Oxm> {
         Oxm::CtLabel(m) => Oxm::CtLabel(masked(m, 0, u128::MAX, |a, b| a & b)?),
         Oxm::PktMark(m) => Oxm::PktMark(masked(m, 0, u32::MAX, |a, b| a & b)?),
         // OVS's vlan_tci holds 13 bits (VID and the present bit): that mask is an exact match.
-        Oxm::VlanVid(m) => Oxm::VlanVid(masked(&Masked { value: m.value, mask: m.mask.map(|x| x & 0x1fff) }, 0, 0x1fff, |a, b| a & b)?),
+        Oxm::VlanVid(m) => {
+            Oxm::VlanVid(masked(&Masked { value: m.value, mask: m.mask.map(|x| x & 0x1fff) }, 0, 0x1fff, |a, b| a & b)?)
+        }
         other => other.clone(),
     })
 }

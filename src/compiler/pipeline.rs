@@ -91,7 +91,13 @@ fn nd_to(a: Ipv6Addr) -> [Vec<Oxm>; 2] {
 /// for its IPv4 addresses answered by the switch; ARP replies to it only from the gateway
 /// (answers to requests the gateway was sent); IPv6 neighbour discovery for it forwarded to
 /// its port.
-fn neighbor_flows(ips: &[IpAddr], o: u32, mac: Option<[u8; 6]>, priority: u16, v: impl Fn(Vec<Instruction>) -> FlowValue) -> Vec<(FlowKey, FlowValue)> {
+fn neighbor_flows(
+    ips: &[IpAddr],
+    o: u32,
+    mac: Option<[u8; 6]>,
+    priority: u16,
+    v: impl Fn(Vec<Instruction>) -> FlowValue,
+) -> Vec<(FlowKey, FlowValue)> {
     let k = FlowKey::new;
     let table = tables::NEIGHBOR_FORWARD;
     let mut out = Vec::new();
@@ -101,7 +107,8 @@ fn neighbor_flows(ips: &[IpAddr], o: u32, mac: Option<[u8; 6]>, priority: u16, v
                 if let Some(mac) = mac {
                     out.push((k(table, priority + 10, arp_request_for(*a)), v(vec![apply(arp_reply(*a, mac))])));
                 }
-                let answer = vec![Oxm::EthType(ETH_ARP), Oxm::ArpTpa(Masked::exact(*a)), flow::from_flags(from::GATEWAY)];
+                let answer =
+                    vec![Oxm::EthType(ETH_ARP), Oxm::ArpTpa(Masked::exact(*a)), flow::from_flags(from::GATEWAY)];
                 out.push((k(table, priority, answer), v(vec![apply(vec![flow::output(o)])])));
             }
             IpAddr::V6(a) => {
@@ -197,7 +204,10 @@ pub fn port_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
     for ip in &p.ips {
         let mut to_pod = vec![flow::set_reg(1, o)];
         to_pod.extend(p.mac.map(flow::set_eth_dst));
-        out.push((k(L2_FORWARDING_CALC, priority::NORMAL, ip_dst(ip)), v(vec![apply(to_pod), flow::goto(INGRESS_RULE)])));
+        out.push((
+            k(L2_FORWARDING_CALC, priority::NORMAL, ip_dst(ip)),
+            v(vec![apply(to_pod), flow::goto(INGRESS_RULE)]),
+        ));
         let mut behind_gateway = ip_src(ip);
         behind_gateway.push(flow::from_flags(from::GATEWAY));
         out.push((
@@ -287,7 +297,11 @@ fn node_port_flows(port: &NodePort, class: u32) -> Vec<(FlowKey, FlowValue)> {
             v(vec![apply(vec![mark.clone(), into_conntrack()])]),
         ));
         out.push((
-            k(CONNTRACK_COMMIT, priority::SKIP, vec![Oxm::EthType(eth), flow::ct_state(ct::NEW | ct::TRK, 0), flow::from_flags(class)]),
+            k(
+                CONNTRACK_COMMIT,
+                priority::SKIP,
+                vec![Oxm::EthType(eth), flow::ct_state(ct::NEW | ct::TRK, 0), flow::from_flags(class)],
+            ),
             v(vec![apply(vec![flow::ct_commit_marked(o)]), flow::goto(OUTPUT)]),
         ));
     }

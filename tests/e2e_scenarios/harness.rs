@@ -176,7 +176,7 @@ pub fn flows_command_diff(tb: &Testbed, manifests: &Path) -> Vec<String> {
     let sb = &tb.sandbox;
     let mut differ = Vec::new();
     for _ in 0..5 {
-        let out = Command::new(npagent_bin())
+        let out = crate::support::node_env(&mut Command::new(npagent_bin()))
             .args(["flows", "--ofp", &sb.ofp, "--ovsdb", &sb.ovsdb, "--manifests"])
             .arg(manifests)
             .env("NO_COLOR", "1")

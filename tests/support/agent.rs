@@ -45,7 +45,7 @@ impl Agent {
         let level = std::env::var("NPA_AGENT_LOG").unwrap_or_else(|_| "info".into());
         let admin_given = extra.iter().any(|a| a.starts_with("--admin-addr") || a.starts_with("--metrics-addr"));
         let admin: &[&str] = if admin_given { &[] } else { &["--admin-addr", "127.0.0.1:0"] };
-        let child = Command::new(npagent_bin())
+        let child = super::node_env(&mut Command::new(npagent_bin()))
             .args(["--log-level", &level, "run", "--ofp", &sb.ofp, "--ovsdb", &sb.ovsdb])
             .arg("--manifests")
             .arg(manifests)

@@ -12,4 +12,4 @@ pub mod testbed;
 pub mod yaml;
 
 pub use sandbox::Sandbox;
-pub use testbed::{write_atomic, Pod, Port, Reachability, Testbed};
+pub use testbed::{cluster_ip, node_env, write_atomic, Pod, Port, Reachability, Testbed, GATEWAY_IP, SERVICE_CIDR};

@@ -47,9 +47,25 @@ impl fmt::Display for Port {
     }
 }
 
+/// The testbed node's gateway address (`gw0` in the sandbox's network namespace).
+pub const GATEWAY_IP: &str = "10.10.0.254";
+/// The Service range of the testbed's ClusterIPs (pod 10.10.n.m has Service 10.96.n.m).
+pub const SERVICE_CIDR: &str = "10.96.0.0/12";
+
+/// Tells an `npagent` command about the testbed's node (`--gateway-ip`, `--service-cidr`,
+/// through their environment variables).
+pub fn node_env(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    cmd.env("NPAGENT_GATEWAY_IP", GATEWAY_IP).env("NPAGENT_SERVICE_CIDR", SERVICE_CIDR)
+}
+
+/// The ClusterIP of the Service of pod address `ip` (10.10.n.m -> 10.96.n.m).
+pub fn cluster_ip(ip: &str) -> String {
+    format!("10.96.{}", ip.strip_prefix("10.10.").unwrap_or_else(|| panic!("not a testbed pod address: {ip}")))
+}
+
 /// One testbed pod, as `testbed/testbed` created it (a line of its pods.tsv), or an outside
-/// host (a line of outside.tsv: namespace `outside`, a port without pod external_ids, no Pod
-/// manifest).
+/// host (a line of outside.tsv: namespace `outside`, routed by the node, not on br-int
+/// (ofport 0), no Pod manifest).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pod {
     /// Kubernetes namespace (`x`).
@@ -60,7 +76,7 @@ pub struct Pod {
     pub ip: String,
     /// MAC of the pod's eth0.
     pub mac: String,
-    /// OpenFlow port of its veth on br-int.
+    /// OpenFlow port of its veth on br-int (0 for an outside host).
     pub ofport: u32,
     /// The pod's network namespace.
     pub netns: String,
@@ -216,6 +232,46 @@ impl Testbed {
     /// One probe: does `from` reach `to` on `port` (both `ns/name`)?
     pub fn reaches(&self, from: &str, to: &str, port: Port) -> bool {
         self.probe(&[from], &[to]).get(from, to, port)
+    }
+
+    /// Probes `targets` (`(id, IP)`) on every port from network namespace `netns`, naming the
+    /// source `from`: `(target id, port) -> reached`.
+    pub fn probe_from_netns(
+        &self,
+        netns: &str,
+        from: &str,
+        targets: &[(String, String)],
+    ) -> BTreeMap<(String, Port), bool> {
+        let python = if std::path::Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" };
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", netns, python]).arg(repo_path("testbed/probe.py")).args(["probe-from", from]);
+        cmd.args(targets.iter().map(|(id, ip)| format!("{id}={ip}")));
+        let out = run(&mut cmd);
+        let mut got = BTreeMap::new();
+        for line in out.lines().filter(|l| !l.trim().is_empty()) {
+            match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+                [_, to, port, ok] => {
+                    let port = Port::parse(port).unwrap_or_else(|| panic!("bad port in prober line: {line}"));
+                    got.insert((to.to_string(), port), *ok == "1");
+                }
+                _ => panic!("bad prober line: {line}"),
+            }
+        }
+        got
+    }
+
+    /// Does pod `from` reach the Service of pod `to` (its ClusterIP, DNATed by the node) on
+    /// `port`?
+    pub fn reaches_service(&self, from: &str, to: &str, port: Port) -> bool {
+        let target = (to.to_string(), cluster_ip(&self.pod(to).ip));
+        self.probe_from_netns(&self.pod(from).netns, from, &[target])[&(to.to_string(), port)]
+    }
+
+    /// Does the node itself reach pod `to` on `port`, from its gateway address (as kubelet's
+    /// probes do)?
+    pub fn node_reaches(&self, to: &str, port: Port) -> bool {
+        let target = (to.to_string(), self.pod(to).ip);
+        self.probe_from_netns(&self.sandbox.netns, "node", &[target])[&(to.to_string(), port)]
     }
 
     /// Probes every pod pair (self included: loopback, which never crosses the bridge) on
