@@ -216,9 +216,12 @@ spec:
             ("y/a", "x/c", Proto::Tcp, 80, false),
             ("x/a", "x/c", Proto::Tcp, 81, false),
             ("y/a", "y/c", Proto::Tcp, 80, true),
-            // Isolated in both directions: y/b sends nothing either.
-            ("y/b", "y/a", Proto::Tcp, 80, false),
+            // Isolated in the direction it declares (policyTypes defaulted to Ingress): y/b
+            // still sends.
+            ("y/b", "y/a", Proto::Tcp, 80, true),
             ("y/c", "y/a", Proto::Tcp, 80, true),
+            // A spec that could not be read at all: isolated in both directions.
+            ("x/c", "x/a", Proto::Tcp, 80, false),
         ],
     );
     let line = bed.logged(&["NetworkPolicy y/never-valid", "never was valid", "fails closed", "isolated"]);

@@ -265,6 +265,7 @@ impl Store {
     /// Converts and stores `obj`, whose key is `key`.
     fn upsert(&mut self, obj: Sourced<KubeObject>, key: (Kind, ObjectRef), now: SystemTime, changes: &mut Vec<Change>) {
         let Sourced { origin, object, unreadable } = obj;
+        let unreadable_spec = unreadable.is_some();
         let converted = match (&object, unreadable) {
             (KubeObject::NetworkPolicy(np), Some(problem)) => Err(convert::unreadable_policy(np, &problem)),
             (KubeObject::Namespace(ns), _) => convert::namespace(ns, &mut self.strings).map(|ns| {
@@ -293,7 +294,7 @@ impl Store {
                     tracing::info!(%origin, "{} {} is valid again and in force", key.0, display_key(&key));
                 }
             }
-            Err(e) => self.invalid_version(&origin, key, &object, &e, changes),
+            Err(e) => self.invalid_version(&origin, key, &object, unreadable_spec, &e, changes),
         }
     }
 
@@ -304,6 +305,7 @@ impl Store {
         origin: &str,
         key: (Kind, ObjectRef),
         object: &KubeObject,
+        unreadable_spec: bool,
         e: &convert::ConvertError,
         changes: &mut Vec<Change>,
     ) {
@@ -323,14 +325,20 @@ impl Store {
         } else {
             match object {
                 KubeObject::NetworkPolicy(np) => {
-                    match convert::policy_isolation(np, &mut self.strings) {
+                    match convert::policy_isolation(np, !unreadable_spec, &mut self.strings) {
                         Ok(isolation) => {
+                            let directions = match (isolation.affects_ingress, isolation.affects_egress) {
+                                (true, true) => "in both directions",
+                                (true, false) => "for ingress (its policyTypes)",
+                                (false, true) => "for egress (its policyTypes)",
+                                (false, false) => "in no direction",
+                            };
                             self.fail_closed.insert(r.clone());
                             self.put_policy(r.clone(), isolation, changes);
                             (
                                 format!(
                                     "{e}; NetworkPolicy {r} never was valid, so it fails closed: the pods its \
-                                 podSelector selects are isolated in both directions with nothing allowed"
+                                 podSelector selects are isolated {directions} with nothing allowed"
                                 ),
                                 false,
                             )
@@ -731,10 +739,12 @@ mod tests {
                      "ingress": [{"from": [{"ipBlock": {"cidr": "10.10.1.12/33"}}]}]}});
         let changes = store.apply(applied(bad_rule));
         assert_eq!(changes, vec![Change::Policy(oref("x", "np"))]);
+        // Isolated in the direction it declares (Egress), not in both.
         let p = &store.model().policies[&oref("x", "np")];
-        assert!(p.affects_ingress && p.affects_egress && p.ingress.is_empty() && p.egress.is_empty(), "{p:?}");
+        assert!(!p.affects_ingress && p.affects_egress && p.ingress.is_empty() && p.egress.is_empty(), "{p:?}");
         assert_eq!(p.pod_selector.match_labels.get("pod"), Some("a"));
-        assert!(store.invalid[&(Kind::NetworkPolicy, oref("x", "np"))].contains("fails closed"));
+        let message = &store.invalid[&(Kind::NetworkPolicy, oref("x", "np"))];
+        assert!(message.contains("fails closed") && message.contains("for egress (its policyTypes)"), "{message}");
 
         // Another invalid version whose selector still reads: the isolation follows it.
         store.apply(applied(policy("x", "np", "10.0.0.0/33")));

@@ -222,27 +222,7 @@ pub fn policy(np: &objects::NetworkPolicy, strings: &mut Interner) -> Result<Pol
     let spec = np.spec.as_ref().unwrap_or(&no_spec);
     let pod_selector = policy_pod_selector(&ctx, spec.pod_selector.as_ref(), strings)?;
 
-    let has_egress_rules = spec.egress.as_ref().is_some_and(|e| !e.is_empty());
-    let (affects_ingress, affects_egress) = match spec.policy_types.as_deref() {
-        Some(types) if !types.is_empty() => {
-            let mut ingress = false;
-            let mut egress = false;
-            for (i, t) in types.iter().enumerate() {
-                match t.as_str() {
-                    "Ingress" => ingress = true,
-                    "Egress" => egress = true,
-                    other => {
-                        return Err(ctx.err(
-                            format!("spec.policyTypes[{i}]"),
-                            format!("unsupported value {other:?}: supported values: \"Ingress\", \"Egress\""),
-                        ))
-                    }
-                }
-            }
-            (ingress, egress)
-        }
-        _ => (true, has_egress_rules),
-    };
+    let (affects_ingress, affects_egress) = policy_directions(&ctx, spec)?;
 
     let ingress = enumerated(&spec.ingress, |ri, rule| {
         let path = format!("spec.ingress[{ri}]");
@@ -276,21 +256,50 @@ fn enumerated<T, U>(
     Ok(converted)
 }
 
+/// The directions a NetworkPolicy isolates: its `policyTypes`, defaulted as the API server
+/// does (Ingress always, Egress when egress rules are present).
+fn policy_directions(ctx: &Ctx, spec: &net::NetworkPolicySpec) -> Result<(bool, bool), ConvertError> {
+    let Some(types) = spec.policy_types.as_deref().filter(|t| !t.is_empty()) else {
+        return Ok((true, spec.egress.as_ref().is_some_and(|e| !e.is_empty())));
+    };
+    let (mut ingress, mut egress) = (false, false);
+    for (i, t) in types.iter().enumerate() {
+        match t.as_str() {
+            "Ingress" => ingress = true,
+            "Egress" => egress = true,
+            other => {
+                return Err(ctx.err(
+                    format!("spec.policyTypes[{i}]"),
+                    format!("unsupported value {other:?}: supported values: \"Ingress\", \"Egress\""),
+                ))
+            }
+        }
+    }
+    Ok((ingress, egress))
+}
+
 /// The fail-closed stand-in for a NetworkPolicy that does not convert: its name and
-/// podSelector only, isolating the selected pods in both directions with nothing allowed
-/// (whatever it meant to allow, or in which direction, is unknown). `Err` when not even those
-/// can be read.
-pub fn policy_isolation(np: &objects::NetworkPolicy, strings: &mut Interner) -> Result<Policy, ConvertError> {
+/// podSelector only, isolating the selected pods with nothing allowed, in the directions its
+/// `policyTypes` declare (defaulted as the API server does) when `spec_read` says its spec was
+/// read whole and they are valid, else in both (whatever it meant to allow is unknown). `Err`
+/// when not even its name and podSelector can be read.
+pub fn policy_isolation(
+    np: &objects::NetworkPolicy,
+    spec_read: bool,
+    strings: &mut Interner,
+) -> Result<Policy, ConvertError> {
     let (namespace, name) = policy_identity(np)?;
     let ctx = Ctx::policy(&namespace, &name);
     let pod_selector = policy_pod_selector(&ctx, np.spec.as_ref().and_then(|s| s.pod_selector.as_ref()), strings)?;
     let annotations = logging_annotations(&np.metadata);
+    let declared = np.spec.as_ref().filter(|_| spec_read).and_then(|spec| policy_directions(&ctx, spec).ok());
+    let (affects_ingress, affects_egress) = declared.unwrap_or((true, true));
     Ok(Policy {
         namespace,
         name,
         pod_selector,
-        affects_ingress: true,
-        affects_egress: true,
+        affects_ingress,
+        affects_egress,
         ingress: Vec::new(),
         egress: Vec::new(),
         annotations,
@@ -825,7 +834,7 @@ mod tests {
                 && e.to_string().starts_with("NetworkPolicy with metadata.namespace \"x.y\": must be a DNS-1123 label"),
             "{e}"
         );
-        assert!(policy_isolation(&named("x", "A"), &mut Interner::default()).unwrap_err().is_identity());
+        assert!(policy_isolation(&named("x", "A"), true, &mut Interner::default()).unwrap_err().is_identity());
         let p: objects::Pod = serde_json::from_value(json!({"metadata": {"name": "a\n", "namespace": "x"}})).unwrap();
         assert!(pod(&p, &mut Interner::default()).unwrap_err().to_string().contains("\"a\\n\""));
         let ns: objects::Namespace = serde_json::from_value(json!({"metadata": {"name": "a.b"}})).unwrap();
@@ -836,16 +845,32 @@ mod tests {
     }
 
     #[test]
-    fn the_isolation_of_an_invalid_policy_keeps_its_selector_only() {
+    fn the_isolation_of_an_invalid_policy_keeps_its_selector_and_declared_directions() {
         let bad = np(json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"],
             "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/33"}}]}]}));
         assert!(policy(&bad, &mut Interner::default()).is_err());
-        let p = policy_isolation(&bad, &mut Interner::default()).unwrap();
+        // Its policyTypes are readable: it isolates for egress only, as it declares.
+        let p = policy_isolation(&bad, true, &mut Interner::default()).unwrap();
         assert_eq!((p.namespace.as_str(), p.name.as_str()), ("x", "p"));
-        assert!(p.affects_ingress && p.affects_egress && p.ingress.is_empty() && p.egress.is_empty());
+        assert!(!p.affects_ingress && p.affects_egress && p.ingress.is_empty() && p.egress.is_empty());
         assert_eq!(p.pod_selector.match_labels.get("pod"), Some("a"));
+        // Its spec was not read whole: both directions.
+        let p = policy_isolation(&bad, false, &mut Interner::default()).unwrap();
+        assert!(p.affects_ingress && p.affects_egress);
+        // Defaulted policyTypes: Ingress, and Egress with egress rules.
+        let ingress_only =
+            np(json!({"podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/33"}}]}]}));
+        let p = policy_isolation(&ingress_only, true, &mut Interner::default()).unwrap();
+        assert!(p.affects_ingress && !p.affects_egress);
+        let with_egress = np(json!({"podSelector": {}, "egress": [{"to": [{"ipBlock": {"cidr": "nope"}}]}]}));
+        let p = policy_isolation(&with_egress, true, &mut Interner::default()).unwrap();
+        assert!(p.affects_ingress && p.affects_egress);
+        // An unknown policyType: nothing can be told, both directions.
+        let bad_type = np(json!({"podSelector": {}, "policyTypes": ["Ingress", "Both"]}));
+        let p = policy_isolation(&bad_type, true, &mut Interner::default()).unwrap();
+        assert!(p.affects_ingress && p.affects_egress);
         let unreadable = np(json!({"podSelector": {"matchExpressions": [{"key": "pod", "operator": "Bogus"}]}}));
-        assert!(policy_isolation(&unreadable, &mut Interner::default()).is_err());
+        assert!(policy_isolation(&unreadable, true, &mut Interner::default()).is_err());
     }
 
     #[test]
