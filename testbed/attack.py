@@ -16,10 +16,11 @@ Run inside a pod's network namespace (`ip netns exec POD-NS attack.py ...`).
       Broadcast N ARP requests "who has TPA, tell SPA" with the interface's own MAC as the
       sender hardware address: a claim that SPA lives here.
 
-  attack.py frame-send --iface IF --dst-mac MAC --kind udp|arp --src IP --dst IP [--count N]
+  attack.py frame-send --iface IF --dst-mac MAC --kind udp|arp --src IP --dst IP [--vlan TCI] [--count N]
       Send N Ethernet frames to MAC from the interface's own MAC: IPv4/UDP from SRC to DST
       port 80, or a unicast ARP request "who has DST, tell SRC" padded with a message (the
-      shapes a covert channel to a colluding pod would use).
+      shapes a covert channel to a colluding pod would use); with an 802.1Q tag of TCI
+      (0 is a priority tag) when --vlan is given.
 
   attack.py sniff --iface IF --from-mac MAC --timeout S
       Put IF in promiscuous mode and count the frames with source MAC that arrive within S
@@ -117,6 +118,8 @@ def frame_send(args):
         ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0x4321, 0, 64, socket.IPPROTO_UDP, 0, src, dst)
         ip = ip[:10] + struct.pack("!H", checksum(ip)) + ip[12:]
         frame = mac_bytes(args.dst_mac) + mac + struct.pack("!H", 0x0800) + ip + udp
+    if args.vlan is not None:
+        frame = frame[:12] + struct.pack("!HH", 0x8100, args.vlan) + frame[12:]
     for _ in range(args.count):
         s.send(frame)
         time.sleep(0.02)
@@ -176,6 +179,7 @@ def main():
     c.add_argument("--kind", choices=["udp", "arp"], required=True)
     c.add_argument("--src", required=True)
     c.add_argument("--dst", required=True)
+    c.add_argument("--vlan", type=int)
     c.add_argument("--count", type=int, default=3)
     c.set_defaults(run=frame_send)
     c = sub.add_parser("sniff")

@@ -266,3 +266,47 @@ fn a_forged_source_through_the_gateway_is_dropped() {
     );
     assert!(count(listener) > 0, "control: x/c's genuine datagrams did not cross the gateway");
 }
+
+#[test]
+fn tagged_frames_from_a_pod_go_nowhere() {
+    let node = Node::start(&[], |tb| tb.reaches("x/b", "x/a", Port::Udp80));
+    let (a, b) = (node.tb.pod("x/a"), node.tb.pod("x/b"));
+    let count = |child: std::process::Child| {
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse::<u32>().expect("a count")
+    };
+    let sniff = || node.spawn_ready(&a.netns, &["sniff", "--iface", "eth0", "--from-mac", &b.mac, "--timeout", "2"]);
+    // x/b sends x/a its own, otherwise genuine, frames tagged for VLAN 5, and priority-tagged
+    // (VLAN 0): on a node whose uplink is a trunk, a tag would hop VLANs.
+    for tci in ["5", "0", "8197"] {
+        let on_a = sniff();
+        for kind in ["udp", "arp"] {
+            node.attack(
+                "x/b",
+                &[
+                    "frame-send",
+                    "--iface",
+                    "eth0",
+                    "--dst-mac",
+                    &a.mac,
+                    "--kind",
+                    kind,
+                    "--src",
+                    &b.ip,
+                    "--dst",
+                    &a.ip,
+                    "--vlan",
+                    tci,
+                ],
+            );
+        }
+        assert_eq!(count(on_a), 0, "x/a received x/b's frames tagged {tci}");
+    }
+    // Control: the same IP frame untagged arrives.
+    let on_a = sniff();
+    node.attack(
+        "x/b",
+        &["frame-send", "--iface", "eth0", "--dst-mac", &a.mac, "--kind", "udp", "--src", &b.ip, "--dst", &a.ip],
+    );
+    assert!(count(on_a) > 0, "control: x/a did not receive x/b's untagged frame");
+}
