@@ -144,6 +144,10 @@ pub enum Verdict {
     Allowed { isolated_by: Vec<String>, rules: Vec<AllowingRule> },
     /// Isolated by these policies, and no rule of theirs allows the connection.
     Dropped { isolated_by: Vec<String> },
+    /// The node's own connection into its pod: always allowed (Kubernetes: "the only allowed
+    /// connections into the pod are those from the pod's node and those allowed by the
+    /// ingress list").
+    FromTheNode { reason: String },
 }
 
 impl Verdict {
@@ -192,8 +196,23 @@ pub fn explain(model: &Model, compiler: &Compiler, q: &Query) -> Result<Explanat
         dst,
         transport: q.port.as_ref().zip(port.as_ref()).map(|(spec, p)| (query::ip_proto(spec.protocol), p.port)),
     };
-    let egress = answer(compiler, Direction::Egress, &from, &pkt);
-    let ingress = answer(compiler, Direction::Ingress, &to, &pkt);
+    let mut egress = answer(compiler, Direction::Egress, &from, &pkt);
+    let mut ingress = answer(compiler, Direction::Ingress, &to, &pkt);
+    let node = &model.node;
+    if node.gateway.is_some() {
+        if let Some(range) = node.service_cidrs.iter().find(|c| c.contains(&dst)).filter(|_| from.ofport.is_some()) {
+            let reason = format!(
+                "{dst} is in the Service range {}/{}: the connection goes to the node without a verdict, and \
+                 is judged when the node sends it back after DNAT, against the backend (explain --to the backend)",
+                range.addr, range.prefix
+            );
+            egress.verdict = Verdict::NotEnforced { reason: reason.clone() };
+            ingress.verdict = Verdict::NotEnforced { reason };
+        } else if from_pod.is_none() && node.own_addresses().contains(&src) && to.ofport.is_some() {
+            let reason = format!("{src} is the node's own address (--gateway-ip, --node-ip), by the gateway");
+            ingress.verdict = Verdict::FromTheNode { reason };
+        }
+    }
     let allowed = egress.verdict.allows() && ingress.verdict.allows();
     Ok(Explanation { from, to, port, allowed, egress, ingress })
 }
@@ -313,4 +332,43 @@ fn allowing_rules(compiler: &Compiler, direction: Direction, pkt: &Packet) -> Ve
             })
         })
         .collect()
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+    use crate::compiler::{compile, synthetic::small_model, Config, IdAllocator};
+
+    fn ask(from: &str, to: &str) -> Explanation {
+        let model = small_model();
+        let compiler = compile(&model, Config::default(), IdAllocator::new(60), 0);
+        let q = Query { from: from.parse().unwrap(), to: to.parse().unwrap(), port: Some("80/TCP".parse().unwrap()) };
+        explain(&model, &compiler, &q).unwrap()
+    }
+
+    #[test]
+    fn the_nodes_own_connections_are_allowed_into_isolated_pods() {
+        // x/a is isolated for ingress (allow-b); the gateway's address is the node's own.
+        let e = ask("10.0.0.254", "x/a");
+        assert!(e.allowed, "{e:?}");
+        assert!(
+            matches!(&e.ingress.verdict, Verdict::FromTheNode { reason } if reason.contains("node's own")),
+            "{e:?}"
+        );
+        // Any other address is judged by x/a's policy.
+        let e = ask("10.9.9.9", "x/a");
+        assert!(!e.allowed && matches!(e.ingress.verdict, Verdict::Dropped { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn a_service_connection_is_judged_after_dnat() {
+        let e = ask("y/d", "10.96.0.10");
+        assert!(e.allowed, "{e:?}");
+        for v in [&e.egress.verdict, &e.ingress.verdict] {
+            assert!(
+                matches!(v, Verdict::NotEnforced { reason } if reason.contains("Service range 10.96.0.0/12")),
+                "{e:?}"
+            );
+        }
+    }
 }

@@ -49,6 +49,7 @@ fn direction(out: &mut String, d: &DirectionAnswer) {
     let head = format!("  {} of {}", d.direction.to_lowercase(), d.endpoint);
     let _ = match &d.verdict {
         Verdict::NotEnforced { reason } => writeln!(out, "{head}: not enforced here ({reason})"),
+        Verdict::FromTheNode { reason } => writeln!(out, "{head}: allowed, the node's own connection ({reason})"),
         Verdict::NotIsolated => writeln!(
             out,
             "{head}: allowed (no policy selects it for {}, so it is not isolated)",
