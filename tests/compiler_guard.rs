@@ -67,6 +67,7 @@ struct Regs {
     reg1: u32,
     reg2: u32,
     reg3: u32,
+    reg4: u32,
 }
 
 fn matches(f: &Oxm, p: &Frame, r: &Regs) -> bool {
@@ -97,9 +98,21 @@ fn matches(f: &Oxm, p: &Frame, r: &Regs) -> bool {
         }
         Oxm::Ipv6Src(m) => v6(p.src).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets()))),
         Oxm::Ipv6Dst(m) => v6(p.dst).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets()))),
+        // A new connection's tuple is its first packet's.
+        Oxm::CtNwSrc(m) => {
+            p.eth_type == 0x0800
+                && v4(p.src).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets())))
+        }
+        Oxm::CtNwDst(m) => {
+            p.eth_type == 0x0800
+                && v4(p.dst).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets())))
+        }
+        Oxm::CtIpv6Src(m) => v6(p.src).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets()))),
+        Oxm::CtIpv6Dst(m) => v6(p.dst).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets()))),
+        Oxm::CtNwProto(proto) => *proto == if p.nd.is_some() { 58 } else { 17 },
         Oxm::ArpSha(m) => masked_eq(p.arp_sha, m.value, m.mask),
         Oxm::IpProto(proto) => *proto == if p.nd.is_some() { 58 } else { 17 },
-        Oxm::UdpDst(_) | Oxm::TcpDst(_) | Oxm::SctpDst(_) => false,
+        Oxm::UdpDst(_) | Oxm::TcpDst(_) | Oxm::SctpDst(_) | Oxm::SctpSrc(_) | Oxm::CtTpDst(_) => false,
         Oxm::Icmpv6Type(t) => p.nd.is_some_and(|(kind, _)| kind == *t),
         Oxm::Ipv6NdTarget(m) => p.nd.is_some_and(|(_, target)| {
             v6(target).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets())))
@@ -112,6 +125,7 @@ fn matches(f: &Oxm, p: &Frame, r: &Regs) -> bool {
         Oxm::CtMark(m) => m.value & m.mask.unwrap_or(u32::MAX) == 0,
         Oxm::XReg { index: 0, value } => xreg(u64::from(r.reg1), value),
         Oxm::XReg { index: 1, value } => xreg((u64::from(r.reg2) << 32) | u64::from(r.reg3), value),
+        Oxm::XReg { index: 2, value } => xreg(u64::from(r.reg4) << 32, value),
         // Clause flows of the policies (no conjunction completes without every clause).
         Oxm::ConjId(_) => false,
         other => panic!("unexpected field: {other:?}"),
@@ -155,6 +169,7 @@ fn fate(flows: &FlowTable, frame: &Frame) -> Fate {
                             Action::SetField(Oxm::Reg { index: 1, value }) => regs.reg1 = value.value,
                             Action::SetField(Oxm::Reg { index: 2, value }) => regs.reg2 = value.value,
                             Action::SetField(Oxm::Reg { index: 3, value }) => regs.reg3 = value.value,
+                            Action::SetField(Oxm::Reg { index: 4, value }) => regs.reg4 = value.value,
                             Action::SetField(Oxm::EthDst(m)) => p.dl_dst = m.value,
                             Action::SetField(_) | Action::CopyField { .. } => {}
                             Action::Controller2(_) => {}

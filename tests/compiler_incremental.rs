@@ -431,10 +431,12 @@ fn logging_toggle_modifies_exactly_the_logging_flows() {
     for fm in &mods {
         assert_eq!(fm.command, ofp::FlowModCommand::ModifyStrict, "{fm:?}");
         match fm.match_.fields.as_slice() {
-            [Oxm::ConjId(id)] => assert!(ns_rules.contains(id)),
+            // The first-packet conj_id flow (ct_state=+new+trk) of a rule.
+            [Oxm::CtState(_), Oxm::ConjId(id)] => assert!(ns_rules.contains(id)),
+            // reg4, the high half of xreg2: the isolated pod.
             [Oxm::XReg { value, .. }] => {
                 assert_eq!(fm.table_id, npagent::compiler::tables::INGRESS_DEFAULT_RULE);
-                assert!(local.contains(&(value.value as u32)));
+                assert!(local.contains(&((value.value >> 32) as u32)));
             }
             other => panic!("unexpected flow_mod match {other:?}"),
         }

@@ -239,6 +239,32 @@ fn add_flows_and_dump(sb: &Sandbox, text: &[String]) -> Vec<String> {
     dumped
 }
 
+/// `flow` with `ct_state=new|trk` and the conntrack tuple of a new connection (its `nw_src`,
+/// `nw_dst`, `ipv6_src`, `ipv6_dst`, protocol and `tp_dst`/`tcp_dst`/`udp_dst` as
+/// `ct_nw_src`, ...), as ofproto/trace wants them: ct_state first.
+fn with_ct_tuple(flow: &str) -> String {
+    let mut ct = vec!["ct_state=new|trk".to_string()];
+    let mut proto = None;
+    for part in flow.split(',') {
+        let (key, value) = part.split_once('=').unwrap_or((part, ""));
+        match key {
+            "tcp" | "tcp6" => proto = Some(6),
+            "udp" | "udp6" => proto = Some(17),
+            "sctp" | "sctp6" => proto = Some(132),
+            "nw_src" => ct.push(format!("ct_nw_src={value}")),
+            "nw_dst" => ct.push(format!("ct_nw_dst={value}")),
+            "ipv6_src" => ct.push(format!("ct_ipv6_src={value}")),
+            "ipv6_dst" => ct.push(format!("ct_ipv6_dst={value}")),
+            "tp_dst" | "tcp_dst" | "udp_dst" => ct.push(format!("ct_tp_dst={value}")),
+            _ => {}
+        }
+    }
+    if let Some(p) = proto {
+        ct.push(format!("ct_nw_proto={p}"));
+    }
+    format!("{flow},{}", ct.join(","))
+}
+
 fn port_list(m: &Model) -> Vec<(u32, String)> {
     let node = m.node.gateway.iter().chain(&m.node.uplinks).map(|p| (p.ofport, p.interface.clone()));
     m.ports.values().map(|p| (p.ofport, p.interface.clone())).chain(node).collect()
@@ -262,7 +288,11 @@ fn compiled_pipeline_on_real_ovs() {
     // so their packets come in by an uplink: b -> a on TCP 80
     // (IPv4) and on the named port 8080 (IPv6) is allowed, logged and committed; c -> a is
     // dropped and logged.
+    // A new connection: its conntrack tuple is its own addresses and ports (ofproto/trace
+    // gives a ct() no tuple of its own, so the flow carries it).
     let trace = |flow: &str| {
+        let flow = with_ct_tuple(flow);
+        let flow = flow.as_str();
         let out = run(Command::new("ovs-appctl").args([
             "-t",
             sb.dir().join("vs.ctl").to_str().unwrap(),

@@ -52,7 +52,7 @@ fn an_annotated_policy_logs_its_rules_and_its_pods_default_drops() {
     let logged = logging(c.flows());
     assert_eq!(logged.len(), 2, "allow-a's conj_id flow and y/a's default drop:\n{}", logged.join("\n"));
     assert!(logged.iter().any(|l| l.contains("table=IngressRule") && l.contains("conj_id=")), "{logged:?}");
-    assert!(logged.iter().any(|l| l.contains("table=IngressDefaultRule") && l.contains("reg1=0x1")), "{logged:?}");
+    assert!(logged.iter().any(|l| l.contains("table=IngressDefaultRule") && l.contains("reg4=0x1")), "{logged:?}");
     let rule = c.rules().rules().values().find(|r| r.policy == oref("y", "allow-a")).expect("allow-a's rule");
     assert_eq!(rule.log_label.as_deref(), Some("team-y"));
 

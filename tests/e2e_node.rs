@@ -8,13 +8,12 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::agent::Agent;
 use support::sandbox::repo_path;
-use support::{write_atomic, Port, Testbed};
+use support::{finish_count, write_atomic, Port, Testbed};
 
 /// The testbed's namespaces, x logging.
 const NAMESPACES: &str = "apiVersion: v1
@@ -89,27 +88,11 @@ impl Node {
     }
 
     fn attack(&self, id: &str, args: &[&str]) -> String {
-        let script = repo_path("testbed/attack.py");
-        let mut all = vec!["python3", script.to_str().unwrap()];
-        all.extend_from_slice(args);
-        let out = self.tb.pod_exec(id, &all);
-        assert!(out.status.success(), "attack.py {args:?} in {id}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+        self.tb.attack(id, args)
     }
 
-    /// Starts `attack.py ARGS` in the network namespace `netns` and waits for its "ready".
     fn spawn_ready(&self, netns: &str, args: &[&str]) -> std::process::Child {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", netns, "python3", repo_path("testbed/attack.py").to_str().unwrap()])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start attack.py");
-        let mut ready = String::new();
-        BufReader::new(child.stderr.take().unwrap()).read_line(&mut ready).unwrap();
-        assert_eq!(ready.trim(), "ready", "{args:?}");
-        child
+        self.tb.spawn_attack(netns, args)
     }
 
     fn audit_lines(&self) -> Vec<String> {
@@ -208,10 +191,7 @@ fn an_isolated_pod_in_promiscuous_mode_hears_nothing_of_others() {
             &["frame-send", "--iface", "eth0", "--dst-mac", mac, "--kind", kind, "--src", &b.ip, "--dst", dst],
         );
     }
-    let count = |child: std::process::Child| {
-        let out = child.wait_with_output().unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().parse::<u32>().expect("a count")
-    };
+    let count = finish_count;
     assert_eq!(count(on_c), 0, "isolated x/c received frames from x/b");
     assert!(count(on_a) > 0, "control: x/a received none of x/b's frames");
 }
@@ -243,10 +223,7 @@ fn a_forged_source_through_the_gateway_is_dropped() {
     let node = Node::start(&[], |tb| tb.reaches("x/b", "x/a", Port::Udp80));
     let h1 = node.tb.host("outside/h1");
     let listen = |port: &str| node.spawn_ready(&h1.netns, &["udp-listen", "--port", port, "--timeout", "2"]);
-    let count = |child: std::process::Child| {
-        let out = child.wait_with_output().unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().parse::<u32>().expect("a count")
-    };
+    let count = finish_count;
     // x/c forges x/a's address, and an address of nobody, to the outside host (via the gateway).
     for (i, forged) in ["10.10.1.11", "10.10.77.7", "10.10.0.254"].into_iter().enumerate() {
         let port = (41000 + i).to_string();
@@ -271,10 +248,7 @@ fn a_forged_source_through_the_gateway_is_dropped() {
 fn tagged_frames_from_a_pod_go_nowhere() {
     let node = Node::start(&[], |tb| tb.reaches("x/b", "x/a", Port::Udp80));
     let (a, b) = (node.tb.pod("x/a"), node.tb.pod("x/b"));
-    let count = |child: std::process::Child| {
-        let out = child.wait_with_output().unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().parse::<u32>().expect("a count")
-    };
+    let count = finish_count;
     let sniff = || node.spawn_ready(&a.netns, &["sniff", "--iface", "eth0", "--from-mac", &b.mac, "--timeout", "2"]);
     // x/b sends x/a its own, otherwise genuine, frames tagged for VLAN 5, and priority-tagged
     // (VLAN 0): on a node whose uplink is a trunk, a tag would hop VLANs.

@@ -82,6 +82,32 @@ pub enum Oxm {
     CtZone(u16),
     CtMark(Masked<u32>),
     CtLabel(Masked<u128>),
+    /// NXM_NX_CT_NW_PROTO (class 0x0001, field 119, u8), not maskable: the IP protocol of the
+    /// conntrack entry's original-direction tuple (of the parent entry for a related
+    /// connection). Like every `Ct*` tuple field below, it is read-only, and OVS 3.1 accepts a
+    /// match on it only after (in wire order) a ct_state that implies a valid entry: one of
+    /// +new, +est, +rel, +rpl, +snat, +dnat, or +trk with -inv (else OFPBMC_BAD_PREREQ). OVS
+    /// prints `ct_nw_proto=6`; it prints and sends [`Oxm::CtTpSrc`] and [`Oxm::CtTpDst`] only
+    /// along with a ct_nw_proto, and sends none of the three when ct_nw_proto is 0.
+    CtNwProto(u8),
+    /// NXM_NX_CT_NW_SRC (field 120, be32, maskable): the original direction's IPv4 source,
+    /// printed `ct_nw_src=10.0.0.0/24`. OVS also requires eth_type 0x0800 in the match
+    /// (OFPBAC_MATCH_INCONSISTENT otherwise).
+    CtNwSrc(Masked<Ipv4Addr>),
+    /// NXM_NX_CT_NW_DST (field 121): as [`Oxm::CtNwSrc`], the IPv4 destination.
+    CtNwDst(Masked<Ipv4Addr>),
+    /// NXM_NX_CT_IPV6_SRC (field 122, 16 bytes, maskable): the original direction's IPv6
+    /// source, printed `ct_ipv6_src=fd00::/64`. OVS also requires eth_type 0x86dd.
+    CtIpv6Src(Masked<Ipv6Addr>),
+    /// NXM_NX_CT_IPV6_DST (field 123): as [`Oxm::CtIpv6Src`], the IPv6 destination.
+    CtIpv6Dst(Masked<Ipv6Addr>),
+    /// NXM_NX_CT_TP_SRC (field 124, be16, maskable): the original direction's transport source
+    /// port, printed `ct_tp_src=1234` or `ct_tp_src=0x400/0xfc00`. OVS accepts it without a
+    /// [`Oxm::CtNwProto`] but then neither prints it nor sends it back in a flow dump (the
+    /// switch still matches on it): match ct_nw_proto (not 0) with it.
+    CtTpSrc(Masked<u16>),
+    /// NXM_NX_CT_TP_DST (field 125): as [`Oxm::CtTpSrc`], the destination port.
+    CtTpDst(Masked<u16>),
     /// NXM_NX_CONJ_ID, not maskable.
     ConjId(u32),
     /// NXM_NX_PKT_MARK.
@@ -172,6 +198,20 @@ pub mod headers {
     pub const NXM_NX_ARP_SHA: u32 = oxm_header(class::NXM_1, 17, false, 6);
     /// NXM_NX_ARP_THA (48 bits).
     pub const NXM_NX_ARP_THA: u32 = oxm_header(class::NXM_1, 18, false, 6);
+    /// NXM_NX_CT_NW_PROTO (8 bits, read-only: a `move` source only, like the other `CT` ones).
+    pub const NXM_NX_CT_NW_PROTO: u32 = oxm_header(class::NXM_1, 119, false, 1);
+    /// NXM_NX_CT_NW_SRC (32 bits).
+    pub const NXM_NX_CT_NW_SRC: u32 = oxm_header(class::NXM_1, 120, false, 4);
+    /// NXM_NX_CT_NW_DST (32 bits).
+    pub const NXM_NX_CT_NW_DST: u32 = oxm_header(class::NXM_1, 121, false, 4);
+    /// NXM_NX_CT_IPV6_SRC (128 bits).
+    pub const NXM_NX_CT_IPV6_SRC: u32 = oxm_header(class::NXM_1, 122, false, 16);
+    /// NXM_NX_CT_IPV6_DST (128 bits).
+    pub const NXM_NX_CT_IPV6_DST: u32 = oxm_header(class::NXM_1, 123, false, 16);
+    /// NXM_NX_CT_TP_SRC (16 bits).
+    pub const NXM_NX_CT_TP_SRC: u32 = oxm_header(class::NXM_1, 124, false, 2);
+    /// NXM_NX_CT_TP_DST (16 bits).
+    pub const NXM_NX_CT_TP_DST: u32 = oxm_header(class::NXM_1, 125, false, 2);
 }
 
 /// Builds an OXM header from its parts; `len` is the payload length (value + mask).
@@ -249,6 +289,13 @@ fn decode_typed(class: u16, field: u8, hm: bool, body: &[u8]) -> Option<Oxm> {
         (class::NXM_1, 106) => CtZone(exact(hm, body, u16::from_be_bytes)?),
         (class::NXM_1, 107) => CtMark(masked(hm, body, u32::from_be_bytes)?),
         (class::NXM_1, 108) => CtLabel(masked(hm, body, u128::from_be_bytes)?),
+        (class::NXM_1, 119) => CtNwProto(exact(hm, body, be_u8)?),
+        (class::NXM_1, 120) => CtNwSrc(masked(hm, body, Ipv4Addr::from)?),
+        (class::NXM_1, 121) => CtNwDst(masked(hm, body, Ipv4Addr::from)?),
+        (class::NXM_1, 122) => CtIpv6Src(masked(hm, body, Ipv6Addr::from)?),
+        (class::NXM_1, 123) => CtIpv6Dst(masked(hm, body, Ipv6Addr::from)?),
+        (class::NXM_1, 124) => CtTpSrc(masked(hm, body, u16::from_be_bytes)?),
+        (class::NXM_1, 125) => CtTpDst(masked(hm, body, u16::from_be_bytes)?),
         (class::PACKET_REGS, 0..=15) => XReg { index: field, value: masked(hm, body, u64::from_be_bytes)? },
         _ => return None,
     })
@@ -296,6 +343,13 @@ fn typed_shape(o: &Oxm) -> Option<(u16, u8, u8, bool)> {
         CtZone(_) => (NXM_1, 106, 2, false),
         CtMark(v) => (NXM_1, 107, 4, v.mask.is_some()),
         CtLabel(v) => (NXM_1, 108, 16, v.mask.is_some()),
+        CtNwProto(_) => (NXM_1, 119, 1, false),
+        CtNwSrc(v) => (NXM_1, 120, 4, v.mask.is_some()),
+        CtNwDst(v) => (NXM_1, 121, 4, v.mask.is_some()),
+        CtIpv6Src(v) => (NXM_1, 122, 16, v.mask.is_some()),
+        CtIpv6Dst(v) => (NXM_1, 123, 16, v.mask.is_some()),
+        CtTpSrc(v) => (NXM_1, 124, 2, v.mask.is_some()),
+        CtTpDst(v) => (NXM_1, 125, 2, v.mask.is_some()),
         XReg { index, value } => (PACKET_REGS, *index, 8, value.mask.is_some()),
         Experimenter { .. } | Unknown { .. } => return None,
     })
@@ -380,14 +434,13 @@ impl Oxm {
         match self {
             InPort(v) | ConjId(v) => out.put_u32(*v),
             EthType(v) | CtZone(v) | ArpOp(v) => out.put_u16(*v),
-            IpProto(v) | Icmpv4Type(v) | Icmpv4Code(v) | Icmpv6Type(v) | Icmpv6Code(v) => out.put_u8(*v),
+            IpProto(v) | Icmpv4Type(v) | Icmpv4Code(v) | Icmpv6Type(v) | Icmpv6Code(v) | CtNwProto(v) => out.put_u8(*v),
             Metadata(v) | XReg { value: v, .. } => m(out, v, p64),
             EthDst(v) | EthSrc(v) | ArpSha(v) | ArpTha(v) | Ipv6NdSll(v) | Ipv6NdTll(v) => m(out, v, mac),
-            Ipv4Src(v) | Ipv4Dst(v) | ArpSpa(v) | ArpTpa(v) => m(out, v, v4),
-            Ipv6Src(v) | Ipv6Dst(v) | Ipv6NdTarget(v) => m(out, v, v6),
-            VlanVid(v) | TcpSrc(v) | TcpDst(v) | UdpSrc(v) | UdpDst(v) | SctpSrc(v) | SctpDst(v) | TcpFlags(v) => {
-                m(out, v, p16)
-            }
+            Ipv4Src(v) | Ipv4Dst(v) | ArpSpa(v) | ArpTpa(v) | CtNwSrc(v) | CtNwDst(v) => m(out, v, v4),
+            Ipv6Src(v) | Ipv6Dst(v) | Ipv6NdTarget(v) | CtIpv6Src(v) | CtIpv6Dst(v) => m(out, v, v6),
+            VlanVid(v) | TcpSrc(v) | TcpDst(v) | UdpSrc(v) | UdpDst(v) | SctpSrc(v) | SctpDst(v) | TcpFlags(v)
+            | CtTpSrc(v) | CtTpDst(v) => m(out, v, p16),
             CtState(v) | CtMark(v) | PktMark(v) | Reg { value: v, .. } => m(out, v, p32),
             CtLabel(v) => m(out, v, p128),
             Experimenter { experimenter, payload, .. } => {
@@ -516,6 +569,54 @@ mod tests {
         // A VLAN_VID of another length is kept raw.
         let (o, _) = Oxm::parse(&hex("80000c0100")).unwrap();
         assert!(matches!(o, Oxm::Unknown { header: 0x80000c01, .. }));
+    }
+
+    #[test]
+    fn ct_tuple_as_ovs_sends_it() {
+        // The ofp_match of `ovs-ofctl -O OpenFlow15 -mmmmm parse-flow 'ct_state=-inv+trk,udp,
+        // ct_nw_src=10.0.0.0/24,ct_nw_dst=10.0.0.1,ct_nw_proto=17,ct_tp_src=1234,
+        // ct_tp_dst=0x50/0xfff0,actions=drop'` and of `ct_state=+rpl+trk,sctp6,
+        // ct_ipv6_src=fd00::/64,ct_ipv6_dst=fd00::1,ct_nw_proto=132,ct_tp_dst=5000` (OVS 3.1.0).
+        let v4 = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        let v6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+        for (b, tuple) in [
+            (
+                "0001004280000a02080080001401110001d30800000020000000300001f1080a000000ffffff000001f2040a000001\
+                 0001ee01110001f80204d20001fb040050fff0000000000000",
+                vec![
+                    Oxm::CtNwSrc(Masked::masked(v4("10.0.0.0"), v4("255.255.255.0"))),
+                    Oxm::CtNwDst(Masked::exact(v4("10.0.0.1"))),
+                    Oxm::CtNwProto(17),
+                    Oxm::CtTpSrc(Masked::exact(1234)),
+                    Oxm::CtTpDst(Masked::masked(0x50, 0xfff0)),
+                ],
+            ),
+            (
+                "0001005e80000a0286dd80001401840001d30800000028000000280001f520fd000000000000000000000000000000\
+                 ffffffffffffffff00000000000000000001f610fd000000000000000000000000000001\
+                 0001ee01840001fa0213880000",
+                vec![
+                    Oxm::CtIpv6Src(Masked::masked(v6("fd00::"), v6("ffff:ffff:ffff:ffff::"))),
+                    Oxm::CtIpv6Dst(Masked::exact(v6("fd00::1"))),
+                    Oxm::CtNwProto(132),
+                    Oxm::CtTpDst(Masked::exact(5000)),
+                ],
+            ),
+        ] {
+            let b = hex(b);
+            let (m, used) = Match::parse(&b).unwrap();
+            assert_eq!(used, b.len());
+            assert_eq!(&m.fields[3..], &tuple[..]);
+            let mut out = BytesMut::new();
+            m.emit(&mut out);
+            assert_eq!(&out[..], &b[..]);
+        }
+        // A masked ct_nw_proto (not maskable) and fields of another length are kept raw.
+        for raw in ["0001ef020606", "0001f0050102030405", "0001f80100", "0001f40f000102030405060708090a0b0c0d0e"] {
+            let (o, used) = Oxm::parse(&hex(raw)).unwrap();
+            assert!(matches!(o, Oxm::Unknown { .. }), "{raw}: {o:?}");
+            assert_eq!(used, raw.len() / 2);
+        }
     }
 
     #[test]

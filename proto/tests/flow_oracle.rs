@@ -215,6 +215,125 @@ fn cases() -> Vec<FlowMod> {
             ],
             vec![],
         ),
+        // The conntrack original-direction tuple. OVS wants, before each of these fields on the
+        // wire, a ct_state that implies a valid entry, and an eth_type of the address family
+        // for the addresses (see ovs_refuses_ct_tuple_without_its_prerequisites); like any
+        // masked field, no value bit outside the mask (OFPBMC_BAD_WILDCARDS).
+        fm(
+            1,
+            100,
+            vec![
+                CtState(Masked::masked(0x22, 0x22)),
+                IP,
+                IpProto(6),
+                CtNwSrc(Masked::exact(v4("10.0.0.1"))),
+                CtNwProto(6),
+                CtTpDst(Masked::exact(80)),
+                TcpDst(Masked::exact(8080)),
+                Reg { index: 1, value: Masked::exact(5) },
+            ],
+            apply(vec![Action::Output { port: 2, max_len: 0 }]),
+        ),
+        fm(
+            0,
+            1,
+            vec![
+                IP,
+                IpProto(17),
+                CtState(Masked::masked(0x20, 0x30)),
+                CtTpDst(Masked::masked(0x1230, 0xfff0)),
+                CtTpSrc(Masked::exact(1234)),
+                CtNwProto(17),
+                CtNwDst(Masked::masked(v4("10.0.2.0"), v4("255.0.255.0"))),
+                CtNwSrc(Masked::masked(v4("10.0.0.0"), v4("255.255.255.0"))),
+                UdpDst(Masked::exact(53)),
+            ],
+            vec![],
+        ),
+        fm(
+            0,
+            1,
+            vec![
+                CtState(Masked::exact(0x21)),
+                IP,
+                IpProto(132),
+                CtNwProto(132),
+                CtTpDst(Masked::masked(5000, 0xffff)),
+                CtNwDst(Masked::masked(v4("10.0.0.1"), v4("255.255.255.255"))),
+                SctpDst(Masked::exact(5000)),
+            ],
+            vec![],
+        ),
+        fm(
+            0,
+            1,
+            vec![
+                IP6,
+                CtState(Masked::masked(0x28, 0x28)),
+                CtIpv6Src(Masked::masked(v6("fd00::"), v6("ffff:ffff:ffff:ffff::"))),
+                CtIpv6Dst(Masked::masked(v6("fd00::2"), v6("ffff::ffff"))),
+                CtNwProto(58),
+                IpProto(58),
+            ],
+            vec![],
+        ),
+        fm(
+            0,
+            1,
+            vec![IP6, CtState(Masked::masked(0x02, 0x02)), CtIpv6Dst(Masked::exact(v6("::ffff:10.0.0.1")))],
+            vec![],
+        ),
+        // OVS prints no ct ports without a ct_nw_proto, and prints ct_nw_proto=0; a zero mask
+        // matches (and prints) nothing.
+        fm(
+            0,
+            1,
+            vec![CtState(Masked::masked(0x22, 0x22)), CtTpSrc(Masked::exact(1)), CtTpDst(Masked::exact(80))],
+            vec![],
+        ),
+        fm(0, 1, vec![CtState(Masked::masked(0x22, 0x22)), CtNwProto(0), CtTpDst(Masked::exact(80))], vec![]),
+        fm(0, 1, vec![IP, CtState(Masked::exact(0x22)), CtNwSrc(Masked::masked(v4("0.0.0.0"), v4("0.0.0.0")))], vec![]),
+        // packet_type=Ethernet (what OVS sends first in a dump of the last one): printed as
+        // nothing.
+        fm(
+            0,
+            1,
+            vec![Unknown { header: 0x8000_5804, payload: vec![0; 4].into() }, CtState(Masked::masked(0x22, 0x22))],
+            vec![],
+        ),
+        // Read with `move` (OF1.5 copy_field), by their NXM names.
+        fm(
+            0,
+            1,
+            vec![IP, CtState(Masked::masked(0x22, 0x22))],
+            apply(vec![
+                Action::copy_field(NXM_NX_CT_NW_DST, 0x0001_0004, 32),
+                Action::CopyField {
+                    n_bits: 16,
+                    src_offset: 0,
+                    dst_offset: 0,
+                    src: NXM_NX_CT_TP_DST.to_be_bytes().to_vec().into(),
+                    dst: vec![0, 1, 2, 4].into(),
+                },
+                Action::CopyField {
+                    n_bits: 8,
+                    src_offset: 0,
+                    dst_offset: 16,
+                    src: NXM_NX_CT_NW_PROTO.to_be_bytes().to_vec().into(),
+                    dst: vec![0, 1, 2, 4].into(),
+                },
+                Action::CopyField {
+                    n_bits: 32,
+                    src_offset: 96,
+                    dst_offset: 0,
+                    src: NXM_NX_CT_IPV6_SRC.to_be_bytes().to_vec().into(),
+                    dst: vec![0, 1, 4, 4].into(),
+                },
+                Action::copy_field(NXM_NX_CT_NW_SRC, 0x0001_0604, 32),
+                Action::copy_field(NXM_NX_CT_IPV6_DST, 0x0001_0804, 32),
+                Action::copy_field(NXM_NX_CT_TP_SRC, 0x0001_0a04, 16),
+            ]),
+        ),
         // Actions.
         fm(
             0,
@@ -667,4 +786,74 @@ fn ovs_prints_our_reg_moves_before_of15_and_refuses_them_in_of15() {
         "{hex}"
     );
     assert_eq!(ofp::action::parse_actions(&out).unwrap(), actions);
+}
+
+#[test]
+fn ovs_refuses_ct_tuple_without_its_prerequisites() {
+    use Oxm::*;
+    let est = CtState(Masked::masked(0x22, 0x22));
+    let src = CtNwSrc(Masked::exact(v4("10.0.0.1")));
+    let src6 = CtIpv6Src(Masked::exact(v6("fd00::1")));
+    let print = |fields: Vec<Oxm>| ofp_print(&hex::encode(message(&fm(0, 1, fields, vec![]), 1)));
+    let prereq = "***decode error: OFPBMC_BAD_PREREQ***";
+    let inconsistent = "***decode error: OFPBAC_MATCH_INCONSISTENT***";
+    // A ct_state implying a valid entry must come first on the wire: +trk alone, +inv or
+    // -inv alone are not enough; any of +new, +est, +rel, +rpl, +snat, +dnat is; +trk-inv is.
+    for (fields, want) in [
+        (vec![IP, src.clone()], prereq),
+        (vec![IP, src.clone(), est.clone()], prereq),
+        (vec![IP, CtState(Masked::masked(0x20, 0x20)), src.clone()], prereq),
+        (vec![IP, CtState(Masked::masked(0x00, 0x10)), src.clone()], prereq),
+        (vec![IP, CtState(Masked::masked(0x30, 0x30)), src.clone()], prereq),
+        (vec![CtState(Masked::masked(0x20, 0x20)), CtNwProto(6)], prereq),
+        (vec![CtState(Masked::masked(0x20, 0x20)), CtTpDst(Masked::exact(80))], prereq),
+        // The addresses need their eth_type anywhere in the match.
+        (vec![est.clone(), src.clone()], inconsistent),
+        (vec![IP6, est.clone(), src.clone()], inconsistent),
+        (vec![Oxm::EthType(0x0806), est.clone(), src.clone()], inconsistent),
+        (vec![IP, est.clone(), src6.clone()], inconsistent),
+        (vec![est.clone(), src6.clone()], inconsistent),
+        // As for any masked field: no value bit outside the mask.
+        (
+            vec![IP, est.clone(), CtNwSrc(Masked::masked(v4("10.0.0.1"), v4("255.255.255.0")))],
+            "***decode error: OFPBMC_BAD_WILDCARDS***",
+        ),
+        (
+            vec![est.clone(), CtNwProto(6), CtTpDst(Masked::masked(81, 0xfff0))],
+            "***decode error: OFPBMC_BAD_WILDCARDS***",
+        ),
+    ] {
+        let text = print(fields.clone());
+        assert!(text.contains(want), "{fields:?}: {text}");
+    }
+    for (fields, want) in [
+        (vec![est.clone(), src.clone(), IP], "ct_state=+est+trk,ct_nw_src=10.0.0.1,ip"),
+        (vec![CtState(Masked::masked(0x01, 0x01)), IP, src.clone()], "ct_state=+new,ct_nw_src=10.0.0.1,ip"),
+        (vec![CtState(Masked::masked(0x04, 0x04)), IP, src.clone()], "ct_state=+rel,ct_nw_src=10.0.0.1,ip"),
+        (vec![CtState(Masked::masked(0x08, 0x08)), IP6, src6], "ct_state=+rpl,ct_ipv6_src=fd00::1,ipv6"),
+        (vec![CtState(Masked::masked(0x40, 0x40)), IP, src.clone()], "ct_state=+snat,ct_nw_src=10.0.0.1,ip"),
+        (vec![CtState(Masked::masked(0x80, 0x80)), IP, src.clone()], "ct_state=+dnat,ct_nw_src=10.0.0.1,ip"),
+        (vec![CtState(Masked::masked(0x20, 0x30)), IP, src], "ct_state=-inv+trk,ct_nw_src=10.0.0.1,ip"),
+        (vec![est, CtTpDst(Masked::exact(80))], "ct_state=+est+trk actions=drop"),
+    ] {
+        let text = print(fields.clone());
+        assert!(text.contains(&format!("ADD priority=1,{want}")), "{fields:?}: {text}");
+    }
+    // Read-only: OVS refuses a set_field of any of them.
+    let v4a = Masked::exact(v4("10.0.0.1"));
+    let v6a = Masked::exact(v6("fd00::1"));
+    for f in [
+        CtNwProto(6),
+        CtNwSrc(v4a),
+        CtNwDst(v4a),
+        CtIpv6Src(v6a),
+        CtIpv6Dst(v6a),
+        CtTpSrc(Masked::exact(1)),
+        CtTpDst(Masked::exact(2)),
+    ] {
+        let mut b = BytesMut::new();
+        ofp::action::emit_actions(&[Action::SetField(f.clone())], &mut b);
+        let said = parse_actions("OpenFlow15", &hex::encode(&b));
+        assert!(said.lines().any(|l| l == "bad OpenFlow15 actions: OFPBAC_BAD_SET_ARGUMENT"), "{f:?}: {said}");
+    }
 }

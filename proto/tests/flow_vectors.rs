@@ -2,7 +2,8 @@
 //! Open vSwitch's own test suite, every expected text re-checked with ovs-ofctl 3.1.0; the
 //! provenance of each vector is in its `source` field). Covered here: the action, instruction
 //! and OXM vectors, the OF1.5 flow stats request/reply and the FLOW_MOD-carrying messages; and,
-//! inline, FLOW_MODs and NXAST_REG_MOVE actions OVS encodes itself (ARP responder, VLAN).
+//! inline, FLOW_MODs and NXAST_REG_MOVE actions OVS encodes itself (ARP responder, VLAN, the
+//! conntrack original-direction tuple).
 //!
 //! For each: parse, re-emit byte-identical, decoded fields match OVS's text, and the truncation
 //! sweep: every prefix is an error, except prefixes ending exactly between two list elements
@@ -353,28 +354,34 @@ const OVS_FLOW_MODS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The checks of one FLOW_MOD OVS encoded (see [`OVS_FLOW_MODS`]): parse, re-emit
+/// byte-identical, print as OVS did, and the truncation sweeps of the message and its actions.
+fn check_ovs_flow_mod(flow: &str, printed: &str, hex_s: &str) {
+    let msg = hex::decode(hex_s).unwrap();
+    assert_eq!((msg[0], msg[1], usize::from(u16::from_be_bytes([msg[2], msg[3]]))), (6, 14, msg.len()), "{flow}");
+    let fm = FlowMod::parse(&msg[8..]).unwrap_or_else(|e| panic!("{flow}: {e}"));
+    let mut out = BytesMut::new();
+    fm.emit(&mut out);
+    assert_eq!(hex::encode(&out), hex::encode(&msg[8..]), "{flow}");
+    assert_eq!(fm.buffer_len(), msg.len() - 8, "{flow}");
+    assert_eq!(text::format_flow_mod(&fm, &|_| None), *printed, "{flow}");
+    let ok = boundaries(40 + fm.match_.buffer_len(), fm.instructions.iter().map(Instruction::buffer_len));
+    sweep(flow, &msg[8..], &ok, FlowMod::parse);
+    // The action list alone: every prefix is an error unless it ends between two actions.
+    for i in &fm.instructions {
+        let Instruction::ApplyActions(a) = i else { continue };
+        let mut b = BytesMut::new();
+        emit_actions(a, &mut b);
+        sweep(flow, &b, &boundaries(0, a.iter().map(Action::buffer_len)), parse_actions);
+    }
+}
+
 #[test]
 fn ovs_encoded_arp_responder_and_vlan_flow_mods() {
     use ofp::oxm::headers::*;
     use ofp::oxm::Masked;
     for (flow, printed, hex_s) in OVS_FLOW_MODS {
-        let msg = hex::decode(hex_s).unwrap();
-        assert_eq!((msg[0], msg[1], usize::from(u16::from_be_bytes([msg[2], msg[3]]))), (6, 14, msg.len()), "{flow}");
-        let fm = FlowMod::parse(&msg[8..]).unwrap_or_else(|e| panic!("{flow}: {e}"));
-        let mut out = BytesMut::new();
-        fm.emit(&mut out);
-        assert_eq!(hex::encode(&out), hex::encode(&msg[8..]), "{flow}");
-        assert_eq!(fm.buffer_len(), msg.len() - 8, "{flow}");
-        assert_eq!(text::format_flow_mod(&fm, &|_| None), *printed, "{flow}");
-        let ok = boundaries(40 + fm.match_.buffer_len(), fm.instructions.iter().map(Instruction::buffer_len));
-        sweep(flow, &msg[8..], &ok, FlowMod::parse);
-        // The action list alone: every prefix is an error unless it ends between two actions.
-        for i in &fm.instructions {
-            let Instruction::ApplyActions(a) = i else { continue };
-            let mut b = BytesMut::new();
-            emit_actions(a, &mut b);
-            sweep(flow, &b, &boundaries(0, a.iter().map(Action::buffer_len)), parse_actions);
-        }
+        check_ovs_flow_mod(flow, printed, hex_s);
     }
     // The typed values.
     let fm = |i: usize| FlowMod::parse(&hex::decode(OVS_FLOW_MODS[i].2).unwrap()[8..]).unwrap();
@@ -420,4 +427,103 @@ fn ovs_encoded_reg_moves() {
          move:NXM_OF_ARP_SPA[0..15]->NXM_OF_ARP_TPA[16..31]"
     );
     sweep(name, &bytes, &boundaries(0, actions.iter().map(Action::buffer_len)), parse_actions);
+}
+
+/// FLOW_MODs OVS encodes (as [`OVS_FLOW_MODS`]) matching the conntrack original-direction tuple,
+/// and one reading it with `move` (OF1.5 copy_field). OVS puts eth_type and ip_proto first, then
+/// ct_state, then the tuple (addresses, ct_nw_proto, ports), then the registers.
+const OVS_CT_TUPLE_FLOW_MODS: &[(&str, &str, &str)] = &[
+    (
+        "table=1,priority=100,ct_state=+est+trk,ct_nw_src=10.0.0.1,ct_nw_proto=6,ct_tp_dst=80,tcp,reg1=0x5,\
+         actions=output:2",
+        "ADD table:1 priority=100,ct_state=+est+trk,ct_nw_src=10.0.0.1,ct_nw_proto=6,ct_tp_dst=80,tcp,\
+         reg1=0x5 actions=output:2",
+        "060e009000000001000000000000000000000000000000000100000000000064ffffffffffffffffffffffff00000000\
+         0001004280000a020800800014010680010110000000000000000500000000ffffffff0001d308000000220000002200\
+         01f0040a0000010001ee01060001fa020050000000000000000400180000000000000010000000020000000000000000",
+    ),
+    (
+        "table=1,priority=90,ct_state=-inv+trk,udp,ct_nw_src=10.0.0.0/24,ct_nw_dst=10.0.0.1,ct_nw_proto=17,\
+         ct_tp_src=1234,ct_tp_dst=0x50/0xfff0,actions=drop",
+        "ADD table:1 priority=90,ct_state=-inv+trk,ct_nw_src=10.0.0.0/24,ct_nw_dst=10.0.0.1,ct_nw_proto=17,\
+         ct_tp_src=1234,ct_tp_dst=0x50/0xfff0,udp actions=drop",
+        "060e00780000000100000000000000000000000000000000010000000000005affffffffffffffffffffffff00000000\
+         0001004280000a02080080001401110001d30800000020000000300001f1080a000000ffffff000001f2040a00000100\
+         01ee01110001f80204d20001fb040050fff0000000000000",
+    ),
+    (
+        "table=1,priority=80,ct_state=+rpl+trk,sctp6,ct_ipv6_src=fd00::/64,ct_ipv6_dst=fd00::1,\
+         ct_nw_proto=132,ct_tp_dst=5000,actions=drop",
+        "ADD table:1 priority=80,ct_state=+rpl+trk,ct_ipv6_src=fd00::/64,ct_ipv6_dst=fd00::1,ct_nw_proto=132,\
+         ct_tp_dst=5000,sctp6 actions=drop",
+        "060e009000000001000000000000000000000000000000000100000000000050ffffffffffffffffffffffff00000000\
+         0001005e80000a0286dd80001401840001d30800000028000000280001f520fd000000000000000000000000000000ff\
+         ffffffffffffff00000000000000000001f610fd0000000000000000000000000000010001ee01840001fa0213880000",
+    ),
+    (
+        "table=1,priority=70,ct_state=+est+trk,ip,actions=move:NXM_NX_CT_NW_DST[]->NXM_NX_REG0[],\
+         move:NXM_NX_CT_TP_DST[]->NXM_NX_REG1[0..15],move:NXM_NX_CT_NW_PROTO[]->NXM_NX_REG1[16..23]",
+        "ADD table:1 priority=70,ct_state=+est+trk,ip actions=move:NXM_NX_CT_NW_DST[]->NXM_NX_REG0[],\
+         move:NXM_NX_CT_TP_DST[]->NXM_NX_REG1[0..15],move:NXM_NX_CT_NW_PROTO[]->NXM_NX_REG1[16..23]",
+        "060e009800000001000000000000000000000000000000000100000000000046ffffffffffffffffffffffff00000000\
+         0001001680000a0208000001d308000000220000002200000004005000000000001c001800200000000000000001f204\
+         0001000400000000001c001800100000000000000001fa020001020400000000001c001800080000001000000001ee01\
+         0001020400000000",
+    ),
+];
+
+#[test]
+fn ovs_encoded_ct_tuple_flow_mods() {
+    use ofp::oxm::headers::*;
+    use ofp::oxm::Masked;
+    use Oxm::*;
+    for (flow, printed, hex_s) in OVS_CT_TUPLE_FLOW_MODS {
+        check_ovs_flow_mod(flow, printed, hex_s);
+    }
+    let fm = |i: usize| FlowMod::parse(&hex::decode(OVS_CT_TUPLE_FLOW_MODS[i].2).unwrap()[8..]).unwrap();
+    let v4 = |s: &str| s.parse::<std::net::Ipv4Addr>().unwrap();
+    let v6 = |s: &str| s.parse::<std::net::Ipv6Addr>().unwrap();
+    let est = CtState(Masked::masked(0x22, 0x22));
+    assert_eq!(
+        fm(0).match_.fields,
+        vec![
+            EthType(0x0800),
+            IpProto(6),
+            XReg { index: 0, value: Masked::masked(5, 0xffff_ffff) },
+            est,
+            CtNwSrc(Masked::exact(v4("10.0.0.1"))),
+            CtNwProto(6),
+            CtTpDst(Masked::exact(80)),
+        ]
+    );
+    assert_eq!(
+        fm(1).match_.fields[2..],
+        [
+            CtState(Masked::masked(0x20, 0x30)),
+            CtNwSrc(Masked::masked(v4("10.0.0.0"), v4("255.255.255.0"))),
+            CtNwDst(Masked::exact(v4("10.0.0.1"))),
+            CtNwProto(17),
+            CtTpSrc(Masked::exact(1234)),
+            CtTpDst(Masked::masked(0x50, 0xfff0)),
+        ]
+    );
+    assert_eq!(
+        fm(2).match_.fields[2..],
+        [
+            CtState(Masked::masked(0x28, 0x28)),
+            CtIpv6Src(Masked::masked(v6("fd00::"), v6("ffff:ffff:ffff:ffff::"))),
+            CtIpv6Dst(Masked::exact(v6("fd00::1"))),
+            CtNwProto(132),
+            CtTpDst(Masked::exact(5000)),
+        ]
+    );
+    let [Instruction::ApplyActions(a)] = &fm(3).instructions[..] else { panic!("{:?}", fm(3)) };
+    let copy = |n_bits, src: u32, dst_offset| Action::CopyField {
+        n_bits,
+        src_offset: 0,
+        dst_offset,
+        src: src.to_be_bytes().to_vec().into(),
+        dst: if dst_offset == 0 && n_bits == 32 { vec![0, 1, 0, 4] } else { vec![0, 1, 2, 4] }.into(),
+    };
+    assert_eq!(a, &vec![copy(32, NXM_NX_CT_NW_DST, 0), copy(16, NXM_NX_CT_TP_DST, 0), copy(8, NXM_NX_CT_NW_PROTO, 16)]);
 }

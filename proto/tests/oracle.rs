@@ -250,6 +250,29 @@ fn cases() -> Vec<Case> {
             flow(FlowMod { priority: 250, match_: Match { fields: vec![Oxm::VlanVid(Masked::exact(0))] }, ..Default::default() }),
             &["ADD priority=250,vlan_tci=0x0000/0x1fff actions=drop"],
         ),
+        case(
+            "match ct tuple",
+            flow(FlowMod {
+                table_id: 3,
+                priority: 200,
+                match_: Match {
+                    fields: vec![
+                        Oxm::CtState(Masked::masked(0x22, 0x22)),
+                        Oxm::EthType(0x0800),
+                        Oxm::IpProto(6),
+                        Oxm::CtNwSrc(Masked::masked(Ipv4Addr::new(10, 0, 0, 0), Ipv4Addr::new(255, 255, 255, 0))),
+                        Oxm::CtNwDst(Masked::exact(Ipv4Addr::new(10, 96, 0, 10))),
+                        Oxm::CtNwProto(6),
+                        Oxm::CtTpSrc(Masked::masked(0x400, 0xfc00)),
+                        Oxm::CtTpDst(Masked::exact(80)),
+                        Oxm::Reg { index: 1, value: Masked::exact(5) },
+                    ],
+                },
+                instructions: vec![Instruction::ApplyActions(vec![Action::copy_field(NXM_NX_CT_NW_DST, 0x0001_0004, 32)])],
+                ..Default::default()
+            }),
+            &["ADD table:3 priority=200,ct_state=+est+trk,ct_nw_src=10.0.0.0/24,ct_nw_dst=10.96.0.10,ct_nw_proto=6,ct_tp_src=0x400/0xfc00,ct_tp_dst=80,tcp,reg1=0x5 actions=move:NXM_NX_CT_NW_DST[]->NXM_NX_REG0[]"],
+        ),
         case("action resubmit", with_actions(vec![Action::Resubmit { in_port: 5 }]), &["actions=resubmit:5"]),
         case(
             "action resubmit_table",

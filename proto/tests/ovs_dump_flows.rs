@@ -291,6 +291,69 @@ fn pipeline() -> Vec<FlowMod> {
         flow(0, 150, vec![InPort(2), VlanVid(Masked::exact(0))], vec![Instruction::GotoTable(1)]),
         flow(0, 140, vec![VlanVid(Masked::exact(0x1005))], vec![]),
         flow(0, 130, vec![VlanVid(Masked::masked(0x1000, 0x1000))], vec![]),
+        // The conntrack original-direction tuple (a valid ct_state first on the wire), with
+        // tcp/udp/sctp and registers, and read into a register with `move`.
+        flow(
+            3,
+            220,
+            vec![
+                CtState(Masked::masked(0x22, 0x22)),
+                ip(),
+                IpProto(6),
+                CtNwSrc(Masked::exact("10.0.0.1".parse().unwrap())),
+                CtNwProto(6),
+                CtTpDst(Masked::exact(80)),
+                reg1(5),
+            ],
+            vec![Instruction::GotoTable(5)],
+        ),
+        flow(
+            3,
+            220,
+            vec![
+                ip(),
+                IpProto(17),
+                CtState(Masked::masked(0x20, 0x30)),
+                CtNwSrc(Masked::masked("10.0.0.0".parse().unwrap(), "255.255.255.0".parse().unwrap())),
+                CtNwDst(Masked::masked("10.0.2.0".parse().unwrap(), "255.0.255.0".parse().unwrap())),
+                CtNwProto(17),
+                CtTpSrc(Masked::exact(1234)),
+                CtTpDst(Masked::masked(0x50, 0xfff0)),
+                UdpDst(Masked::exact(53)),
+            ],
+            vec![],
+        ),
+        flow(
+            3,
+            220,
+            vec![
+                CtState(Masked::masked(0x28, 0x28)),
+                ip(),
+                IpProto(132),
+                CtNwProto(132),
+                CtTpDst(Masked::exact(5000)),
+                SctpDst(Masked::exact(5000)),
+            ],
+            vec![],
+        ),
+        flow(
+            3,
+            220,
+            vec![
+                EthType(0x86dd),
+                CtState(Masked::masked(0x21, 0x21)),
+                CtIpv6Src(Masked::masked("fd00::".parse().unwrap(), "ffff:ffff:ffff:ffff::".parse().unwrap())),
+                CtIpv6Dst(Masked::exact("fd00::1".parse().unwrap())),
+                CtNwProto(58),
+            ],
+            vec![],
+        ),
+        flow(
+            5,
+            100,
+            vec![ip(), CtState(Masked::masked(0x22, 0x22))],
+            vec![apply(vec![Action::copy_field(NXM_NX_CT_NW_DST, 0x0001_0004, 32)]), Instruction::GotoTable(6)],
+        ),
         // Ports by name, every flow flag.
         FlowMod {
             flags: 0x1f,
@@ -314,41 +377,44 @@ fn ovs_ofctl_dump(mgmt: &Path) -> Vec<String> {
     out.lines().map(str::to_string).collect()
 }
 
-#[test]
-fn dump_flows_text_matches_ovs_ofctl() {
-    let sb = Sandbox::start();
+/// Connects to the bridge's management socket and says hello (OF1.5).
+fn connect(sb: &Sandbox) -> UnixStream {
     let mut s = UnixStream::connect(sb.mgmt()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     send(&mut s, 0, 1, &[0, 1, 0, 8, 0, 0, 0, 0x40]);
     let (t, _, _) = recv(&mut s);
     assert_eq!(t, 0, "hello");
-    // METER_MOD add meter 1, pktps, one drop band of 100 pps (bytes of the wire inventory's
-    // vector live_tx_meter_mod_pktps_drop; METER_MOD itself is encoded elsewhere).
-    send(&mut s, 29, 2, &hex::decode("0000000a000000010001001000000064000000000000000000000000").unwrap()[..24]);
+    s
+}
 
-    let flows = pipeline();
+/// Sends the FLOW_MODs and a barrier; the switch must refuse none.
+fn install(s: &mut UnixStream, flows: &[FlowMod]) {
     for (i, fm) in flows.iter().enumerate() {
         let mut body = BytesMut::new();
         fm.emit(&mut body);
         assert_eq!(body.len(), fm.buffer_len());
-        send(&mut s, 14, 100 + i as u32, &body);
+        send(s, 14, 100 + i as u32, &body);
     }
-    send(&mut s, 20, 999, &[]);
+    send(s, 20, 999, &[]);
     loop {
-        let (t, xid, body) = recv(&mut s);
+        let (t, xid, body) = recv(s);
         assert_ne!(t, 1, "switch error for xid {xid}: {}", hex::encode(&body));
         if t == 21 {
             break;
         }
     }
+}
 
+/// Every flow, through our OF1.5 flow stats request and parser (each reply re-emitted
+/// byte-identical).
+fn dump(s: &mut UnixStream) -> Vec<ofp::multipart::FlowStats> {
     let req = MultipartRequest { flags: 0, body: MultipartRequestBody::Flow(FlowStatsRequest::default()) };
     let mut body = BytesMut::new();
     req.emit(&mut body);
-    send(&mut s, 18, 1000, &body);
+    send(s, 18, 1000, &body);
     let mut dumped = Vec::new();
     loop {
-        let (t, xid, body) = recv(&mut s);
+        let (t, xid, body) = recv(s);
         if t != 19 || xid != 1000 {
             assert_ne!(t, 1, "error: {}", hex::encode(&body));
             continue;
@@ -363,6 +429,20 @@ fn dump_flows_text_matches_ovs_ofctl() {
             break;
         }
     }
+    dumped
+}
+
+#[test]
+fn dump_flows_text_matches_ovs_ofctl() {
+    let sb = Sandbox::start();
+    let mut s = connect(&sb);
+    // METER_MOD add meter 1, pktps, one drop band of 100 pps (bytes of the wire inventory's
+    // vector live_tx_meter_mod_pktps_drop; METER_MOD itself is encoded elsewhere).
+    send(&mut s, 29, 2, &hex::decode("0000000a000000010001001000000064000000000000000000000000").unwrap()[..24]);
+
+    let flows = pipeline();
+    install(&mut s, &flows);
+    let dumped = dump(&mut s);
     assert_eq!(dumped.len(), flows.len());
 
     // Same flows, same text, per line: from the dump, and from the flow_mods we sent.
@@ -414,5 +494,54 @@ fn dump_flows_text_matches_ovs_ofctl() {
         theirs.iter().any(|l| l
             == " table=IngressRule, priority=200,ip,nw_src=10.0.0.1 actions=conjunction(7,1/3),conjunction(9,1/2)"),
         "{theirs:#?}"
+    );
+}
+
+/// OVS 3.1 accepts ct_tp_src/ct_tp_dst without a ct_nw_proto (or with ct_nw_proto=0) and
+/// matches on them, but sends neither back in a flow dump (nor ct_nw_proto=0) and
+/// ovs-ofctl prints none of them: such a flow dumps like one without them.
+#[test]
+fn ct_ports_without_ct_nw_proto_are_kept_but_not_dumped() {
+    use Oxm::*;
+    let sb = Sandbox::start();
+    let mut s = connect(&sb);
+    let est = || CtState(Masked::masked(0x22, 0x22));
+    let flows = vec![
+        flow(0, 100, vec![est(), ip()], vec![]),
+        flow(0, 100, vec![est(), ip(), CtTpDst(Masked::exact(80))], vec![]),
+        flow(0, 90, vec![est(), CtNwProto(0), CtTpSrc(Masked::exact(1)), CtTpDst(Masked::exact(80))], vec![]),
+    ];
+    install(&mut s, &flows);
+    let dumped = dump(&mut s);
+    // Two flows at priority 100: the switch told their matches apart.
+    assert_eq!(dumped.len(), 3, "{dumped:#?}");
+    // OVS puts OXM_OF_PACKET_TYPE (Ethernet) first in a match none of whose sent fields
+    // implies Ethernet (here the hidden ct_nw_proto did).
+    let packet_type_eth = Unknown { header: 0x8000_5804, payload: vec![0; 4].into() };
+    for f in &dumped {
+        let want = if f.priority == 100 { vec![ip(), est()] } else { vec![packet_type_eth.clone(), est()] };
+        assert_eq!(f.match_.fields, want, "{f:?}");
+    }
+    let names = ofp::text::Names { tables: &table_name, ports: &port_name };
+    let mut ours: Vec<String> = dumped.iter().map(|f| ofp::text::format_flow_with(&names, f, false)).collect();
+    let mut theirs = ovs_ofctl_dump(&sb.mgmt());
+    ours.sort();
+    theirs.sort();
+    assert_eq!(ours, theirs);
+    assert_eq!(
+        theirs,
+        [
+            " table=Classifier, priority=100,ct_state=+est+trk,ip actions=drop",
+            " table=Classifier, priority=100,ct_state=+est+trk,ip actions=drop",
+            " table=Classifier, priority=90,ct_state=+est+trk actions=drop",
+        ]
+    );
+    // What was sent prints as OVS prints the FLOW_MOD: ct_nw_proto=0 and the ports with it,
+    // ports without a ct_nw_proto not at all; so the last flow's text differs from its dump.
+    let sent: Vec<String> = flows.iter().map(|f| ofp::text::format_desired_flow(&names, f)).collect();
+    assert_eq!(sent[1], theirs[0]);
+    assert_eq!(
+        sent[2],
+        " table=Classifier, priority=90,ct_state=+est+trk,ct_nw_proto=0,ct_tp_src=1,ct_tp_dst=80 actions=drop"
     );
 }

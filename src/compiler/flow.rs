@@ -41,12 +41,13 @@ pub(crate) const ETH_IPV6: u16 = 0x86dd;
 pub(crate) const ETH_ARP: u16 = 0x0806;
 
 /// The registers the pipeline carries between tables:
-/// - `reg1`: the local destination's ofport (a pod, the gateway or an uplink), set by
+/// - `reg1`: the port the packet leaves by (a pod, the gateway or an uplink), set by
 ///   L2ForwardingCalc (or by the Service flows); Output sends only there.
-/// - `reg2`: the source pod's ofport, set by the Classifier for a pod's port and by
-///   ConntrackState for traffic the gateway brings back from a local pod (after a Service's
-///   DNAT); the egress tables match it.
+/// - `reg2`: the ofport of the local pod that is the source of the packet's connection in its
+///   original direction (ConnectionSource, by `ct_nw_src`); the egress tables match it.
 /// - `reg3`: where the packet came from, [`from`] flags.
+/// - `reg4`: the ofport of the local pod that is the destination of the packet's connection
+///   (ConnectionDestination, by `ct_nw_dst`); the ingress tables match it.
 pub mod from {
     /// From a pod's port.
     pub const POD: u32 = 0x1;
@@ -71,6 +72,11 @@ pub fn reg2(ofport: u32) -> Oxm {
     Oxm::XReg { index: 1, value: Masked::masked(u64::from(ofport) << 32, HIGH_HALF) }
 }
 
+/// `reg4=<ofport>` (the connection's destination pod), as OVS reports it (high half of xreg2).
+pub fn reg4(ofport: u32) -> Oxm {
+    Oxm::XReg { index: 2, value: Masked::masked(u64::from(ofport) << 32, HIGH_HALF) }
+}
+
 /// `reg3=<flags>/<flags>`: every flag in `flags` set (low half of xreg1).
 pub fn from_flags(flags: u32) -> Oxm {
     Oxm::XReg { index: 1, value: Masked::masked(u64::from(flags), u64::from(flags)) }
@@ -89,6 +95,24 @@ pub fn src_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
 /// `ip,nw_dst=<prefix>` or `ipv6,ipv6_dst=<prefix>`.
 pub fn dst_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
     prefix(cidr, Oxm::Ipv4Dst, Oxm::Ipv6Dst)
+}
+
+/// `ip,ct_nw_src=<prefix>` or `ipv6,ct_ipv6_src=<prefix>`: the source of the packet's
+/// connection in its original direction (replies and related packets included).
+pub fn ct_src_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
+    tracked(prefix(cidr, Oxm::CtNwSrc, Oxm::CtIpv6Src))
+}
+
+/// `ip,ct_nw_dst=<prefix>` or `ipv6,ct_ipv6_dst=<prefix>`.
+pub fn ct_dst_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
+    tracked(prefix(cidr, Oxm::CtNwDst, Oxm::CtIpv6Dst))
+}
+
+/// `ct_state=-inv+trk` with `fields`: OVS takes a match on the conntrack tuple only with a
+/// ct_state that says the packet has a valid connection.
+pub fn tracked(mut fields: Vec<Oxm>) -> Vec<Oxm> {
+    fields.push(ct_state(ct::TRK, ct::INV));
+    fields
 }
 
 fn prefix(

@@ -13,9 +13,16 @@ use ofp::{Action, Instruction, Masked, Match, Oxm};
 /// satisfies OpenFlow prerequisites (eth_type before ip_proto before L4 ports).
 pub fn normalize_match(m: &Match) -> Match {
     let mut xregs: [Option<(u64, u64)>; 16] = [None; 16];
+    let mut ct_state: Option<(u32, u32)> = None;
     let mut fields = Vec::with_capacity(m.fields.len());
     for f in &m.fields {
         match f {
+            // Several ct_state matches are one: their bits together.
+            Oxm::CtState(m) => {
+                let mask = m.mask.unwrap_or(u32::MAX);
+                let (v, om) = ct_state.unwrap_or((0, 0));
+                ct_state = Some(((v & !mask) | (m.value & mask), om | mask));
+            }
             Oxm::Reg { index, value } => {
                 let (v, mask) = (u64::from(value.value), u64::from(value.mask.unwrap_or(u32::MAX)));
                 let (v, mask) = if index % 2 == 0 { (v << 32, mask << 32) } else { (v, mask) };
@@ -29,6 +36,11 @@ pub fn normalize_match(m: &Match) -> Match {
                     fields.push(n);
                 }
             }
+        }
+    }
+    if let Some((v, mask)) = ct_state {
+        if let Some(value) = canon(v, mask, 0u32, u32::MAX, |a, b| a & b) {
+            fields.push(Oxm::CtState(value));
         }
     }
     for (i, x) in xregs.iter().enumerate() {
@@ -107,10 +119,15 @@ fn normalize_field(f: &Oxm) -> Option<Oxm> {
         Oxm::SctpSrc(m) => Oxm::SctpSrc(masked(m, 0, u16::MAX, |a, b| a & b)?),
         Oxm::SctpDst(m) => Oxm::SctpDst(masked(m, 0, u16::MAX, |a, b| a & b)?),
         Oxm::TcpFlags(m) => Oxm::TcpFlags(masked(m, 0, u16::MAX, |a, b| a & b)?),
-        Oxm::CtState(m) => Oxm::CtState(masked(m, 0, u32::MAX, |a, b| a & b)?),
         Oxm::CtMark(m) => Oxm::CtMark(masked(m, 0, u32::MAX, |a, b| a & b)?),
         Oxm::CtLabel(m) => Oxm::CtLabel(masked(m, 0, u128::MAX, |a, b| a & b)?),
         Oxm::PktMark(m) => Oxm::PktMark(masked(m, 0, u32::MAX, |a, b| a & b)?),
+        Oxm::CtNwSrc(m) => Oxm::CtNwSrc(masked(m, v4z, v4o, and4)?),
+        Oxm::CtNwDst(m) => Oxm::CtNwDst(masked(m, v4z, v4o, and4)?),
+        Oxm::CtIpv6Src(m) => Oxm::CtIpv6Src(masked(m, v6z, v6o, and6)?),
+        Oxm::CtIpv6Dst(m) => Oxm::CtIpv6Dst(masked(m, v6z, v6o, and6)?),
+        Oxm::CtTpSrc(m) => Oxm::CtTpSrc(masked(m, 0, u16::MAX, |a, b| a & b)?),
+        Oxm::CtTpDst(m) => Oxm::CtTpDst(masked(m, 0, u16::MAX, |a, b| a & b)?),
         // OVS's vlan_tci holds 13 bits (VID and the present bit): that mask is an exact match.
         Oxm::VlanVid(m) => {
             Oxm::VlanVid(masked(&Masked { value: m.value, mask: m.mask.map(|x| x & 0x1fff) }, 0, 0x1fff, |a, b| a & b)?)
@@ -144,6 +161,12 @@ fn rank(f: &Oxm) -> u8 {
         Oxm::CtZone(_) => 15,
         Oxm::CtMark(_) => 16,
         Oxm::CtLabel(_) => 17,
+        // After ct_state on the wire: OVS checks a tuple field's prerequisite in order.
+        Oxm::CtNwSrc(_) | Oxm::CtIpv6Src(_) => 17,
+        Oxm::CtNwDst(_) | Oxm::CtIpv6Dst(_) => 17,
+        Oxm::CtNwProto(_) => 17,
+        Oxm::CtTpSrc(_) => 17,
+        Oxm::CtTpDst(_) => 17,
         Oxm::ConjId(_) => 18,
         Oxm::PktMark(_) => 19,
         Oxm::Metadata(_) => 20,

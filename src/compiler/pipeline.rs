@@ -6,7 +6,7 @@
 use super::cookie::{self, Kind};
 use super::flow::{self, ct, from, FlowKey, FlowValue, ETH_ARP, ETH_IP, ETH_IPV6};
 use super::tables;
-use crate::model::{LocalPort, Node, NodePort};
+use crate::model::{Cidr, LocalPort, Node, NodePort};
 use ofp::{Action, Instruction, Masked, Oxm};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -133,27 +133,23 @@ pub fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
         // Anything from a pod's port that its own-address flows did not pass.
         (k(SPOOF_GUARD, priority::MISS, vec![]), drop()),
         (k(CONNTRACK_STATE, priority::SKIP, vec![flow::ct_state(ct::INV | ct::TRK, 0)]), drop()),
-        (k(CONNTRACK_STATE, priority::MISS, vec![]), v(vec![flow::goto(EGRESS_RULE)])),
+        // An ICMP error from a pod is related to a connection it is one end of (its own flows
+        // below), or to nothing: no pod speaks for another pod's connection.
         (
-            k(EGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::EST | ct::TRK, ct::NEW)]),
-            v(vec![flow::goto(L2_FORWARDING_CALC)]),
+            k(
+                CONNTRACK_STATE,
+                priority::FOREIGN_ERROR,
+                vec![flow::ct_state(ct::REL | ct::TRK, 0), flow::from_flags(from::POD)],
+            ),
+            drop(),
         ),
-        (
-            k(EGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::REL | ct::TRK, ct::NEW)]),
-            v(vec![flow::goto(L2_FORWARDING_CALC)]),
-        ),
+        (k(CONNTRACK_STATE, priority::MISS, vec![]), v(vec![flow::goto(CONNECTION_SOURCE)])),
+        (k(CONNECTION_SOURCE, priority::MISS, vec![]), v(vec![flow::goto(CONNECTION_DESTINATION)])),
+        (k(CONNECTION_DESTINATION, priority::MISS, vec![]), v(vec![flow::goto(EGRESS_RULE)])),
         (k(EGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(EGRESS_DEFAULT_RULE)])),
         (k(EGRESS_DEFAULT_RULE, priority::MISS, vec![]), v(vec![flow::goto(L2_FORWARDING_CALC)])),
         // IP for no local pod, not from a pod (nothing to route it to): dropped.
         (k(L2_FORWARDING_CALC, priority::MISS, vec![]), drop()),
-        (
-            k(INGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::EST | ct::TRK, ct::NEW)]),
-            v(vec![flow::goto(CONNTRACK_COMMIT)]),
-        ),
-        (
-            k(INGRESS_RULE, priority::SKIP, vec![flow::ct_state(ct::REL | ct::TRK, ct::NEW)]),
-            v(vec![flow::goto(CONNTRACK_COMMIT)]),
-        ),
         // The node's own connections into its pods are always allowed, and never logged.
         (k(INGRESS_RULE, priority::SKIP, vec![flow::from_flags(from::NODE)]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
         (k(INGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(INGRESS_DEFAULT_RULE)])),
@@ -197,7 +193,7 @@ pub fn port_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
     let mut out = vec![
         (
             k(CLASSIFIER, priority::NORMAL, vec![Oxm::InPort(o)]),
-            v(vec![apply(vec![flow::set_reg(2, o), flow::set_reg(3, from::POD)]), flow::goto(SPOOF_GUARD)]),
+            v(vec![apply(vec![flow::set_reg(3, from::POD)]), flow::goto(SPOOF_GUARD)]),
         ),
         (k(OUTPUT, priority::NORMAL, vec![flow::reg1(o)]), v(vec![apply(vec![flow::output(o)])])),
     ];
@@ -208,12 +204,28 @@ pub fn port_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
             k(L2_FORWARDING_CALC, priority::NORMAL, ip_dst(ip)),
             v(vec![apply(to_pod), flow::goto(INGRESS_RULE)]),
         ));
-        let mut behind_gateway = ip_src(ip);
-        behind_gateway.push(flow::from_flags(from::GATEWAY));
+        let host = Cidr::host(*ip);
+        // Every packet of a connection, either way, is judged by the policies of its
+        // original source and destination pods.
         out.push((
-            k(CONNTRACK_STATE, priority::NORMAL, behind_gateway),
-            v(vec![apply(vec![flow::set_reg(2, o)]), flow::goto(EGRESS_RULE)]),
+            k(CONNECTION_SOURCE, priority::NORMAL, flow::ct_src_prefix(&host)),
+            v(vec![apply(vec![flow::set_reg(2, o)]), flow::goto(CONNECTION_DESTINATION)]),
         ));
+        out.push((
+            k(CONNECTION_DESTINATION, priority::NORMAL, flow::ct_dst_prefix(&host)),
+            v(vec![apply(vec![flow::set_reg(4, o)]), flow::goto(EGRESS_RULE)]),
+        ));
+        // A connection an uplink opens in this pod's name is forged (the node's own routing
+        // drops such packets from the gateway).
+        let mut forged = flow::ct_src_prefix(&host);
+        forged.extend([flow::ct_state(ct::TRK, ct::RPL | ct::INV), flow::from_flags(from::UPLINK)]);
+        out.push((k(CONNECTION_SOURCE, priority::SKIP, forged), v(vec![])));
+        // ICMP errors from the pod about its own connections.
+        for about in [flow::ct_src_prefix(&host), flow::ct_dst_prefix(&host)] {
+            let mut m = about;
+            m.extend([Oxm::InPort(o), flow::ct_state(ct::REL | ct::TRK, 0)]);
+            out.push((k(CONNTRACK_STATE, priority::NORMAL, m), v(vec![flow::goto(CONNECTION_SOURCE)])));
+        }
     }
     out.extend(neighbor_flows(&p.ips, o, p.mac, priority::NORMAL, v));
     let Some(mac) = p.mac else { return out };
@@ -348,15 +360,28 @@ fn gateway_flows(node: &Node, gw: &NodePort) -> Vec<(FlowKey, FlowValue)> {
         m.push(flow::from_flags(from::GATEWAY));
         out.push((
             k(CONNTRACK_STATE, priority::NODE, m),
-            v(vec![apply(vec![flow::set_reg(3, from::GATEWAY | from::NODE)]), flow::goto(EGRESS_RULE)]),
+            v(vec![apply(vec![flow::set_reg(3, from::GATEWAY | from::NODE)]), flow::goto(CONNECTION_SOURCE)]),
         ));
+        // Later packets of the node's connections, both ways: entered by the gateway from a
+        // node address.
+        let mut later = flow::ct_src_prefix(&Cidr::host(ip));
+        later.push(Oxm::CtMark(Masked::exact(o)));
+        out.push((k(INGRESS_RULE, priority::SKIP, later), v(vec![flow::goto(CONNTRACK_COMMIT)])));
     }
     for cidr in &node.service_cidrs {
         // A pod's connection to a Service goes to the node, which DNATs it and sends it back
         // through the gateway: its egress is judged then, against the real backend.
         let mut m = flow::dst_prefix(cidr);
         m.push(flow::from_flags(from::POD));
-        out.push((k(CONNTRACK_STATE, priority::ROUTE, m), v(vec![apply(to_gateway()), flow::goto(CONNTRACK_COMMIT)])));
+        out.push((
+            k(CONNTRACK_STATE, priority::SERVICE, m),
+            v(vec![apply(to_gateway()), flow::goto(CONNTRACK_COMMIT)]),
+        ));
+        // The rest of such a connection (the node's un-DNATed replies) needs no verdict either.
+        out.push((
+            k(CONNTRACK_STATE, priority::ROUTE, flow::ct_dst_prefix(cidr)),
+            v(vec![flow::goto(L2_FORWARDING_CALC)]),
+        ));
     }
     for eth in [ETH_IP, ETH_IPV6] {
         // Pod traffic for no local pod: the node routes it.

@@ -2,14 +2,15 @@
 //! isolates, the rules the audit log can name, and what it read (peer pods, namespaces).
 //!
 //! Every rule becomes one conjunction per port group: clause 1 the peers (ingress: source
-//! prefixes; egress: destination prefixes), clause 2 the applied-to local pods (ingress:
-//! `reg1=<ofport>`, the destination L2ForwardingCalc found; egress: `reg2=<ofport>`, the
-//! source pod SpoofGuard vouched for), clause 3 the ports. A named port resolves on the
+//! prefixes; egress: destination prefixes, both of the connection's original direction),
+//! clause 2 the applied-to local pods (ingress: `reg4=<ofport>`, the connection's destination
+//! pod; egress: `reg2=<ofport>`, its source pod), clause 3 the ports (the connection's
+//! original destination port). Every packet of a connection is judged, not only its first. A named port resolves on the
 //! destination: for ingress on the applied-to pod, for egress on the peer pod, so port groups
 //! split the applied-to pods (ingress) or the destination pods (egress).
 
 use super::cookie;
-use super::flow::{self, FlowKey, FlowValue, ETH_IP, ETH_IPV6};
+use super::flow::{self, ct, FlowKey, FlowValue, ETH_IP, ETH_IPV6};
 use super::ids::{IdAllocator, PortRange, RuleKey};
 use super::ranges::{port_range_masks, subtract};
 use super::rules::{Direction, RuleInfo};
@@ -129,22 +130,21 @@ pub(super) struct Lookup<'a> {
     pub local_by_ns: &'a BTreeMap<crate::model::SharedStr, BTreeSet<u32>>,
 }
 
-/// A rule's peers as a clause flow match (`ip,nw_src=...` for ingress, `ip,nw_dst=...` for
-/// egress).
+/// A rule's peers as a clause flow match, on the connection's original direction
+/// (`ct_nw_src=...` for ingress, `ct_nw_dst=...` for egress).
 pub(super) fn peer_match(direction: Direction, cidr: &Cidr) -> Vec<Oxm> {
     match direction {
-        Direction::Ingress => flow::src_prefix(cidr),
-        Direction::Egress => flow::dst_prefix(cidr),
+        Direction::Ingress => flow::ct_src_prefix(cidr),
+        Direction::Egress => flow::ct_dst_prefix(cidr),
     }
 }
 
-/// A local pod's port as a direction's policy tables see it: the destination (`reg1`) for
-/// ingress, the source pod (`reg2`: the port it sent from, or the port of its address when
-/// the gateway brings its connection back after a Service's DNAT) for egress. The applied-to
-/// clause and the default drops.
+/// A local pod's port as a direction's policy tables see it: the pod whose address is the
+/// connection's original destination (`reg4`) for ingress, its original source (`reg2`) for
+/// egress. The applied-to clause and the default drops.
 pub(super) fn applied_match(direction: Direction, ofport: u32) -> Oxm {
     match direction {
-        Direction::Ingress => flow::reg1(ofport),
+        Direction::Ingress => flow::reg4(ofport),
         Direction::Egress => flow::reg2(ofport),
     }
 }
@@ -407,24 +407,32 @@ impl PolicyCompiler<'_, '_> {
         for pr in &key.ports {
             for (value, mask) in port_range_masks(pr.first, pr.last) {
                 for eth in [ETH_IP, ETH_IPV6] {
-                    add(port_match(eth, pr.protocol, value, mask), 2);
+                    for fields in port_matches(eth, pr.protocol, value, mask) {
+                        add(fields, 2);
+                    }
                 }
             }
         }
         let rule_cookie = cookie::rule_cookie(&key);
-        let mut instructions = Vec::with_capacity(2);
+        // Two `conj_id` flows: a connection's first packet, logged when logging is on, and the
+        // rest (every packet of a connection is judged), never logged. Logging toggles modify
+        // the first in place.
+        let allow = vec![flow::goto(after_allow(dir))];
+        let mut first = Vec::with_capacity(2);
         if self.logging {
             let ud = LogUserdata { disposition: Disposition::Allow, table_id: table, rule_id: id };
-            instructions.push(Instruction::ApplyActions(vec![flow::controller(
-                &ud.encode(),
-                self.cfg.meter_id,
-                self.cfg.controller_id,
-            )]));
+            let copy = flow::controller(&ud.encode(), self.cfg.meter_id, self.cfg.controller_id);
+            first.push(Instruction::ApplyActions(vec![copy]));
         }
-        instructions.push(flow::goto(after_allow(dir)));
+        first.extend(allow.iter().cloned());
+        let conj = |state: Oxm| vec![Oxm::ConjId(id), state];
         self.c.owned.insert(
-            FlowKey::new(table, priority::CONJ, vec![Oxm::ConjId(id)]),
-            FlowValue { cookie: rule_cookie, instructions },
+            FlowKey::new(table, priority::CONJ, conj(flow::ct_state(ct::NEW | ct::TRK, 0))),
+            FlowValue { cookie: rule_cookie, instructions: first },
+        );
+        self.c.owned.insert(
+            FlowKey::new(table, priority::CONJ, conj(flow::ct_state(ct::TRK, ct::NEW))),
+            FlowValue { cookie: rule_cookie, instructions: allow },
         );
         let info = RuleInfo {
             id,
@@ -518,12 +526,23 @@ fn resolve_ports(specs: &[PortSpec], pod: Option<&Pod>) -> Option<Vec<PortRange>
     }
 }
 
-fn port_match(eth: u16, proto: Protocol, value: u16, mask: u16) -> Vec<Oxm> {
+/// The clause flows of one port value/mask: on the connection's original destination port
+/// (`ct_tp_dst`), so that replies, related packets and fragments (whose ports read zero) are
+/// judged by the rule that allowed the connection. SCTP is judged on the packet's own ports
+/// in the original direction (`tp_dst` going, `tp_src` coming back): OVS's userspace
+/// conntrack keeps no SCTP ports, so its tuple cannot tell one SCTP port from another.
+fn port_matches(eth: u16, proto: Protocol, value: u16, mask: u16) -> Vec<Vec<Oxm>> {
     let m = Masked::masked(value, mask);
-    let (ip_proto, field) = match proto {
-        Protocol::Tcp => (6, Oxm::TcpDst(m)),
-        Protocol::Udp => (17, Oxm::UdpDst(m)),
-        Protocol::Sctp => (132, Oxm::SctpDst(m)),
-    };
-    vec![Oxm::EthType(eth), Oxm::IpProto(ip_proto), field]
+    let ct_port = |ip_proto: u8| flow::tracked(vec![Oxm::EthType(eth), Oxm::CtNwProto(ip_proto), Oxm::CtTpDst(m)]);
+    match proto {
+        Protocol::Tcp => vec![ct_port(6)],
+        Protocol::Udp => vec![ct_port(17)],
+        Protocol::Sctp => {
+            let sctp = |reply: bool, field: Oxm| {
+                let state = if reply { flow::ct_state(ct::RPL | ct::TRK, 0) } else { flow::ct_state(ct::TRK, ct::RPL) };
+                vec![Oxm::EthType(eth), Oxm::IpProto(132), state, field]
+            };
+            vec![sctp(false, Oxm::SctpDst(m)), sctp(true, Oxm::SctpSrc(m))]
+        }
+    }
 }

@@ -8,36 +8,45 @@ pub const CLASSIFIER: u8 = 0;
 /// From a pod's port, only that pod's own MAC and addresses pass (IP, ARP, ND), untagged;
 /// else drop.
 pub const SPOOF_GUARD: u8 = 1;
-/// Drops invalid connections; names the source pod of traffic the gateway brings back from a
-/// local pod (after a Service's DNAT) and marks the node's own traffic; sends pods'
-/// connections to Service ranges to the gateway without a policy verdict.
+/// Drops invalid connections and ICMP errors a pod sends about connections it is no end of;
+/// marks the node's own traffic; sends pods' connections to Service ranges to the gateway
+/// without a policy verdict (and their replies on without one).
 pub const CONNTRACK_STATE: u8 = 2;
-/// Kubernetes NetworkPolicy egress rules (conjunctive matches on the source pod's port and
-/// the destination).
-pub const EGRESS_RULE: u8 = 3;
-/// Default drop of egress-isolated local pods (by the port they send from).
-pub const EGRESS_DEFAULT_RULE: u8 = 4;
+/// The local pod that is the source of the packet's connection (its original direction,
+/// `ct_nw_src`) into `reg2`: the pod whose egress policy judges every packet of it.
+pub const CONNECTION_SOURCE: u8 = 3;
+/// The local pod that is the destination of the packet's connection (`ct_nw_dst`) into
+/// `reg4`: the pod whose ingress policy judges every packet of it.
+pub const CONNECTION_DESTINATION: u8 = 4;
+/// Kubernetes NetworkPolicy egress rules (conjunctive matches on the connection's source pod
+/// and its original destination and port), for every packet of a connection.
+pub const EGRESS_RULE: u8 = 5;
+/// Default drop of egress-isolated local pods.
+pub const EGRESS_DEFAULT_RULE: u8 = 6;
 /// The destination port into `reg1`: replies of connections that entered by a node's port go
 /// back out there; IP to a local pod's address goes to that pod (its MAC as destination);
 /// other IP from a pod is routed to the gateway; anything else is dropped.
-pub const L2_FORWARDING_CALC: u8 = 5;
-/// Kubernetes NetworkPolicy ingress rules (conjunctive matches).
-pub const INGRESS_RULE: u8 = 6;
+pub const L2_FORWARDING_CALC: u8 = 7;
+/// Kubernetes NetworkPolicy ingress rules (conjunctive matches), for every packet of a
+/// connection; the node's own connections pass.
+pub const INGRESS_RULE: u8 = 8;
 /// Default drop of isolated local pods.
-pub const INGRESS_DEFAULT_RULE: u8 = 7;
+pub const INGRESS_DEFAULT_RULE: u8 = 9;
 /// Commits new connections that got this far.
-pub const CONNTRACK_COMMIT: u8 = 8;
+pub const CONNTRACK_COMMIT: u8 = 10;
 /// Output to the port in `reg1`; nothing else leaves.
-pub const OUTPUT: u8 = 9;
+pub const OUTPUT: u8 = 11;
 /// ARP and neighbour discovery, forwarded by the address they ask about or answer to (the
 /// owner's port only, never flooded).
-pub const NEIGHBOR_FORWARD: u8 = 10;
+pub const NEIGHBOR_FORWARD: u8 = 12;
 
 /// Every table, in pipeline order: (id, name).
-pub const TABLES: [(u8, &str); 11] = [
+pub const TABLES: [(u8, &str); 13] = [
     (CLASSIFIER, "Classifier"),
     (SPOOF_GUARD, "SpoofGuard"),
     (CONNTRACK_STATE, "ConntrackState"),
+    (CONNECTION_SOURCE, "ConnectionSource"),
+    (CONNECTION_DESTINATION, "ConnectionDestination"),
     (EGRESS_RULE, "EgressRule"),
     (EGRESS_DEFAULT_RULE, "EgressDefaultRule"),
     (L2_FORWARDING_CALC, "L2ForwardingCalc"),
@@ -62,19 +71,22 @@ pub fn table_id(name: &str) -> Option<u8> {
 pub mod priority {
     /// Replies of connections that entered by a node's port, back out there.
     pub const REPLY: u16 = 220;
-    /// Established/related connections skip the policy tables; a pod's neighbour discovery
-    /// in SpoofGuard; the node's own traffic skips the ingress rules; a node port's ARP, ND
-    /// and IP in the Classifier.
+    /// A pod's neighbour discovery in SpoofGuard; the node's own traffic skips the ingress
+    /// rules; a node port's ARP, ND and IP in the Classifier; invalid connections dropped.
     pub const SKIP: u16 = 210;
     /// Clause flows, default drops, per-port flows (classification, spoof guard, forwarding
     /// by IP address, output).
     pub const NORMAL: u16 = 200;
     /// `conj_id` flows: the priority printed on Allow log lines.
     pub const CONJ: u16 = 190;
+    /// ICMP errors from a pod about connections it is no end of.
+    pub const FOREIGN_ERROR: u16 = 195;
     /// The gateway's and the node's addresses (above any pod's: a pod cannot claim them);
     /// a source pod behind the gateway.
     pub const NODE: u16 = 205;
-    /// Routing to the gateway (below any local destination); Service ranges.
+    /// Pods' new connections to Service ranges.
+    pub const SERVICE: u16 = 185;
+    /// Routing to the gateway (below any local destination); the rest of Service connections.
     pub const ROUTE: u16 = 180;
     /// Table-miss flows.
     pub const MISS: u16 = 0;
@@ -93,7 +105,7 @@ mod tests {
             assert_eq!(table_name(id), Some(name));
             assert_eq!(table_id(name), Some(id));
         }
-        assert_eq!(table_name(11), None);
+        assert_eq!(table_name(13), None);
         assert_eq!(table_id("Nope"), None);
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Each direction is answered where the pipeline decides it: the egress of the source when it
 //! is a local pod (EgressRule/EgressDefaultRule by `reg2`), the ingress of the destination
-//! when it is one (IngressRule/IngressDefaultRule by `reg1`). A direction is dropped when some
+//! when it is one (IngressRule/IngressDefaultRule by `reg4`). A direction is dropped when some
 //! policy isolates the pod ([`Compiler::isolating`]) and the connection's first packet
 //! completes none of the table's conjunctions ([`packet::completed_conjunctions`], which reads
 //! the compiled flows). The connection is allowed iff both directions allow it.
@@ -14,7 +14,7 @@ pub mod render;
 pub mod trace;
 
 use crate::compiler::tables::priority;
-use crate::compiler::{flows_text, Compiler, Direction, FlowKey, FlowTable};
+use crate::compiler::{flows_text, Compiler, Direction, FlowTable};
 use crate::model::{LocalPort, Model, ObjectRef, Pod};
 use ofp::Oxm;
 use packet::Packet;
@@ -191,7 +191,7 @@ pub fn explain(model: &Model, compiler: &Compiler, q: &Query) -> Result<Explanat
     let to = endpoint(model, to_pod, dst);
     let pkt = Packet {
         src_port: from.ofport,
-        reg1: to.ofport,
+        dst_port: to.ofport,
         src,
         dst,
         transport: q.port.as_ref().zip(port.as_ref()).map(|(spec, p)| (query::ip_proto(spec.protocol), p.port)),
@@ -316,8 +316,14 @@ fn allowing_rules(compiler: &Compiler, direction: Direction, pkt: &Packet) -> Ve
         .into_iter()
         .filter_map(|c| {
             let rule = compiler.rules().rule(c.id).filter(|r| !r.deleted)?;
-            let conj_key = FlowKey::new(table, priority::CONJ, vec![Oxm::ConjId(c.id)]);
-            let conj_flow = flows.get_key_value(&conj_key)?;
+            // The `conj_id` flow a connection's first packet meets (with logging, the one of
+            // `ct_state=+new`).
+            let conj_flow = flows.iter().find(|(k, _)| {
+                k.table == table
+                    && k.priority == priority::CONJ
+                    && k.match_.fields.contains(&Oxm::ConjId(c.id))
+                    && k.match_.fields.iter().all(|f| matches!(f, Oxm::ConjId(_)) || packet::first_packet_state(f))
+            })?;
             let mut made_of: FlowTable =
                 c.clauses.iter().filter_map(|k| flows.get_key_value(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
             made_of.insert(conj_flow.0.clone(), conj_flow.1.clone());

@@ -9,13 +9,15 @@ use ofp::{Action, Instruction, Masked, Oxm};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-/// The fields of a connection's first packet the policy tables can match.
+/// The fields of a connection's first packet the policy tables can match (its conntrack
+/// tuple is its own addresses and ports).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Packet {
-    /// The source pod's local port, as the Classifier sets it in `reg2` (egress tables).
+    /// The source pod's local port, as ConnectionSource sets it in `reg2` (egress tables).
     pub src_port: Option<u32>,
-    /// The destination pod's local port, as L2ForwardingCalc sets it (ingress tables).
-    pub reg1: Option<u32>,
+    /// The destination pod's local port, as ConnectionDestination sets it in `reg4` (ingress
+    /// tables).
+    pub dst_port: Option<u32>,
     pub src: IpAddr,
     pub dst: IpAddr,
     /// IP protocol number and destination port; `None`: no transport header is assumed, so
@@ -64,11 +66,17 @@ fn field_matches(f: &Oxm, pkt: &Packet) -> bool {
     let dport =
         |want: u8, m: &Masked<u16>| pkt.transport.is_some_and(|(p, port)| p == want && masked(m, port, u64::from));
     match f {
-        // reg1 is the low half of xreg0; npagent never sets reg0.
-        Oxm::XReg { index: 0, value } => masked(value, u64::from(pkt.reg1.unwrap_or(0)), |v| v),
-        // reg2 is the high half of xreg1; the policy tables' clause flows do not match reg3.
+        // reg2 is the high half of xreg1, reg4 of xreg2; the clause flows match no other
+        // register.
         Oxm::XReg { index: 1, value } => masked(value, u64::from(pkt.src_port.unwrap_or(0)) << 32, |v| v),
-        Oxm::Reg { index: 1, value } => masked(value, pkt.reg1.unwrap_or(0), u64::from),
+        Oxm::XReg { index: 2, value } => masked(value, u64::from(pkt.dst_port.unwrap_or(0)) << 32, |v| v),
+        Oxm::CtState(_) => first_packet_state(f),
+        Oxm::CtNwProto(p) => proto == Some(*p),
+        Oxm::CtNwSrc(m) => matches!(pkt.src, IpAddr::V4(a) if masked(m, a, |a| u64::from(u32::from(a)))),
+        Oxm::CtNwDst(m) => matches!(pkt.dst, IpAddr::V4(a) if masked(m, a, |a| u64::from(u32::from(a)))),
+        Oxm::CtIpv6Src(m) => matches!(pkt.src, IpAddr::V6(a) if masked128(m, a)),
+        Oxm::CtIpv6Dst(m) => matches!(pkt.dst, IpAddr::V6(a) if masked128(m, a)),
+        Oxm::CtTpDst(m) => pkt.transport.is_some_and(|(p, port)| [6, 17].contains(&p) && masked(m, port, u64::from)),
         Oxm::EthType(t) => *t == eth_type(&pkt.src),
         Oxm::IpProto(p) => proto == Some(*p),
         Oxm::Ipv4Src(m) => matches!(pkt.src, IpAddr::V4(a) if masked(m, a, |a| u64::from(u32::from(a)))),
@@ -78,6 +86,19 @@ fn field_matches(f: &Oxm, pkt: &Packet) -> bool {
         Oxm::TcpDst(m) => dport(6, m),
         Oxm::UdpDst(m) => dport(17, m),
         Oxm::SctpDst(m) => dport(132, m),
+        _ => false,
+    }
+}
+
+/// Whether a match field on the conntrack state holds for a connection's first packet
+/// (`+new+trk`, not a reply); any other field: false.
+pub fn first_packet_state(f: &Oxm) -> bool {
+    const NEW_TRACKED: u32 = 0x21;
+    match f {
+        Oxm::CtState(m) => {
+            let mask = m.mask.unwrap_or(u32::MAX);
+            NEW_TRACKED & mask == m.value & mask
+        }
         _ => false,
     }
 }

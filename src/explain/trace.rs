@@ -30,7 +30,9 @@ pub struct TracePacket {
 /// The source port traced packets come from.
 const SRC_PORT: u16 = 40000;
 
-/// The packet in `ofproto/trace`'s flow syntax (a TCP SYN, a UDP or SCTP packet).
+/// The packet in `ofproto/trace`'s flow syntax (a TCP SYN, a UDP or SCTP packet), with the
+/// conntrack tuple of the new connection it opens: `ofproto/trace` gives a `ct()` a state
+/// (`--ct-next`) but no tuple, and the policy tables judge the tuple.
 pub fn flow(p: &TracePacket) -> String {
     let v6 = p.src.is_ipv6();
     let (src_key, dst_key) = if v6 { ("ipv6_src", "ipv6_dst") } else { ("nw_src", "nw_dst") };
@@ -44,11 +46,20 @@ pub fn flow(p: &TracePacket) -> String {
         }
     };
     let ttl = if v6 { "ipv6_hlimit=64" } else { "nw_ttl=64" };
+    let ct_prefix = if v6 { "ct_ipv6" } else { "ct_nw" };
+    let ct_transport = match p.transport {
+        None => String::new(),
+        Some((proto, port)) => {
+            format!(",ct_nw_proto={},ct_tp_src={SRC_PORT},ct_tp_dst={port}", super::query::ip_proto(proto))
+        }
+    };
     format!(
-        "in_port={},{l4},dl_src={},dl_dst={},{src_key}={},{dst_key}={},{ttl}",
+        "in_port={},{l4},dl_src={},dl_dst={},{src_key}={},{dst_key}={},{ttl},ct_state=new|trk,{ct_prefix}_src={},{ct_prefix}_dst={}{ct_transport}",
         p.in_port,
         mac(&p.src_mac),
         mac(&p.dst_mac),
+        p.src,
+        p.dst,
         p.src,
         p.dst
     )
@@ -117,11 +128,11 @@ mod tests {
     fn flows() {
         assert_eq!(
             flow(&pkt(Some((Protocol::Tcp, 80)), false)),
-            "in_port=3,tcp,tcp_src=40000,tcp_dst=80,tcp_flags=syn,dl_src=0a:58:0a:00:00:01,dl_dst=02:00:00:00:00:09,nw_src=10.0.0.1,nw_dst=10.0.0.2,nw_ttl=64"
+            "in_port=3,tcp,tcp_src=40000,tcp_dst=80,tcp_flags=syn,dl_src=0a:58:0a:00:00:01,dl_dst=02:00:00:00:00:09,nw_src=10.0.0.1,nw_dst=10.0.0.2,nw_ttl=64,ct_state=new|trk,ct_nw_src=10.0.0.1,ct_nw_dst=10.0.0.2,ct_nw_proto=6,ct_tp_src=40000,ct_tp_dst=80"
         );
         assert_eq!(
             flow(&pkt(Some((Protocol::Udp, 53)), true)),
-            "in_port=3,udp6,udp_src=40000,udp_dst=53,dl_src=0a:58:0a:00:00:01,dl_dst=02:00:00:00:00:09,ipv6_src=fd00::1,ipv6_dst=fd00::2,ipv6_hlimit=64"
+            "in_port=3,udp6,udp_src=40000,udp_dst=53,dl_src=0a:58:0a:00:00:01,dl_dst=02:00:00:00:00:09,ipv6_src=fd00::1,ipv6_dst=fd00::2,ipv6_hlimit=64,ct_state=new|trk,ct_ipv6_src=fd00::1,ct_ipv6_dst=fd00::2,ct_nw_proto=17,ct_tp_src=40000,ct_tp_dst=53"
         );
         assert!(flow(&pkt(None, false)).contains(",ip,"));
     }

@@ -20,8 +20,8 @@ pub enum Verdict {
 pub struct Packet {
     /// The other end: the source for ingress, the destination for egress.
     pub peer: IpAddr,
-    /// The applied-to local pod's port: the destination (`reg1`) for ingress, the source
-    /// (`reg2`) for egress.
+    /// The applied-to local pod's port: the connection's destination (`reg4`) for ingress, its
+    /// source (`reg2`) for egress.
     pub ofport: u32,
     pub proto: u8,
     pub dport: u16,
@@ -45,30 +45,28 @@ fn v6(m: &ofp::Masked<std::net::Ipv6Addr>, addr: IpAddr) -> bool {
 
 fn field_matches(f: &Oxm, dir: Direction, p: &Packet) -> bool {
     let eth = if p.peer.is_ipv4() { 0x0800 } else { 0x86dd };
+    let reg = |value: &ofp::Masked<u64>| {
+        let reg = u64::from(p.ofport) << 32;
+        let mask = value.mask.unwrap_or(u64::MAX);
+        reg & mask == value.value & mask
+    };
+    let port = |want: u8, m: &ofp::Masked<u16>| {
+        let mask = m.mask.unwrap_or(u16::MAX);
+        p.proto == want && p.dport & mask == m.value & mask
+    };
     match (f, dir) {
         (Oxm::EthType(t), _) => *t == eth,
-        (Oxm::IpProto(x), _) => *x == p.proto,
-        (Oxm::Ipv4Src(m), Direction::Ingress) | (Oxm::Ipv4Dst(m), Direction::Egress) => v4(m, p.peer),
-        (Oxm::Ipv6Src(m), Direction::Ingress) | (Oxm::Ipv6Dst(m), Direction::Egress) => v6(m, p.peer),
-        (Oxm::TcpDst(m) | Oxm::UdpDst(m) | Oxm::SctpDst(m), _) => {
-            let want = match f {
-                Oxm::TcpDst(_) => 6,
-                Oxm::UdpDst(_) => 17,
-                _ => 132,
-            };
-            let mask = m.mask.unwrap_or(u16::MAX);
-            p.proto == want && p.dport & mask == m.value & mask
-        }
-        (Oxm::XReg { index: 0, value }, Direction::Ingress) => {
-            let reg = u64::from(p.ofport);
-            let mask = value.mask.unwrap_or(u64::MAX);
-            reg & mask == value.value & mask
-        }
-        (Oxm::XReg { index: 1, value }, Direction::Egress) => {
-            let reg = u64::from(p.ofport) << 32;
-            let mask = value.mask.unwrap_or(u64::MAX);
-            reg & mask == value.value & mask
-        }
+        (Oxm::IpProto(x), _) | (Oxm::CtNwProto(x), _) => *x == p.proto,
+        // The connection's first packet: +new+trk, not a reply.
+        (Oxm::CtState(m), _) => 0x21 & m.mask.unwrap_or(u32::MAX) == m.value & m.mask.unwrap_or(u32::MAX),
+        (Oxm::CtNwSrc(m), Direction::Ingress) | (Oxm::CtNwDst(m), Direction::Egress) => v4(m, p.peer),
+        (Oxm::CtIpv6Src(m), Direction::Ingress) | (Oxm::CtIpv6Dst(m), Direction::Egress) => v6(m, p.peer),
+        (Oxm::CtTpDst(m), _) => [6, 17].contains(&p.proto) && port(p.proto, m),
+        (Oxm::SctpDst(m), _) => port(132, m),
+        // The reply's clause of an SCTP port never matches a first packet.
+        (Oxm::SctpSrc(_), _) => false,
+        (Oxm::XReg { index: 2, value }, Direction::Ingress) => reg(value),
+        (Oxm::XReg { index: 1, value }, Direction::Egress) => reg(value),
         (other, _) => panic!("unexpected field in {dir:?} policy tables: {other:?}"),
     }
 }
@@ -96,9 +94,12 @@ pub fn verdict(flows: &FlowTable, dir: Direction, p: &Packet) -> Verdict {
     }
     for (id, (n, seen)) in clauses {
         if seen.len() == usize::from(n) {
-            let has_conj_flow = flows
-                .keys()
-                .any(|k| k.table == dir.rule_table() && k.priority == 190 && k.match_.fields == vec![Oxm::ConjId(id)]);
+            let has_conj_flow = flows.keys().any(|k| {
+                k.table == dir.rule_table()
+                    && k.priority == 190
+                    && k.match_.fields.contains(&Oxm::ConjId(id))
+                    && k.match_.fields.iter().all(|f| matches!(f, Oxm::ConjId(_)) || field_matches(f, dir, p))
+            });
             assert!(has_conj_flow, "conjunction {id} has no conj_id flow");
             return Verdict::Allow;
         }

@@ -12,4 +12,7 @@ pub mod testbed;
 pub mod yaml;
 
 pub use sandbox::Sandbox;
-pub use testbed::{cluster_ip, node_env, write_atomic, Pod, Port, Reachability, Testbed, GATEWAY_IP, SERVICE_CIDR};
+pub use testbed::{
+    cluster_ip, finish, finish_count, node_env, write_atomic, Pod, Port, Reachability, Testbed, GATEWAY_IP,
+    SERVICE_CIDR,
+};

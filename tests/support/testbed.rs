@@ -47,6 +47,18 @@ impl fmt::Display for Port {
     }
 }
 
+/// The answer of a listener [`Testbed::spawn_attack`] started, once it ends.
+pub fn finish(child: std::process::Child) -> String {
+    let out = child.wait_with_output().expect("wait for attack.py");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The count a counting listener (`sniff`, `udp-listen`) printed.
+pub fn finish_count(child: std::process::Child) -> u32 {
+    let answer = finish(child);
+    answer.parse().unwrap_or_else(|_| panic!("not a count: {answer:?}"))
+}
+
 /// The testbed node's gateway address (`gw0` in the sandbox's network namespace).
 pub const GATEWAY_IP: &str = "10.10.0.254";
 /// The Service range of the testbed's ClusterIPs (pod 10.10.n.m has Service 10.96.n.m).
@@ -232,6 +244,37 @@ impl Testbed {
     /// One probe: does `from` reach `to` on `port` (both `ns/name`)?
     pub fn reaches(&self, from: &str, to: &str, port: Port) -> bool {
         self.probe(&[from], &[to]).get(from, to, port)
+    }
+
+    /// Runs `testbed/attack.py ARGS` in the network namespace of pod (or host) `id`; returns
+    /// its stdout, trimmed. Panics when it fails.
+    pub fn attack(&self, id: &str, args: &[&str]) -> String {
+        let script = repo_path("testbed/attack.py");
+        let mut all = vec!["python3", script.to_str().expect("utf-8 path")];
+        all.extend_from_slice(args);
+        let out = self.pod_exec(id, &all);
+        assert!(out.status.success(), "attack.py {args:?} in {id}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Starts `testbed/attack.py ARGS` (a listener: `sniff`, `udp-listen`, `udp-victim`) in
+    /// network namespace `netns` and returns once it says it is ready; [`finish`] reads its
+    /// answer.
+    pub fn spawn_attack(&self, netns: &str, args: &[&str]) -> std::process::Child {
+        use std::io::BufRead;
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", netns, "python3"])
+            .arg(repo_path("testbed/attack.py"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start attack.py");
+        let mut ready = String::new();
+        let stderr = child.stderr.take().expect("stderr");
+        std::io::BufReader::new(stderr).read_line(&mut ready).expect("read attack.py");
+        assert_eq!(ready.trim(), "ready", "attack.py {args:?}");
+        child
     }
 
     /// Probes `targets` (`(id, IP)`) on every port from network namespace `netns`, naming the

@@ -74,6 +74,13 @@ pub(super) fn nxm_name(header: u32) -> Option<(&'static str, u16)> {
         (class::NXM_1, 106) => ("NXM_NX_CT_ZONE", 16),
         (class::NXM_1, 107) => ("NXM_NX_CT_MARK", 32),
         (class::NXM_1, 108) => ("NXM_NX_CT_LABEL", 128),
+        (class::NXM_1, 119) => ("NXM_NX_CT_NW_PROTO", 8),
+        (class::NXM_1, 120) => ("NXM_NX_CT_NW_SRC", 32),
+        (class::NXM_1, 121) => ("NXM_NX_CT_NW_DST", 32),
+        (class::NXM_1, 122) => ("NXM_NX_CT_IPV6_SRC", 128),
+        (class::NXM_1, 123) => ("NXM_NX_CT_IPV6_DST", 128),
+        (class::NXM_1, 124) => ("NXM_NX_CT_TP_SRC", 16),
+        (class::NXM_1, 125) => ("NXM_NX_CT_TP_DST", 16),
         (class::PACKET_REGS, 0..=7) => (XREGS[usize::from(field)], 64),
         _ => return None,
     })
@@ -238,6 +245,24 @@ pub(super) fn write_set_field(s: &mut String, o: &Oxm, n: &Names<'_>) {
         Oxm::CtLabel(v) => {
             hex_value(s, v, u128::MAX);
             "ct_label".into()
+        }
+        // The conntrack tuple is read-only: OVS refuses a set_field of it
+        // (OFPBAC_BAD_SET_ARGUMENT), so it never prints one; this is its mf_format form.
+        Oxm::CtNwProto(p) => {
+            let _ = write!(s, "{p}");
+            "ct_nw_proto".into()
+        }
+        Oxm::CtNwSrc(v) | Oxm::CtNwDst(v) => {
+            push_ipv4_masked(s, v.value.into(), v.mask.map_or(u32::MAX, u32::from));
+            if matches!(o, Oxm::CtNwSrc(_)) { "ct_nw_src" } else { "ct_nw_dst" }.into()
+        }
+        Oxm::CtIpv6Src(v) | Oxm::CtIpv6Dst(v) => {
+            push_ipv6_masked(s, v.value.into(), v.mask.map_or(u128::MAX, u128::from));
+            if matches!(o, Oxm::CtIpv6Src(_)) { "ct_ipv6_src" } else { "ct_ipv6_dst" }.into()
+        }
+        Oxm::CtTpSrc(v) | Oxm::CtTpDst(v) => {
+            dec_value(s, v);
+            if matches!(o, Oxm::CtTpSrc(_)) { "ct_tp_src" } else { "ct_tp_dst" }.into()
         }
         Oxm::ConjId(c) => {
             let _ = write!(s, "{c}");

@@ -1,0 +1,253 @@
+//! Nothing outlives its permission, with real packets: every packet of a connection is
+//! judged by the policies in force, on the connection's original direction. ICMP errors a pod
+//! forges about another pod's connection, a UDP flow whose policy was revoked, an address
+//! reused by a new pod while the old peer keeps sending, SCTP to another port after an allowed
+//! association, and (the control that must get through) fragments of a large datagram to an
+//! allowed port and a genuine ICMP error from the node. Each attack got through a pipeline
+//! that let established and related packets skip the policy tables. Needs root.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::agent::Agent;
+use support::{finish, finish_count, write_atomic, Port, Testbed};
+
+/// The testbed's namespaces, x logging.
+const NAMESPACES: &str = "apiVersion: v1
+kind: Namespace
+metadata:
+  name: x
+  labels: {ns: x}
+  annotations: {networkpolicy.antrea.io/enable-logging: \"true\"}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: y, labels: {ns: y}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: z, labels: {ns: z}}
+";
+
+/// x/a accepts only x/b, on UDP 80 and SCTP 80.
+const A_FROM_B_UDP_SCTP: &str = "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: a-from-b, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {pod: b}}}]
+    ports: [{protocol: UDP, port: 80}, {protocol: SCTP, port: 80}]
+";
+
+/// x/a accepts nothing.
+const A_DENY_ALL: &str = "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: a-from-b, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+";
+
+struct Bed {
+    tb: Testbed,
+    _agent: Agent,
+    audit_log: std::path::PathBuf,
+}
+
+impl Bed {
+    fn start(policy: &str, ready: impl Fn(&Testbed) -> bool) -> Bed {
+        let tb = Testbed::start_with_outside();
+        write_atomic(&tb.manifests_dir().join("namespaces.yaml"), NAMESPACES);
+        write_atomic(&tb.manifests_dir().join("policy.yaml"), policy);
+        let audit_log = tb.sandbox.dir.join("np.log");
+        let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &audit_log, &["--audit-dedup-window", "200ms"]);
+        wait_for("the policy", || ready(&tb));
+        Bed { tb, _agent: agent, audit_log }
+    }
+
+    fn put_policy(&self, policy: &str) {
+        write_atomic(&self.tb.manifests_dir().join("policy.yaml"), policy);
+    }
+
+    /// Echoes of `count` datagrams of `size` bytes from `from`:`sport` to x/a:80.
+    fn echoes(&self, from: &str, sport: u16, count: u32, size: u32) -> u32 {
+        let a = self.tb.pod("x/a").ip;
+        let (sport, count, size) = (sport.to_string(), count.to_string(), size.to_string());
+        let args = ["udp-echo", "--dst", &a, "--dport", "80", "--sport", &sport, "--count", &count, "--size", &size];
+        self.tb.attack(from, &args).parse().expect("a count")
+    }
+
+    fn audit_lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.audit_log).unwrap_or_default().lines().map(str::to_owned).collect()
+    }
+}
+
+fn wait_for(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}: not within 20 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_revoked_udp_flow_is_cut_and_logged() {
+    let bed = Bed::start(A_FROM_B_UDP_SCTP, |tb| {
+        tb.reaches("x/b", "x/a", Port::Udp80) && !tb.reaches("x/c", "x/a", Port::Udp80)
+    });
+    // A flow x/b keeps sending from one port: allowed.
+    assert!(bed.echoes("x/b", 40500, 10, 16) >= 8);
+    bed.put_policy(A_DENY_ALL);
+    wait_for("the revocation", || !bed.tb.reaches("x/b", "x/a", Port::Udp80));
+    // The same flow (its conntrack entry is still there): nothing gets through any more.
+    assert_eq!(bed.echoes("x/b", 40500, 10, 16), 0, "the revoked flow still reaches x/a");
+    // ...and it is logged as dropped by x/a's default drop.
+    std::thread::sleep(Duration::from_millis(800));
+    let b = bed.tb.pod("x/b").ip;
+    let lines = bed.audit_lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("IngressDefaultRule") && l.contains("Drop") && l.contains(&format!(" {b} 40500 "))),
+        "{lines:#?}"
+    );
+    // Control: allowed again, the same flow flows again.
+    bed.put_policy(A_FROM_B_UDP_SCTP);
+    wait_for("the new permission", || bed.tb.reaches("x/b", "x/a", Port::Udp80));
+    assert!(bed.echoes("x/b", 40500, 10, 16) >= 8);
+}
+
+#[test]
+fn an_address_reused_by_a_new_pod_meets_the_new_pods_policy() {
+    let bed = Bed::start(A_FROM_B_UDP_SCTP, |tb| tb.reaches("x/b", "x/a", Port::Udp80));
+    // x/d (no policy) at 10.10.1.14 talks with x/b on one flow.
+    bed.tb.add_pod("x", "d", "10.10.1.14");
+    let d = "10.10.1.14";
+    let flow = ["udp-echo", "--dst", d, "--dport", "80", "--sport", "40600", "--count", "10"];
+    wait_for("x/d reachable", || bed.tb.reaches("x/b", "x/d", Port::Udp80));
+    assert!(bed.tb.attack("x/b", &flow).parse::<u32>().unwrap() >= 8);
+    // x/d goes; x/e comes with its address and a policy that lets nothing in.
+    bed.tb.del_pod("x", "d");
+    write_atomic(
+        &bed.tb.manifests_dir().join("e-deny.yaml"),
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: e-deny, namespace: x}\nspec:\n  podSelector: {matchLabels: {pod: e}}\n",
+    );
+    bed.tb.add_pod("x", "e", d);
+    wait_for("x/e isolated", || !bed.tb.reaches("x/c", "x/e", Port::Udp80));
+    // The old peer keeps sending on the old flow: the new pod hears nothing of it.
+    assert_eq!(bed.tb.attack("x/b", &flow), "0", "the old flow reached the new pod past its policy");
+}
+
+#[test]
+fn icmp_errors_a_pod_forges_about_others_connections_are_dropped() {
+    // x/a accepts only x/b; x/a talks to x/b on a connected UDP socket.
+    let bed = Bed::start(A_FROM_B_UDP_SCTP, |tb| !tb.reaches("x/c", "x/a", Port::Udp80));
+    let (a, b) = (bed.tb.pod("x/a"), bed.tb.pod("x/b"));
+    let victim = || {
+        bed.tb
+            .spawn_attack(&a.netns, &["udp-victim", "--peer", &b.ip, "--dport", "80", "--sport", "5000", "--wait", "2"])
+    };
+    let forge = |from: &str, src: &str| {
+        let args = [
+            "icmp-error",
+            "--src",
+            src,
+            "--dst",
+            &a.ip,
+            "--inner-src",
+            &a.ip,
+            "--inner-sport",
+            "5000",
+            "--inner-dst",
+            &b.ip,
+            "--inner-dport",
+            "80",
+            "--count",
+            "3",
+        ];
+        bed.tb.attack(from, &args);
+    };
+    // x/c (no end of the connection) sends x/a a port unreachable about it: dropped.
+    let watching = victim();
+    forge("x/c", &bed.tb.pod("x/c").ip);
+    assert_eq!(finish(watching), "quiet", "x/c's forged ICMP error reached x/a's socket");
+    // Out of a pod isolated both ways, to a colluding pod: x/a itself is no end of a
+    // connection between x/b and x/c, so an error it sends about one goes nowhere.
+    let c = bed.tb.pod("x/c");
+    let listener = bed.tb.spawn_attack(
+        &c.netns,
+        &["sniff", "--iface", "eth0", "--from-mac", &a.mac, "--timeout", "2", "--ip-proto", "1"],
+    );
+    let args = [
+        "icmp-error",
+        "--src",
+        &a.ip,
+        "--dst",
+        &c.ip,
+        "--inner-src",
+        &c.ip,
+        "--inner-sport",
+        "6000",
+        "--inner-dst",
+        &b.ip,
+        "--inner-dport",
+        "80",
+        "--count",
+        "3",
+    ];
+    bed.tb.attack("x/a", &args);
+    assert_eq!(finish_count(listener), 0, "x/a's ICMP error about others' connection reached x/c");
+    // Control: the same error from a router (the outside host, through the node) arrives.
+    let watching = victim();
+    forge("outside/h1", &bed.tb.host("outside/h1").ip);
+    assert_eq!(finish(watching), "refused", "a genuine ICMP error from beyond the node did not arrive");
+}
+
+#[test]
+fn sctp_to_another_port_after_an_allowed_association_is_dropped() {
+    let bed = Bed::start(A_FROM_B_UDP_SCTP, |tb| tb.reaches("x/b", "x/a", Port::Udp80));
+    let (a, b) = (bed.tb.pod("x/a"), bed.tb.pod("x/b"));
+    let sniff = |dport: &str| {
+        bed.tb.spawn_attack(
+            &a.netns,
+            &[
+                "sniff",
+                "--iface",
+                "eth0",
+                "--from-mac",
+                &b.mac,
+                "--timeout",
+                "2",
+                "--ip-proto",
+                "132",
+                "--dport",
+                dport,
+            ],
+        )
+    };
+    let send = |dport: &str| {
+        bed.tb.attack(
+            "x/b",
+            &["sctp-raw", "--src", &b.ip, "--dst", &a.ip, "--sport", "7000", "--dport", dport, "--count", "3"],
+        );
+    };
+    // The allowed association (SCTP 80) reaches x/a...
+    let on_80 = sniff("80");
+    send("80");
+    assert!(finish_count(on_80) > 0, "control: SCTP to the allowed port did not arrive");
+    // ...and SCTP to port 81 between the same addresses right after does not.
+    let on_81 = sniff("81");
+    send("81");
+    assert_eq!(finish_count(on_81), 0, "SCTP to an unallowed port rode an allowed association");
+}
+
+#[test]
+fn a_large_datagram_to_an_allowed_port_arrives_in_fragments() {
+    let bed = Bed::start(A_FROM_B_UDP_SCTP, |tb| tb.reaches("x/b", "x/a", Port::Udp80));
+    // 3,000 bytes: three fragments each way over the veths' 1,500-byte MTU.
+    assert!(bed.echoes("x/b", 40700, 5, 3000) >= 4, "a 3,000-byte datagram to an allowed port was lost");
+    // Still judged: x/c is not allowed, large or small.
+    assert_eq!(bed.echoes("x/c", 40701, 3, 3000), 0);
+}
