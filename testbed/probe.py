@@ -60,7 +60,7 @@ def serve(args):
                     conn, _ = sock.accept()
                     conn.close()
                 else:
-                    data, peer = sock.recvfrom(2048)
+                    data, peer = sock.recvfrom(65535)
                     sock.sendto(data, peer)
             except (BlockingIOError, ConnectionError, OSError):
                 pass

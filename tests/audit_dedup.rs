@@ -49,15 +49,26 @@ impl Run {
 }
 
 #[test]
-fn allow_entries_are_written_at_once_and_never_aggregated() {
+fn an_allow_entry_is_written_at_once_and_its_repeats_aggregated() {
     let t0 = t_allow();
     let mut run = Run::new(SEC);
-    for i in 0..3 {
-        run.offer(entry(&allow_tcp_80(), t0 + ms(i)));
-        assert_eq!(run.out.len(), i as usize + 1);
+    // The first at once.
+    run.offer(entry(&allow_tcp_80(), t0));
+    assert_eq!(run.out.len(), 1);
+    assert_eq!((run.out[0].count, run.out[0].written_at), (1, t0));
+    // Its repeats (a flow nobody answers stays +new) within the window: one line at its end.
+    for i in 1..5 {
+        run.offer(entry(&allow_tcp_80(), t0 + ms(i * 100)));
     }
-    assert!(run.out.iter().all(|r| r.count == 1));
-    assert_eq!(run.out[2].written_at, t0 + ms(2));
+    assert_eq!(run.out.len(), 1, "repeats are not written one by one");
+    run.tick(t0 + ms(1000));
+    assert_eq!(run.out.len(), 2);
+    assert_eq!((run.out[1].count, run.out[1].first_seen, run.out[1].last_seen), (4, t0 + ms(100), t0 + ms(400)));
+    assert_eq!(run.dedup.pending(), 0);
+    // A lone Allow: its window ends with nothing more to write.
+    run.offer(entry(&allow_tcp_80(), t0 + ms(5000)));
+    run.tick(t0 + ms(6000));
+    assert_eq!(run.out.len(), 3);
     assert_eq!(run.dedup.pending(), 0);
 }
 

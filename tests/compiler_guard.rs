@@ -113,6 +113,8 @@ fn matches(f: &Oxm, p: &Frame, r: &Regs) -> bool {
         Oxm::ArpSha(m) => masked_eq(p.arp_sha, m.value, m.mask),
         Oxm::IpProto(proto) => *proto == if p.nd.is_some() { 58 } else { 17 },
         Oxm::UdpDst(_) | Oxm::TcpDst(_) | Oxm::SctpDst(_) | Oxm::SctpSrc(_) | Oxm::CtTpDst(_) => false,
+        // No frame here is a fragment.
+        Oxm::IpFrag(_) => false,
         Oxm::Icmpv6Type(t) => p.nd.is_some_and(|(kind, _)| kind == *t),
         Oxm::Ipv6NdTarget(m) => p.nd.is_some_and(|(_, target)| {
             v6(target).is_some_and(|a| masked_eq(a, m.value.octets(), m.mask.map(|x| x.octets())))

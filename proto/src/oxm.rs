@@ -76,6 +76,16 @@ pub enum Oxm {
     Ipv6NdSll(Masked<[u8; 6]>),
     Ipv6NdTll(Masked<[u8; 6]>),
     TcpFlags(Masked<u16>),
+    /// NXM_NX_IP_FRAG (class 0x0001, field 26, u8, maskable): bit 0x1 is set for an IP fragment, bit
+    /// 0x2 for a later one (nonzero offset); OVS uses no other bit. Read-only. OVS 3.1 accepts it only
+    /// after (in wire order) an eth_type of 0x0800 or 0x86dd (OFPBMC_BAD_PREREQ), refuses a value with
+    /// a bit outside 0x03 (OFPBMC_BAD_VALUE), ignores mask bits outside 0x03, and refuses a TCP, UDP or
+    /// SCTP port or TCP flags after one that selects later fragments (0x2 set in value and mask; ICMP
+    /// type and code are fine). It prints the low two bits of value/mask (no mask: 3) as `nw_frag=`
+    /// `no` (0/3, 0/1), `first` (1/3), `later` (3/3, 2/2), `<error>` (2/3), `yes` (1/1), `not_later`
+    /// (0/2), nothing for a zero mask, after the IP fields and before the transport ones. It sends a
+    /// mask of 0x03 back as no mask, the others as given (low bits only).
+    IpFrag(Masked<u8>),
     /// NXM_NX_CT_STATE (bits: 0x01 new, 0x02 est, 0x04 rel, 0x08 rpl, 0x10 inv, 0x20 trk).
     CtState(Masked<u32>),
     /// Not maskable.
@@ -198,6 +208,8 @@ pub mod headers {
     pub const NXM_NX_ARP_SHA: u32 = oxm_header(class::NXM_1, 17, false, 6);
     /// NXM_NX_ARP_THA (48 bits).
     pub const NXM_NX_ARP_THA: u32 = oxm_header(class::NXM_1, 18, false, 6);
+    /// NXM_NX_IP_FRAG (OVS counts 2 bits; read-only: a `move` source only).
+    pub const NXM_NX_IP_FRAG: u32 = oxm_header(class::NXM_1, 26, false, 1);
     /// NXM_NX_CT_NW_PROTO (8 bits, read-only: a `move` source only, like the other `CT` ones).
     pub const NXM_NX_CT_NW_PROTO: u32 = oxm_header(class::NXM_1, 119, false, 1);
     /// NXM_NX_CT_NW_SRC (32 bits).
@@ -283,6 +295,7 @@ fn decode_typed(class: u16, field: u8, hm: bool, body: &[u8]) -> Option<Oxm> {
         (class::OPENFLOW_BASIC, 33) => Ipv6NdTll(masked(hm, body, ident::<6>)?),
         (class::OPENFLOW_BASIC, 42) => TcpFlags(masked(hm, body, u16::from_be_bytes)?),
         (class::NXM_1, 0..=15) => Reg { index: field, value: masked(hm, body, u32::from_be_bytes)? },
+        (class::NXM_1, 26) => IpFrag(masked(hm, body, be_u8)?),
         (class::NXM_1, 33) => PktMark(masked(hm, body, u32::from_be_bytes)?),
         (class::NXM_1, 37) => ConjId(exact(hm, body, u32::from_be_bytes)?),
         (class::NXM_1, 105) => CtState(masked(hm, body, u32::from_be_bytes)?),
@@ -337,6 +350,7 @@ fn typed_shape(o: &Oxm) -> Option<(u16, u8, u8, bool)> {
         Ipv6NdTll(v) => (OPENFLOW_BASIC, 33, 6, v.mask.is_some()),
         TcpFlags(v) => (OPENFLOW_BASIC, 42, 2, v.mask.is_some()),
         Reg { index, value } => (NXM_1, *index, 4, value.mask.is_some()),
+        IpFrag(v) => (NXM_1, 26, 1, v.mask.is_some()),
         PktMark(v) => (NXM_1, 33, 4, v.mask.is_some()),
         ConjId(_) => (NXM_1, 37, 4, false),
         CtState(v) => (NXM_1, 105, 4, v.mask.is_some()),
@@ -427,6 +441,7 @@ impl Oxm {
         let mac = |o: &mut BytesMut, v: [u8; 6]| o.put_slice(&v);
         let v4 = |o: &mut BytesMut, v: Ipv4Addr| o.put_slice(&v.octets());
         let v6 = |o: &mut BytesMut, v: Ipv6Addr| o.put_slice(&v.octets());
+        let p8 = |o: &mut BytesMut, v: u8| o.put_u8(v);
         let p16 = |o: &mut BytesMut, v: u16| o.put_u16(v);
         let p32 = |o: &mut BytesMut, v: u32| o.put_u32(v);
         let p64 = |o: &mut BytesMut, v: u64| o.put_u64(v);
@@ -435,6 +450,7 @@ impl Oxm {
             InPort(v) | ConjId(v) => out.put_u32(*v),
             EthType(v) | CtZone(v) | ArpOp(v) => out.put_u16(*v),
             IpProto(v) | Icmpv4Type(v) | Icmpv4Code(v) | Icmpv6Type(v) | Icmpv6Code(v) | CtNwProto(v) => out.put_u8(*v),
+            IpFrag(v) => m(out, v, p8),
             Metadata(v) | XReg { value: v, .. } => m(out, v, p64),
             EthDst(v) | EthSrc(v) | ArpSha(v) | ArpTha(v) | Ipv6NdSll(v) | Ipv6NdTll(v) => m(out, v, mac),
             Ipv4Src(v) | Ipv4Dst(v) | ArpSpa(v) | ArpTpa(v) | CtNwSrc(v) | CtNwDst(v) => m(out, v, v4),
@@ -613,6 +629,32 @@ mod tests {
         }
         // A masked ct_nw_proto (not maskable) and fields of another length are kept raw.
         for raw in ["0001ef020606", "0001f0050102030405", "0001f80100", "0001f40f000102030405060708090a0b0c0d0e"] {
+            let (o, used) = Oxm::parse(&hex(raw)).unwrap();
+            assert!(matches!(o, Oxm::Unknown { .. }), "{raw}: {o:?}");
+            assert_eq!(used, raw.len() / 2);
+        }
+    }
+
+    #[test]
+    fn ip_frag_as_ovs_sends_it() {
+        // The ofp_match of `ovs-ofctl -O OpenFlow15 -mmmmm parse-flow 'ip,nw_frag=later,
+        // actions=drop'`, of `ipv6,nw_frag=yes` and of `ip,nw_frag=not_later` (OVS 3.1.0).
+        for (b, eth_type, frag) in [
+            ("0001000f80000a0208000001340103", 0x0800, Masked::exact(3)),
+            ("0001001080000a0286dd000135020101", 0x86dd, Masked::masked(1, 1)),
+            ("0001001080000a020800000135020002", 0x0800, Masked::masked(0, 2)),
+        ] {
+            let mut b = hex(b);
+            b.resize(pad8(b.len()), 0);
+            let (m, used) = Match::parse(&b).unwrap();
+            assert_eq!((m.fields.clone(), used), (vec![Oxm::EthType(eth_type), Oxm::IpFrag(frag)], b.len()));
+            let mut out = BytesMut::new();
+            m.emit(&mut out);
+            assert_eq!(&out[..], &b[..]);
+        }
+        assert_eq!(Oxm::IpFrag(Masked::exact(0)).header(), headers::NXM_NX_IP_FRAG);
+        // An IP_FRAG of another length is kept raw.
+        for raw in ["000134020000", "00013501ff", "0001350400010001"] {
             let (o, used) = Oxm::parse(&hex(raw)).unwrap();
             assert!(matches!(o, Oxm::Unknown { .. }), "{raw}: {o:?}");
             assert_eq!(used, raw.len() / 2);

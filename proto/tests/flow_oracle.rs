@@ -334,6 +334,68 @@ fn cases() -> Vec<FlowMod> {
                 Action::copy_field(NXM_NX_CT_TP_SRC, 0x0001_0a04, 16),
             ]),
         ),
+        // ip_frag (after an IPv4/IPv6 eth_type on the wire): every value/mask OVS accepts and
+        // the word it prints for it (2/3 and exact 2, which it accepts, print `<error>`); mask
+        // bits outside 0x03 are ignored; a zero mask prints nothing.
+        fm(0, 1, vec![IP, IpFrag(Masked::exact(0))], vec![]),
+        fm(0, 1, vec![IP, IpFrag(Masked::exact(1))], vec![]),
+        fm(0, 1, vec![IP, IpFrag(Masked::exact(2))], vec![]),
+        fm(0, 1, vec![IP, IpFrag(Masked::exact(3))], vec![]),
+        fm(0, 1, vec![IP, IpFrag(Masked::masked(0, 3))], vec![]),
+        fm(0, 1, vec![IP, IpFrag(Masked::masked(1, 3))], vec![]),
+        fm(0, 1, vec![IP, IpFrag(Masked::masked(2, 3))], vec![]),
+        fm(0, 1, vec![IP, IpFrag(Masked::masked(3, 3))], vec![]),
+        fm(0, 1, vec![IP, IpFrag(Masked::masked(0, 1))], vec![]),
+        fm(0, 1, vec![IP6, IpFrag(Masked::masked(1, 1))], vec![]),
+        fm(0, 1, vec![IP, IpFrag(Masked::masked(0, 2))], vec![]),
+        fm(0, 1, vec![IP6, IpFrag(Masked::masked(2, 2))], vec![]),
+        fm(0, 1, vec![IP, IpFrag(Masked::masked(0, 0))], vec![]),
+        fm(0, 1, vec![IP, IpFrag(Masked::masked(1, 5))], vec![]),
+        fm(0, 1, vec![IP, IpFrag(Masked::masked(3, 0xff))], vec![]),
+        fm(0, 1, vec![IP, IpFrag(Masked::masked(2, 0xfe))], vec![]),
+        fm(0, 1, vec![IP, IpFrag(Masked::masked(0, 0xfc))], vec![]),
+        // Its place: after the IP fields and registers, before the transport fields (which
+        // OVS accepts before a later-fragment match on the wire, not after one).
+        fm(
+            1,
+            100,
+            vec![
+                CtState(Masked::masked(0x20, 0x30)),
+                CtNwProto(17),
+                IP,
+                Reg { index: 2, value: Masked::exact(1) },
+                IpFrag(Masked::exact(3)),
+            ],
+            vec![],
+        ),
+        fm(
+            0,
+            1,
+            vec![
+                IP,
+                IpProto(17),
+                Ipv4Src(Masked::exact(v4("10.0.0.1"))),
+                UdpDst(Masked::exact(53)),
+                IpFrag(Masked::exact(1)),
+                Reg { index: 2, value: Masked::exact(1) },
+            ],
+            vec![],
+        ),
+        fm(0, 1, vec![IP, IpProto(6), TcpDst(Masked::exact(80)), IpFrag(Masked::exact(3))], vec![]),
+        fm(
+            0,
+            1,
+            vec![
+                IP6,
+                IpProto(58),
+                IpFrag(Masked::masked(0, 2)),
+                Icmpv6Type(135),
+                Ipv6Src(Masked::exact(v6("fd00::1"))),
+            ],
+            vec![],
+        ),
+        // Read with `move` by its NXM name (2 bits wide).
+        fm(0, 1, vec![IP], apply(vec![Action::copy_field(NXM_NX_IP_FRAG, 0x0001_0004, 2)])),
         // Actions.
         fm(
             0,
@@ -855,5 +917,55 @@ fn ovs_refuses_ct_tuple_without_its_prerequisites() {
         ofp::action::emit_actions(&[Action::SetField(f.clone())], &mut b);
         let said = parse_actions("OpenFlow15", &hex::encode(&b));
         assert!(said.lines().any(|l| l == "bad OpenFlow15 actions: OFPBAC_BAD_SET_ARGUMENT"), "{f:?}: {said}");
+    }
+}
+
+#[test]
+fn ovs_refuses_ip_frag_without_its_prerequisites() {
+    use Oxm::*;
+    let print = |fields: Vec<Oxm>| ofp_print(&hex::encode(message(&fm(0, 1, fields, vec![]), 1)));
+    let prereq = "***decode error: OFPBMC_BAD_PREREQ***";
+    let later = IpFrag(Masked::exact(3));
+    for (fields, want) in [
+        // An IPv4 or IPv6 eth_type must come first on the wire.
+        (vec![IpFrag(Masked::masked(1, 1))], prereq),
+        (vec![later.clone(), IP], prereq),
+        (vec![EthType(0x0806), later.clone()], prereq),
+        (vec![EthType(0x8100), later.clone()], prereq),
+        // No transport field after a match on later fragments (bit 0x2 set in value and mask).
+        (vec![IP, IpProto(6), later.clone(), TcpDst(Masked::exact(80))], prereq),
+        (vec![IP, IpProto(17), IpFrag(Masked::masked(2, 2)), UdpSrc(Masked::exact(53))], prereq),
+        (vec![IP, IpProto(6), later.clone(), TcpFlags(Masked::masked(2, 2))], prereq),
+        // No value bit outside 0x03, none outside the mask.
+        (vec![IP, IpFrag(Masked::exact(4))], "***decode error: OFPBMC_BAD_VALUE***"),
+        (vec![IP, IpFrag(Masked::masked(4, 4))], "***decode error: OFPBMC_BAD_VALUE***"),
+        (vec![IP, IpFrag(Masked::masked(0xff, 0xff))], "***decode error: OFPBMC_BAD_VALUE***"),
+        (vec![IP, IpFrag(Masked::masked(1, 0))], "***decode error: OFPBMC_BAD_WILDCARDS***"),
+        (vec![IP, IpFrag(Masked::masked(3, 1))], "***decode error: OFPBMC_BAD_WILDCARDS***"),
+        (vec![IP, IpFrag(Masked::masked(1, 2))], "***decode error: OFPBMC_BAD_WILDCARDS***"),
+    ] {
+        let text = print(fields.clone());
+        assert!(text.contains(want), "{fields:?}: {text}");
+    }
+    for (fields, want) in [
+        (vec![IP6, later.clone()], "ipv6,nw_frag=later"),
+        // ICMP type and code have no such prerequisite.
+        (vec![IP, IpProto(1), later.clone(), Icmpv4Type(8)], "icmp,nw_frag=later,icmp_type=8"),
+        (vec![IP, IpProto(6), IpFrag(Masked::exact(1)), TcpDst(Masked::exact(80))], "tcp,nw_frag=first,tp_dst=80"),
+        (vec![IP, IpProto(6), IpFrag(Masked::masked(1, 1)), TcpDst(Masked::exact(80))], "tcp,nw_frag=yes,tp_dst=80"),
+        (
+            vec![IP, IpProto(6), IpFrag(Masked::masked(0, 2)), TcpDst(Masked::exact(80))],
+            "tcp,nw_frag=not_later,tp_dst=80",
+        ),
+    ] {
+        let text = print(fields.clone());
+        assert!(text.contains(&format!("ADD priority=1,{want} actions=drop")), "{fields:?}: {text}");
+    }
+    // Read-only: OVS refuses a set_field of it.
+    for v in [Masked::exact(3), Masked::masked(1, 1)] {
+        let mut b = BytesMut::new();
+        ofp::action::emit_actions(&[Action::SetField(IpFrag(v))], &mut b);
+        let said = parse_actions("OpenFlow15", &hex::encode(&b));
+        assert!(said.lines().any(|l| l == "bad OpenFlow15 actions: OFPBAC_BAD_SET_ARGUMENT"), "{v:?}: {said}");
     }
 }

@@ -59,6 +59,7 @@ fn oxm() -> impl Strategy<Value = Oxm> {
         m(any::<[u8; 6]>()).prop_map(Oxm::Ipv6NdSll),
         m(any::<[u8; 6]>()).prop_map(Oxm::Ipv6NdTll),
         m(any::<u16>()).prop_map(Oxm::TcpFlags),
+        m(any::<u8>()).prop_map(Oxm::IpFrag),
         m(any::<u32>()).prop_map(Oxm::CtState),
         any::<u16>().prop_map(Oxm::CtZone),
         m(any::<u32>()).prop_map(Oxm::CtMark),

@@ -527,3 +527,76 @@ fn ovs_encoded_ct_tuple_flow_mods() {
     };
     assert_eq!(a, &vec![copy(32, NXM_NX_CT_NW_DST, 0), copy(16, NXM_NX_CT_TP_DST, 0), copy(8, NXM_NX_CT_NW_PROTO, 16)]);
 }
+
+/// FLOW_MODs OVS encodes (as [`OVS_FLOW_MODS`]) matching ip_frag (`nw_frag=`), and one reading
+/// it with `move`. OVS puts it after eth_type and the IP addresses, before ip_proto; it sends
+/// `later`, `first` and `no` (mask 0x03) unmasked, `yes` as 1/1 and `not_later` as 0/2.
+const OVS_IP_FRAG_FLOW_MODS: &[(&str, &str, &str)] = &[
+    (
+        "table=1,priority=100,ct_state=-inv+trk,ct_nw_proto=17,ip,reg2=0x1,nw_frag=later,actions=drop",
+        "ADD table:1 priority=100,ct_state=-inv+trk,ct_nw_proto=17,ip,reg2=0x1,nw_frag=later actions=drop",
+        "060e006800000001000000000000000000000000000000000100000000000064ffffffffffffffffffffffff00000000\
+         0001003480000a0208000001340103800103100000000100000000ffffffff000000000001d308000000200000003000\
+         01ee011100000000",
+    ),
+    (
+        "table=1,priority=90,udp,nw_src=10.0.0.1,nw_frag=first,tp_dst=53,actions=drop",
+        "ADD table:1 priority=90,udp,nw_src=10.0.0.1,nw_frag=first,tp_dst=53 actions=drop",
+        "060e00580000000100000000000000000000000000000000010000000000005affffffffffffffffffffffff00000000\
+         0001002280000a020800800016040a00000100013401018000140111800020020035000000000000",
+    ),
+    (
+        "table=1,priority=80,ipv6,nw_frag=yes,actions=drop",
+        "ADD table:1 priority=80,ipv6,nw_frag=yes actions=drop",
+        "060e004000000001000000000000000000000000000000000100000000000050ffffffffffffffffffffffff00000000\
+         0001001080000a0286dd000135020101",
+    ),
+    (
+        "table=1,priority=70,ip,nw_frag=not_later,actions=drop",
+        "ADD table:1 priority=70,ip,nw_frag=not_later actions=drop",
+        "060e004000000001000000000000000000000000000000000100000000000046ffffffffffffffffffffffff00000000\
+         0001001080000a020800000135020002",
+    ),
+    (
+        "table=1,priority=60,ip,nw_frag=no,actions=move:NXM_NX_IP_FRAG[]->NXM_NX_REG0[0..1]",
+        "ADD table:1 priority=60,ip,nw_frag=no actions=move:NXM_NX_IP_FRAG[]->NXM_NX_REG0[0..1]",
+        "060e00600000000100000000000000000000000000000000010000000000003cffffffffffffffffffffffff00000000\
+         0001000f80000a0208000001340100000004002000000000001c00180002000000000000000134010001000400000000",
+    ),
+];
+
+#[test]
+fn ovs_encoded_ip_frag_flow_mods() {
+    use ofp::oxm::headers::*;
+    use ofp::oxm::Masked;
+    use Oxm::*;
+    for (flow, printed, hex_s) in OVS_IP_FRAG_FLOW_MODS {
+        check_ovs_flow_mod(flow, printed, hex_s);
+    }
+    let fm = |i: usize| FlowMod::parse(&hex::decode(OVS_IP_FRAG_FLOW_MODS[i].2).unwrap()[8..]).unwrap();
+    assert_eq!(
+        fm(0).match_.fields,
+        vec![
+            EthType(0x0800),
+            IpFrag(Masked::exact(3)),
+            XReg { index: 1, value: Masked::masked(0x1_0000_0000, 0xffff_ffff_0000_0000) },
+            CtState(Masked::masked(0x20, 0x30)),
+            CtNwProto(17),
+        ]
+    );
+    assert_eq!(
+        fm(1).match_.fields,
+        vec![
+            EthType(0x0800),
+            Ipv4Src(Masked::exact("10.0.0.1".parse().unwrap())),
+            IpFrag(Masked::exact(1)),
+            IpProto(17),
+            UdpDst(Masked::exact(53)),
+        ]
+    );
+    assert_eq!(fm(2).match_.fields, vec![EthType(0x86dd), IpFrag(Masked::masked(1, 1))]);
+    assert_eq!(fm(3).match_.fields, vec![EthType(0x0800), IpFrag(Masked::masked(0, 2))]);
+    assert_eq!(fm(4).match_.fields, vec![EthType(0x0800), IpFrag(Masked::exact(0))]);
+    let [Instruction::ApplyActions(a)] = &fm(4).instructions[..] else { panic!("{:?}", fm(4)) };
+    assert_eq!(a, &vec![Action::copy_field(NXM_NX_IP_FRAG, 0x0001_0004, 2)]);
+}

@@ -22,9 +22,9 @@ fn parse_message_corpus_replays_clean() {
     }
     assert!(failures.is_empty(), "corpus inputs failing the check: {failures:?}");
     // Seeded with every vector of tests/data/ofp-vectors.jsonl (files `vector-<name>`), the
-    // FLOW_MODs OVS encodes for an ARP responder, VLAN matches and conntrack tuple matches
-    // (`ovs-<name>`, as in tests/flow_vectors.rs, plus one carrying NXAST_REG_MOVE), and what
-    // `cargo fuzz run` found (minimised with `cargo fuzz cmin`).
+    // FLOW_MODs OVS encodes for an ARP responder, VLAN matches, conntrack tuple matches and
+    // ip_frag matches (`ovs-<name>`, as in tests/flow_vectors.rs, plus one carrying
+    // NXAST_REG_MOVE), and what `cargo fuzz run` found (minimised with `cargo fuzz cmin`).
     assert!(n >= 91, "corpus has only {n} inputs");
     eprintln!("{n} corpus inputs replayed");
 }

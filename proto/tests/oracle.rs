@@ -273,6 +273,25 @@ fn cases() -> Vec<Case> {
             }),
             &["ADD table:3 priority=200,ct_state=+est+trk,ct_nw_src=10.0.0.0/24,ct_nw_dst=10.96.0.10,ct_nw_proto=6,ct_tp_src=0x400/0xfc00,ct_tp_dst=80,tcp,reg1=0x5 actions=move:NXM_NX_CT_NW_DST[]->NXM_NX_REG0[]"],
         ),
+        case(
+            "match ip_frag",
+            flow(FlowMod {
+                table_id: 3,
+                priority: 200,
+                match_: Match {
+                    fields: vec![
+                        Oxm::CtState(Masked::masked(0x20, 0x30)),
+                        Oxm::CtNwProto(17),
+                        Oxm::EthType(0x0800),
+                        Oxm::IpFrag(Masked::exact(3)),
+                        Oxm::Reg { index: 2, value: Masked::exact(1) },
+                    ],
+                },
+                instructions: vec![Instruction::ApplyActions(vec![Action::copy_field(NXM_NX_IP_FRAG, 0x0001_0004, 2)])],
+                ..Default::default()
+            }),
+            &["ADD table:3 priority=200,ct_state=-inv+trk,ct_nw_proto=17,ip,reg2=0x1,nw_frag=later actions=move:NXM_NX_IP_FRAG[]->NXM_NX_REG0[0..1]"],
+        ),
         case("action resubmit", with_actions(vec![Action::Resubmit { in_port: 5 }]), &["actions=resubmit:5"]),
         case(
             "action resubmit_table",

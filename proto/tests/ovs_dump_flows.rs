@@ -354,6 +354,25 @@ fn pipeline() -> Vec<FlowMod> {
             vec![ip(), CtState(Masked::masked(0x22, 0x22))],
             vec![apply(vec![Action::copy_field(NXM_NX_CT_NW_DST, 0x0001_0004, 32)]), Instruction::GotoTable(6)],
         ),
+        // ip_frag: later fragments of a tracked UDP connection, first fragments with ports.
+        flow(
+            1,
+            150,
+            vec![
+                CtState(Masked::masked(0x20, 0x30)),
+                CtNwProto(17),
+                ip(),
+                Reg { index: 2, value: Masked::exact(1) },
+                IpFrag(Masked::exact(3)),
+            ],
+            vec![],
+        ),
+        flow(
+            1,
+            140,
+            vec![ip(), IpProto(17), IpFrag(Masked::exact(1)), UdpDst(Masked::exact(53))],
+            vec![apply(vec![Action::copy_field(NXM_NX_IP_FRAG, 0x0001_0004, 2)]), Instruction::GotoTable(2)],
+        ),
         // Ports by name, every flow flag.
         FlowMod {
             flags: 0x1f,
@@ -495,6 +514,11 @@ fn dump_flows_text_matches_ovs_ofctl() {
             == " table=IngressRule, priority=200,ip,nw_src=10.0.0.1 actions=conjunction(7,1/3),conjunction(9,1/2)"),
         "{theirs:#?}"
     );
+    assert!(
+        theirs.iter().any(|l| l
+            == " table=ConntrackState, priority=150,ct_state=-inv+trk,ct_nw_proto=17,ip,reg2=0x1,nw_frag=later actions=drop"),
+        "{theirs:#?}"
+    );
 }
 
 /// OVS 3.1 accepts ct_tp_src/ct_tp_dst without a ct_nw_proto (or with ct_nw_proto=0) and
@@ -544,4 +568,93 @@ fn ct_ports_without_ct_nw_proto_are_kept_but_not_dumped() {
         sent[2],
         " table=Classifier, priority=90,ct_state=+est+trk,ct_nw_proto=0,ct_tp_src=1,ct_tp_dst=80 actions=drop"
     );
+}
+
+/// Every ip_frag value/mask OVS 3.1 accepts, one flow each: what the switch sends back (the low
+/// two bits; a mask of 0x03 as no mask) and the word ovs-ofctl prints, which ours must equal.
+#[test]
+fn ip_frag_dumps_as_ovs_ofctl_prints_it() {
+    use Oxm::*;
+    let sb = Sandbox::start();
+    let mut s = connect(&sb);
+    /// What we send, what the switch sends back (`None`: no ip_frag), what ovs-ofctl prints.
+    type Case = (Masked<u8>, Option<Masked<u8>>, &'static str);
+    let cases: [Case; 17] = [
+        (Masked::exact(0), Some(Masked::exact(0)), ",nw_frag=no"),
+        (Masked::exact(1), Some(Masked::exact(1)), ",nw_frag=first"),
+        (Masked::exact(2), Some(Masked::exact(2)), ",nw_frag=<error>"),
+        (Masked::exact(3), Some(Masked::exact(3)), ",nw_frag=later"),
+        (Masked::masked(0, 3), Some(Masked::exact(0)), ",nw_frag=no"),
+        (Masked::masked(1, 3), Some(Masked::exact(1)), ",nw_frag=first"),
+        (Masked::masked(2, 3), Some(Masked::exact(2)), ",nw_frag=<error>"),
+        (Masked::masked(3, 3), Some(Masked::exact(3)), ",nw_frag=later"),
+        (Masked::masked(0, 1), Some(Masked::masked(0, 1)), ",nw_frag=no"),
+        (Masked::masked(1, 1), Some(Masked::masked(1, 1)), ",nw_frag=yes"),
+        (Masked::masked(0, 2), Some(Masked::masked(0, 2)), ",nw_frag=not_later"),
+        (Masked::masked(2, 2), Some(Masked::masked(2, 2)), ",nw_frag=later"),
+        (Masked::masked(0, 0), None, ""),
+        (Masked::masked(1, 5), Some(Masked::masked(1, 1)), ",nw_frag=yes"),
+        (Masked::masked(3, 0xff), Some(Masked::exact(3)), ",nw_frag=later"),
+        (Masked::masked(2, 0xfe), Some(Masked::masked(2, 2)), ",nw_frag=later"),
+        (Masked::masked(0, 0xfc), None, ""),
+    ];
+    let prio = |i: usize| 100 + i as u16;
+    let flows: Vec<FlowMod> =
+        cases.iter().enumerate().map(|(i, (v, ..))| flow(1, prio(i), vec![ip(), IpFrag(*v)], vec![])).collect();
+    install(&mut s, &flows);
+    let dumped = dump(&mut s);
+    assert_eq!(dumped.len(), cases.len(), "{dumped:#?}");
+    for (i, (sent, back, _)) in cases.iter().enumerate() {
+        let f = dumped.iter().find(|f| f.priority == prio(i)).unwrap();
+        let want: Vec<Oxm> = [Some(ip()), back.map(IpFrag)].into_iter().flatten().collect();
+        assert_eq!(f.match_.fields, want, "{sent:?}");
+    }
+    let names = ofp::text::Names { tables: &table_name, ports: &port_name };
+    let mut ours: Vec<String> = dumped.iter().map(|f| ofp::text::format_flow_with(&names, f, false)).collect();
+    let mut theirs = ovs_ofctl_dump(&sb.mgmt());
+    ours.sort();
+    theirs.sort();
+    assert_eq!(ours, theirs);
+    let mut want: Vec<String> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (.., word))| format!(" table=ConntrackState, priority={},ip{word} actions=drop", prio(i)))
+        .collect();
+    want.sort();
+    assert_eq!(theirs, want);
+    // What we sent prints as its dump does.
+    let mut sent: Vec<String> = flows.iter().map(|f| ofp::text::format_desired_flow(&names, f)).collect();
+    sent.sort();
+    assert_eq!(sent, theirs);
+}
+
+/// OVS 3.1 refuses a TCP/UDP/SCTP port after a match on later fragments, but accepts one before
+/// it on the wire; it then dumps ip_frag before the port, which ovs-ofctl cannot read back
+/// (`OFPST_FLOW reply bad match`, OFPBMC_BAD_PREREQ). We read and print it.
+#[test]
+fn ports_before_later_fragments_dump_in_an_order_ovs_ofctl_refuses() {
+    use Oxm::*;
+    let sb = Sandbox::start();
+    let mut s = connect(&sb);
+    let flows = vec![flow(0, 100, vec![ip(), IpProto(6), TcpDst(Masked::exact(80)), IpFrag(Masked::exact(3))], vec![])];
+    install(&mut s, &flows);
+    let dumped = dump(&mut s);
+    assert_eq!(dumped.len(), 1);
+    assert_eq!(
+        dumped[0].match_.fields,
+        vec![ip(), IpFrag(Masked::exact(3)), IpProto(6), TcpDst(Masked::exact(80))],
+        "{dumped:?}"
+    );
+    let names = ofp::text::Names { tables: &table_name, ports: &port_name };
+    assert_eq!(
+        ofp::text::format_flow_with(&names, &dumped[0], false),
+        " table=Classifier, priority=100,tcp,nw_frag=later,tp_dst=80 actions=drop"
+    );
+    let o = Command::new("ovs-ofctl")
+        .args(["-O", "OpenFlow15", "dump-flows", "--no-stats", "--names"])
+        .arg(format!("unix:{}", sb.mgmt().display()))
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("OFPST_FLOW reply bad match"), "{o:?}");
 }

@@ -10,6 +10,11 @@
 //! [`Dedup::tick`] plays the timer, and a record whose window has ended is also emitted before
 //! a new packet with the same key opens the next window.
 //!
+//! One difference: an Allow line is printed at once as in Antrea, but identical Allow lines
+//! within the window after it (the datagrams of a flow nobody answers stay `+new`, so every
+//! one is copied) are aggregated like the others and printed, when the window ends, as one
+//! line with their count: a flooding flow costs one line a window, not one a packet.
+//!
 //! Windows and spans run on the monotonic clock ([`Moment::mono`]); the wall clock only stamps
 //! the lines. A wall clock stepped back (NTP, an operator) must not hold Drop lines for as
 //! long as it stepped.
@@ -89,6 +94,7 @@ impl PartialEq for Key {
             && a.isolated_by == b.isolated_by
             && a.src_pod == b.src_pod
             && a.dst_pod == b.dst_pod
+            && a.via_service == b.via_service
     }
 }
 
@@ -110,7 +116,10 @@ impl Hash for Key {
 
 #[derive(Debug, Clone, Copy)]
 struct Pending {
+    /// Packets aggregated; for an Allow window, those after the first (already written).
     count: u64,
+    /// The first aggregated packet's time (for an Allow window, the first repeat's).
+    first_seen: SystemTime,
     last_seen: SystemTime,
     first_mono: Instant,
     deadline: Instant,
@@ -138,21 +147,25 @@ impl Dedup {
 
     /// Takes one entry that arrived at `mono` (its `time` is the same moment on the wall clock).
     pub fn offer(&mut self, entry: AuditEntry, mono: Instant, out: &mut impl FnMut(Record)) {
-        if entry.disposition == Disposition::Allow || self.window.is_zero() {
+        if self.window.is_zero() {
             out(Record::single(entry));
             return;
         }
         let now = Moment { wall: entry.time, mono };
+        let allow = entry.disposition == Disposition::Allow;
         let key = Key(entry);
         if let Some(p) = self.pending.get_mut(&key) {
             if mono < p.deadline {
+                if p.count == 0 {
+                    (p.first_seen, p.first_mono) = (now.wall, mono);
+                }
                 p.count += 1;
                 p.last_seen = p.last_seen.max(now.wall);
                 return;
             }
             // The window ended but no tick has emitted it yet: emit it now, then start anew.
             if let Some((k, p)) = self.pending.remove_entry(&key) {
-                out(finish(k, p, now));
+                emit_finished(k, p, now, out);
             }
         }
         if self.pending.len() >= self.max_pending {
@@ -160,7 +173,15 @@ impl Dedup {
             return;
         }
         let deadline = mono.checked_add(self.window).unwrap_or(mono);
-        self.pending.insert(key, Pending { count: 1, last_seen: now.wall, first_mono: mono, deadline });
+        let count = if allow {
+            // Written at once; the window counts the repeats after it.
+            out(Record::single(key.0.clone()));
+            0
+        } else {
+            1
+        };
+        let first_seen = now.wall;
+        self.pending.insert(key, Pending { count, first_seen, last_seen: now.wall, first_mono: mono, deadline });
     }
 
     /// Emits every aggregate whose window has ended by `now.mono`.
@@ -183,15 +204,25 @@ impl Dedup {
         let mut due: Vec<(Key, Pending)> = keys.into_iter().filter_map(|k| self.pending.remove_entry(&k)).collect();
         due.sort_by_key(|(_, p)| p.first_mono);
         for (k, p) in due {
-            out(finish(k, p, now));
+            emit_finished(k, p, now, out);
         }
     }
 }
 
+/// Hands on the record of a finished window, unless it is an Allow window without repeats
+/// (its one line is written already).
+fn emit_finished(key: Key, p: Pending, now: Moment, out: &mut impl FnMut(Record)) {
+    if p.count > 0 {
+        out(finish(key, p, now));
+    }
+}
+
 fn finish(key: Key, p: Pending, now: Moment) -> Record {
-    let first_seen = key.0.time;
+    let first_seen = p.first_seen;
+    let mut entry = key.0;
+    entry.time = first_seen;
     Record {
-        entry: key.0,
+        entry,
         count: p.count,
         first_seen,
         last_seen: p.last_seen,

@@ -3,9 +3,9 @@
 
 use super::packet::{self, PacketError};
 use super::AuditError;
-use crate::compiler::tables;
 use crate::compiler::userdata::{Disposition, LogUserdata};
 pub use crate::compiler::Direction;
+use crate::compiler::{flow, tables};
 use crate::model::ObjectRef;
 use std::borrow::Cow;
 use std::net::IpAddr;
@@ -104,6 +104,9 @@ pub struct AuditEntry {
     pub src_pod: Option<ObjectRef>,
     /// Destination pod, when the model knows the destination IP.
     pub dst_pod: Option<ObjectRef>,
+    /// The packet came back from the node through the gateway with a local pod's connection
+    /// (after the node's DNAT): a connection to a Service, logged with its real backend.
+    pub via_service: bool,
 }
 
 /// Builds the entry for one packet-in received at `now`.
@@ -122,10 +125,17 @@ pub fn entry_from_packet_in(
         Direction::Ingress => &dst_pod,
         Direction::Egress => &src_pod,
     };
+    // The pod the policy tables judged for: the connection's end the pipeline named by port
+    // (reg2 its source, reg4 its destination), not an address's owner in the model.
+    let judged_port = pi.register(match direction {
+        Direction::Ingress => 4,
+        Direction::Egress => 2,
+    });
     let (policy, rule_name, priority, log_label, applied_to, isolated_by) = match userdata.disposition {
         Disposition::Allow => {
             let rule = resolver.allow_rule(userdata.rule_id).ok_or(AuditError::UnknownRule(userdata.rule_id))?;
-            (Some(rule.policy), rule.rule_name, Some(rule.priority), rule.log_label, local_end.clone(), Vec::new())
+            let applied_to = judged_port.and_then(|o| resolver.pod_by_ofport(o)).or_else(|| local_end.clone());
+            (Some(rule.policy), rule.rule_name, Some(rule.priority), rule.log_label, applied_to, Vec::new())
         }
         Disposition::Drop => {
             // A default drop's rule id is the ofport it matches.
@@ -133,6 +143,8 @@ pub fn entry_from_packet_in(
             (None, None, None, None, applied_to, resolver.isolating_policies(direction, userdata.rule_id))
         }
     };
+    let from_gateway = pi.register(3).is_some_and(|flags| flags & flow::from::GATEWAY != 0);
+    let via_service = from_gateway && pi.register(2).is_some_and(|o| o != 0);
     let table = match tables::table_name(userdata.table_id) {
         Some(name) => Cow::Borrowed(name),
         None => Cow::Owned(userdata.table_id.to_string()),
@@ -156,5 +168,6 @@ pub fn entry_from_packet_in(
         isolated_by,
         src_pod,
         dst_pod,
+        via_service,
     })
 }

@@ -6,7 +6,8 @@
 //!   priority (`-1` for a default drop), source IP and port, destination IP and port, protocol,
 //!   length; missing ports are `<nil>`, as Antrea printed them then.
 //! - [`Format::Json`]: one JSON object per line, with both ends named, and on a default drop
-//!   the policies isolating the pod in that direction (`isolated_by`, sorted).
+//!   the policies isolating the pod in that direction (`isolated_by`, sorted); a connection
+//!   that came through a Service (judged after the node's DNAT) has `"via_service": true`.
 //!
 //! Timestamps are UTC (Antrea's agent writes its container's local time, UTC in its images).
 //! Antrea prints ports only for TCP and UDP; npagent also prints SCTP's. A rule name or log
@@ -227,6 +228,9 @@ struct JsonLine<'a> {
     /// Default drops only: the policies isolating the pod in this direction.
     #[serde(skip_serializing_if = "Option::is_none")]
     isolated_by: Option<Vec<JsonPolicyName<'a>>>,
+    /// A connection to a Service, judged (and logged) against its backend.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    via_service: bool,
     count: u64,
     first_seen: Rfc3339,
     last_seen: Rfc3339,
@@ -286,6 +290,7 @@ fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
         log_label: e.log_label.as_deref(),
         isolated_by: (e.disposition == Disposition::Drop)
             .then(|| e.isolated_by.iter().map(|p| JsonPolicyName { namespace: &p.namespace, name: &p.name }).collect()),
+        via_service: e.via_service,
         count: r.count,
         first_seen: Rfc3339::new(r.first_seen),
         last_seen: Rfc3339::new(r.last_seen),

@@ -128,6 +128,10 @@ fn normalize_field(f: &Oxm) -> Option<Oxm> {
         Oxm::CtIpv6Dst(m) => Oxm::CtIpv6Dst(masked(m, v6z, v6o, and6)?),
         Oxm::CtTpSrc(m) => Oxm::CtTpSrc(masked(m, 0, u16::MAX, |a, b| a & b)?),
         Oxm::CtTpDst(m) => Oxm::CtTpDst(masked(m, 0, u16::MAX, |a, b| a & b)?),
+        // OVS keeps two bits of nw_frag; all of them is an exact match.
+        Oxm::IpFrag(m) => {
+            Oxm::IpFrag(masked(&Masked { value: m.value & 3, mask: m.mask.map(|x| x & 3) }, 0, 3, |a, b| a & b)?)
+        }
         // OVS's vlan_tci holds 13 bits (VID and the present bit): that mask is an exact match.
         Oxm::VlanVid(m) => {
             Oxm::VlanVid(masked(&Masked { value: m.value, mask: m.mask.map(|x| x & 0x1fff) }, 0, 0x1fff, |a, b| a & b)?)

@@ -526,6 +526,16 @@ fn resolve_ports(specs: &[PortSpec], pod: Option<&Pod>) -> Option<Vec<PortRange>
     }
 }
 
+/// The later fragments of a protocol's datagrams: OVS's userspace datapath reassembles them
+/// for conntrack but sends them on with no transport header, so their conntrack tuple lacks
+/// the ports too (the Linux kernel's datapath reassembles whole). They carry no port to judge;
+/// they pass with the peers and pods of a rule that allows some port of the protocol, and are
+/// sent only together with their datagram's first fragment, which the port was judged on.
+fn later_fragments(eth: u16, ip_proto: u8) -> Vec<Oxm> {
+    const LATER: u8 = 0x3;
+    flow::tracked(vec![Oxm::EthType(eth), Oxm::CtNwProto(ip_proto), Oxm::IpFrag(Masked::exact(LATER))])
+}
+
 /// The clause flows of one port value/mask: on the connection's original destination port
 /// (`ct_tp_dst`), so that replies, related packets and fragments (whose ports read zero) are
 /// judged by the rule that allowed the connection. SCTP is judged on the packet's own ports
@@ -533,10 +543,15 @@ fn resolve_ports(specs: &[PortSpec], pod: Option<&Pod>) -> Option<Vec<PortRange>
 /// conntrack keeps no SCTP ports, so its tuple cannot tell one SCTP port from another.
 fn port_matches(eth: u16, proto: Protocol, value: u16, mask: u16) -> Vec<Vec<Oxm>> {
     let m = Masked::masked(value, mask);
-    let ct_port = |ip_proto: u8| flow::tracked(vec![Oxm::EthType(eth), Oxm::CtNwProto(ip_proto), Oxm::CtTpDst(m)]);
+    let ct_port = |ip_proto: u8| {
+        vec![
+            flow::tracked(vec![Oxm::EthType(eth), Oxm::CtNwProto(ip_proto), Oxm::CtTpDst(m)]),
+            later_fragments(eth, ip_proto),
+        ]
+    };
     match proto {
-        Protocol::Tcp => vec![ct_port(6)],
-        Protocol::Udp => vec![ct_port(17)],
+        Protocol::Tcp => ct_port(6),
+        Protocol::Udp => ct_port(17),
         Protocol::Sctp => {
             let sctp = |reply: bool, field: Oxm| {
                 let state = if reply { flow::ct_state(ct::RPL | ct::TRK, 0) } else { flow::ct_state(ct::TRK, ct::RPL) };

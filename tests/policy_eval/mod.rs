@@ -65,6 +65,8 @@ fn field_matches(f: &Oxm, dir: Direction, p: &Packet) -> bool {
         (Oxm::SctpDst(m), _) => port(132, m),
         // The reply's clause of an SCTP port never matches a first packet.
         (Oxm::SctpSrc(_), _) => false,
+        // A first packet is no later fragment.
+        (Oxm::IpFrag(_), _) => false,
         (Oxm::XReg { index: 2, value }, Direction::Ingress) => reg(value),
         (Oxm::XReg { index: 1, value }, Direction::Egress) => reg(value),
         (other, _) => panic!("unexpected field in {dir:?} policy tables: {other:?}"),

@@ -68,6 +68,8 @@ pub(super) fn nxm_name(header: u32) -> Option<(&'static str, u16)> {
         (class::NXM_1, 22) | (class::OPENFLOW_BASIC, 30) => ("NXM_NX_ICMPV6_CODE", 8),
         (class::NXM_1, 34) | (class::OPENFLOW_BASIC, 42) => ("NXM_NX_TCP_FLAGS", 16),
         (class::NXM_1, 0..=15) => (REGS[usize::from(field)], 32),
+        // OVS counts NXM_NX_IP_FRAG as 2 bits wide (its `u8 (low 2 bits)`).
+        (class::NXM_1, 26) => ("NXM_NX_IP_FRAG", 2),
         (class::NXM_1, 33) => ("NXM_NX_PKT_MARK", 32),
         (class::NXM_1, 37) => ("NXM_NX_CONJ_ID", 32),
         (class::NXM_1, 105) => ("NXM_NX_CT_STATE", 32),
@@ -263,6 +265,13 @@ pub(super) fn write_set_field(s: &mut String, o: &Oxm, n: &Names<'_>) {
         Oxm::CtTpSrc(v) | Oxm::CtTpDst(v) => {
             dec_value(s, v);
             if matches!(o, Oxm::CtTpSrc(_)) { "ct_tp_src" } else { "ct_tp_dst" }.into()
+        }
+        // Read-only too (OFPBAC_BAD_SET_ARGUMENT); mf_format's form: the word for the low two
+        // bits of value and mask (no mask: 0x03), `<error>` when there is none.
+        Oxm::IpFrag(v) => {
+            let m = v.mask.unwrap_or(u8::MAX) & FRAG_BITS;
+            s.push_str(frag_word(v.value & m, m).unwrap_or("<error>"));
+            "nw_frag".into()
         }
         Oxm::ConjId(c) => {
             let _ = write!(s, "{c}");

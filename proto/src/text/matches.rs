@@ -40,6 +40,8 @@ pub(super) struct View {
     tp_src: (u16, u16),
     tp_dst: (u16, u16),
     tcp_flags: (u16, u16),
+    /// `nw_frag`: value and mask, the low two bits only (OVS ignores the others of the mask).
+    nw_frag: (u8, u8),
     raw: Vec<String>,
 }
 
@@ -118,6 +120,10 @@ impl View {
                 Oxm::Icmpv4Type(t) | Oxm::Icmpv6Type(t) => v.tp_src = (u16::from(*t), u16::MAX),
                 Oxm::Icmpv4Code(c) | Oxm::Icmpv6Code(c) => v.tp_dst = (u16::from(*c), u16::MAX),
                 Oxm::TcpFlags(x) => v.tcp_flags = mv(x, u16::MAX),
+                Oxm::IpFrag(x) => {
+                    let (val, mask) = mv(x, u8::MAX);
+                    v.nw_frag = (val & FRAG_BITS, mask & FRAG_BITS);
+                }
                 Oxm::CtState(x) => {
                     // OVS keeps ct_state in 8 bits.
                     let (val, mask) = mv(x, u32::MAX);
@@ -177,6 +183,29 @@ fn ct_tuple(s: &mut String, v: &View) {
         let _ = write!(s, "ct_nw_proto={p},");
         be16_masked(s, "ct_tp_src", v.ct_tp_src);
         be16_masked(s, "ct_tp_dst", v.ct_tp_dst);
+    }
+}
+
+/// The bits of NXM_NX_IP_FRAG: 0x1 any fragment, 0x2 a later one (nonzero offset).
+pub(super) const FRAG_BITS: u8 = 0x03;
+
+/// OVS's word for an ip_frag value under a mask (both within [`FRAG_BITS`]), or `None` for
+/// the combinations it has none for (a zero mask; 2/3, a later fragment that is no fragment).
+pub(super) fn frag_word(v: u8, m: u8) -> Option<&'static str> {
+    Some(match (m, v & m) {
+        (0x3, 0x0) | (0x1, 0x0) => "no",
+        (0x3, 0x1) => "first",
+        (0x3, 0x3) | (0x2, 0x2) => "later",
+        (0x1, 0x1) => "yes",
+        (0x2, 0x0) => "not_later",
+        _ => return None,
+    })
+}
+
+/// OVS's match_format of nw_frag: nothing for a zero mask, else its word or `<error>`.
+fn nw_frag(s: &mut String, (v, m): (u8, u8)) {
+    if m != 0 {
+        let _ = write!(s, "nw_frag={},", frag_word(v, m).unwrap_or("<error>"));
     }
 }
 
@@ -517,6 +546,7 @@ pub(super) fn write_match(s: &mut String, m: &Match, priority: Option<u16>, n: &
         eth_masked(s, "arp_sha", v.arp_sha);
         eth_masked(s, "arp_tha", v.arp_tha);
     }
+    nw_frag(s, v.nw_frag);
     let is_ip = dl_type == 0x0800 || dl_type == 0x86dd;
     let proto = v.nw_proto.unwrap_or(0);
     if is_ip && (proto == 1 || proto == 58) {
