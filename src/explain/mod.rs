@@ -340,7 +340,8 @@ fn allowing_rules(compiler: &Compiler, direction: Direction, pkt: &Packet) -> Ve
         .collect()
 }
 
-#[cfg(all(test, feature = "testing"))]
+#[cfg(test)]
+#[cfg(feature = "testing")]
 mod tests {
     use super::*;
     use crate::compiler::{compile, synthetic::small_model, Config, IdAllocator};
