@@ -12,24 +12,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::agent::Agent;
-use support::{finish, finish_count, write_atomic, Port, Testbed};
-
-/// The testbed's namespaces, x logging.
-const NAMESPACES: &str = "apiVersion: v1
-kind: Namespace
-metadata:
-  name: x
-  labels: {ns: x}
-  annotations: {networkpolicy.antrea.io/enable-logging: \"true\"}
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: y, labels: {ns: y}}
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: z, labels: {ns: z}}
-";
+use support::{finish, finish_count, write_atomic, Port, Testbed, NAMESPACES_X_LOGGING};
 
 /// x/a accepts only x/b, on UDP 80 and SCTP 80.
 const A_FROM_B_UDP_SCTP: &str = "apiVersion: networking.k8s.io/v1
@@ -40,6 +23,18 @@ spec:
   ingress:
   - from: [{podSelector: {matchLabels: {pod: b}}}]
     ports: [{protocol: UDP, port: 80}, {protocol: SCTP, port: 80}]
+";
+
+/// x/a sends only to x/b, on UDP 80.
+const A_TO_B_UDP: &str = "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: a-to-b, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  policyTypes: [Egress]
+  egress:
+  - to: [{podSelector: {matchLabels: {pod: b}}}]
+    ports: [{protocol: UDP, port: 80}]
 ";
 
 /// x/a accepts nothing.
@@ -59,7 +54,7 @@ struct Bed {
 impl Bed {
     fn start(policy: &str, ready: impl Fn(&Testbed) -> bool) -> Bed {
         let tb = Testbed::start_with_outside();
-        write_atomic(&tb.manifests_dir().join("namespaces.yaml"), NAMESPACES);
+        write_atomic(&tb.manifests_dir().join("namespaces.yaml"), NAMESPACES_X_LOGGING);
         write_atomic(&tb.manifests_dir().join("policy.yaml"), policy);
         let audit_log = tb.sandbox.dir.join("np.log");
         let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &audit_log, &["--audit-dedup-window", "200ms"]);
@@ -142,66 +137,40 @@ fn an_address_reused_by_a_new_pod_meets_the_new_pods_policy() {
 
 #[test]
 fn icmp_errors_a_pod_forges_about_others_connections_are_dropped() {
-    // x/a accepts only x/b; x/a talks to x/b on a connected UDP socket.
-    let bed = Bed::start(A_FROM_B_UDP_SCTP, |tb| !tb.reaches("x/c", "x/a", Port::Udp80));
-    let (a, b) = (bed.tb.pod("x/a"), bed.tb.pod("x/b"));
+    // x/a isolated both ways: it accepts only x/b and sends only to x/b (UDP 80).
+    let bed = Bed::start(&format!("{A_FROM_B_UDP_SCTP}---\n{A_TO_B_UDP}"), |tb| {
+        !tb.reaches("x/c", "x/a", Port::Udp80) && !tb.reaches("x/a", "x/c", Port::Udp80)
+    });
+    let (a, b, c) = (bed.tb.pod("x/a"), bed.tb.pod("x/b"), bed.tb.pod("x/c"));
+    // `from` sends `to` a port unreachable, from address `src`, about the UDP datagram
+    // `inner_src`:`inner_sport` -> x/b:80.
+    let icmp_error = |from: &str, src: &str, to: &str, inner_src: &str, inner_sport: &str| {
+        let args = ["icmp-error", "--src", src, "--dst", to, "--inner-src", inner_src, "--inner-sport", inner_sport];
+        let inner = ["--inner-dst", &b.ip, "--inner-dport", "80", "--count", "3"];
+        bed.tb.attack(from, &[&args[..], &inner[..]].concat());
+    };
+    // x/a talks to x/b on a connected UDP socket, which reports an ICMP error that reaches it.
     let victim = || {
         bed.tb
             .spawn_attack(&a.netns, &["udp-victim", "--peer", &b.ip, "--dport", "80", "--sport", "5000", "--wait", "2"])
     };
-    let forge = |from: &str, src: &str| {
-        let args = [
-            "icmp-error",
-            "--src",
-            src,
-            "--dst",
-            &a.ip,
-            "--inner-src",
-            &a.ip,
-            "--inner-sport",
-            "5000",
-            "--inner-dst",
-            &b.ip,
-            "--inner-dport",
-            "80",
-            "--count",
-            "3",
-        ];
-        bed.tb.attack(from, &args);
-    };
-    // x/c (no end of the connection) sends x/a a port unreachable about it: dropped.
+    // x/c (no end of that connection) sends x/a a port unreachable about it: dropped.
     let watching = victim();
-    forge("x/c", &bed.tb.pod("x/c").ip);
+    icmp_error("x/c", &c.ip, &a.ip, &a.ip, "5000");
     assert_eq!(finish(watching), "quiet", "x/c's forged ICMP error reached x/a's socket");
-    // Out of a pod isolated both ways, to a colluding pod: x/a itself is no end of a
-    // connection between x/b and x/c, so an error it sends about one goes nowhere.
-    let c = bed.tb.pod("x/c");
+    // Out of x/a (isolated both ways) to a colluding x/c: errors about x/c's own live
+    // connection to x/b, which x/a is no end of, go nowhere.
+    assert_eq!(bed.tb.attack("x/c", &["udp-echo", "--dst", &b.ip, "--dport", "80", "--sport", "6000"]), "1");
     let listener = bed.tb.spawn_attack(
         &c.netns,
         &["sniff", "--iface", "eth0", "--from-mac", &a.mac, "--timeout", "2", "--ip-proto", "1"],
     );
-    let args = [
-        "icmp-error",
-        "--src",
-        &a.ip,
-        "--dst",
-        &c.ip,
-        "--inner-src",
-        &c.ip,
-        "--inner-sport",
-        "6000",
-        "--inner-dst",
-        &b.ip,
-        "--inner-dport",
-        "80",
-        "--count",
-        "3",
-    ];
-    bed.tb.attack("x/a", &args);
-    assert_eq!(finish_count(listener), 0, "x/a's ICMP error about others' connection reached x/c");
-    // Control: the same error from a router (the outside host, through the node) arrives.
+    icmp_error("x/a", &a.ip, &c.ip, &c.ip, "6000");
+    assert_eq!(finish_count(listener), 0, "x/a's ICMP error about x/c's connection reached x/c");
+    // Control: the same error as x/c's from a router (the outside host, through the node)
+    // arrives.
     let watching = victim();
-    forge("outside/h1", &bed.tb.host("outside/h1").ip);
+    icmp_error("outside/h1", &bed.tb.host("outside/h1").ip, &a.ip, &a.ip, "5000");
     assert_eq!(finish(watching), "refused", "a genuine ICMP error from beyond the node did not arrive");
 }
 

@@ -13,24 +13,7 @@ use std::time::{Duration, Instant};
 
 use support::agent::Agent;
 use support::sandbox::repo_path;
-use support::{finish_count, write_atomic, Port, Testbed};
-
-/// The testbed's namespaces, x logging.
-const NAMESPACES: &str = "apiVersion: v1
-kind: Namespace
-metadata:
-  name: x
-  labels: {ns: x}
-  annotations: {networkpolicy.antrea.io/enable-logging: \"true\"}
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: y, labels: {ns: y}}
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: z, labels: {ns: z}}
-";
+use support::{finish_count, write_atomic, Port, Testbed, NAMESPACES_X_LOGGING};
 
 /// x/a accepts only x/b.
 const A_FROM_B: &str = "apiVersion: networking.k8s.io/v1
@@ -74,7 +57,7 @@ impl Node {
     /// `policies`; returns once `ready` holds.
     fn start(policies: &[(&str, &str)], ready: impl Fn(&Testbed) -> bool) -> Node {
         let tb = Testbed::start_with_outside();
-        write_atomic(&tb.manifests_dir().join("namespaces.yaml"), NAMESPACES);
+        write_atomic(&tb.manifests_dir().join("namespaces.yaml"), NAMESPACES_X_LOGGING);
         for (name, text) in policies {
             write_atomic(&tb.manifests_dir().join(format!("{name}.yaml")), text);
         }

@@ -14,5 +14,5 @@ pub mod yaml;
 pub use sandbox::Sandbox;
 pub use testbed::{
     cluster_ip, finish, finish_count, node_env, write_atomic, Pod, Port, Reachability, Testbed, GATEWAY_IP,
-    SERVICE_CIDR,
+    NAMESPACES_X_LOGGING, SERVICE_CIDR,
 };

@@ -59,6 +59,24 @@ pub fn finish_count(child: std::process::Child) -> u32 {
     answer.parse().unwrap_or_else(|_| panic!("not a count: {answer:?}"))
 }
 
+/// The testbed's Namespaces (as `testbed/manifests/namespaces.yaml`), with audit logging on
+/// in `x`.
+pub const NAMESPACES_X_LOGGING: &str = "apiVersion: v1
+kind: Namespace
+metadata:
+  name: x
+  labels: {ns: x}
+  annotations: {networkpolicy.antrea.io/enable-logging: \"true\"}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: y, labels: {ns: y}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: z, labels: {ns: z}}
+";
+
 /// The testbed node's gateway address (`gw0` in the sandbox's network namespace).
 pub const GATEWAY_IP: &str = "10.10.0.254";
 /// The Service range of the testbed's ClusterIPs (pod 10.10.n.m has Service 10.96.n.m).
