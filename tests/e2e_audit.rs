@@ -163,7 +163,7 @@ fn traffic(tb: &Testbed, from: &str, mode: &str, to_ip: &str, port: u16, count: 
 #[derive(Debug, Clone)]
 struct FlowStat {
     table: String,
-    /// Priority and match, as OVS prints them (`priority=200,reg1=0x1`).
+    /// Priority and match, as OVS prints them (`priority=200,reg4=0x1`).
     matches: String,
     actions: String,
     n_packets: u64,
@@ -199,7 +199,7 @@ fn dump_flows(sb: &Sandbox) -> BTreeMap<String, FlowStat> {
 /// The default drop flow of the pod on `ofport`.
 fn drop_flow(flows: &BTreeMap<String, FlowStat>, ofport: u32) -> FlowStat {
     flows
-        .get(&format!("IngressDefaultRule priority=200,reg1={ofport:#x}"))
+        .get(&format!("IngressDefaultRule priority=200,reg4={ofport:#x}"))
         .unwrap_or_else(|| panic!("no default drop flow for ofport {ofport}: {flows:#?}"))
         .clone()
 }
@@ -653,11 +653,11 @@ fn toggle_modifies_drop_flows_in_place() {
         let received = expect_received_flow_mods(sb, log_at, modified as usize, &format!("step {step}"));
         for fm in &received {
             assert!(fm.contains("MOD_STRICT"), "step {step}: {fm}");
-            let x_drop = fm.contains(&format!("priority=200,reg1={:#x} ", xa.ofport));
+            let x_drop = fm.contains(&format!("priority=200,reg4={:#x} ", xa.ofport));
             let x_allow = fm.contains("priority=190,conj_id=");
             assert!(x_drop || x_allow, "step {step}: a flow_mod for something else than x's logging flows: {fm}");
         }
-        assert!(received.iter().any(|fm| fm.contains(&format!("reg1={:#x} ", xa.ofport))), "step {step}");
+        assert!(received.iter().any(|fm| fm.contains(&format!("reg4={:#x} ", xa.ofport))), "step {step}");
 
         // Traffic after the toggle (no cached datapath flow of before): counted by the same
         // flows; logged only when on.
@@ -1249,13 +1249,14 @@ fn egress_toggle_modifies_only_logging_flows_in_place() {
     send(7);
     let mut before = settle(7);
     wait_logged(0, &all_logged(7));
+    // The conj_id flows of a connection's first packet (ct_state=+new): the ones that log.
     let conj_flows = |f: &BTreeMap<String, FlowStat>| -> Vec<FlowStat> {
-        f.values().filter(|s| s.matches.contains("conj_id=")).cloned().collect()
+        f.values().filter(|s| s.matches.contains("conj_id=") && s.matches.contains("ct_state=+new")).cloned().collect()
     };
     assert_eq!(
         conj_flows(&before).iter().map(|f| f.table.as_str()).collect::<Vec<_>>(),
         ["EgressRule", "IngressRule"],
-        "one conj_id flow per policy"
+        "one first-packet conj_id flow per policy"
     );
 
     for (step, logging) in [(1, false), (2, true), (3, false), (4, true)] {
@@ -1309,7 +1310,7 @@ fn egress_toggle_modifies_only_logging_flows_in_place() {
         // OVS's own record: four MOD_STRICTs of those flows, nothing else.
         let received = expect_received_flow_mods(sb, log_at, 4, &format!("step {step}"));
         let egress_drop = format!("priority=200,reg2={:#x} ", xa.ofport);
-        let ingress_drop = format!("priority=200,reg1={:#x} ", xa.ofport);
+        let ingress_drop = format!("priority=200,reg4={:#x} ", xa.ofport);
         for fm in &received {
             assert!(fm.contains("MOD_STRICT"), "step {step}: {fm}");
             assert!(

@@ -40,7 +40,7 @@ fn deny_all(rules: &str) -> String {
 
 /// Default drops of the IngressDefaultRule table: present once x is isolated.
 fn isolation_flows(tb: &Testbed) -> usize {
-    tb.sandbox.dump_flows().iter().filter(|f| f.contains("table=IngressDefaultRule") && f.contains("reg1=")).count()
+    tb.sandbox.dump_flows().iter().filter(|f| f.contains("table=IngressDefaultRule") && f.contains("reg4=")).count()
 }
 
 #[test]

@@ -61,15 +61,25 @@ impl Drop for TimingLock {
 /// (`ofproto/trace` with conntrack answering "new"): true when the packet is output to a
 /// port, false when it is dropped (or only sent to the controller).
 pub fn trace_verdict(tb: &Testbed, from: &Pod, to: &Pod, proto: Proto, port: u16) -> Result<bool, String> {
-    let l4 = match proto {
-        Proto::Tcp => format!("tcp,tcp_flags=syn,tcp_src=40000,tcp_dst={port}"),
-        Proto::Udp => format!("udp,udp_src=40000,udp_dst={port}"),
-        Proto::Sctp => format!("sctp,sctp_src=40000,sctp_dst={port}"),
+    use npagent::explain::trace::{flow, TracePacket};
+    let protocol = match proto {
+        Proto::Tcp => npagent::model::Protocol::Tcp,
+        Proto::Udp => npagent::model::Protocol::Udp,
+        Proto::Sctp => npagent::model::Protocol::Sctp,
     };
-    let flow = format!(
-        "in_port={},{l4},dl_src={},dl_dst={},nw_src={},nw_dst={},nw_ttl=64",
-        from.ofport, from.mac, to.mac, from.ip, to.ip
-    );
+    let mac = |m: &str| -> Result<[u8; 6], String> {
+        npagent::source::ovsdb::db::parse_mac(m).ok_or_else(|| format!("bad MAC {m}"))
+    };
+    let ip = |a: &str| -> Result<std::net::IpAddr, String> { a.parse().map_err(|_| format!("bad address {a}")) };
+    // The same packet `npagent explain --trace` traces, with its new connection's tuple.
+    let flow = flow(&TracePacket {
+        in_port: from.ofport,
+        src_mac: mac(&from.mac)?,
+        dst_mac: mac(&to.mac)?,
+        src: ip(&from.ip)?,
+        dst: ip(&to.ip)?,
+        transport: Some((protocol, port)),
+    });
     let out = Command::new("ovs-appctl")
         .arg("-t")
         .arg(tb.sandbox.dir.join("vswitchd.ctl"))
