@@ -105,7 +105,9 @@ fn neighbor_flows(
         match ip {
             IpAddr::V4(a) => {
                 if let Some(mac) = mac {
-                    out.push((k(table, priority + 10, arp_request_for(*a)), v(vec![apply(arp_reply(*a, mac))])));
+                    // Answered above any forwarding of ARP about the same address.
+                    let answer_priority = priority + 10;
+                    out.push((k(table, answer_priority, arp_request_for(*a)), v(vec![apply(arp_reply(*a, mac))])));
                 }
                 let answer =
                     vec![Oxm::EthType(ETH_ARP), Oxm::ArpTpa(Masked::exact(*a)), flow::from_flags(from::GATEWAY)];
