@@ -393,6 +393,49 @@ mod tests {
     }
 
     #[test]
+    fn ports_are_classified_by_their_external_ids_or_the_uplink_flag() {
+        let mut db = Db::default();
+        let iface = |name: &str, ofport: i64, mac: &str, ids: Value| json!({"new": {"name": name, "ofport": ofport, "external_ids": ids, "mac_in_use": mac}});
+        let port = |name: &str, iface: &str, ids: Value| json!({"new": {"name": name, "interfaces": ["uuid", iface], "external_ids": ids}});
+        let none = || json!(["map", []]);
+        let update = json!({
+            "Bridge": {"b": {"new": {"name": "br-int", "flow_tables": ["map", []], "ports": ["set", [
+                ["uuid", "p1"], ["uuid", "p2"], ["uuid", "p3"], ["uuid", "p4"], ["uuid", "p5"], ["uuid", "p6"]]]}}},
+            "Port": {
+                "p1": port("gw0", "i1", ids(&[("antrea-type", "gateway")])),
+                "p2": port("eth1", "i2", none()),
+                "p3": port("tun0", "i3", none()),
+                "p4": port("a", "i4", none()),
+                "p5": port("stray", "i5", none()),
+                "p6": port("gw1", "i6", none()),
+            },
+            "Interface": {
+                "i1": iface("gw0", 32769, "0a:00:00:00:00:fe", none()),
+                "i2": iface("eth1", 7, "0a:00:00:00:00:07", none()),
+                "i3": iface("tun0", 8, "", ids(&[("antrea-type", "tunnel")])),
+                "i4": iface("a", 1, "", ids(&[("pod-name", "a"), ("pod-namespace", "x"), ("ip-address", "10.0.0.1")])),
+                "i5": iface("stray", 9, "0a:00:00:00:00:09", none()),
+                "i6": iface("gw1", 40000, "bad", ids(&[("antrea-type", "gateway")])),
+            }
+        });
+        assert!(db.apply(&update).is_empty());
+        let (ports, problems) = db.bridge_ports("br-int", &["eth1".to_string()]);
+        // The gateway with the lowest ofport; the second one is named in a problem.
+        let gw = ports.gateway.expect("a gateway");
+        assert_eq!((gw.ofport, gw.interface.as_str(), gw.mac), (32769, "gw0", Some([0x0a, 0, 0, 0, 0, 0xfe])));
+        assert!(
+            problems.iter().any(|p| p.contains("2 ports are marked antrea-type=gateway") && p.contains("gw1")),
+            "{problems:?}"
+        );
+        assert!(problems.iter().any(|p| p.contains("mac_in_use \"bad\"")), "{problems:?}");
+        // An uplink by flag, a tunnel by its external_ids; the stray is in no class.
+        let uplinks: Vec<(u32, &str)> = ports.uplinks.iter().map(|u| (u.ofport, u.interface.as_str())).collect();
+        assert_eq!(uplinks, vec![(7, "eth1"), (8, "tun0")]);
+        let pods: Vec<u32> = ports.pods.iter().map(|p| p.ofport).collect();
+        assert_eq!(pods, vec![1]);
+    }
+
+    #[test]
     fn malformed_rows_are_reported_and_dropped() {
         let mut db = Db::default();
         let problems = db.apply(&json!({"Port": {"p": {"new": {"name": "p", "interfaces": ["uuid", 7]}}}}));
