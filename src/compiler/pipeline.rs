@@ -29,20 +29,17 @@ fn into_conntrack() -> Action {
     flow::ct_action(false, Some(tables::CONNTRACK_STATE))
 }
 
-/// `ip,nw_dst=A` or `ipv6,ipv6_dst=A`.
-fn ip_dst(ip: &IpAddr) -> Vec<Oxm> {
-    match ip {
-        IpAddr::V4(a) => vec![Oxm::EthType(ETH_IP), Oxm::Ipv4Dst(Masked::exact(*a))],
-        IpAddr::V6(a) => vec![Oxm::EthType(ETH_IPV6), Oxm::Ipv6Dst(Masked::exact(*a))],
-    }
+/// Sends a packet to port `o`, addressed to `mac` when it is known (a pod's stack, or the
+/// node's, takes only frames for its own MAC, whatever MAC the sender used).
+fn deliver_to(o: u32, mac: Option<[u8; 6]>) -> Vec<Action> {
+    let mut actions = vec![flow::set_reg(1, o)];
+    actions.extend(mac.map(flow::set_eth_dst));
+    actions
 }
 
-/// `ip,nw_src=A` or `ipv6,ipv6_src=A`.
-fn ip_src(ip: &IpAddr) -> Vec<Oxm> {
-    match ip {
-        IpAddr::V4(a) => vec![Oxm::EthType(ETH_IP), Oxm::Ipv4Src(Masked::exact(*a))],
-        IpAddr::V6(a) => vec![Oxm::EthType(ETH_IPV6), Oxm::Ipv6Src(Masked::exact(*a))],
-    }
+/// ARP, neighbour solicitations and advertisements.
+fn neighbor_messages() -> [Vec<Oxm>; 3] {
+    [vec![Oxm::EthType(ETH_ARP)], nd(ND_NEIGHBOR_SOLICIT), nd(ND_NEIGHBOR_ADVERT)]
 }
 
 /// `vlan_tci=0x0000/0x1fff`: frames without an 802.1Q header only (no VLAN hopping, and no
@@ -175,12 +172,13 @@ pub fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
     out
 }
 
-/// The flows of one local pod's port: the Classifier names it as the source pod and sends
-/// its packets to SpoofGuard, which passes only the pod's own MAC with its own addresses
-/// (`ip-address`, `attached-mac`), untagged; ConntrackState names it as the source of what
-/// the gateway brings back from its addresses; L2ForwardingCalc sends IP for its addresses
-/// to its port (with its MAC) through the policy tables; NeighborForward sends it the ARP
-/// and neighbour discovery about its addresses; Output delivers to it. A port without a MAC
+/// The flows of one local pod's port: the Classifier marks its packets as a pod's and sends
+/// them to SpoofGuard, which passes only the pod's own MAC with its own addresses
+/// (`ip-address`, `attached-mac`), untagged; ConntrackState passes its ICMP errors about its
+/// own connections; ConnectionSource and ConnectionDestination name it as an end of the
+/// connections of its addresses; L2ForwardingCalc sends IP for its addresses to its port
+/// (with its MAC) through the policy tables; NeighborForward answers ARP for it and sends it
+/// the neighbour discovery about its addresses; Output delivers to it. A port without a MAC
 /// or an address sends nothing.
 ///
 /// Two ports may claim the same address or MAC (OVSDB between a pod's removal and its
@@ -200,13 +198,11 @@ pub fn port_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
         (k(OUTPUT, priority::NORMAL, vec![flow::reg1(o)]), v(vec![apply(vec![flow::output(o)])])),
     ];
     for ip in &p.ips {
-        let mut to_pod = vec![flow::set_reg(1, o)];
-        to_pod.extend(p.mac.map(flow::set_eth_dst));
-        out.push((
-            k(L2_FORWARDING_CALC, priority::NORMAL, ip_dst(ip)),
-            v(vec![apply(to_pod), flow::goto(INGRESS_RULE)]),
-        ));
         let host = Cidr::host(*ip);
+        out.push((
+            k(L2_FORWARDING_CALC, priority::NORMAL, flow::dst_prefix(&host)),
+            v(vec![apply(deliver_to(o, p.mac)), flow::goto(INGRESS_RULE)]),
+        ));
         // Every packet of a connection, either way, is judged by the policies of its
         // original source and destination pods.
         out.push((
@@ -239,7 +235,8 @@ pub fn port_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
     let to_neighbors = || v(vec![flow::goto(NEIGHBOR_FORWARD)]);
     let mut own_v6 = Vec::new();
     for ip in &p.ips {
-        out.push((k(SPOOF_GUARD, priority::NORMAL, from_pod(ip_src(ip))), v(vec![apply(vec![into_conntrack()])])));
+        let own = flow::src_prefix(&Cidr::host(*ip));
+        out.push((k(SPOOF_GUARD, priority::NORMAL, from_pod(own)), v(vec![apply(vec![into_conntrack()])])));
         match ip {
             IpAddr::V4(a) => {
                 let a = Masked::exact(*a);
@@ -319,19 +316,14 @@ fn node_port_flows(port: &NodePort, class: u32) -> Vec<(FlowKey, FlowValue)> {
             v(vec![apply(vec![flow::ct_commit_marked(o)]), flow::goto(OUTPUT)]),
         ));
     }
-    let neighbors = [vec![Oxm::EthType(ETH_ARP)], nd(ND_NEIGHBOR_SOLICIT), nd(ND_NEIGHBOR_ADVERT)];
-    for mut m in neighbors {
+    for mut m in neighbor_messages() {
         m.extend([Oxm::InPort(o), untagged()]);
         out.push((k(CLASSIFIER, priority::SKIP, m), v(vec![apply(vec![mark.clone()]), flow::goto(NEIGHBOR_FORWARD)])));
     }
-    let mut back = vec![apply(vec![flow::set_reg(1, o)])];
-    if class == from::GATEWAY {
-        // The node's stack takes only frames for its own MAC: a pod replied to its peer's.
-        if let Some(mac) = port.mac {
-            back = vec![apply(vec![flow::set_reg(1, o), flow::set_eth_dst(mac)])];
-        }
-    }
-    back.push(flow::goto(INGRESS_RULE));
+    // Back to the gateway addressed to the node's MAC (a pod replied to its peer's); an uplink
+    // carries the frame on as it is.
+    let mac = port.mac.filter(|_| class == from::GATEWAY);
+    let back = vec![apply(deliver_to(o, mac)), flow::goto(INGRESS_RULE)];
     out.push((
         k(
             L2_FORWARDING_CALC,
@@ -352,13 +344,9 @@ fn gateway_flows(node: &Node, gw: &NodePort) -> Vec<(FlowKey, FlowValue)> {
         |instructions: Vec<Instruction>| FlowValue { cookie: cookie::cookie(Kind::Node, u64::from(o)), instructions };
     let k = FlowKey::new;
     let mut out = Vec::new();
-    let to_gateway = || {
-        let mut a = vec![flow::set_reg(1, o)];
-        a.extend(gw.mac.map(flow::set_eth_dst));
-        a
-    };
+    let to_gateway = || deliver_to(o, gw.mac);
     for ip in node.own_addresses() {
-        let mut m = ip_src(&ip);
+        let mut m = flow::src_prefix(&Cidr::host(ip));
         m.push(flow::from_flags(from::GATEWAY));
         out.push((
             k(CONNTRACK_STATE, priority::NODE, m),
@@ -395,8 +383,7 @@ fn gateway_flows(node: &Node, gw: &NodePort) -> Vec<(FlowKey, FlowValue)> {
     out.extend(neighbor_flows(&node.gateway_ips, o, gw.mac, priority::NODE, v));
     // A pod's ARP or solicitation for an address beyond the node's pods: the node answers
     // (proxy ARP) or not; no other pod hears it.
-    let neighbors = [vec![Oxm::EthType(ETH_ARP)], nd(ND_NEIGHBOR_SOLICIT), nd(ND_NEIGHBOR_ADVERT)];
-    for mut m in neighbors {
+    for mut m in neighbor_messages() {
         m.push(flow::from_flags(from::POD));
         out.push((k(NEIGHBOR_FORWARD, priority::ROUTE, m), v(vec![apply(vec![flow::output(o)])])));
     }

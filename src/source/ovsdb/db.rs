@@ -139,12 +139,6 @@ impl Db {
         out.gateway = gateways.into_iter().next();
         (out, problems)
     }
-
-    /// The pod ports of bridge `bridge`, sorted, plus problems with their external_ids.
-    pub fn local_ports(&self, bridge: &str) -> (Vec<LocalPort>, Vec<String>) {
-        let (ports, problems) = self.bridge_ports(bridge, &[]);
-        (ports.pods, problems)
-    }
 }
 
 fn upsert<T>(map: &mut HashMap<String, T>, uuid: String, new: Option<Result<T, String>>, problems: &mut Vec<String>) {
@@ -371,7 +365,8 @@ mod tests {
             }
         });
         assert!(db.apply(&initial).is_empty());
-        let (ports, problems) = db.local_ports("br-int");
+        let (ports, problems) = db.bridge_ports("br-int", &[]);
+        let ports = ports.pods;
         assert_eq!(ports.len(), 1, "{ports:?}"); // b has no ofport yet, c is no pod, d is elsewhere
         let a = &ports[0];
         assert_eq!((a.ofport, a.interface.as_str(), a.pod.to_string()), (5, "a", "x/a".to_string()));
@@ -385,11 +380,11 @@ mod tests {
             "i2": {"new": {"name": "b", "ofport": 6, "external_ids": ["map", []]}, "old": {"ofport": ["set", []]}},
             "i1": {"old": {"name": "a"}}
         }}));
-        let (ports, _) = db.local_ports("br-int");
+        let ports = db.bridge_ports("br-int", &[]).0.pods;
         let got: Vec<(u32, String)> = ports.iter().map(|p| (p.ofport, p.pod.to_string())).collect();
         assert_eq!(got, vec![(6, "x/b".to_string())]);
         db.apply(&json!({"Interface": {"i2": {"new": {"name": "b", "ofport": -1, "external_ids": ["map", []]}}}}));
-        assert!(db.local_ports("br-int").0.is_empty());
+        assert!(db.bridge_ports("br-int", &[]).0.pods.is_empty());
     }
 
     #[test]
