@@ -184,12 +184,15 @@ pub struct RunArgs {
     /// Default of --audit-allow-rate and --audit-drop-rate.
     #[arg(long, default_value_t = 5000, env = "NPAGENT_PACKET_IN_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub packet_in_rate: u32,
-    /// Allow copies per second the switch sends to npagent for logging (an OVS meter of its
-    /// own; burst twice that). Forwarded traffic is never metered. Default: --packet-in-rate.
+    /// Allow copies per second the switch sends to npagent for logging, per pod the rule
+    /// applies to (each pod has an OVS meter of its own, so one pod's flood cannot crowd out
+    /// another's lines; burst twice that). Forwarded traffic is never metered. Default:
+    /// --packet-in-rate.
     #[arg(long, value_name = "PACKETS_PER_S", env = "NPAGENT_AUDIT_ALLOW_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub audit_allow_rate: Option<u32>,
-    /// Drop copies per second (a separate meter, so dropped floods cannot crowd out Allow
-    /// lines). Default: --packet-in-rate.
+    /// Drop copies per second per isolated pod (meters apart from the Allow ones, so dropped
+    /// floods cannot crowd out Allow lines), and of the security events (SpoofGuard and
+    /// conntrack drops, one meter). Default: --packet-in-rate.
     #[arg(long, value_name = "PACKETS_PER_S", env = "NPAGENT_AUDIT_DROP_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub audit_drop_rate: Option<u32>,
     /// Serve the admin server on HOST:PORT: /livez, /readyz (for probes) and /metrics

@@ -92,7 +92,7 @@ async fn explain_and_print(args: &ExplainArgs) -> Result<Outcome, CommandError> 
         .collect();
     let (ports, stand_ins) = explain::ports_with_stand_ins(store.model(), &pods.iter().collect::<Vec<_>>());
     store.set_ports(&ports);
-    let cfg = compiler::Config { controller_id: args.controller_id, ..Default::default() };
+    let cfg = compiler::Config { controller_id: args.controller_id };
     let mut compiler = Compiler::new(cfg, ids);
     compiler.full(store.model(), 0);
     let explanation = explain::explain(store.model(), &compiler, &query)?;

@@ -70,11 +70,6 @@ fn explain_command(args: &npagent::cli::ExplainArgs) -> std::process::ExitCode {
     }
 }
 
-/// Meter of the Allow logging copies.
-const ALLOW_METER_ID: u32 = 1;
-/// Meter of the Drop logging copies.
-const DROP_METER_ID: u32 = 2;
-
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let command = match cli.command {
@@ -199,8 +194,6 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         allow_rate: args.audit_allow_rate.unwrap_or(args.packet_in_rate),
         drop_rate: args.audit_drop_rate.unwrap_or(args.packet_in_rate),
         controller_id: args.common.controller_id,
-        allow_meter_id: ALLOW_METER_ID,
-        drop_meter_id: DROP_METER_ID,
         audit: args.audit.config(node.clone()),
         admin_addr: args.metrics_addr.unwrap_or(args.admin_addr),
     };
@@ -255,8 +248,7 @@ async fn flows(args: CommonArgs) -> anyhow::Result<()> {
             IdAllocator::new(0)
         }
     };
-    let cfg =
-        compiler::Config { meter_id: ALLOW_METER_ID, drop_meter_id: DROP_METER_ID, controller_id: args.controller_id };
+    let cfg = compiler::Config { controller_id: args.controller_id };
     let mut compiler = Compiler::new(cfg, ids);
     compiler.full(store.model(), 0);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());

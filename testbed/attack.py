@@ -36,6 +36,14 @@ Run inside a pod's network namespace (`ip netns exec POD-NS attack.py ...`).
       shapes a covert channel to a colluding pod would use); with an 802.1Q tag of TCI
       (0 is a priority tag) when --vlan is given.
 
+  attack.py tcp-raw --src IP --dst IP --sport P --dport P --flags F [--count N]
+      Send N TCP segments with flags F (0x12 is SYN+ACK) from a raw socket, no connection
+      behind them.
+
+  attack.py udp-burst --dst IP --dport P --count N [--interval S]
+      Send one datagram from each of N fresh sockets (N new connections), S seconds apart
+      (default: as fast as it goes). Prints "ready" on stderr first.
+
   attack.py sniff --iface IF --from-mac MAC --timeout S [--ip-proto N [--dport P]]
       Put IF in promiscuous mode and count the frames with source MAC that arrive within S
       seconds (IPv4 of that protocol to that destination port only, when given); print the
@@ -210,6 +218,31 @@ def frame_send(args):
         time.sleep(0.02)
 
 
+def tcp_raw(args):
+    """TCP segments with the given flags from the pod's own address, no connection behind
+    them (a SYN+ACK out of nowhere is invalid to conntrack)."""
+    src, dst = socket.inet_aton(args.src), socket.inet_aton(args.dst)
+    tcp = struct.pack("!HHIIBBHHH", args.sport, args.dport, 1, 1, 5 << 4, args.flags, 65535, 0, 0)
+    pseudo = src + dst + struct.pack("!BBH", 0, socket.IPPROTO_TCP, len(tcp))
+    tcp = tcp[:16] + struct.pack("!H", checksum(pseudo + tcp)) + tcp[18:]
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
+    for _ in range(args.count):
+        s.sendto(tcp, (args.dst, 0))
+        time.sleep(0.02)
+
+
+def udp_burst(args):
+    """One datagram from each of `count` fresh sockets (a new connection each), as fast as it
+    goes, or `interval` seconds apart. Prints "ready" on stderr first."""
+    print("ready", file=sys.stderr, flush=True)
+    for _ in range(args.count):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.sendto(b"npagent-e2e", (args.dst, args.dport))
+        s.close()
+        if args.interval:
+            time.sleep(args.interval)
+
+
 def wanted_ip(frame, proto, dport):
     if proto is None:
         return True
@@ -298,6 +331,20 @@ def main():
     c.add_argument("--vlan", type=int)
     c.add_argument("--count", type=int, default=3)
     c.set_defaults(run=frame_send)
+    c = sub.add_parser("tcp-raw")
+    c.add_argument("--src", required=True)
+    c.add_argument("--dst", required=True)
+    c.add_argument("--sport", type=int, required=True)
+    c.add_argument("--dport", type=int, required=True)
+    c.add_argument("--flags", type=lambda v: int(v, 0), required=True)
+    c.add_argument("--count", type=int, default=3)
+    c.set_defaults(run=tcp_raw)
+    c = sub.add_parser("udp-burst")
+    c.add_argument("--dst", required=True)
+    c.add_argument("--dport", type=int, required=True)
+    c.add_argument("--count", type=int, required=True)
+    c.add_argument("--interval", type=float, default=0.0)
+    c.set_defaults(run=udp_burst)
     c = sub.add_parser("sniff")
     c.add_argument("--iface", required=True)
     c.add_argument("--from-mac", required=True)

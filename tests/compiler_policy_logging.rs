@@ -38,9 +38,16 @@ fn text(flows: &FlowTable) -> Vec<String> {
     flows_text(flows, &Default::default())
 }
 
-/// The flows that send a copy to npagent.
+/// The policy flows that send a copy to npagent: default drops, and rule flows through
+/// AllowCopy (which copies through the pod's meter; it and the security events' flows are
+/// there whatever the policies).
 fn logging(flows: &FlowTable) -> Vec<String> {
-    text(flows).into_iter().filter(|l| l.contains("controller(")).collect()
+    let always = ["table=AllowCopy", "table=SpoofGuard", "table=ConntrackState"];
+    text(flows)
+        .into_iter()
+        .filter(|l| !always.iter().any(|t| l.contains(t)))
+        .filter(|l| l.contains("controller(") || l.contains("resubmit(,AllowCopy)"))
+        .collect()
 }
 
 #[test]

@@ -111,8 +111,17 @@ fn a_chained_log_over_an_agent_restart_verifies_and_an_edit_is_found() {
     assert!(text.contains(&format!("np.log line {}: modified", n + 1)), "{text}");
 }
 
-/// Packets that entered logging meter `id` (1: Allow copies, 2: Drop copies), and those its
-/// band dropped.
+/// The meter of `pod`'s Allow copies (see `compiler::meters`).
+fn allow_meter(pod: &support::Pod) -> u32 {
+    0x1_0000 + pod.ofport
+}
+
+/// The meter of `pod`'s Drop copies.
+fn drop_meter(pod: &support::Pod) -> u32 {
+    0x2_0000 + pod.ofport
+}
+
+/// Packets that entered logging meter `id`, and those its band dropped.
 fn meter_stats(tb: &Testbed, id: u32) -> (u64, u64) {
     let text = tb.sandbox.ofctl(&["meter-stats", &format!("meter={id}")]);
     let num = |key: &str| -> u64 {
@@ -150,8 +159,8 @@ fn a_flood_over_the_meter_leaves_gap_records_that_account_for_every_shed_packet(
     for mut f in floods {
         assert!(f.wait().expect("flood").success());
     }
-    let (_, meter_dropped) = meter_stats(&tb, 2);
-    assert_eq!(meter_stats(&tb, 1).1, 0, "nothing shed by the Allow meter");
+    let (_, meter_dropped) = meter_stats(&tb, drop_meter(&xa));
+    assert_eq!(meter_stats(&tb, allow_meter(&xa)).1, 0, "nothing shed by the Allow meter");
     assert!(meter_dropped > 1_000, "the meter dropped only {meter_dropped}");
     assert!(agent.stop().success());
     let stopped = std::time::SystemTime::now();
@@ -166,11 +175,11 @@ fn a_flood_over_the_meter_leaves_gap_records_that_account_for_every_shed_packet(
     let mut shed = 0;
     for g in &gaps {
         let f: Vec<&str> = g.split(' ').collect();
-        assert_eq!(f.len(), 9, "{g}");
-        assert_eq!(&f[2..6], ["AuditGap", "meter", "<nil>", "Drop"], "only the Drop meter shed: {g}");
-        shed += f[6].strip_prefix("shed=").and_then(|n| n.parse::<u64>().ok()).expect("shed=N");
-        let from = f[7].strip_prefix("from=").expect("from=");
-        let to = f[8].strip_prefix("to=").expect("to=");
+        assert_eq!(f.len(), 10, "{g}");
+        assert_eq!(&f[2..7], ["AuditGap", "meter", "<nil>", "Drop", "x/a"], "only x/a's Drop meter shed: {g}");
+        shed += f[7].strip_prefix("shed=").and_then(|n| n.parse::<u64>().ok()).expect("shed=N");
+        let from = f[8].strip_prefix("from=").expect("from=");
+        let to = f[9].strip_prefix("to=").expect("to=");
         assert!(from < to, "{g}");
         let rfc = |t: std::time::SystemTime| npagent::audit::timefmt::rfc3339_nanos(t);
         assert!(from >= rfc(started).as_str() && to <= rfc(stopped).as_str(), "{g} outside the run");
@@ -197,18 +206,18 @@ fn allowed_connections_made_during_a_drop_flood_are_all_logged() {
         assert!(f.wait().expect("flood").success());
     }
     assert_eq!(allowed, 150);
-    let (allow_meter, drop_meter) = (meter_stats(&tb, 1), meter_stats(&tb, 2));
+    let (allow_stats, drop_stats) = (meter_stats(&tb, allow_meter(&xa)), meter_stats(&tb, drop_meter(&xa)));
     assert!(agent.stop().success());
     let all = lines(&np_log);
     let allow_lines = all.iter().filter(|l| l.contains(" Allow ")).count();
     assert_eq!(allow_lines, 150, "every allowed connection is in the log despite the flood");
     assert!(all.iter().any(|l| l.contains(" Drop ")));
-    let (drop_in, drop_shed) = drop_meter;
+    let (drop_in, drop_shed) = drop_stats;
     assert!(
         drop_in >= 3 * 2_100 && drop_shed > 3_000,
         "the drop flood did not exceed its meter: {drop_in} in, {drop_shed} shed"
     );
-    assert_eq!(allow_meter, (150, 0), "the Allow meter saw only the connections and shed none");
+    assert_eq!(allow_stats, (150, 0), "the Allow meter saw only the connections and shed none");
 }
 
 /// The log files in `dir` (backups and the live file), sidecars left out.

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use support::agent::Agent;
+use support::audit_log::{json_lines, wait_json_line};
 use support::{write_atomic, Testbed};
 
 const LOGGING_KEY: &str = "networkpolicy.antrea.io/enable-logging";
@@ -46,26 +47,6 @@ fn udp(tb: &Testbed, from: &str, ip: &str, n: u32) {
     assert!(out.status.success(), "udp from {from}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
-}
-
-/// The first line after the first `skip` that `pred` accepts, waiting up to `within`.
-fn wait_line(path: &Path, skip: usize, within: Duration, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
-        if let Some(l) = lines(path).into_iter().skip(skip).find(&pred) {
-            return l;
-        }
-        assert!(start.elapsed() < within, "no {what} within {within:?}:\n{:#?}", lines(path));
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn names(v: &Value) -> Vec<String> {
     v["isolated_by"]
         .as_array()
@@ -96,7 +77,7 @@ fn default_drops_name_the_isolating_policies_of_their_direction() {
     // Ingress drop into x/a: both of its isolating policies, sorted.
     udp(&tb, "y/a", &xa.ip, 3);
     let drop =
-        wait_line(&np_log, 0, Duration::from_secs(5), "ingress drop to x/a", |v| is_drop_to(v, "Ingress", &xa.ip));
+        wait_json_line(&np_log, 0, Duration::from_secs(5), "ingress drop to x/a", |v| is_drop_to(v, "Ingress", &xa.ip));
     assert_eq!(drop["table"], "IngressDefaultRule");
     assert_eq!(drop["policy"], json!({"kind": "K8sNetworkPolicy", "namespace": null, "name": null}));
     assert_eq!(names(&drop), ["x/aa-allow-y-81", "x/zz-deny-ingress"], "{drop}");
@@ -104,25 +85,25 @@ fn default_drops_name_the_isolating_policies_of_their_direction() {
     // Egress drop from x/b: only its egress isolation, not the ingress policy that selects it.
     udp(&tb, "x/b", &ya.ip, 2);
     let drop =
-        wait_line(&np_log, 0, Duration::from_secs(5), "egress drop from x/b", |v| is_drop_to(v, "Egress", &ya.ip));
+        wait_json_line(&np_log, 0, Duration::from_secs(5), "egress drop from x/b", |v| is_drop_to(v, "Egress", &ya.ip));
     assert_eq!(drop["source"]["ip"], xb.ip.as_str());
     assert_eq!(names(&drop), ["x/egress-b-none"], "{drop}");
 
     // An allowed connection's line has no isolated_by.
     assert!(tb.reaches("y/a", "x/a", support::Port::Tcp81));
-    let allow = wait_line(&np_log, 0, Duration::from_secs(5), "allow to x/a:81", |v| v["disposition"] == "Allow");
+    let allow = wait_json_line(&np_log, 0, Duration::from_secs(5), "allow to x/a:81", |v| v["disposition"] == "Allow");
     assert_eq!(allow["policy"]["name"], "aa-allow-y-81");
     assert!(allow.get("isolated_by").is_none(), "{allow}");
 
     // Without zz-deny-ingress, x/a's drops name only aa-allow-y-81: resolved at the time of
     // the packet. New sockets until the agent has converged (each is a new 5-tuple).
     std::fs::remove_file(tb.manifests_dir().join("policy-zz-deny-ingress.yaml")).expect("delete policy");
-    let seen = lines(&np_log).len();
+    let seen = json_lines(&np_log).len();
     let start = Instant::now();
     let after = loop {
         udp(&tb, "y/a", &xa.ip, 1);
         std::thread::sleep(Duration::from_millis(300));
-        let found = lines(&np_log)
+        let found = json_lines(&np_log)
             .into_iter()
             .skip(seen)
             .filter(|v| is_drop_to(v, "Ingress", &xa.ip))
@@ -133,7 +114,7 @@ fn default_drops_name_the_isolating_policies_of_their_direction() {
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "no drop naming one policy after the deletion:\n{:#?}",
-            lines(&np_log)
+            json_lines(&np_log)
         );
     };
     assert_eq!(names(&after), ["x/aa-allow-y-81"], "{after}");

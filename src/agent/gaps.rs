@@ -1,19 +1,20 @@
 //! Shed counts the agent polls, turned into gap records for the audit log (see
 //! [`crate::audit::gap`]).
 
-use super::reconciler::MeterShed;
+use super::meters::{shed_owner, MeterShed};
 use crate::audit::gap::{Gap, GapCause};
 use crate::audit::AuditStats;
 use crate::compiler::userdata::Disposition;
+use crate::model::ObjectRef;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-/// Turns the shed counts the agent polls (the switch's logging meter every 10 s, its own
+/// Turns the shed counts the agent polls (the switch's logging meters every 10 s, its own
 /// connection every tick) into gap records for the audit log.
 pub struct ShedPolls {
     audit: Arc<AuditStats>,
     last_meter_poll: Option<Instant>,
-    /// The meter's count and when it was read; `None` until the baseline is known.
+    /// The meters' counts and when they were read; `None` until the baseline is known.
     meter: Option<(MeterShed, SystemTime)>,
     connection: (u64, SystemTime),
 }
@@ -43,17 +44,18 @@ impl ShedPolls {
         due
     }
 
-    /// The meter's count was read (`None`: it could not be).
-    pub fn meter_polled(&mut self, total: Option<MeterShed>) {
+    /// The meters' counts were read (`None`: they could not be); `pod_on` names the pod on an
+    /// ofport.
+    pub fn meter_polled(&mut self, total: Option<MeterShed>, pod_on: impl Fn(u32) -> Option<ObjectRef>) {
         let Some(total) = total else { return };
         let now = SystemTime::now();
-        if let Some((before, since)) = self.meter {
-            for (disposition, (&t, &b)) in
-                [Disposition::Allow, Disposition::Drop].into_iter().zip(total.iter().zip(&before))
-            {
-                // A switch restart resets its count.
+        if let Some((before, since)) = &self.meter {
+            for (id, &t) in &total {
+                let Some((disposition, ofport)) = shed_owner(*id) else { continue };
+                // A meter new since (a new pod's) starts at zero; a switch restart resets all.
+                let b = before.get(id).copied().unwrap_or(0);
                 let shed = if t >= b { t - b } else { t };
-                self.report(GapCause::Meter, Some(disposition), shed, since, now);
+                self.report(GapCause::Meter, disposition, ofport.and_then(&pod_on), shed, *since, now);
             }
         }
         self.meter = Some((total, now));
@@ -63,12 +65,20 @@ impl ShedPolls {
     pub fn connection_polled(&mut self, total: u64) {
         let now = SystemTime::now();
         let (before, since) = self.connection;
-        self.report(GapCause::Connection, None, total.saturating_sub(before), since, now);
+        self.report(GapCause::Connection, None, None, total.saturating_sub(before), since, now);
         self.connection = (total, now);
     }
 
-    fn report(&self, cause: GapCause, disposition: Option<Disposition>, shed: u64, from: SystemTime, to: SystemTime) {
-        let gap = Gap { cause, direction: None, disposition, shed, from, to };
+    fn report(
+        &self,
+        cause: GapCause,
+        disposition: Option<Disposition>,
+        pod: Option<ObjectRef>,
+        shed: u64,
+        from: SystemTime,
+        to: SystemTime,
+    ) {
+        let gap = Gap { cause, direction: None, disposition, pod, shed, from, to };
         self.audit.reported_gaps.report(gap);
     }
 }

@@ -8,6 +8,7 @@
 
 mod first_sync;
 mod gaps;
+mod meters;
 mod reconciler;
 mod resolver;
 mod store;
@@ -57,15 +58,13 @@ pub struct AgentConfig {
     pub node_net: Node,
     pub source: SourceConfig,
     pub node: String,
-    /// Allow copies per second the Allow logging meter lets through to npagent (burst: twice that).
+    /// Allow copies per second each pod's Allow meter lets through to npagent (burst: twice
+    /// that).
     pub allow_rate: u32,
-    /// Drop copies per second the Drop logging meter lets through (burst: twice that).
+    /// Drop copies per second each pod's Drop meter lets through, and the security events'
+    /// meter (burst: twice that).
     pub drop_rate: u32,
     pub controller_id: u16,
-    /// Meter of the Allow logging copies.
-    pub allow_meter_id: u32,
-    /// Meter of the Drop logging copies: its own, so a flood of drops cannot crowd out Allows.
-    pub drop_meter_id: u32,
     pub audit: AuditConfig,
     /// Where the admin server (`/livez`, `/readyz`, `/metrics`) listens (`--admin-addr`).
     pub admin_addr: SocketAddr,
@@ -210,7 +209,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
                 if gaps.meter_due() {
                     match unless_shutdown(&mut shutdown, &admin, reconciler.poll_meter(&mut meter_shed_warning)).await {
                         None => break Ok(()),
-                        Some(total) => gaps.meter_polled(total),
+                        Some(total) => gaps.meter_polled(total, |o| reconciler.pod_on(o)),
                     }
                 }
                 let tasks = [
@@ -248,7 +247,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     if let Ok(total) =
         tokio::time::timeout(Duration::from_millis(250), reconciler.poll_meter(&mut meter_shed_warning)).await
     {
-        gaps.meter_polled(total);
+        gaps.meter_polled(total, |o| reconciler.pod_on(o));
     }
     gaps.connection_polled(switch.packet_in_dropped());
     // A reconcile cut short leaves the bridge with all of its bundle or none (bundles are

@@ -10,6 +10,7 @@
 
 mod refused;
 
+use super::meters::{LoggingMeters, MeterShed};
 use super::{AgentConfig, State};
 use crate::admin::health::Progress;
 use crate::admin::metrics::{AgentMetrics, KindLabel, TableLabel};
@@ -18,7 +19,7 @@ use crate::compiler::{self, tables, Change, Compiler, FlowTable, IdAllocator};
 use crate::source::ovsdb::db::BridgePorts;
 use crate::source::SourceEvent;
 use crate::switch::{ConnState, OfpError, SwitchError, SwitchHandle};
-use ofp::{meter, FlowMod, FlowModCommand, MeterBand, MeterMod};
+use ofp::{FlowMod, FlowModCommand};
 use refused::Refused;
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
@@ -33,17 +34,14 @@ const MAX_SPLITS: usize = 16;
 /// Refused flows named one per line in the log; the rest are counted.
 const REFUSED_SHOWN: usize = 8;
 
-/// The logging meters count packets, with a burst, and keep statistics (their shed counts).
-const METER_FLAGS: u16 = meter::FLAG_PKTPS | meter::FLAG_BURST | meter::FLAG_STATS;
-
 /// The reconciler's state.
 pub struct Reconciler {
     switch: SwitchHandle,
     state: Arc<RwLock<State>>,
     metrics: Arc<AgentMetrics>,
     compiler_cfg: compiler::Config,
-    /// The logging meters: of the Allow copies, then of the Drop copies.
-    meters: [MeterMod; 2],
+    /// The logging meters, per local pod.
+    meters: LoggingMeters,
     started: Instant,
     /// What the switch holds, as far as we know (dumped at each connection, then kept).
     installed: FlowTable,
@@ -67,25 +65,12 @@ pub struct Reconciler {
 impl Reconciler {
     /// A reconciler for `cfg` talking through `switch`.
     pub fn new(cfg: &AgentConfig, switch: SwitchHandle, state: Arc<RwLock<State>>, metrics: Arc<AgentMetrics>) -> Self {
-        let meter = |meter_id: u32, rate: u32| {
-            let rate = rate.max(1);
-            MeterMod {
-                command: meter::ADD,
-                flags: METER_FLAGS,
-                meter_id,
-                bands: vec![MeterBand::Drop { rate, burst_size: rate.saturating_mul(2) }],
-            }
-        };
         Reconciler {
             switch,
             state,
             metrics,
-            compiler_cfg: compiler::Config {
-                meter_id: cfg.allow_meter_id,
-                drop_meter_id: cfg.drop_meter_id,
-                controller_id: cfg.controller_id,
-            },
-            meters: [meter(cfg.allow_meter_id, cfg.allow_rate), meter(cfg.drop_meter_id, cfg.drop_rate)],
+            compiler_cfg: compiler::Config { controller_id: cfg.controller_id },
+            meters: LoggingMeters::new(cfg.allow_rate, cfg.drop_rate),
             started: Instant::now(),
             installed: FlowTable::new(),
             pending: Vec::new(),
@@ -227,11 +212,11 @@ impl Reconciler {
     async fn resync(&mut self, generation: u64) -> Result<(), SwitchError> {
         // A full resync repairs any drift too.
         self.drifted = false;
-        self.ensure_meter().await?;
+        self.meters.forget();
+        let on_switch = self.meters.read(&self.switch).await?;
         if self.meter_baseline.is_none() {
             // What the switch counted before (an earlier run's sheds) is not this run's gap.
-            let shed = self.read_meters().await?;
-            self.meter_baseline = Some((shed, std::time::SystemTime::now()));
+            self.meter_baseline = Some((on_switch.clone(), std::time::SystemTime::now()));
         }
         let dump = self.switch.dump_flows(None).await?;
         self.installed = compiler::installed_from_stats(&dump);
@@ -255,7 +240,7 @@ impl Reconciler {
             mods.len()
         );
         self.update_flow_gauges();
-        self.send(mods).await?;
+        self.send_with_meters(mods, &on_switch).await?;
         self.synced_generation = Some(generation);
         Ok(())
     }
@@ -265,8 +250,8 @@ impl Reconciler {
     async fn repair(&mut self) -> Result<(), SwitchError> {
         // Cleared before the dump: a change reported after it is repaired by the next round.
         self.drifted = false;
-        // Deleting a meter by hand deletes the flows using it; put it back first.
-        self.ensure_meter().await?;
+        // Deleting a meter by hand deletes the flows using it; they are put back with them.
+        self.meters.forget();
         let dump = self.switch.dump_flows(None).await?;
         self.installed = compiler::installed_from_stats(&dump);
         let now = self.now();
@@ -291,7 +276,7 @@ impl Reconciler {
                 self.installed.len()
             );
         }
-        self.send(mods).await
+        self.send_with_meters(mods, &MeterShed::new()).await
     }
 
     /// Recompiles what the pending changes touch and sends the difference, with the refused
@@ -331,7 +316,16 @@ impl Reconciler {
                 due.iter().filter(|k| wanted.contains(*k)).count()
             );
         }
-        self.send(mods).await
+        self.send_with_meters(mods, &MeterShed::new()).await
+    }
+
+    /// Sends `mods` between the meters they need: those of new pods added before, those of
+    /// pods gone (or left on the switch, `on_switch`) deleted after.
+    async fn send_with_meters(&mut self, mods: Vec<FlowMod>, on_switch: &MeterShed) -> Result<(), SwitchError> {
+        let ports: BTreeSet<u32> = write(&self.state).store.model().ports.keys().copied().collect();
+        self.meters.add_missing(&self.switch, &ports).await?;
+        self.send(mods).await?;
+        self.meters.remove_unused(&self.switch, &ports, on_switch).await
     }
 
     /// `mods` without those for refused flows whose retry is not due yet.
@@ -486,49 +480,28 @@ impl Reconciler {
         }
     }
 
-    /// Installs the logging meters, or updates those that exist.
-    async fn ensure_meter(&self) -> Result<(), SwitchError> {
-        for meter in &self.meters {
-            match self.switch.meter_mod(meter.clone()).await {
-                Ok(()) => {}
-                Err(SwitchError::Rejected { error, .. }) if error.is("OFPMMFC_METER_EXISTS") => {
-                    self.switch.meter_mod(MeterMod { command: meter::MODIFY, ..meter.clone() }).await?
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Packets each logging meter dropped, as the switch counts them.
-    async fn read_meters(&self) -> Result<MeterShed, SwitchError> {
-        let mut shed = [0; 2];
-        for (n, meter) in shed.iter_mut().zip(&self.meters) {
-            *n = meter_dropped(&self.switch.meter_stats(meter.meter_id).await?);
-        }
-        Ok(shed)
-    }
-
     /// The meters' shed counts when this agent first installed them, and when (`None` before).
     pub fn meter_baseline(&self) -> Option<(MeterShed, std::time::SystemTime)> {
-        self.meter_baseline
+        self.meter_baseline.clone()
+    }
+
+    /// The pod on bridge port `ofport`, if any.
+    pub fn pod_on(&self, ofport: u32) -> Option<crate::model::ObjectRef> {
+        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
+        state.store.model().ports.get(&ofport).map(|p| p.pod.clone())
     }
 
     /// Reads how many logging packets the meters dropped (the switch's counts, `None` if
     /// they could not be read); warns at most once a minute.
     pub async fn poll_meter(&self, warning: &mut super::RateLimitedWarning) -> Option<MeterShed> {
         self.connected?;
-        let shed = self.read_meters().await.ok()?;
-        let dropped = shed.iter().sum();
+        let shed = self.meters.read(&self.switch).await.ok()?;
+        let dropped = shed.values().sum();
         self.metrics.shed_by_meter.store(dropped, std::sync::atomic::Ordering::Relaxed);
-        let rate = |m: &MeterMod| match m.bands.first() {
-            Some(MeterBand::Drop { rate, .. }) => *rate,
-            _ => 0,
-        };
-        let (allow, drop) = (rate(&self.meters[0]), rate(&self.meters[1]));
+        let (allow, drop) = self.meters.rates();
         warning.total(dropped, |n| {
             tracing::warn!(
-                "the logging meters ({allow} Allow and {drop} Drop packets/s) dropped {n} packet-ins so far: audit entries were shed (see npagent_audit_shed_by_meter_total)"
+                "the logging meters ({allow} Allow and {drop} Drop packets/s per pod) dropped {n} packet-ins so far: audit entries were shed (see npagent_audit_shed_by_meter_total and the gap records)"
             )
         });
         Some(shed)
@@ -547,14 +520,6 @@ fn timed_update(
     let touched = compiler.update(model, changes, now);
     metrics.compile_seconds.observe(started.elapsed().as_secs_f64());
     touched
-}
-
-/// Packets shed by the Allow meter, then by the Drop meter.
-pub type MeterShed = [u64; 2];
-
-/// Packets the bands of a meter dropped.
-fn meter_dropped(stats: &[ofp::MeterStats]) -> u64 {
-    stats.iter().flat_map(|s| s.bands.iter()).map(|(packets, _)| packets).sum()
 }
 
 /// Locks the shared state for writing. A panic elsewhere while holding the lock leaves the

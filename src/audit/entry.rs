@@ -3,7 +3,7 @@
 
 use super::packet::{self, PacketError};
 use super::AuditError;
-use crate::compiler::userdata::{Disposition, LogUserdata};
+use crate::compiler::userdata::{Disposition, LogUserdata, SecurityEvent};
 pub use crate::compiler::Direction;
 use crate::compiler::{flow, tables};
 use crate::model::ObjectRef;
@@ -50,23 +50,47 @@ pub fn disposition_str(d: Disposition) -> &'static str {
     }
 }
 
-/// The policy a line is about. `policy: None` is the implicit default drop of an isolated pod,
-/// which Antrea prints as the bare kind `K8sNetworkPolicy`.
+/// What a line is about: a policy's rule, the implicit default drop of an isolated pod
+/// (which Antrea prints as the bare kind `K8sNetworkPolicy`), or a security event.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PolicyRef {
-    pub policy: Option<ObjectRef>,
+pub enum PolicyRef {
+    /// A NetworkPolicy (its Allow rules).
+    Policy(ObjectRef),
+    /// The default drop of a pod some policy isolates.
+    DefaultDrop,
+    /// A drop in SpoofGuard or ConntrackState, whatever the policies.
+    Security(SecurityEvent),
 }
 
 impl PolicyRef {
-    /// The kind printed in the policy field.
+    /// The kind printed in the policy field of policy lines and default drops.
     pub const KIND: &'static str = "K8sNetworkPolicy";
+    /// The kind printed in the policy field of security events.
+    pub const SECURITY_KIND: &'static str = "SecurityEvent";
+
+    /// The kind the policy field names.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PolicyRef::Policy(_) | PolicyRef::DefaultDrop => Self::KIND,
+            PolicyRef::Security(_) => Self::SECURITY_KIND,
+        }
+    }
+
+    /// The policy, for a policy's line.
+    pub fn policy(&self) -> Option<&ObjectRef> {
+        match self {
+            PolicyRef::Policy(p) => Some(p),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for PolicyRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.policy {
-            Some(p) => write!(f, "{}:{}/{}", Self::KIND, p.namespace, p.name),
-            None => f.write_str(Self::KIND),
+        match self {
+            PolicyRef::Policy(p) => write!(f, "{}:{}/{}", Self::KIND, p.namespace, p.name),
+            PolicyRef::DefaultDrop => f.write_str(Self::KIND),
+            PolicyRef::Security(e) => write!(f, "{}:{}", Self::SECURITY_KIND, e.as_str()),
         }
     }
 }
@@ -117,31 +141,13 @@ pub fn entry_from_packet_in(
 ) -> Result<AuditEntry, AuditError> {
     let userdata = pi.userdata.as_deref().ok_or(AuditError::NoUserdata)?;
     let userdata = LogUserdata::decode(userdata)?;
-    let direction = Direction::of_table(userdata.table_id).ok_or(AuditError::UnknownTable(userdata.table_id))?;
     let pkt = packet::decode(&pi.packet).map_err(|e: PacketError| AuditError::Packet(e))?;
     let src_pod = resolver.pod_by_ip(pkt.src_ip);
     let dst_pod = resolver.pod_by_ip(pkt.dst_ip);
-    let local_end = match direction {
+    let judged = judgement(pi, &userdata, resolver)?;
+    let local_end = match judged.direction {
         Direction::Ingress => &dst_pod,
         Direction::Egress => &src_pod,
-    };
-    // The pod the policy tables judged for: the connection's end the pipeline named by port
-    // (reg2 its source, reg4 its destination), not an address's owner in the model.
-    let judged_port = pi.register(match direction {
-        Direction::Ingress => 4,
-        Direction::Egress => 2,
-    });
-    let (policy, rule_name, priority, log_label, applied_to, isolated_by) = match userdata.disposition {
-        Disposition::Allow => {
-            let rule = resolver.allow_rule(userdata.rule_id).ok_or(AuditError::UnknownRule(userdata.rule_id))?;
-            let applied_to = judged_port.and_then(|o| resolver.pod_by_ofport(o)).or_else(|| local_end.clone());
-            (Some(rule.policy), rule.rule_name, Some(rule.priority), rule.log_label, applied_to, Vec::new())
-        }
-        Disposition::Drop => {
-            // A default drop's rule id is the ofport it matches.
-            let applied_to = resolver.pod_by_ofport(userdata.rule_id).or_else(|| local_end.clone());
-            (None, None, None, None, applied_to, resolver.isolating_policies(direction, userdata.rule_id))
-        }
     };
     let from_gateway = pi.register(3).is_some_and(|flags| flags & flow::from::GATEWAY != 0);
     let via_service = from_gateway && pi.register(2).is_some_and(|o| o != 0);
@@ -149,15 +155,20 @@ pub fn entry_from_packet_in(
         Some(name) => Cow::Borrowed(name),
         None => Cow::Owned(userdata.table_id.to_string()),
     };
+    let (rule_name, priority, log_label) = match judged.rule {
+        Some(rule) => (rule.rule_name, Some(rule.priority), rule.log_label),
+        None => (None, None, None),
+    };
     Ok(AuditEntry {
         time: now,
         table,
-        policy: PolicyRef { policy },
+        policy: judged.policy,
         rule_name,
-        direction,
+        direction: judged.direction,
         disposition: userdata.disposition,
         priority,
-        applied_to,
+        // The pod the tables judged for (by port), not an address's owner in the model.
+        applied_to: judged.port.and_then(|o| resolver.pod_by_ofport(o)).or_else(|| local_end.clone()),
         src_ip: pkt.src_ip,
         dst_ip: pkt.dst_ip,
         src_port: pkt.src_port,
@@ -165,9 +176,64 @@ pub fn entry_from_packet_in(
         protocol: pkt.protocol,
         ip_len: pkt.ip_len,
         log_label,
-        isolated_by,
+        isolated_by: judged.isolated_by,
         src_pod,
         dst_pod,
         via_service,
+    })
+}
+
+/// What the flow that sent a packet-in judged, and for which port.
+struct Judgement {
+    policy: PolicyRef,
+    rule: Option<RuleMeta>,
+    direction: Direction,
+    /// The ofport of the pod judged for.
+    port: Option<u32>,
+    isolated_by: Vec<ObjectRef>,
+}
+
+fn judgement(
+    pi: &ofp::packet_in2::PacketIn2,
+    userdata: &LogUserdata,
+    resolver: &(impl RuleResolver + ?Sized),
+) -> Result<Judgement, AuditError> {
+    let table = userdata.table_id;
+    if table == tables::SPOOF_GUARD || table == tables::CONNTRACK_STATE {
+        let event =
+            SecurityEvent::from_code(userdata.subject).ok_or(AuditError::UnknownSecurityEvent(userdata.subject))?;
+        // Sent by a pod's port (everything SpoofGuard sees is), or arrived for a pod.
+        let port = pi.in_port().filter(|o| resolver.pod_by_ofport(*o).is_some());
+        let direction = if port.is_some() { Direction::Egress } else { Direction::Ingress };
+        return Ok(Judgement {
+            policy: PolicyRef::Security(event),
+            rule: None,
+            direction,
+            port,
+            isolated_by: Vec::new(),
+        });
+    }
+    let direction = Direction::of_table(table).ok_or(AuditError::UnknownTable(table))?;
+    // Both copies name the pod whose meter they passed; an Allow's rule is in reg6.
+    let port = Some(userdata.subject).filter(|o| *o != 0);
+    Ok(match userdata.disposition {
+        Disposition::Allow => {
+            let id = pi.register(6).unwrap_or(0);
+            let rule = resolver.allow_rule(id).ok_or(AuditError::UnknownRule(id))?;
+            Judgement {
+                policy: PolicyRef::Policy(rule.policy.clone()),
+                rule: Some(rule),
+                direction,
+                port,
+                isolated_by: Vec::new(),
+            }
+        }
+        Disposition::Drop => Judgement {
+            policy: PolicyRef::DefaultDrop,
+            rule: None,
+            direction,
+            port,
+            isolated_by: resolver.isolating_policies(direction, userdata.subject),
+        },
     })
 }

@@ -9,6 +9,11 @@
 //!   the policies isolating the pod in that direction (`isolated_by`, sorted); a connection
 //!   that came through a Service (judged after the node's DNAT) has `"via_service": true`.
 //!
+//! A security event (a drop in SpoofGuard or ConntrackState, logged whatever the namespace's
+//! switch says) names its event where a policy goes: `SecurityEvent:ForgedSource` in the text
+//! formats, `{"kind":"SecurityEvent","namespace":null,"name":"ForgedSource"}` in JSON, with
+//! the pod whose port sent it as applied-to.
+//!
 //! Timestamps are UTC (Antrea's agent writes its container's local time, UTC in its images).
 //! Antrea prints ports only for TCP and UDP; npagent also prints SCTP's. A rule name or log
 //! label containing whitespace or control characters has them replaced by `_` in text lines,
@@ -16,10 +21,9 @@
 //! packets ends with ` [N packets in D]`, D in Go's `time.Duration` notation.
 
 use super::dedup::Record;
-use super::entry::{disposition_str, AuditEntry};
+use super::entry::{disposition_str, AuditEntry, PolicyRef};
 use super::packet::protocol_name;
 use super::timefmt::{push_go_duration, push_go_log_timestamp, push_padded, push_rfc3339_nanos, Fixed};
-use crate::compiler::userdata::Disposition;
 use crate::model::ObjectRef;
 use serde::Serialize;
 use std::io::Write;
@@ -132,12 +136,20 @@ fn ip(out: &mut Vec<u8>, a: std::net::IpAddr) {
 }
 
 fn policy(out: &mut Vec<u8>, r: &Record) {
-    field(out, super::entry::PolicyRef::KIND.as_bytes());
-    if let Some(p) = &r.entry.policy.policy {
-        out.push(b':');
-        out.extend_from_slice(p.namespace.as_bytes());
-        out.push(b'/');
-        out.extend_from_slice(p.name.as_bytes());
+    let p = &r.entry.policy;
+    field(out, p.kind().as_bytes());
+    match p {
+        PolicyRef::Policy(p) => {
+            out.push(b':');
+            out.extend_from_slice(p.namespace.as_bytes());
+            out.push(b'/');
+            out.extend_from_slice(p.name.as_bytes());
+        }
+        PolicyRef::DefaultDrop => {}
+        PolicyRef::Security(event) => {
+            out.push(b':');
+            out.extend_from_slice(event.as_str().as_bytes());
+        }
     }
 }
 
@@ -276,9 +288,13 @@ fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
         direction: e.direction.as_str(),
         disposition: disposition_str(e.disposition),
         policy: JsonPolicy {
-            kind: super::entry::PolicyRef::KIND,
-            namespace: e.policy.policy.as_ref().map(|p| &*p.namespace),
-            name: e.policy.policy.as_ref().map(|p| &*p.name),
+            kind: e.policy.kind(),
+            namespace: e.policy.policy().map(|p| &*p.namespace),
+            name: match &e.policy {
+                PolicyRef::Policy(p) => Some(&*p.name),
+                PolicyRef::DefaultDrop => None,
+                PolicyRef::Security(event) => Some(event.as_str()),
+            },
         },
         rule: e.rule_name.as_deref(),
         priority: e.priority,
@@ -288,7 +304,7 @@ fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
         protocol: protocol(e.protocol),
         length: e.ip_len,
         log_label: e.log_label.as_deref(),
-        isolated_by: (e.disposition == Disposition::Drop)
+        isolated_by: (e.policy == PolicyRef::DefaultDrop)
             .then(|| e.isolated_by.iter().map(|p| JsonPolicyName { namespace: &p.namespace, name: &p.name }).collect()),
         via_service: e.via_service,
         count: r.count,

@@ -5,15 +5,21 @@
 //! it down".
 //!
 //! - JSON: `{"type":"gap","time":..,"node":..,"cause":"meter","direction":null,
-//!   "disposition":"Drop","shed":120,"from":..,"to":..}`; packet lines have no `type` field.
+//!   "disposition":"Drop","pod":{"namespace":"x","pod":"a"},"shed":120,"from":..,"to":..}`;
+//!   packet lines have no `type` field.
 //! - Antrea formats: `<timestamp> AuditGap <cause> <direction|<nil>> <disposition|<nil>>
-//!   shed=<N> from=<RFC 3339> to=<RFC 3339>`: 7 fields after the timestamp, so Antrea's
-//!   Fluentd regex (14 fields, a numeric length) never reads it as a packet.
+//!   <namespace/pod|<nil>> shed=<N> from=<RFC 3339> to=<RFC 3339>`: 8 fields after the
+//!   timestamp, so Antrea's Fluentd regex (14 fields, a numeric length) never reads it as a
+//!   packet.
+//!
+//! A meter's gap names the pod whose copies it shed (each pod has meters of its own); the
+//! security events' meter and the queues name none.
 
 use super::entry::{disposition_str, Direction};
 use super::format::Format;
 use super::timefmt::{push_go_log_timestamp, push_rfc3339_nanos, rfc3339_nanos};
 use crate::compiler::userdata::{Disposition, LogUserdata};
+use crate::model::ObjectRef;
 use ofp::packet_in2::PacketIn2;
 use serde::Serialize;
 use std::io::Write;
@@ -50,6 +56,8 @@ pub struct Gap {
     pub cause: GapCause,
     pub direction: Option<Direction>,
     pub disposition: Option<Disposition>,
+    /// The pod whose copies were shed, when one meter carries only its copies.
+    pub pod: Option<ObjectRef>,
     pub shed: u64,
     /// The shedding happened after `from` and no later than `to`.
     pub from: SystemTime,
@@ -65,9 +73,16 @@ struct JsonGap<'a> {
     cause: &'static str,
     direction: Option<&'static str>,
     disposition: Option<&'static str>,
+    pod: Option<JsonPod<'a>>,
     shed: u64,
     from: String,
     to: String,
+}
+
+#[derive(Serialize)]
+struct JsonPod<'a> {
+    namespace: &'a str,
+    pod: &'a str,
 }
 
 impl Gap {
@@ -84,6 +99,7 @@ impl Gap {
                     cause: self.cause.as_str(),
                     direction,
                     disposition,
+                    pod: self.pod.as_ref().map(|p| JsonPod { namespace: &p.namespace, pod: &p.name }),
                     shed: self.shed,
                     from: rfc3339_nanos(self.from),
                     to: rfc3339_nanos(self.to),
@@ -94,10 +110,11 @@ impl Gap {
                 push_go_log_timestamp(out, now);
                 let _ = write!(
                     out,
-                    " AuditGap {} {} {} shed={} from=",
+                    " AuditGap {} {} {} {} shed={} from=",
                     self.cause.as_str(),
                     direction.unwrap_or("<nil>"),
                     disposition.unwrap_or("<nil>"),
+                    self.pod.as_ref().map_or_else(|| "<nil>".to_string(), ToString::to_string),
                     self.shed
                 );
                 push_rfc3339_nanos(out, self.from);
@@ -171,6 +188,9 @@ impl ReportedGaps {
                     last.direction = None;
                     last.disposition = None;
                 }
+                if last.pod != gap.pod {
+                    last.pod = None;
+                }
                 return;
             }
         }
@@ -206,6 +226,7 @@ impl GapTracker {
                     cause: GapCause::Queue,
                     direction,
                     disposition,
+                    pod: None,
                     shed: count - before,
                     from: self.since,
                     to: now,
@@ -231,7 +252,7 @@ mod tests {
     }
 
     fn pi(disposition: Disposition, table_id: u8) -> PacketIn2 {
-        let ud = LogUserdata { disposition, table_id, rule_id: 3 };
+        let ud = LogUserdata { disposition, table_id, subject: 3 };
         PacketIn2 { userdata: Some(Bytes::copy_from_slice(&ud.encode())), ..Default::default() }
     }
 
@@ -241,6 +262,7 @@ mod tests {
             cause: GapCause::Meter,
             direction: None,
             disposition: Some(Disposition::Drop),
+            pod: Some(ObjectRef { namespace: "x".into(), name: "a".into() }),
             shed: 120,
             from: t(0),
             to: t(10),
@@ -250,9 +272,9 @@ mod tests {
         let line = String::from_utf8(out).unwrap();
         assert_eq!(
             line,
-            "2023/07/04 12:31:12.000000 AuditGap meter <nil> Drop shed=120 from=2023-07-04T12:31:02.000000000Z to=2023-07-04T12:31:12.000000000Z\n"
+            "2023/07/04 12:31:12.000000 AuditGap meter <nil> Drop x/a shed=120 from=2023-07-04T12:31:02.000000000Z to=2023-07-04T12:31:12.000000000Z\n"
         );
-        assert_eq!(line.split(' ').count(), 2 + 7, "never 14 fields after the timestamp, like a packet line");
+        assert_eq!(line.split(' ').count(), 2 + 8, "never 14 fields after the timestamp, like a packet line");
         let mut out = Vec::new();
         gap.write(Format::Json, "n1", t(10), &mut out);
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -262,6 +284,7 @@ mod tests {
             (Some("meter"), Some("Drop"), Some(120))
         );
         assert!(v["direction"].is_null());
+        assert_eq!((v["pod"]["namespace"].as_str(), v["pod"]["pod"].as_str()), (Some("x"), Some("a")));
         assert_eq!(v["from"], "2023-07-04T12:31:02.000000000Z");
     }
 
@@ -280,6 +303,7 @@ mod tests {
             cause: GapCause::Meter,
             direction: None,
             disposition: None,
+            pod: None,
             shed: 7,
             from: t(0),
             to: t(2),
@@ -288,6 +312,7 @@ mod tests {
             cause: GapCause::Connection,
             direction: None,
             disposition: None,
+            pod: None,
             shed: 0,
             from: t(0),
             to: t(2),
@@ -316,6 +341,7 @@ mod tests {
                 cause: GapCause::Meter,
                 direction: None,
                 disposition: Some(Disposition::Drop),
+                pod: None,
                 shed: 1,
                 from: t(i),
                 to: t(i + 1),

@@ -52,6 +52,8 @@ pub enum AuditError {
     UnknownRule(u32),
     #[error("packet-in from table {0}, which holds no logging flows of npagent's")]
     UnknownTable(u8),
+    #[error("security event {0} is unknown")]
+    UnknownSecurityEvent(u32),
 }
 
 /// Counters for the metrics endpoint. All monotonic.

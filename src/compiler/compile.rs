@@ -11,6 +11,7 @@
 use super::cookie::{self, Kind};
 use super::flow::{self, DesiredFlows, FlowKey, FlowValue};
 use super::ids::IdAllocator;
+use super::meters;
 use super::pipeline::{node_flows, pipeline_flows, port_flows};
 use super::policy::{self, compile_policy, namespace_logging, policy_logging, Compiled, Conj, Lookup};
 use super::rules::{Direction, RuleTable};
@@ -23,18 +24,13 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Settings of the compiled pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// Meter of the Allow logging copies (NXAC2PT_METER_ID).
-    pub meter_id: u32,
-    /// Meter of the Drop logging copies (the default drops), apart from the Allow one so a
-    /// flood of dropped packets cannot push allowed connections out of the log.
-    pub drop_meter_id: u32,
     /// Controller id npagent sets on its connection (NXAC2PT_CONTROLLER_ID).
     pub controller_id: u16,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { meter_id: 1, drop_meter_id: 2, controller_id: 0x4e50 }
+        Config { controller_id: 0x4e50 }
     }
 }
 
@@ -121,7 +117,7 @@ impl Compiler {
         for (r, p) in &model.policies {
             self.index_policy(r, Some(p));
         }
-        for (k, v) in pipeline_flows() {
+        for (k, v) in pipeline_flows(self.cfg.controller_id) {
             self.set_flow(k, Some(v));
         }
         self.node_changed(model);
@@ -392,7 +388,7 @@ impl Compiler {
             }
             index_remove(&mut self.idx.local_by_pod, &old.pod, &o);
             self.rules.ports.remove(&o);
-            for (k, _) in port_flows(&old) {
+            for (k, _) in port_flows(&old, self.cfg.controller_id) {
                 if let Some(claims) = self.port_claims.get_mut(&k) {
                     claims.remove(&o);
                 }
@@ -404,7 +400,7 @@ impl Compiler {
             self.idx.local_by_pod.entry(new.pod.clone()).or_default().insert(o);
             self.idx.ports.insert(o, new.clone());
             self.rules.ports.insert(o, new.pod.clone());
-            for (k, v) in port_flows(new) {
+            for (k, v) in port_flows(new, self.cfg.controller_id) {
                 self.port_claims.entry(k.clone()).or_default().insert(o, v);
                 keys.insert(k);
             }
@@ -444,7 +440,7 @@ impl Compiler {
         let new = match model.policies.get(r) {
             Some(p) => {
                 let lk = Lookup { model, ports: &self.idx.ports, local_by_ns: &self.idx.local_by_ns };
-                compile_policy(&lk, &mut self.ids, &self.cfg, r, p)
+                compile_policy(&lk, &mut self.ids, r, p)
             }
             None => Compiled::default(),
         };
@@ -540,10 +536,10 @@ impl Compiler {
                 let logging = namespace_logging(model, &port.pod.namespace)
                     || set.iter().any(|p| model.policies.get(p).is_some_and(policy_logging));
                 let instructions = if logging {
-                    let ud = LogUserdata { disposition: Disposition::Drop, table_id: table, rule_id: o };
+                    let ud = LogUserdata { disposition: Disposition::Drop, table_id: table, subject: o };
                     vec![Instruction::ApplyActions(vec![flow::controller(
                         &ud.encode(),
-                        self.cfg.drop_meter_id,
+                        meters::drop(o),
                         self.cfg.controller_id,
                     )])]
                 } else {

@@ -77,6 +77,12 @@ pub fn reg4(ofport: u32) -> Oxm {
     Oxm::XReg { index: 2, value: Masked::masked(u64::from(ofport) << 32, HIGH_HALF) }
 }
 
+/// `reg7=<value>` (low half of xreg3): the direction of the rule whose Allow copy AllowCopy
+/// makes.
+pub fn reg7(value: u32) -> Oxm {
+    Oxm::XReg { index: 3, value: Masked::masked(u64::from(value), LOW_HALF) }
+}
+
 /// `reg3=<flags>/<flags>`: every flag in `flags` set (low half of xreg1).
 pub fn from_flags(flags: u32) -> Oxm {
     Oxm::XReg { index: 1, value: Masked::masked(u64::from(flags), u64::from(flags)) }
@@ -181,6 +187,14 @@ pub fn ct_commit_marked(mark: u32) -> Action {
         actions: vec![Action::SetField(Oxm::CtMark(Masked::exact(mark)))],
     })
 }
+
+/// `resubmit(,<table>)`: runs table `table`, then goes on with the actions after it.
+pub fn resubmit(table: u8) -> Action {
+    Action::ResubmitTable { in_port: IN_PORT_KEEP, table, ct: false }
+}
+
+/// The in_port of a resubmit that keeps the packet's own.
+const IN_PORT_KEEP: u16 = 0xfff8;
 
 /// `set_field:<mac>->eth_dst`.
 pub fn set_eth_dst(mac: [u8; 6]) -> Action {

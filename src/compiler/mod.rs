@@ -8,6 +8,7 @@ pub mod cookie;
 pub mod diff;
 pub mod flow;
 pub mod ids;
+pub mod meters;
 pub mod normalize;
 pub mod pipeline;
 mod policy;

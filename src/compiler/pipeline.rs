@@ -5,7 +5,11 @@
 
 use super::cookie::{self, Kind};
 use super::flow::{self, ct, from, FlowKey, FlowValue, ETH_ARP, ETH_IP, ETH_IPV6};
+use super::meters;
+use super::policy::{applied_match, copy_mark};
+use super::rules::Direction;
 use super::tables;
+use super::userdata::{Disposition, LogUserdata, SecurityEvent};
 use crate::model::{Cidr, LocalPort, Node, NodePort};
 use ofp::{Action, Instruction, Masked, Oxm};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -46,6 +50,20 @@ fn neighbor_messages() -> [Vec<Oxm>; 3] {
 /// priority tag either).
 fn untagged() -> Oxm {
     Oxm::VlanVid(Masked::exact(0))
+}
+
+/// `vlan_tci=0x1000/0x1000`: frames with an 802.1Q header (a VLAN or only a priority tag).
+fn tagged() -> Oxm {
+    Oxm::VlanVid(Masked::masked(VLAN_PRESENT, VLAN_PRESENT))
+}
+
+/// OFPVID_PRESENT.
+const VLAN_PRESENT: u16 = 0x1000;
+
+/// A copy of the packet to npagent as security event `event`, through the security meter.
+fn security_copy(table: u8, event: SecurityEvent, controller_id: u16) -> Action {
+    let ud = LogUserdata { disposition: Disposition::Drop, table_id: table, subject: event as u32 };
+    flow::controller(&ud.encode(), meters::SECURITY, controller_id)
 }
 
 /// The ARP reply to a request for `ip`, owned by `mac`, sent back out the port the request
@@ -120,18 +138,36 @@ fn neighbor_flows(
     out
 }
 
-/// The fixed flows of the pipeline.
-pub fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
+/// The fixed flows of the pipeline; security events are copied to controller
+/// `controller_id`.
+pub fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
     use tables::*;
     let v = |instructions: Vec<Instruction>| FlowValue { cookie: cookie::cookie(Kind::Pipeline, 0), instructions };
     let k = FlowKey::new;
     let drop = || v(vec![]);
+    let logged_drop = |table, event| v(vec![apply(vec![security_copy(table, event, controller_id)])]);
+    let link_local = Masked::masked(LINK_LOCAL.0, LINK_LOCAL.1);
     let mut out = vec![
         // A port of no class (LOCAL, no external_ids yet, a stray veth) sends nothing.
         (k(CLASSIFIER, priority::MISS, vec![]), drop()),
-        // Anything from a pod's port that its own-address flows did not pass.
+        // Anything from a pod's port that its own-address flows did not pass: tagged IP and
+        // IP with a source or MAC not the pod's are security events (below); IPv6 from a
+        // link-local or the unspecified address (multicast listener reports, say) and the rest
+        // are dropped quietly.
+        (k(SPOOF_GUARD, priority::QUIET_DROP, vec![Oxm::EthType(ETH_IPV6), Oxm::Ipv6Src(link_local)]), drop()),
+        (
+            k(
+                SPOOF_GUARD,
+                priority::QUIET_DROP,
+                vec![Oxm::EthType(ETH_IPV6), Oxm::Ipv6Src(Masked::exact(Ipv6Addr::UNSPECIFIED))],
+            ),
+            drop(),
+        ),
         (k(SPOOF_GUARD, priority::MISS, vec![]), drop()),
-        (k(CONNTRACK_STATE, priority::SKIP, vec![flow::ct_state(ct::INV | ct::TRK, 0)]), drop()),
+        (
+            k(CONNTRACK_STATE, priority::SKIP, vec![flow::ct_state(ct::INV | ct::TRK, 0)]),
+            logged_drop(CONNTRACK_STATE, SecurityEvent::InvalidConnection),
+        ),
         // An ICMP error from a pod is related to a connection it is one end of (its own flows
         // below), or to nothing: no pod speaks for another pod's connection.
         (
@@ -140,7 +176,7 @@ pub fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
                 priority::FOREIGN_ERROR,
                 vec![flow::ct_state(ct::REL | ct::TRK, 0), flow::from_flags(from::POD)],
             ),
-            drop(),
+            logged_drop(CONNTRACK_STATE, SecurityEvent::ForeignIcmpError),
         ),
         (k(CONNTRACK_STATE, priority::MISS, vec![]), v(vec![flow::goto(CONNECTION_SOURCE)])),
         (k(CONNECTION_SOURCE, priority::MISS, vec![]), v(vec![flow::goto(CONNECTION_DESTINATION)])),
@@ -157,7 +193,19 @@ pub fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
         // Only the port in reg1 receives anything: nothing is flooded.
         (k(OUTPUT, priority::MISS, vec![]), drop()),
         (k(NEIGHBOR_FORWARD, priority::MISS, vec![]), drop()),
+        // The copy of an Allow whose pod has no flows here (gone since): not made.
+        (k(ALLOW_COPY, priority::MISS, vec![]), drop()),
     ];
+    for eth in [ETH_IP, ETH_IPV6] {
+        out.push((
+            k(SPOOF_GUARD, priority::TAGGED_DROP, vec![tagged(), Oxm::EthType(eth)]),
+            logged_drop(SPOOF_GUARD, SecurityEvent::TaggedFrame),
+        ));
+        out.push((
+            k(SPOOF_GUARD, priority::LOGGED_DROP, vec![Oxm::EthType(eth)]),
+            logged_drop(SPOOF_GUARD, SecurityEvent::ForgedSource),
+        ));
+    }
     // Neighbour discovery its own flows in SpoofGuard did not pass, router advertisements and
     // redirects are not IP to forward: a pod could poison the node's neighbour cache or routes.
     for kind in [ND_ROUTER_ADVERT, ND_NEIGHBOR_SOLICIT, ND_NEIGHBOR_ADVERT, ND_REDIRECT] {
@@ -178,13 +226,14 @@ pub fn pipeline_flows() -> Vec<(FlowKey, FlowValue)> {
 /// own connections; ConnectionSource and ConnectionDestination name it as an end of the
 /// connections of its addresses; L2ForwardingCalc sends IP for its addresses to its port
 /// (with its MAC) through the policy tables; NeighborForward answers ARP for it and sends it
-/// the neighbour discovery about its addresses; Output delivers to it. A port without a MAC
-/// or an address sends nothing.
+/// the neighbour discovery about its addresses; Output delivers to it; AllowCopy copies the
+/// connections its rules allow through its own meter to controller `controller_id`. A port
+/// without a MAC or an address sends nothing.
 ///
 /// Two ports may claim the same address or MAC (OVSDB between a pod's removal and its
 /// successor's creation): their forwarding flows then share a key, which the compiler
 /// resolves (see `Compiler::refresh_port_key`).
-pub fn port_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
+pub fn port_flows(p: &LocalPort, controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
     use tables::*;
     let o = p.ofport;
     let v =
@@ -197,6 +246,13 @@ pub fn port_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
         ),
         (k(OUTPUT, priority::NORMAL, vec![flow::reg1(o)]), v(vec![apply(vec![flow::output(o)])])),
     ];
+    for direction in Direction::BOTH {
+        let ud = LogUserdata { disposition: Disposition::Allow, table_id: direction.rule_table(), subject: o };
+        out.push((
+            k(ALLOW_COPY, priority::NORMAL, vec![flow::reg7(copy_mark(direction)), applied_match(direction, o)]),
+            v(vec![apply(vec![flow::controller(&ud.encode(), meters::allow(o), controller_id)])]),
+        ));
+    }
     for ip in &p.ips {
         let host = Cidr::host(*ip);
         out.push((

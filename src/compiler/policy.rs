@@ -15,10 +15,8 @@ use super::ids::{IdAllocator, PortRange, RuleKey};
 use super::ranges::{port_range_masks, subtract};
 use super::rules::{Direction, RuleInfo};
 use super::tables::{self, priority};
-use super::userdata::{Disposition, LogUserdata};
-use super::Config;
 use crate::model::{Cidr, Labels, LocalPort, Model, ObjectRef, Peer, Pod, Policy, PortRef, PortSpec, Protocol};
-use ofp::{Instruction, Masked, Oxm};
+use ofp::{Action, Instruction, Masked, Oxm};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
@@ -149,6 +147,20 @@ pub(super) fn applied_match(direction: Direction, ofport: u32) -> Oxm {
     }
 }
 
+/// `reg7`'s value for an Allow copy of `direction` (zero is no copy).
+pub(super) fn copy_mark(direction: Direction) -> u32 {
+    match direction {
+        Direction::Ingress => 1,
+        Direction::Egress => 2,
+    }
+}
+
+/// The actions of a logged `conj_id` flow: the rule in `reg6` and its direction in `reg7`,
+/// then AllowCopy, which copies the packet through the meter of the pod the rule judged for.
+fn allow_copy(rule_id: u32, direction: Direction) -> Vec<Action> {
+    vec![flow::set_reg(6, rule_id), flow::set_reg(7, copy_mark(direction)), flow::resubmit(tables::ALLOW_COPY)]
+}
+
 /// The table a packet an egress or ingress rule allowed goes on to.
 fn after_allow(direction: Direction) -> u8 {
     match direction {
@@ -222,13 +234,7 @@ pub(super) fn peer_selects(
 }
 
 /// Translates one policy. `ids` hands out (or recalls) the conjunction ids of its rules.
-pub(super) fn compile_policy(
-    lk: &Lookup<'_>,
-    ids: &mut IdAllocator,
-    cfg: &Config,
-    r: &ObjectRef,
-    policy: &Policy,
-) -> Compiled {
+pub(super) fn compile_policy(lk: &Lookup<'_>, ids: &mut IdAllocator, r: &ObjectRef, policy: &Policy) -> Compiled {
     let mut c = Compiled::default();
     if !policy.affects_ingress && !policy.affects_egress {
         return c;
@@ -254,7 +260,6 @@ pub(super) fn compile_policy(
     let mut pc = PolicyCompiler {
         lk,
         ids,
-        cfg,
         r,
         policy,
         applied,
@@ -298,7 +303,6 @@ struct Applied<'a> {
 struct PolicyCompiler<'a, 'm> {
     lk: &'a Lookup<'m>,
     ids: &'a mut IdAllocator,
-    cfg: &'a Config,
     r: &'a ObjectRef,
     policy: &'a Policy,
     applied: Vec<Applied<'m>>,
@@ -420,9 +424,7 @@ impl PolicyCompiler<'_, '_> {
         let allow = vec![flow::goto(after_allow(dir))];
         let mut first = Vec::with_capacity(2);
         if self.logging {
-            let ud = LogUserdata { disposition: Disposition::Allow, table_id: table, rule_id: id };
-            let copy = flow::controller(&ud.encode(), self.cfg.meter_id, self.cfg.controller_id);
-            first.push(Instruction::ApplyActions(vec![copy]));
+            first.push(Instruction::ApplyActions(allow_copy(id, dir)));
         }
         first.extend(allow.iter().cloned());
         let conj = |state: Oxm| vec![Oxm::ConjId(id), state];

@@ -39,9 +39,12 @@ pub const OUTPUT: u8 = 11;
 /// ARP and neighbour discovery, forwarded by the address they ask about or answer to (the
 /// owner's port only, never flooded).
 pub const NEIGHBOR_FORWARD: u8 = 12;
+/// The Allow copies for the audit log, each through the meter of the pod its rule applies to
+/// (`reg7` the direction, `reg2` or `reg4` the pod); the rule flows resubmit here.
+pub const ALLOW_COPY: u8 = 13;
 
 /// Every table, in pipeline order: (id, name).
-pub const TABLES: [(u8, &str); 13] = [
+pub const TABLES: [(u8, &str); 14] = [
     (CLASSIFIER, "Classifier"),
     (SPOOF_GUARD, "SpoofGuard"),
     (CONNTRACK_STATE, "ConntrackState"),
@@ -55,6 +58,7 @@ pub const TABLES: [(u8, &str); 13] = [
     (CONNTRACK_COMMIT, "ConntrackCommit"),
     (OUTPUT, "Output"),
     (NEIGHBOR_FORWARD, "NeighborForward"),
+    (ALLOW_COPY, "AllowCopy"),
 ];
 
 /// The name of table `id`, if it is one of npagent's.
@@ -88,6 +92,13 @@ pub mod priority {
     pub const SERVICE: u16 = 185;
     /// Routing to the gateway (below any local destination); the rest of Service connections.
     pub const ROUTE: u16 = 180;
+    /// Tagged frames in SpoofGuard, a security event.
+    pub const TAGGED_DROP: u16 = 3;
+    /// Packets SpoofGuard drops without a security event (IPv6 from a link-local or the
+    /// unspecified address: multicast listener reports and the like).
+    pub const QUIET_DROP: u16 = 2;
+    /// IP SpoofGuard drops as a security event (a forged source address or MAC).
+    pub const LOGGED_DROP: u16 = 1;
     /// Table-miss flows.
     pub const MISS: u16 = 0;
 }
@@ -105,7 +116,7 @@ mod tests {
             assert_eq!(table_name(id), Some(name));
             assert_eq!(table_id(name), Some(id));
         }
-        assert_eq!(table_name(13), None);
+        assert_eq!(table_name(TABLES.len() as u8), None);
         assert_eq!(table_id("Nope"), None);
     }
 }

@@ -3,8 +3,12 @@
 //!
 //! Layout (8 bytes, big-endian):
 //! `[0]` format version (1), `[1]` category (1 = NetworkPolicy), `[2]` disposition
-//! (0 allow, 1 drop), `[3]` OpenFlow table id of the logging flow, `[4..8]` rule id: the
-//! conjunction id for an Allow rule, the applied-to pod's ofport for a default drop.
+//! (0 allow, 1 drop), `[3]` OpenFlow table id of the rule or drop, `[4..8]` the applied-to
+//! pod's ofport for an Allow copy or a default drop (whose meter the copy passed), the
+//! [`SecurityEvent`] for a drop in SpoofGuard or ConntrackState.
+//!
+//! An Allow copy is made in AllowCopy, where the rule flow resubmitted it: the rule's
+//! conjunction id travels in `reg6`, which the packet-in's metadata carries.
 
 /// Userdata format version.
 pub const USERDATA_VERSION: u8 = 1;
@@ -20,13 +24,52 @@ pub enum Disposition {
     Drop,
 }
 
+/// What a security event's drop caught, in the userdata's `[4..8]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SecurityEvent {
+    /// IP from a pod's port with a source address or MAC that is not the pod's.
+    ForgedSource = 1,
+    /// An 802.1Q-tagged frame (VLAN or priority tag) from a pod's port.
+    TaggedFrame = 2,
+    /// A packet conntrack calls invalid.
+    InvalidConnection = 3,
+    /// An ICMP error from a pod about a connection it is no end of.
+    ForeignIcmpError = 4,
+}
+
+impl SecurityEvent {
+    /// Every event, by code.
+    pub const ALL: [SecurityEvent; 4] = [
+        SecurityEvent::ForgedSource,
+        SecurityEvent::TaggedFrame,
+        SecurityEvent::InvalidConnection,
+        SecurityEvent::ForeignIcmpError,
+    ];
+
+    /// The event of userdata code `code`.
+    pub fn from_code(code: u32) -> Option<SecurityEvent> {
+        SecurityEvent::ALL.into_iter().find(|e| *e as u32 == code)
+    }
+
+    /// The name the log prints.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SecurityEvent::ForgedSource => "ForgedSource",
+            SecurityEvent::TaggedFrame => "TaggedFrame",
+            SecurityEvent::InvalidConnection => "InvalidConnection",
+            SecurityEvent::ForeignIcmpError => "ForeignIcmpError",
+        }
+    }
+}
+
 /// Decoded logging userdata.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LogUserdata {
     pub disposition: Disposition,
     pub table_id: u8,
-    /// Conjunction id (Allow) or ofport of the isolated pod (default Drop).
-    pub rule_id: u32,
+    /// The applied-to pod's ofport (Allow copies and default drops), or the
+    /// [`SecurityEvent`] code.
+    pub subject: u32,
 }
 
 /// Why userdata is not ours.
@@ -46,7 +89,7 @@ pub enum UserdataError {
 impl LogUserdata {
     /// The 8 bytes for NXAC2PT_USERDATA.
     pub fn encode(&self) -> [u8; USERDATA_LEN] {
-        let id = self.rule_id.to_be_bytes();
+        let id = self.subject.to_be_bytes();
         let disposition = match self.disposition {
             Disposition::Allow => 0,
             Disposition::Drop => 1,
@@ -68,7 +111,7 @@ impl LogUserdata {
             1 => Disposition::Drop,
             other => return Err(UserdataError::BadDisposition(other)),
         };
-        Ok(LogUserdata { disposition, table_id: b[3], rule_id: u32::from_be_bytes([b[4], b[5], b[6], b[7]]) })
+        Ok(LogUserdata { disposition, table_id: b[3], subject: u32::from_be_bytes([b[4], b[5], b[6], b[7]]) })
     }
 }
 
@@ -78,7 +121,7 @@ mod tests {
 
     #[test]
     fn encode_then_decode_is_identity() {
-        let u = LogUserdata { disposition: Disposition::Drop, table_id: 4, rule_id: 0x0102_0304 };
+        let u = LogUserdata { disposition: Disposition::Drop, table_id: 4, subject: 0x0102_0304 };
         assert_eq!(u.encode(), [1, 1, 1, 4, 1, 2, 3, 4]);
         assert_eq!(LogUserdata::decode(&u.encode()), Ok(u));
     }

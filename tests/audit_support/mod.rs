@@ -197,13 +197,20 @@ pub fn vlan(frame: &[u8], tpid: u16, vid: u16) -> Vec<u8> {
     f
 }
 
-pub fn packet_in(frame: Vec<u8>, disposition: Disposition, table_id: u8, rule_id: u32) -> PacketIn2 {
-    let ud = LogUserdata { disposition, table_id, rule_id };
+pub fn packet_in(frame: Vec<u8>, disposition: Disposition, table_id: u8, id: u32) -> PacketIn2 {
+    // An Allow copy names its rule in reg6 (and here no pod by port: the model's owner of the
+    // address is the applied-to); a drop's subject is the isolated pod's ofport.
+    let (subject, metadata) = match disposition {
+        Disposition::Allow => (0, vec![ofp::Oxm::XReg { index: 3, value: ofp::Masked::exact(u64::from(id) << 32) }]),
+        Disposition::Drop => (id, Vec::new()),
+    };
+    let ud = LogUserdata { disposition, table_id, subject };
     PacketIn2 {
         packet: Bytes::from(frame),
         table_id: Some(table_id),
         reason: Some(1),
         userdata: Some(Bytes::copy_from_slice(&ud.encode())),
+        metadata,
         ..Default::default()
     }
 }

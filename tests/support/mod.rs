@@ -7,6 +7,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod agent;
+pub mod audit_log;
 pub mod sandbox;
 pub mod testbed;
 pub mod yaml;

@@ -1,0 +1,125 @@
+//! The logging meters on the switch: an Allow and a Drop meter for every local pod and the
+//! security events' meter (their ids: [`crate::compiler::meters`]), kept in step with the
+//! pods, and their shed counts read for the gap records and the metrics.
+//!
+//! A meter is added before the flows that name it and deleted after them (deleting a meter
+//! deletes the flows that use it).
+
+use crate::compiler::meters::{self, MeterOwner};
+use crate::compiler::userdata::Disposition;
+use crate::switch::{SwitchError, SwitchHandle};
+use ofp::{meter, MeterBand, MeterMod};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The logging meters count packets, with a burst, and keep statistics (their shed counts).
+const METER_FLAGS: u16 = meter::FLAG_PKTPS | meter::FLAG_BURST | meter::FLAG_STATS;
+
+/// Packets each of npagent's meters dropped, by meter id, as the switch counts them.
+pub type MeterShed = BTreeMap<u32, u64>;
+
+/// The meters npagent keeps on the switch.
+pub struct LoggingMeters {
+    /// Allow copies per second per pod.
+    allow_rate: u32,
+    /// Drop copies (and security events) per second per meter.
+    drop_rate: u32,
+    /// The meters on the switch as far as this connection knows.
+    installed: BTreeSet<u32>,
+}
+
+impl LoggingMeters {
+    /// Meters of `allow_rate` and `drop_rate` packets per second (burst: twice that).
+    pub fn new(allow_rate: u32, drop_rate: u32) -> LoggingMeters {
+        LoggingMeters { allow_rate: allow_rate.max(1), drop_rate: drop_rate.max(1), installed: BTreeSet::new() }
+    }
+
+    /// The meters the pods on `ports` need, with their rates.
+    fn desired(&self, ports: &BTreeSet<u32>) -> BTreeMap<u32, u32> {
+        let mut out = BTreeMap::from([(meters::SECURITY, self.drop_rate)]);
+        for &o in ports {
+            out.insert(meters::allow(o), self.allow_rate);
+            out.insert(meters::drop(o), self.drop_rate);
+        }
+        out
+    }
+
+    /// Forgets what the switch holds: the next [`Self::add_missing`] sets every meter again
+    /// (a new connection, or someone deleted meters behind npagent's back).
+    pub fn forget(&mut self) {
+        self.installed.clear();
+    }
+
+    /// Adds the meters the pods on `ports` need that this connection has not set yet (an
+    /// existing one is modified to the configured rate).
+    pub async fn add_missing(&mut self, switch: &SwitchHandle, ports: &BTreeSet<u32>) -> Result<(), SwitchError> {
+        for (id, rate) in self.desired(ports) {
+            if self.installed.contains(&id) {
+                continue;
+            }
+            let add = MeterMod {
+                command: meter::ADD,
+                flags: METER_FLAGS,
+                meter_id: id,
+                bands: vec![MeterBand::Drop { rate, burst_size: rate.saturating_mul(2) }],
+            };
+            match switch.meter_mod(add.clone()).await {
+                Ok(()) => {}
+                Err(SwitchError::Rejected { error, .. }) if error.is("OFPMMFC_METER_EXISTS") => {
+                    switch.meter_mod(MeterMod { command: meter::MODIFY, ..add }).await?
+                }
+                Err(e) => return Err(e),
+            }
+            self.installed.insert(id);
+        }
+        Ok(())
+    }
+
+    /// Deletes npagent's meters on the switch that no pod on `ports` needs (after their flows
+    /// are gone): those of removed pods, and those an earlier run left.
+    pub async fn remove_unused(
+        &mut self,
+        switch: &SwitchHandle,
+        ports: &BTreeSet<u32>,
+        on_switch: &MeterShed,
+    ) -> Result<(), SwitchError> {
+        let desired = self.desired(ports);
+        let unused: Vec<u32> = on_switch
+            .keys()
+            .chain(&self.installed)
+            .copied()
+            .filter(|id| meters::owner(*id).is_some() && !desired.contains_key(id))
+            .collect::<BTreeSet<u32>>()
+            .into_iter()
+            .collect();
+        for id in unused {
+            let delete = MeterMod { command: meter::DELETE, flags: 0, meter_id: id, bands: Vec::new() };
+            switch.meter_mod(delete).await?;
+            self.installed.remove(&id);
+        }
+        Ok(())
+    }
+
+    /// How many packets each of npagent's meters on the switch dropped.
+    pub async fn read(&self, switch: &SwitchHandle) -> Result<MeterShed, SwitchError> {
+        let stats = switch.meter_stats(meter::ALL).await?;
+        Ok(stats
+            .iter()
+            .filter(|s| meters::owner(s.meter_id).is_some())
+            .map(|s| (s.meter_id, s.bands.iter().map(|(packets, _)| packets).sum()))
+            .collect())
+    }
+
+    /// The configured rates, for messages: (Allow, Drop) packets per second per pod.
+    pub fn rates(&self) -> (u32, u32) {
+        (self.allow_rate, self.drop_rate)
+    }
+}
+
+/// Whose copies meter `id` sheds, for a gap record: the disposition (none for the security
+/// events) and the pod's ofport.
+pub fn shed_owner(id: u32) -> Option<(Option<Disposition>, Option<u32>)> {
+    Some(match meters::owner(id)? {
+        MeterOwner::Pod { disposition, ofport } => (Some(disposition), Some(ofport)),
+        MeterOwner::Security => (Some(Disposition::Drop), None),
+    })
+}

@@ -1,0 +1,67 @@
+//! The logging meters' ids. Every local pod has two meters of its own, one for the Allow
+//! copies of the connections its policies judge and one for the Drop copies of its default
+//! drops, so that a pod that floods the log sheds only its own lines; security events
+//! (SpoofGuard and conntrack drops) pass one meter of their own.
+//!
+//! The ids are derived from the pod's ofport (below 0xff00, so the ranges never overlap), which
+//! lets every flow name its meter without a table of allocations, and a meter's statistics
+//! name the pod whose copies it shed.
+
+use super::userdata::Disposition;
+
+/// The meter of the security events' copies.
+pub const SECURITY: u32 = 3;
+const ALLOW_BASE: u32 = 0x1_0000;
+const DROP_BASE: u32 = 0x2_0000;
+/// Ofports are below this (OpenFlow's reserved ports start at 0xff00).
+const MAX_PORT: u32 = 0xff00;
+
+/// The meter of the Allow copies of the pod on port `ofport`.
+pub fn allow(ofport: u32) -> u32 {
+    ALLOW_BASE + ofport
+}
+
+/// The meter of the Drop copies of the pod on port `ofport`.
+pub fn drop(ofport: u32) -> u32 {
+    DROP_BASE + ofport
+}
+
+/// Whose copies a meter carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MeterOwner {
+    /// The copies of one disposition for the pod on an ofport.
+    Pod { disposition: Disposition, ofport: u32 },
+    /// The security events.
+    Security,
+}
+
+/// The owner of meter `id`, if it is one of npagent's.
+pub fn owner(id: u32) -> Option<MeterOwner> {
+    let pod = |disposition, base: u32| {
+        let ofport = id.checked_sub(base).filter(|o| *o < MAX_PORT)?;
+        Some(MeterOwner::Pod { disposition, ofport })
+    };
+    match id {
+        SECURITY => Some(MeterOwner::Security),
+        _ => pod(Disposition::Allow, ALLOW_BASE).or_else(|| pod(Disposition::Drop, DROP_BASE)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_meter_names_its_owner_and_no_two_owners_share_a_meter() {
+        for ofport in [1, 2, 0xfeff] {
+            assert_eq!(owner(allow(ofport)), Some(MeterOwner::Pod { disposition: Disposition::Allow, ofport }));
+            assert_eq!(owner(drop(ofport)), Some(MeterOwner::Pod { disposition: Disposition::Drop, ofport }));
+            assert_ne!(allow(ofport), drop(ofport));
+            assert_ne!(allow(ofport), SECURITY);
+        }
+        assert_eq!(owner(SECURITY), Some(MeterOwner::Security));
+        for foreign in [0, 1, 2, 4, ALLOW_BASE - 1, ALLOW_BASE + MAX_PORT, DROP_BASE + MAX_PORT, u32::MAX] {
+            assert_eq!(owner(foreign), None, "meter {foreign:#x}");
+        }
+    }
+}
