@@ -924,5 +924,4 @@ pub fn describe_payload(payload: &Payload) -> String {
 }
 
 #[cfg(test)]
-#[path = "session_tests.rs"]
 mod tests;
