@@ -14,11 +14,12 @@
 use super::bundle::{Bundle, BUNDLE_FLAGS};
 use super::error::{OfpError, SwitchError};
 use bytes::{Bytes, BytesMut};
+use ofp::flow_monitor::OFPMP_FLOW_MONITOR;
 use ofp::header::packet_in_format;
 use ofp::{
     bundle_ctrl, BundleControl, ErrorMsg, FeaturesReply, FlowMod, FlowMonitorRequest, FlowStats, FlowStatsRequest,
     FlowUpdate, Hello, HelloElement, Match, Message, MeterStats, MultipartReply, MultipartReplyBody, MultipartRequest,
-    MultipartRequestBody, PacketIn, PacketIn2, Payload, SwitchConfig,
+    MultipartRequestBody, PacketIn, PacketIn2, Payload, Peek, SwitchConfig,
 };
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -362,10 +363,8 @@ impl Session {
     }
 
     fn handle_malformed(&mut self, frame: &[u8], reason: String) {
-        let xid = match frame.get(4..8) {
-            Some(&[a, b, c, d]) => u32::from_be_bytes([a, b, c, d]),
-            _ => 0,
-        };
+        let peek = Peek::read(frame);
+        let xid = peek.map_or(0, |p| p.header.xid);
         match self.pending.get(&xid).copied() {
             Some(Pending::Handshake(step)) => {
                 self.close(SwitchError::Protocol(format!("undecodable answer to {}: {reason}", step.name())))
@@ -380,12 +379,13 @@ impl Session {
             None => match self.bundle_for_add_xid(xid) {
                 Some(id) => self.complete(id, Err(SwitchError::Protocol(format!("undecodable reply: {reason}")))),
                 None => {
-                    if is_flow_monitor_reply(frame) {
+                    if peek.is_some_and(|p| p.is_multipart_reply(OFPMP_FLOW_MONITOR)) {
                         // A change we cannot read is still a change.
                         self.events.push_back(Event::FlowsChangedElsewhere(Vec::new()));
                     }
                     self.reply_bad_request(xid, frame);
-                    self.events.push_back(Event::Malformed { xid, reason, packet_in: is_packet_in(frame) });
+                    let packet_in = peek.is_some_and(|p| p.is_packet_in());
+                    self.events.push_back(Event::Malformed { xid, reason, packet_in });
                 }
             },
         }
@@ -853,25 +853,6 @@ impl Session {
     fn urgent_msg(&mut self, msg: Message) {
         let _ = msg.emit(&mut self.urgent);
     }
-}
-
-/// Whether `frame` is an OFPT_MULTIPART_REPLY of type OFPMP_FLOW_MONITOR.
-/// Whether a frame's header says OFPT_PACKET_IN or NXT_PACKET_IN2, whatever its body holds.
-fn is_packet_in(frame: &[u8]) -> bool {
-    use ofp::header::{msg_type, nx_type};
-    match frame.get(1).copied() {
-        Some(msg_type::PACKET_IN) => true,
-        Some(msg_type::EXPERIMENTER) => {
-            frame.get(8..12) == Some(&ofp::NX_VENDOR_ID.to_be_bytes()[..])
-                && frame.get(12..16) == Some(&nx_type::PACKET_IN2.to_be_bytes()[..])
-        }
-        _ => false,
-    }
-}
-
-fn is_flow_monitor_reply(frame: &[u8]) -> bool {
-    frame.get(1) == Some(&ofp::header::msg_type::MULTIPART_REPLY)
-        && frame.get(8..10) == Some(&ofp::flow_monitor::OFPMP_FLOW_MONITOR.to_be_bytes()[..])
 }
 
 fn request_of(p: Pending) -> Option<RequestId> {
