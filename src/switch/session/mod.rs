@@ -5,43 +5,36 @@
 //! come out ([`Session::poll_transmit`]) and so do [`Event`]s. No sockets, no runtime, so every
 //! behaviour is unit-tested with bytes.
 //!
-//! What it owns: xid allocation, the table of requests in flight (xid -> what it belongs to),
-//! echo (answering the switch's, sending its own, declaring the peer dead), the handshake
-//! (HELLO with bitmap 0x40, FEATURES, SET_CONFIG miss_send_len=0xffff,
-//! NXT_SET_PACKET_IN_FORMAT(2), NXT_SET_CONTROLLER_ID, BARRIER), multipart reassembly and
-//! bundles (see [`Session::install`]).
+//! What it owns: xid allocation, the table of what each xid in flight belongs to, the output
+//! queue, and the dispatch of each message from the switch to the part that handles it:
+//! - `handshake`: HELLO, the configuration messages, the handshake timeout and echo;
+//! - `requests`: barrier, send, multipart requests and their reassembly, and what every
+//!   request shares (its xids, its first error, its completion);
+//! - `install`: atomic bundles of flow_mods ([`Session::install`]);
+//! - `monitor`: the flow monitor reporting changes made by others.
 
-use super::bundle::{Bundle, BUNDLE_FLAGS};
+mod handshake;
+mod install;
+mod monitor;
+mod requests;
+
+use super::bundle::Bundle;
 use super::error::{OfpError, SwitchError};
 use bytes::{Bytes, BytesMut};
-use ofp::flow_monitor::OFPMP_FLOW_MONITOR;
-use ofp::header::packet_in_format;
+use handshake::{HandshakeStep, Phase};
 use ofp::{
-    bundle_ctrl, BundleControl, ErrorMsg, FeaturesReply, FlowMod, FlowMonitorRequest, FlowStats, FlowStatsRequest,
-    FlowUpdate, Hello, HelloElement, Match, Message, MeterStats, MultipartReply, MultipartReplyBody, MultipartRequest,
-    MultipartRequestBody, PacketIn, PacketIn2, Payload, Peek, SwitchConfig,
+    ErrorMsg, FeaturesReply, FlowStats, FlowUpdate, Message, MeterStats, MultipartReplyBody, PacketIn, PacketIn2,
+    Payload, Peek,
 };
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+pub use handshake::{offered_versions, version_name, HELLO_BITMAP};
+pub use monitor::FLOW_MONITOR_ID;
+pub use requests::describe_payload;
+
 /// Identifies a request given to the session; [`Event::Completed`] carries it back.
 pub type RequestId = u64;
-
-/// Version bitmap npagent offers: OpenFlow 1.5 only.
-pub const HELLO_BITMAP: u32 = 1 << ofp::OFP_VERSION;
-/// Id of the one flow monitor the session creates: every table, additions, removals and
-/// modifications, no instructions. OVS reports changes made on this connection itself only
-/// as ABBREV entries (one per batch, with the xid of our request), and every change made
-/// elsewhere (`ovs-ofctl`, another controller, a flow timing out) in full, so telling our
-/// own changes from foreign ones needs no bookkeeping of what we sent.
-///
-/// Chosen over a periodic dump-and-diff for drift detection: a change is known within
-/// milliseconds, and nothing is sent or dumped while nobody touches the bridge (a dump of
-/// 100,000 flows every second would not be cheap). On OpenFlow 1.5 OVS implements the
-/// OpenFlow 1.4+ OFPMP_FLOW_MONITOR since 3.0 (Nicira's NXST_FLOW_MONITOR is only accepted
-/// on 1.0-1.2); a switch that refuses it gets the periodic dump instead (see
-/// `ConnectionConfig::drift_poll_interval`).
-pub const FLOW_MONITOR_ID: u32 = 1;
 
 /// Session settings.
 #[derive(Debug, Clone)]
@@ -116,44 +109,6 @@ pub enum Event {
     FlowMonitorRefused(OfpError),
     /// Any other message from the switch (port status, flow removed, ...).
     Unhandled(Message),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Our HELLO is out; waiting for the switch's.
-    AwaitHello,
-    /// Features/config/format/id sent; waiting for FEATURES_REPLY and the closing BARRIER.
-    Configuring,
-    Ready,
-    Closed,
-}
-
-/// The messages of the handshake, in the order they are sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum HandshakeStep {
-    Hello,
-    FeaturesRequest,
-    SetConfig,
-    SetPacketInFormat,
-    SetControllerId,
-    /// Creates the flow monitor; a switch that refuses it still gets a working session.
-    FlowMonitor,
-    Barrier,
-}
-
-impl HandshakeStep {
-    /// The message's name, for errors.
-    fn name(self) -> &'static str {
-        match self {
-            HandshakeStep::Hello => "HELLO",
-            HandshakeStep::FeaturesRequest => "FEATURES_REQUEST",
-            HandshakeStep::SetConfig => "SET_CONFIG",
-            HandshakeStep::SetPacketInFormat => "NXT_SET_PACKET_IN_FORMAT",
-            HandshakeStep::SetControllerId => "NXT_SET_CONTROLLER_ID",
-            HandshakeStep::FlowMonitor => "FLOW_MONITOR",
-            HandshakeStep::Barrier => "BARRIER",
-        }
-    }
 }
 
 /// What an xid in flight belongs to.
@@ -244,10 +199,7 @@ impl Session {
             last_echo_sent: None,
             echo_missed: 0,
         };
-        let hello = Hello { elements: vec![HelloElement::VersionBitmap(vec![HELLO_BITMAP])] };
-        let xid = s.alloc_xids(1);
-        s.pending.insert(xid, Pending::Handshake(HandshakeStep::Hello));
-        s.push_msg(Message::new(xid, Payload::Hello(hello)));
+        s.send_hello();
         s
     }
 
@@ -313,41 +265,6 @@ impl Session {
         }
     }
 
-    /// Feeds the clock: handshake timeout, echo keepalive, dead-peer detection.
-    pub fn tick(&mut self, now: Instant) {
-        match self.phase {
-            Phase::Closed => {}
-            Phase::AwaitHello | Phase::Configuring => {
-                if now.saturating_duration_since(self.started) >= self.config.handshake_timeout {
-                    let step = if self.phase == Phase::AwaitHello { "HELLO" } else { "FEATURES/BARRIER" };
-                    self.close(SwitchError::Handshake(format!(
-                        "no {step} from the switch within {:?}",
-                        self.config.handshake_timeout
-                    )));
-                }
-            }
-            Phase::Ready => {
-                let interval = self.config.echo_interval;
-                let quiet = now.saturating_duration_since(self.last_rx) >= interval;
-                let due = self.last_echo_sent.is_none_or(|t| now.saturating_duration_since(t) >= interval);
-                if quiet && due {
-                    if self.echo_missed >= self.config.echo_max_missed {
-                        self.close(SwitchError::Disconnected(Some(format!(
-                            "no answer to {} echo requests",
-                            self.echo_missed
-                        ))));
-                        return;
-                    }
-                    let xid = self.alloc_xids(1);
-                    self.pending.insert(xid, Pending::Echo);
-                    self.urgent_msg(Message::new(xid, Payload::EchoRequest(Bytes::new())));
-                    self.last_echo_sent = Some(now);
-                    self.echo_missed += 1;
-                }
-            }
-        }
-    }
-
     /// Processes one whole message from the switch (a frame as the framing codec yields it).
     pub fn handle_frame(&mut self, frame: &[u8], now: Instant) {
         if self.phase == Phase::Closed {
@@ -370,7 +287,7 @@ impl Session {
                 self.close(SwitchError::Protocol(format!("undecodable answer to {}: {reason}", step.name())))
             }
             Some(p) => {
-                if let Some(id) = request_of(p) {
+                if let Some(id) = requests::request_of(p) {
                     self.complete(id, Err(SwitchError::Protocol(format!("undecodable reply: {reason}"))));
                 } else {
                     self.pending.remove(&xid);
@@ -379,7 +296,7 @@ impl Session {
             None => match self.bundle_for_add_xid(xid) {
                 Some(id) => self.complete(id, Err(SwitchError::Protocol(format!("undecodable reply: {reason}")))),
                 None => {
-                    if peek.is_some_and(|p| p.is_multipart_reply(OFPMP_FLOW_MONITOR)) {
+                    if peek.as_ref().is_some_and(monitor::is_flow_monitor_reply) {
                         // A change we cannot read is still a change.
                         self.events.push_back(Event::FlowsChangedElsewhere(Vec::new()));
                     }
@@ -405,15 +322,8 @@ impl Session {
         let xid = msg.xid;
         match msg.payload {
             Payload::Hello(hello) => self.on_hello(msg.version, &hello),
-            Payload::EchoRequest(data) => {
-                self.urgent_msg(Message::new(xid, Payload::EchoReply(data)));
-                self.events.push_back(Event::EchoAnswered { xid });
-            }
-            Payload::EchoReply(_) => {
-                if self.pending.get(&xid) == Some(&Pending::Echo) {
-                    self.pending.remove(&xid);
-                }
-            }
+            Payload::EchoRequest(data) => self.on_echo_request(xid, data),
+            Payload::EchoReply(_) => self.on_echo_reply(xid),
             Payload::Error(err) => self.on_error(xid, &err),
             Payload::FeaturesReply(f)
                 if self.pending.get(&xid) == Some(&Pending::Handshake(HandshakeStep::FeaturesRequest)) =>
@@ -423,22 +333,8 @@ impl Session {
             }
             Payload::BarrierReply => self.on_barrier_reply(xid),
             Payload::MultipartReply(reply) => match self.pending.get(&xid).copied() {
-                Some(Pending::Multipart(id)) => {
-                    let more = reply.flags & ofp::multipart::MULTIPART_MORE != 0;
-                    if let Some(Request { kind: RequestKind::Multipart(parts), .. }) = self.requests.get_mut(&id) {
-                        parts.push(reply.body);
-                    }
-                    if !more {
-                        let result = self.take_multipart(id);
-                        self.complete(id, result);
-                    }
-                }
-                Some(Pending::Handshake(HandshakeStep::FlowMonitor)) => {
-                    // The creation's reply holds no flows (no INITIAL flag).
-                    if reply.flags & ofp::multipart::MULTIPART_MORE == 0 {
-                        self.pending.remove(&xid);
-                    }
-                }
+                Some(Pending::Multipart(id)) => self.on_multipart_reply(id, reply),
+                Some(Pending::Handshake(HandshakeStep::FlowMonitor)) => self.on_monitor_created(xid, &reply),
                 _ => self.on_unsolicited_reply(msg.version, xid, reply),
             },
             Payload::BundleControl(ctrl) => self.on_bundle_reply(xid, ctrl),
@@ -448,109 +344,23 @@ impl Session {
         }
     }
 
-    /// A multipart reply for no request: flow monitor updates (xid 0), or something else.
-    fn on_unsolicited_reply(&mut self, version: u8, xid: u32, reply: MultipartReply) {
-        match reply.body {
-            MultipartReplyBody::FlowMonitor(updates) => {
-                // ABBREV entries stand for our own requests; everything else is news.
-                let foreign: Vec<FlowUpdate> =
-                    updates.into_iter().filter(|u| !matches!(u, FlowUpdate::Abbrev { .. })).collect();
-                if !foreign.is_empty() {
-                    self.events.push_back(Event::FlowsChangedElsewhere(foreign));
-                }
-            }
-            body => self.events.push_back(Event::Unhandled(Message {
-                version,
-                xid,
-                payload: Payload::MultipartReply(MultipartReply { flags: reply.flags, body }),
-            })),
-        }
-    }
-
-    fn on_hello(&mut self, version: u8, hello: &Hello) {
-        if self.phase != Phase::AwaitHello {
-            return;
-        }
-        let offered = offered_versions(version, hello);
-        if !offered.contains(&ofp::OFP_VERSION) {
-            let list: Vec<String> = offered.iter().map(|v| version_name(*v)).collect();
-            let list = if list.is_empty() { "nothing".to_string() } else { list.join(", ") };
-            self.close(SwitchError::Handshake(format!("switch does not offer OpenFlow 1.5 (offers {list})")));
-            return;
-        }
-        self.pending.retain(|_, p| *p != Pending::Handshake(HandshakeStep::Hello));
-        self.phase = Phase::Configuring;
-        // A non-zero miss_send_len also enables packet-ins on the `.mgmt` socket.
-        let config = SwitchConfig { flags: 0, miss_send_len: ofp::MAX_LEN_NO_BUFFER };
-        let mut steps = vec![
-            (HandshakeStep::FeaturesRequest, Payload::FeaturesRequest),
-            (HandshakeStep::SetConfig, Payload::SetConfig(config)),
-            (HandshakeStep::SetPacketInFormat, Payload::SetPacketInFormat(packet_in_format::NXT_PACKET_IN2)),
-            (HandshakeStep::SetControllerId, Payload::SetControllerId(self.config.controller_id)),
-        ];
-        if self.config.flow_monitor {
-            let body = MultipartRequestBody::FlowMonitor(vec![FlowMonitorRequest::all_changes(FLOW_MONITOR_ID)]);
-            steps.push((HandshakeStep::FlowMonitor, Payload::MultipartRequest(MultipartRequest { flags: 0, body })));
-        }
-        steps.push((HandshakeStep::Barrier, Payload::BarrierRequest));
-        for (step, payload) in steps {
-            let xid = self.alloc_xids(1);
-            self.pending.insert(xid, Pending::Handshake(step));
-            self.push_msg(Message::new(xid, payload));
-        }
-    }
-
     fn on_error(&mut self, xid: u32, err: &ErrorMsg) {
         let error = OfpError::from_msg(err);
         match self.pending.get(&xid).copied() {
-            Some(Pending::Handshake(HandshakeStep::FlowMonitor)) => {
-                // Not worth failing the connection for: enforcement works without it.
-                self.pending.remove(&xid);
-                self.events.push_back(Event::FlowMonitorRefused(error));
-            }
-            Some(Pending::Handshake(step)) => {
-                self.close(SwitchError::Handshake(format!("switch rejected {}: {error}", step.name())));
-            }
+            Some(Pending::Handshake(step)) => self.on_handshake_error(xid, step, error),
             Some(Pending::Echo) => {
                 self.pending.remove(&xid);
                 self.events.push_back(Event::UnsolicitedError { xid, error });
             }
             Some(Pending::Part(id)) => self.record_error(id, error),
-            Some(Pending::Finish(id)) | Some(Pending::Multipart(id)) => {
-                self.record_error(id, error);
-                let result = Err(self.rejection(id));
-                self.complete(id, result);
-            }
-            Some(Pending::BundleOpen(id)) => {
-                self.pending.remove(&xid);
-                if let Some(Request { kind: RequestKind::Bundle(b), .. }) = self.requests.get_mut(&id) {
-                    b.open_error.get_or_insert(error);
-                }
-            }
-            Some(Pending::BundleSync(id)) => {
-                self.record_error(id, error);
-                let result = Err(self.rejection(id));
-                self.complete(id, result);
-            }
-            Some(Pending::BundleCommit(id)) => {
-                let result = match self.requests.get(&id).map(|r| &r.kind) {
-                    Some(RequestKind::Bundle(b)) => b.failure(Some(error.clone())),
-                    _ => None,
-                };
-                let result = result.unwrap_or(SwitchError::Rejected { request: "bundle commit".into(), error });
-                self.complete(id, Err(result));
-            }
+            Some(Pending::Finish(id) | Pending::Multipart(id) | Pending::BundleSync(id)) => self.fail(id, error),
+            Some(Pending::BundleOpen(id)) => self.on_open_error(xid, id, error),
+            Some(Pending::BundleCommit(id)) => self.on_commit_error(id, error),
             Some(Pending::BundleDiscard) => {
                 self.pending.remove(&xid);
             }
             None => match self.bundle_for_add_xid(xid) {
-                Some(id) => {
-                    if let Some(Request { kind: RequestKind::Bundle(b), .. }) = self.requests.get_mut(&id) {
-                        if let Some(index) = b.index_of(xid) {
-                            b.flow_errors.push((index, error));
-                        }
-                    }
-                }
+                Some(id) => self.on_add_error(xid, id, error),
                 None => self.events.push_back(Event::UnsolicitedError { xid, error }),
             },
         }
@@ -558,177 +368,10 @@ impl Session {
 
     fn on_barrier_reply(&mut self, xid: u32) {
         match self.pending.get(&xid).copied() {
-            Some(Pending::Handshake(HandshakeStep::Barrier)) => {
-                self.pending.remove(&xid);
-                if self.phase != Phase::Configuring {
-                    return;
-                }
-                match self.features.clone() {
-                    Some(f) => {
-                        // The configuration messages get no reply on success.
-                        self.pending.retain(|_, p| !matches!(p, Pending::Handshake(_)));
-                        self.phase = Phase::Ready;
-                        self.events.push_back(Event::Ready(f));
-                    }
-                    None => self.close(SwitchError::Handshake("no FEATURES_REPLY before the barrier reply".into())),
-                }
-            }
-            Some(Pending::Finish(id)) => {
-                let result = match self.requests.get(&id).and_then(|r| r.error.as_ref()) {
-                    Some(_) => Err(self.rejection(id)),
-                    None => Ok(Reply::Done),
-                };
-                self.complete(id, result);
-            }
+            Some(Pending::Handshake(HandshakeStep::Barrier)) => self.on_handshake_barrier(xid),
+            Some(Pending::Finish(id)) => self.finish(id),
             Some(Pending::BundleSync(id)) => self.bundle_synced(xid, id),
             _ => {}
-        }
-    }
-
-    /// Every BUNDLE_ADD has been processed: commit if the switch accepted them all, else
-    /// discard (OVS keeps a bundle open after an ADD is refused, so committing would apply
-    /// the rest) and report the offending flow.
-    fn bundle_synced(&mut self, sync_xid: u32, id: RequestId) {
-        self.pending.remove(&sync_xid);
-        let (bundle_id, failure) = match self.requests.get(&id).map(|r| &r.kind) {
-            Some(RequestKind::Bundle(b)) => (b.bundle_id, b.failure(None)),
-            _ => return,
-        };
-        let ctrl_type = if failure.is_some() { bundle_ctrl::DISCARD_REQUEST } else { bundle_ctrl::COMMIT_REQUEST };
-        let xid = self.alloc_xids(1);
-        let ctrl = BundleControl { bundle_id, ctrl_type, flags: BUNDLE_FLAGS, properties: Bytes::new() };
-        self.push_msg(Message::new(xid, Payload::BundleControl(ctrl)));
-        match failure {
-            Some(err) => {
-                self.pending.insert(xid, Pending::BundleDiscard);
-                self.complete(id, Err(err));
-            }
-            None => self.register(id, xid, Pending::BundleCommit(id)),
-        }
-    }
-
-    fn on_bundle_reply(&mut self, xid: u32, ctrl: BundleControl) {
-        match (self.pending.get(&xid).copied(), ctrl.ctrl_type) {
-            (Some(Pending::BundleOpen(_)), bundle_ctrl::OPEN_REPLY) => {
-                self.pending.remove(&xid);
-            }
-            (Some(Pending::BundleCommit(id)), bundle_ctrl::COMMIT_REPLY) => self.complete(id, Ok(Reply::Done)),
-            (Some(Pending::BundleDiscard), bundle_ctrl::DISCARD_REPLY) => {
-                self.pending.remove(&xid);
-            }
-            _ => self.events.push_back(Event::Unhandled(Message::new(xid, Payload::BundleControl(ctrl)))),
-        }
-    }
-
-    // ---- requests -------------------------------------------------------------------------
-
-    /// A barrier: completes when the switch has processed everything sent before it.
-    pub fn barrier(&mut self) -> Result<RequestId, SwitchError> {
-        self.check_ready()?;
-        let id = self.new_request("barrier".into(), RequestKind::Plain);
-        let xid = self.alloc_xids(1);
-        self.register(id, xid, Pending::Finish(id));
-        self.push_msg(Message::new(xid, Payload::BarrierRequest));
-        Ok(id)
-    }
-
-    /// Sends a message that gets no reply on success (meter_mod, group_mod, packet_out,
-    /// flow_mod...) followed by a barrier: completes `Done`, or with the switch's error.
-    pub fn send(&mut self, payload: Payload) -> Result<RequestId, SwitchError> {
-        self.check_ready()?;
-        let what = describe_payload(&payload);
-        let xid = self.alloc_xids(1);
-        let mut bytes = BytesMut::new();
-        Message::new(xid, payload).emit(&mut bytes).map_err(|e| SwitchError::InvalidRequest(format!("{what}: {e}")))?;
-        let id = self.new_request(what, RequestKind::Plain);
-        self.register(id, xid, Pending::Part(id));
-        self.push_bytes(&bytes);
-        let barrier = self.alloc_xids(1);
-        self.register(id, barrier, Pending::Finish(id));
-        self.push_msg(Message::new(barrier, Payload::BarrierRequest));
-        Ok(id)
-    }
-
-    /// Dumps the flows of one table (or all): completes with [`Reply::Flows`].
-    pub fn dump_flows(&mut self, table: Option<u8>) -> Result<RequestId, SwitchError> {
-        let body = MultipartRequestBody::Flow(FlowStatsRequest {
-            table_id: table.unwrap_or(ofp::TABLE_ALL),
-            out_port: ofp::port::ANY,
-            out_group: ofp::GROUP_ANY,
-            cookie: 0,
-            cookie_mask: 0,
-            match_: Match::default(),
-        });
-        let what = match table {
-            Some(t) => format!("flow dump of table {t}"),
-            None => "flow dump".to_string(),
-        };
-        self.multipart(what, body)
-    }
-
-    /// Meter statistics of one meter (0xffffffff: all): completes with [`Reply::MeterStats`].
-    pub fn meter_stats(&mut self, meter_id: u32) -> Result<RequestId, SwitchError> {
-        self.multipart(format!("meter stats of meter {meter_id}"), MultipartRequestBody::MeterStats { meter_id })
-    }
-
-    /// Any multipart request: completes with the reassembled parts.
-    pub fn multipart(&mut self, what: String, body: MultipartRequestBody) -> Result<RequestId, SwitchError> {
-        self.check_ready()?;
-        let id = self.new_request(what, RequestKind::Multipart(Vec::new()));
-        let xid = self.alloc_xids(1);
-        self.register(id, xid, Pending::Multipart(id));
-        self.push_msg(Message::new(xid, Payload::MultipartRequest(MultipartRequest { flags: 0, body })));
-        Ok(id)
-    }
-
-    /// Installs `flows` in one atomic bundle: OPEN, one BUNDLE_ADD per flow (unique xid each,
-    /// so an error maps back to its flow), a BARRIER, then COMMIT if the switch refused none of
-    /// them, else DISCARD. Completes `Done` once committed, or with
-    /// [`SwitchError::BundleFailed`] naming the offending flows (every refused ADD; at commit
-    /// time OVS names only the first flow_mod that failed); either way the tables hold all or
-    /// nothing of the batch.
-    pub fn install(&mut self, flows: Vec<FlowMod>) -> Result<RequestId, SwitchError> {
-        self.check_ready()?;
-        Bundle::validate(&flows)?;
-        let n = u32::try_from(flows.len())
-            .ok()
-            .filter(|n| *n < u32::MAX / 4)
-            .ok_or_else(|| SwitchError::InvalidRequest(format!("{} flows in one bundle", flows.len())))?;
-        let what = format!("bundle of {} flows", flows.len());
-        if flows.is_empty() {
-            let id = self.new_request(what, RequestKind::Plain);
-            self.complete(id, Ok(Reply::Done));
-            return Ok(id);
-        }
-        let bundle_id = self.next_bundle_id;
-        self.next_bundle_id = self.next_bundle_id.wrapping_add(1).max(1);
-        let open_xid = self.alloc_xids(1);
-        let xid_base = self.alloc_xids(n);
-        let sync_xid = self.alloc_xids(1);
-        let bundle = Bundle { bundle_id, xid_base, flows, encoded: 0, flow_errors: Vec::new(), open_error: None };
-        let id = self.new_request(what, RequestKind::Bundle(bundle));
-        self.bundles.push(id);
-        self.register(id, open_xid, Pending::BundleOpen(id));
-        self.register(id, sync_xid, Pending::BundleSync(id));
-        let open = BundleControl {
-            bundle_id,
-            ctrl_type: bundle_ctrl::OPEN_REQUEST,
-            flags: BUNDLE_FLAGS,
-            properties: Bytes::new(),
-        };
-        self.push_msg(Message::new(open_xid, Payload::BundleControl(open)));
-        self.queue.push_back(Out::BundleAdds(id));
-        self.push_msg(Message::new(sync_xid, Payload::BarrierRequest));
-        Ok(id)
-    }
-
-    // ---- internals ------------------------------------------------------------------------
-
-    fn check_ready(&self) -> Result<(), SwitchError> {
-        match self.phase {
-            Phase::Ready => Ok(()),
-            Phase::Closed => Err(SwitchError::Disconnected(Some("session closed".into()))),
-            _ => Err(SwitchError::Disconnected(Some("handshake not finished".into()))),
         }
     }
 
@@ -744,82 +387,6 @@ impl Session {
             self.next_xid = 1;
         }
         first
-    }
-
-    fn new_request(&mut self, what: String, kind: RequestKind) -> RequestId {
-        let id = self.next_request;
-        self.next_request += 1;
-        self.requests.insert(id, Request { what, xids: Vec::new(), error: None, kind });
-        id
-    }
-
-    fn register(&mut self, id: RequestId, xid: u32, pending: Pending) {
-        self.pending.insert(xid, pending);
-        if let Some(r) = self.requests.get_mut(&id) {
-            r.xids.push(xid);
-        }
-    }
-
-    fn record_error(&mut self, id: RequestId, error: OfpError) {
-        if let Some(r) = self.requests.get_mut(&id) {
-            r.error.get_or_insert(error);
-        }
-    }
-
-    fn rejection(&self, id: RequestId) -> SwitchError {
-        match self.requests.get(&id) {
-            Some(Request { what, error: Some(error), .. }) => {
-                SwitchError::Rejected { request: what.clone(), error: error.clone() }
-            }
-            Some(r) => SwitchError::Protocol(format!("{} failed without an error", r.what)),
-            None => SwitchError::Protocol("unknown request".into()),
-        }
-    }
-
-    fn take_multipart(&mut self, id: RequestId) -> Result<Reply, SwitchError> {
-        let Some(Request { kind: RequestKind::Multipart(parts), .. }) = self.requests.get_mut(&id) else {
-            return Err(SwitchError::Protocol("multipart reply for a request of another kind".into()));
-        };
-        let parts = std::mem::take(parts);
-        if parts.iter().all(|p| matches!(p, MultipartReplyBody::Flow(_))) && !parts.is_empty() {
-            let mut flows = Vec::new();
-            for p in parts {
-                if let MultipartReplyBody::Flow(f) = p {
-                    flows.extend(f);
-                }
-            }
-            return Ok(Reply::Flows(flows));
-        }
-        if parts.iter().all(|p| matches!(p, MultipartReplyBody::MeterStats(_))) && !parts.is_empty() {
-            let mut stats = Vec::new();
-            for p in parts {
-                if let MultipartReplyBody::MeterStats(s) = p {
-                    stats.extend(s);
-                }
-            }
-            return Ok(Reply::MeterStats(stats));
-        }
-        Ok(Reply::Multipart(parts))
-    }
-
-    fn complete(&mut self, id: RequestId, result: Result<Reply, SwitchError>) {
-        if let Some(r) = self.requests.remove(&id) {
-            for xid in r.xids {
-                self.pending.remove(&xid);
-            }
-            if matches!(r.kind, RequestKind::Bundle(_)) {
-                self.bundles.retain(|b| *b != id);
-                // Adds not yet encoded are never sent if the bundle already failed.
-                self.queue.retain(|o| !matches!(o, Out::BundleAdds(b) if *b == id));
-            }
-            self.events.push_back(Event::Completed { id, result });
-        }
-    }
-
-    fn bundle_for_add_xid(&self, xid: u32) -> Option<RequestId> {
-        self.bundles.iter().copied().find(|id| {
-            matches!(self.requests.get(id).map(|r| &r.kind), Some(RequestKind::Bundle(b)) if b.index_of(xid).is_some())
-        })
     }
 
     fn close(&mut self, reason: SwitchError) {
@@ -852,55 +419,6 @@ impl Session {
 
     fn urgent_msg(&mut self, msg: Message) {
         let _ = msg.emit(&mut self.urgent);
-    }
-}
-
-fn request_of(p: Pending) -> Option<RequestId> {
-    match p {
-        Pending::Part(id)
-        | Pending::Finish(id)
-        | Pending::Multipart(id)
-        | Pending::BundleOpen(id)
-        | Pending::BundleSync(id)
-        | Pending::BundleCommit(id) => Some(id),
-        Pending::Handshake(_) | Pending::Echo | Pending::BundleDiscard => None,
-    }
-}
-
-/// Versions a HELLO offers: its bitmap if it has one, else every version up to the header's.
-pub fn offered_versions(header_version: u8, hello: &Hello) -> Vec<u8> {
-    let bitmap = hello.elements.iter().find_map(|e| match e {
-        HelloElement::VersionBitmap(words) => Some(words),
-        _ => None,
-    });
-    match bitmap {
-        Some(words) => (0u8..=254)
-            .filter(|v| {
-                let word = usize::from(*v / 32);
-                words.get(word).is_some_and(|w| w & (1u32 << (v % 32)) != 0)
-            })
-            .collect(),
-        None => (1..=header_version).collect(),
-    }
-}
-
-/// "1.0" for 0x01 ... "1.5" for 0x06.
-pub fn version_name(v: u8) -> String {
-    match v {
-        1..=6 => format!("1.{}", v - 1),
-        _ => format!("{v:#04x}"),
-    }
-}
-
-/// A short name of a message for errors.
-pub fn describe_payload(payload: &Payload) -> String {
-    match payload {
-        Payload::MeterMod(m) => format!("meter_mod of meter {}", m.meter_id),
-        Payload::GroupMod(g) => format!("group_mod of group {}", g.group_id),
-        Payload::FlowMod(f) => format!("flow_mod {}", super::bundle::describe_flow(f)),
-        Payload::PacketOut(_) => "packet_out".to_string(),
-        Payload::RoleRequest(_) => "role request".to_string(),
-        other => other.type_name().unwrap_or("message").to_string(),
     }
 }
 
