@@ -312,7 +312,7 @@ impl Session {
     /// (OFPBRC_BAD_LEN, the first 64 bytes as data), as OpenFlow asks of either side; the
     /// connection stays up (only broken framing closes it).
     fn reply_bad_request(&mut self, xid: u32, frame: &[u8]) {
-        let data = Bytes::copy_from_slice(&frame[..frame.len().min(64)]);
+        let data = Bytes::copy_from_slice(frame.get(..64).unwrap_or(frame));
         if let Some(error) = ErrorMsg::from_name("OFPBRC_BAD_LEN", data) {
             self.urgent_msg(Message::new(xid, Payload::Error(error)));
         }

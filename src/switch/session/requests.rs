@@ -143,23 +143,18 @@ impl Session {
             return Err(SwitchError::Protocol("multipart reply for a request of another kind".into()));
         };
         let parts = std::mem::take(parts);
-        if parts.iter().all(|p| matches!(p, MultipartReplyBody::Flow(_))) && !parts.is_empty() {
-            let mut flows = Vec::new();
-            for p in parts {
-                if let MultipartReplyBody::Flow(f) = p {
-                    flows.extend(f);
-                }
-            }
-            return Ok(Reply::Flows(flows));
+        if parts.is_empty() {
+            return Ok(Reply::Multipart(parts));
         }
-        if parts.iter().all(|p| matches!(p, MultipartReplyBody::MeterStats(_))) && !parts.is_empty() {
-            let mut stats = Vec::new();
-            for p in parts {
-                if let MultipartReplyBody::MeterStats(s) = p {
-                    stats.extend(s);
-                }
-            }
-            return Ok(Reply::MeterStats(stats));
+        if parts.iter().all(|p| matches!(p, MultipartReplyBody::Flow(_))) {
+            let flows =
+                parts.into_iter().flat_map(|p| if let MultipartReplyBody::Flow(f) = p { f } else { Vec::new() });
+            return Ok(Reply::Flows(flows.collect()));
+        }
+        if parts.iter().all(|p| matches!(p, MultipartReplyBody::MeterStats(_))) {
+            let stats =
+                parts.into_iter().flat_map(|p| if let MultipartReplyBody::MeterStats(s) = p { s } else { Vec::new() });
+            return Ok(Reply::MeterStats(stats.collect()));
         }
         Ok(Reply::Multipart(parts))
     }
