@@ -87,27 +87,19 @@ impl Decoder for OfpCodec {
     type Error = FrameError;
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
-        if src.len() < Header::LEN {
+        let Some(header) = Header::peek(src) else {
             src.reserve(Header::LEN - src.len());
             return Ok(None);
-        }
-        let len = u16::from_be_bytes([src[2], src[3]]);
-        let need = usize::from(len);
+        };
+        let need = usize::from(header.length);
         if need < Header::LEN {
-            let xid = u32::from_be_bytes([src[4], src[5], src[6], src[7]]);
-            return Err(FrameError::BadLength { len, xid });
+            return Err(FrameError::BadLength { len: header.length, xid: header.xid });
         }
         if src.len() < need {
             src.reserve(need - src.len());
             return Ok(None);
         }
         let bytes = src.split_to(need).freeze();
-        let header = Header {
-            version: bytes[0],
-            msg_type: bytes[1],
-            length: len,
-            xid: u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]),
-        };
         Ok(Some(Frame { bytes, header }))
     }
 
@@ -190,7 +182,7 @@ mod tests {
         input.extend(std::iter::repeat_n(0u8, 1000));
         let mut framed = FramedRead::new(&input[..], OfpCodec::new());
         futures::executor::block_on(async {
-            assert_eq!(framed.next().await.unwrap().unwrap().header().msg_type, 20);
+            assert_eq!(framed.next().await.unwrap().unwrap().header().kind, crate::MsgKind::BarrierRequest);
             assert!(matches!(framed.next().await, Some(Err(FrameError::BadLength { len: 0, xid: 2 }))));
             assert!(framed.next().await.is_none(), "the stream ends after a framing error");
         });

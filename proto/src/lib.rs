@@ -24,6 +24,10 @@
 //! length, an OXM's, is the caller's to respect for the raw `Oxm::Experimenter` and
 //! `Oxm::Unknown` (parsed ones do). The [`Header`] is fixed-size: [`Header::LEN`].
 //!
+//! To tell what a message is without decoding its body (one that does not decode, say), read
+//! its [`Header`] with [`Header::peek`], or with its subtype with [`Peek::read`]; callers never
+//! index message bytes themselves.
+//!
 //! # Contract
 //! - Parsing never panics, whatever the input: every length field is checked against the
 //!   buffer and against the structure's minimum header before it is used, with checked
@@ -58,6 +62,7 @@ pub mod message;
 pub mod multipart;
 pub mod oxm;
 pub mod packet_in2;
+pub mod peek;
 pub mod prop;
 pub mod text;
 mod wire;
@@ -67,7 +72,7 @@ pub use body::*;
 pub use error::Error;
 pub use flow_mod::{FlowMod, FlowModCommand};
 pub use flow_monitor::{FlowMonitorRequest, FlowUpdate, FlowUpdateFull};
-pub use header::Header;
+pub use header::{Header, MsgKind};
 pub use instruction::Instruction;
 pub use message::{Message, Payload};
 pub use multipart::{
@@ -75,6 +80,7 @@ pub use multipart::{
 };
 pub use oxm::{Masked, Match, Oxm};
 pub use packet_in2::PacketIn2;
+pub use peek::Peek;
 pub use wire::pad8;
 
 /// The OpenFlow version byte this crate speaks: 0x06 = OpenFlow 1.5.

@@ -22,7 +22,7 @@
 use crate::body::*;
 use crate::error::{Error, Result};
 use crate::flow_mod::FlowMod;
-use crate::header::{msg_type as t, nx_type, Header};
+use crate::header::{nx_type, Header, MsgKind};
 use crate::multipart::{MultipartReply, MultipartRequest};
 use crate::packet_in2::PacketIn2;
 use crate::wire::Reader;
@@ -88,20 +88,20 @@ pub enum Payload {
 /// Length of the experimenter header after `ofp_header`: experimenter u32 + subtype u32.
 const EXPERIMENTER_HEADER_LEN: usize = 8;
 
-/// Whether `msg_type` is parsed into a typed payload at `version` (see the module docs).
-pub fn is_modelled(version: u8, msg_type: u8) -> bool {
-    match msg_type {
-        t::HELLO | t::ERROR | t::ECHO_REQUEST | t::ECHO_REPLY => true,
-        t::EXPERIMENTER | t::FEATURES_REQUEST | t::GET_CONFIG_REQUEST | t::GET_CONFIG_REPLY | t::SET_CONFIG => {
+/// Whether a message of type `kind` is parsed into a typed payload at `version` (see the
+/// module docs).
+pub fn is_modelled(version: u8, kind: impl Into<MsgKind>) -> bool {
+    use MsgKind as K;
+    match kind.into() {
+        K::Hello | K::Error | K::EchoRequest | K::EchoReply => true,
+        K::Experimenter | K::FeaturesRequest | K::GetConfigRequest | K::GetConfigReply | K::SetConfig => {
             (1..=6).contains(&version)
         }
-        t::FEATURES_REPLY | t::BARRIER_REQUEST | t::BARRIER_REPLY | t::ROLE_REQUEST | t::ROLE_REPLY | t::METER_MOD => {
+        K::FeaturesReply | K::BarrierRequest | K::BarrierReply | K::RoleRequest | K::RoleReply | K::MeterMod => {
             (4..=6).contains(&version)
         }
-        t::BUNDLE_CONTROL | t::BUNDLE_ADD_MESSAGE => (5..=6).contains(&version),
-        t::PACKET_IN | t::PACKET_OUT | t::FLOW_MOD | t::GROUP_MOD | t::MULTIPART_REQUEST | t::MULTIPART_REPLY => {
-            version == 6
-        }
+        K::BundleControl | K::BundleAddMessage => (5..=6).contains(&version),
+        K::PacketIn | K::PacketOut | K::FlowMod | K::GroupMod | K::MultipartRequest | K::MultipartReply => version == 6,
         _ => false,
     }
 }
@@ -165,37 +165,37 @@ impl Message {
         )
     }
 
-    /// The header type byte this message has on the wire.
-    pub fn msg_type(&self) -> u8 {
+    /// The type this message has in its header.
+    pub fn kind(&self) -> MsgKind {
         match &self.payload {
-            Payload::Hello(_) => t::HELLO,
-            Payload::Error(_) => t::ERROR,
-            Payload::EchoRequest(_) => t::ECHO_REQUEST,
-            Payload::EchoReply(_) => t::ECHO_REPLY,
-            Payload::FeaturesRequest => t::FEATURES_REQUEST,
-            Payload::FeaturesReply(_) => t::FEATURES_REPLY,
-            Payload::GetConfigRequest => t::GET_CONFIG_REQUEST,
-            Payload::GetConfigReply(_) => t::GET_CONFIG_REPLY,
-            Payload::SetConfig(_) => t::SET_CONFIG,
-            Payload::PacketIn(_) => t::PACKET_IN,
-            Payload::PacketOut(_) => t::PACKET_OUT,
-            Payload::FlowMod(_) => t::FLOW_MOD,
-            Payload::GroupMod(_) => t::GROUP_MOD,
-            Payload::MultipartRequest(_) => t::MULTIPART_REQUEST,
-            Payload::MultipartReply(_) => t::MULTIPART_REPLY,
-            Payload::BarrierRequest => t::BARRIER_REQUEST,
-            Payload::BarrierReply => t::BARRIER_REPLY,
-            Payload::RoleRequest(_) => t::ROLE_REQUEST,
-            Payload::RoleReply(_) => t::ROLE_REPLY,
-            Payload::MeterMod(_) => t::METER_MOD,
-            Payload::BundleControl(_) => t::BUNDLE_CONTROL,
-            Payload::BundleAdd(_) => t::BUNDLE_ADD_MESSAGE,
+            Payload::Hello(_) => MsgKind::Hello,
+            Payload::Error(_) => MsgKind::Error,
+            Payload::EchoRequest(_) => MsgKind::EchoRequest,
+            Payload::EchoReply(_) => MsgKind::EchoReply,
+            Payload::FeaturesRequest => MsgKind::FeaturesRequest,
+            Payload::FeaturesReply(_) => MsgKind::FeaturesReply,
+            Payload::GetConfigRequest => MsgKind::GetConfigRequest,
+            Payload::GetConfigReply(_) => MsgKind::GetConfigReply,
+            Payload::SetConfig(_) => MsgKind::SetConfig,
+            Payload::PacketIn(_) => MsgKind::PacketIn,
+            Payload::PacketOut(_) => MsgKind::PacketOut,
+            Payload::FlowMod(_) => MsgKind::FlowMod,
+            Payload::GroupMod(_) => MsgKind::GroupMod,
+            Payload::MultipartRequest(_) => MsgKind::MultipartRequest,
+            Payload::MultipartReply(_) => MsgKind::MultipartReply,
+            Payload::BarrierRequest => MsgKind::BarrierRequest,
+            Payload::BarrierReply => MsgKind::BarrierReply,
+            Payload::RoleRequest(_) => MsgKind::RoleRequest,
+            Payload::RoleReply(_) => MsgKind::RoleReply,
+            Payload::MeterMod(_) => MsgKind::MeterMod,
+            Payload::BundleControl(_) => MsgKind::BundleControl,
+            Payload::BundleAdd(_) => MsgKind::BundleAddMessage,
             Payload::SetPacketInFormat(_)
             | Payload::SetControllerId(_)
             | Payload::PacketIn2(_)
             | Payload::Resume(_)
-            | Payload::Experimenter { .. } => t::EXPERIMENTER,
-            Payload::Unknown { msg_type, .. } => *msg_type,
+            | Payload::Experimenter { .. } => MsgKind::Experimenter,
+            Payload::Unknown { msg_type, .. } => MsgKind::from(*msg_type),
         }
     }
 
@@ -215,51 +215,51 @@ impl Message {
             return Err(Error::BadLength { what: "ofp_header length (bytes after the message)", len });
         }
         let body = &buf[Header::LEN..];
-        let payload = Self::parse_payload(h.version, h.msg_type, h.xid, body)?;
+        let payload = Self::parse_payload(h.version, h.kind, h.xid, body)?;
         Ok(Message { version: h.version, xid: h.xid, payload })
     }
 
-    fn parse_payload(version: u8, msg_type: u8, xid: u32, body: &[u8]) -> Result<Payload> {
-        if !is_modelled(version, msg_type) {
-            return Ok(Payload::Unknown { msg_type, body: bytes(body) });
+    fn parse_payload(version: u8, kind: MsgKind, xid: u32, body: &[u8]) -> Result<Payload> {
+        if !is_modelled(version, kind) {
+            return Ok(Payload::Unknown { msg_type: kind.into(), body: bytes(body) });
         }
-        Ok(match msg_type {
-            t::HELLO => Payload::Hello(Hello::parse(body)?),
-            t::ERROR => Payload::Error(ErrorMsg::parse(body)?),
-            t::ECHO_REQUEST => Payload::EchoRequest(bytes(body)),
-            t::ECHO_REPLY => Payload::EchoReply(bytes(body)),
-            t::EXPERIMENTER => Self::parse_experimenter(body)?,
-            t::FEATURES_REQUEST => {
+        Ok(match kind {
+            MsgKind::Hello => Payload::Hello(Hello::parse(body)?),
+            MsgKind::Error => Payload::Error(ErrorMsg::parse(body)?),
+            MsgKind::EchoRequest => Payload::EchoRequest(bytes(body)),
+            MsgKind::EchoReply => Payload::EchoReply(bytes(body)),
+            MsgKind::Experimenter => Self::parse_experimenter(body)?,
+            MsgKind::FeaturesRequest => {
                 empty(body, "OFPT_FEATURES_REQUEST")?;
                 Payload::FeaturesRequest
             }
-            t::FEATURES_REPLY => Payload::FeaturesReply(FeaturesReply::parse(body)?),
-            t::GET_CONFIG_REQUEST => {
+            MsgKind::FeaturesReply => Payload::FeaturesReply(FeaturesReply::parse(body)?),
+            MsgKind::GetConfigRequest => {
                 empty(body, "OFPT_GET_CONFIG_REQUEST")?;
                 Payload::GetConfigRequest
             }
-            t::GET_CONFIG_REPLY => Payload::GetConfigReply(SwitchConfig::parse(body)?),
-            t::SET_CONFIG => Payload::SetConfig(SwitchConfig::parse(body)?),
-            t::PACKET_IN => Payload::PacketIn(PacketIn::parse(body)?),
-            t::PACKET_OUT => Payload::PacketOut(PacketOut::parse(body)?),
-            t::FLOW_MOD => Payload::FlowMod(FlowMod::parse(body)?),
-            t::GROUP_MOD => Payload::GroupMod(GroupMod::parse(body)?),
-            t::MULTIPART_REQUEST => Payload::MultipartRequest(MultipartRequest::parse(body)?),
-            t::MULTIPART_REPLY => Payload::MultipartReply(MultipartReply::parse(body)?),
-            t::BARRIER_REQUEST => {
+            MsgKind::GetConfigReply => Payload::GetConfigReply(SwitchConfig::parse(body)?),
+            MsgKind::SetConfig => Payload::SetConfig(SwitchConfig::parse(body)?),
+            MsgKind::PacketIn => Payload::PacketIn(PacketIn::parse(body)?),
+            MsgKind::PacketOut => Payload::PacketOut(PacketOut::parse(body)?),
+            MsgKind::FlowMod => Payload::FlowMod(FlowMod::parse(body)?),
+            MsgKind::GroupMod => Payload::GroupMod(GroupMod::parse(body)?),
+            MsgKind::MultipartRequest => Payload::MultipartRequest(MultipartRequest::parse(body)?),
+            MsgKind::MultipartReply => Payload::MultipartReply(MultipartReply::parse(body)?),
+            MsgKind::BarrierRequest => {
                 empty(body, "OFPT_BARRIER_REQUEST")?;
                 Payload::BarrierRequest
             }
-            t::BARRIER_REPLY => {
+            MsgKind::BarrierReply => {
                 empty(body, "OFPT_BARRIER_REPLY")?;
                 Payload::BarrierReply
             }
-            t::ROLE_REQUEST => Payload::RoleRequest(Role::parse(body)?),
-            t::ROLE_REPLY => Payload::RoleReply(Role::parse(body)?),
-            t::METER_MOD => Payload::MeterMod(MeterMod::parse(body)?),
-            t::BUNDLE_CONTROL => Payload::BundleControl(BundleControl::parse(body)?),
-            t::BUNDLE_ADD_MESSAGE => Payload::BundleAdd(BundleAdd::parse(version, xid, body)?),
-            _ => Payload::Unknown { msg_type, body: bytes(body) },
+            MsgKind::RoleRequest => Payload::RoleRequest(Role::parse(body)?),
+            MsgKind::RoleReply => Payload::RoleReply(Role::parse(body)?),
+            MsgKind::MeterMod => Payload::MeterMod(MeterMod::parse(body)?),
+            MsgKind::BundleControl => Payload::BundleControl(BundleControl::parse(body)?),
+            MsgKind::BundleAddMessage => Payload::BundleAdd(BundleAdd::parse(version, xid, body)?),
+            _ => Payload::Unknown { msg_type: kind.into(), body: bytes(body) },
         })
     }
 
@@ -329,7 +329,7 @@ impl Message {
         if len > crate::MAX_MESSAGE_LEN {
             return Err(Error::TooLong { what: "OpenFlow message", len });
         }
-        let ty = self.msg_type();
+        let kind = self.kind();
         match &self.payload {
             Payload::Unknown { msg_type, .. } => {
                 if is_modelled(self.version, *msg_type) {
@@ -340,7 +340,7 @@ impl Message {
                 }
                 return Ok(());
             }
-            _ if !is_modelled(self.version, ty) => return Err(Error::BadVersion(self.version)),
+            _ if !is_modelled(self.version, kind) => return Err(Error::BadVersion(self.version)),
             _ => {}
         }
         match &self.payload {
@@ -383,7 +383,7 @@ impl Message {
     /// (for this message, or for the one it is bundled in), so `len` fits the header's field.
     pub(crate) fn emit_unchecked(&self, out: &mut BytesMut, len: usize) {
         let length = crate::wire::part_len16(len);
-        Header { version: self.version, msg_type: self.msg_type(), length, xid: self.xid }.emit(out);
+        Header { version: self.version, kind: self.kind(), length, xid: self.xid }.emit(out);
         let nx = |out: &mut BytesMut, exp_type: u32| {
             out.put_u32(crate::NX_VENDOR_ID);
             out.put_u32(exp_type);

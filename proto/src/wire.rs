@@ -85,6 +85,49 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Declares an enum of wire numbers, each listed once, with an `Unknown` case that keeps any
+/// number without a name, so that every number converts to the enum and back unchanged:
+/// `From<number>`, `From<enum> for number`, and `KNOWN`, every named case in order.
+macro_rules! numbered_enum {
+    (
+        $(#[$attr:meta])*
+        pub enum $name:ident: $repr:ty {
+            $( $(#[$case_attr:meta])* $case:ident = $number:literal, )+
+        }
+    ) => {
+        $(#[$attr])*
+        pub enum $name {
+            $( $(#[$case_attr])* $case, )+
+            /// A number without a name here, kept as it is.
+            Unknown($repr),
+        }
+
+        impl $name {
+            /// Every named case, in the order of its number.
+            pub const KNOWN: &'static [$name] = &[$($name::$case),+];
+        }
+
+        impl From<$repr> for $name {
+            fn from(number: $repr) -> $name {
+                match number {
+                    $( $number => $name::$case, )+
+                    other => $name::Unknown(other),
+                }
+            }
+        }
+
+        impl From<$name> for $repr {
+            fn from(value: $name) -> $repr {
+                match value {
+                    $( $name::$case => $number, )+
+                    $name::Unknown(number) => number,
+                }
+            }
+        }
+    };
+}
+pub(crate) use numbered_enum;
+
 /// Rounds `n` up to a multiple of 8.
 pub const fn pad8(n: usize) -> usize {
     (n + 7) & !7

@@ -3,7 +3,7 @@
 //! their completions.
 
 use super::error::SwitchError;
-use super::handle::{Command, Op, SwitchHandle};
+use super::handle::{Command, ConnState, Counters, Op, SwitchHandle};
 use super::session::{Event, Reply, RequestId, Session, SessionConfig};
 use crate::endpoint::{Endpoint, Stream};
 use crate::rate_limited::RateLimitedWarning;
@@ -12,7 +12,7 @@ use futures::StreamExt;
 use ofp::codec::OfpCodec;
 use ofp::{FlowUpdate, PacketIn2};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
@@ -56,16 +56,6 @@ impl Default for ConnectionConfig {
     }
 }
 
-/// The connection's state as its owner sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConnState {
-    /// Not connected (yet, or any more); `reason` says why when known.
-    Disconnected { reason: Option<String> },
-    /// Handshake done. `generation` grows by one with every successful (re)connection: a new
-    /// generation means the switch may have lost state, so the owner resyncs.
-    Connected { generation: u64, datapath_id: u64 },
-}
-
 /// Writes go out in chunks of about this size; the session encodes more only when the
 /// pending write buffer has drained below it, so a huge bundle never sits whole in memory.
 const WRITE_HIGH_WATER: usize = 256 * 1024;
@@ -78,7 +68,8 @@ pub fn spawn(config: ConnectionConfig) -> (SwitchHandle, mpsc::Receiver<PacketIn
     let (state_tx, state_rx) = watch::channel(ConnState::Disconnected { reason: None });
     let (drift_tx, drift_rx) = watch::channel(0u64);
     let counters = Arc::new(Counters::default());
-    let handle = SwitchHandle::new(cmd_tx, state_rx, drift_rx, counters.clone(), &config);
+    let handle =
+        SwitchHandle::new(cmd_tx, state_rx, drift_rx, counters.clone(), config.request_timeout, config.install_timeout);
     let task = Task {
         config,
         cmd_rx,
@@ -93,17 +84,6 @@ pub fn spawn(config: ConnectionConfig) -> (SwitchHandle, mpsc::Receiver<PacketIn
     };
     tokio::spawn(task.run());
     (handle, pi_rx)
-}
-
-/// What the connection task counts and never loses silently.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    /// Packet-ins dropped because the packet-in stream was full (or its receiver gone).
-    pub packet_ins_dropped: AtomicU64,
-    /// Packet-ins the strict parser rejected.
-    pub packet_ins_malformed: AtomicU64,
-    /// Other messages from the switch that did not decode and answered no request.
-    pub other_malformed: AtomicU64,
 }
 
 struct Task {

@@ -1,13 +1,35 @@
-//! [`SwitchHandle`]: the cloneable, async face of the switch connection.
+//! [`SwitchHandle`]: the cloneable, async face of the switch connection, and what the handles
+//! share with the connection task (its [`ConnState`], its counters, the requests they send it).
+//! The task in `connection.rs` builds on this module, never the reverse.
 
-use super::connection::{ConnState, ConnectionConfig, Counters};
 use super::error::SwitchError;
 use super::session::Reply;
 use ofp::{FlowMod, FlowStats, GroupMod, Message, MeterMod, MeterStats, PacketOut, Payload};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
+
+/// The connection's state as its owner sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnState {
+    /// Not connected (yet, or any more); `reason` says why when known.
+    Disconnected { reason: Option<String> },
+    /// Handshake done. `generation` grows by one with every successful (re)connection: a new
+    /// generation means the switch may have lost state, so the owner resyncs.
+    Connected { generation: u64, datapath_id: u64 },
+}
+
+/// What the connection task counts and never loses silently.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// Packet-ins dropped because the packet-in stream was full (or its receiver gone).
+    pub packet_ins_dropped: AtomicU64,
+    /// Packet-ins the strict parser rejected.
+    pub packet_ins_malformed: AtomicU64,
+    /// Other messages from the switch that did not decode and answered no request.
+    pub other_malformed: AtomicU64,
+}
 
 /// A request for the connection task.
 pub(crate) enum Op {
@@ -48,16 +70,10 @@ impl SwitchHandle {
         state: watch::Receiver<ConnState>,
         drift: watch::Receiver<u64>,
         counters: Arc<Counters>,
-        config: &ConnectionConfig,
+        request_timeout: Duration,
+        install_timeout: Duration,
     ) -> Self {
-        SwitchHandle {
-            cmd,
-            state,
-            drift,
-            counters,
-            request_timeout: config.request_timeout,
-            install_timeout: config.install_timeout,
-        }
+        SwitchHandle { cmd, state, drift, counters, request_timeout, install_timeout }
     }
 
     /// The current connection state.

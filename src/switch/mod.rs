@@ -19,7 +19,7 @@ pub mod session;
 
 pub use crate::endpoint::{Endpoint, EndpointError};
 pub use bundle::describe_flow;
-pub use connection::{spawn, ConnState, ConnectionConfig};
+pub use connection::{spawn, ConnectionConfig};
 pub use error::{OfpError, SwitchError};
-pub use handle::SwitchHandle;
+pub use handle::{ConnState, SwitchHandle};
 pub use session::{Event, Reply, RequestId, Session, SessionConfig};

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::flow_mod::FlowMod;
+use crate::header::MsgKind;
 use crate::wire::Reader;
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -69,9 +70,8 @@ impl BundleControl {
 
 /// Whether OVS accepts a message of this type inside a bundle (PACKET_OUT, FLOW_MOD,
 /// GROUP_MOD, PORT_MOD).
-pub fn is_bundlable(msg_type: u8) -> bool {
-    use crate::header::msg_type::*;
-    matches!(msg_type, PACKET_OUT | FLOW_MOD | GROUP_MOD | PORT_MOD)
+pub fn is_bundlable(kind: impl Into<MsgKind>) -> bool {
+    matches!(kind.into(), MsgKind::PacketOut | MsgKind::FlowMod | MsgKind::GroupMod | MsgKind::PortMod)
 }
 
 impl BundleAdd {
@@ -92,7 +92,7 @@ impl BundleAdd {
             need: inner_len,
             have: rest.len(),
         })?;
-        check_inner((inner.version, inner.xid, inner.msg_type), version, xid)?;
+        check_inner((inner.version, inner.xid, inner.kind), version, xid)?;
         let message = crate::Message::parse(inner_buf)?;
         Ok(BundleAdd {
             bundle_id,
@@ -111,7 +111,7 @@ impl BundleAdd {
     /// `version` and `xid` as [`BundleAdd::parse`] does, then the inner message itself.
     pub(crate) fn check(&self, version: u8, xid: u32) -> Result<()> {
         let m = &self.message;
-        check_inner((m.version, m.xid, m.msg_type()), version, xid)?;
+        check_inner((m.version, m.xid, m.kind()), version, xid)?;
         m.check()
     }
 
@@ -127,15 +127,15 @@ impl BundleAdd {
 
 /// Checks a bundled message's `(version, xid, type)` against the BUNDLE_ADD's `version` and
 /// `xid`, in OVS's order.
-fn check_inner((inner_version, inner_xid, inner_type): (u8, u32, u8), version: u8, xid: u32) -> Result<()> {
+fn check_inner((inner_version, inner_xid, inner_kind): (u8, u32, MsgKind), version: u8, xid: u32) -> Result<()> {
     if inner_version != version {
         return Err(Error::BadVersion(inner_version));
     }
     if inner_xid != xid {
         return Err(Error::BadValue { what: "bundled message xid", value: inner_xid.into() });
     }
-    if !is_bundlable(inner_type) {
-        return Err(Error::BadValue { what: "bundled message type", value: inner_type.into() });
+    if !is_bundlable(inner_kind) {
+        return Err(Error::BadValue { what: "bundled message type", value: u8::from(inner_kind).into() });
     }
     Ok(())
 }
@@ -157,17 +157,17 @@ pub fn bundled_flow_mod_len(flow: &FlowMod) -> Result<usize> {
 /// [`crate::Message`] holding a [`BundleAdd`], without building one. On error nothing is
 /// written.
 pub fn emit_bundled_flow_mod(out: &mut BytesMut, xid: u32, bundle_id: u32, flags: u16, flow: &FlowMod) -> Result<()> {
-    use crate::header::{msg_type, Header};
+    use crate::header::Header;
     let outer = bundled_flow_mod_len(flow)?;
     // Both fit: the inner message is the outer one less its fixed part.
     let inner = crate::wire::part_len16(outer - BUNDLE_ADD_OVERHEAD);
     out.reserve(outer);
-    let header = |msg_type, length| Header { version: crate::OFP_VERSION, msg_type, length, xid };
-    header(msg_type::BUNDLE_ADD_MESSAGE, crate::wire::part_len16(outer)).emit(out);
+    let header = |kind, length| Header { version: crate::OFP_VERSION, kind, length, xid };
+    header(MsgKind::BundleAddMessage, crate::wire::part_len16(outer)).emit(out);
     out.put_u32(bundle_id);
     out.put_u16(0);
     out.put_u16(flags);
-    header(msg_type::FLOW_MOD, inner).emit(out);
+    header(MsgKind::FlowMod, inner).emit(out);
     flow.emit(out);
     Ok(())
 }

@@ -4,7 +4,10 @@
 
 use super::*;
 use ofp::multipart::{MultipartReply, OxsStats, MULTIPART_MORE};
-use ofp::{Action, FlowModCommand, Instruction, Oxm};
+use ofp::{
+    bundle_ctrl, Action, BundleControl, FlowMod, FlowModCommand, Hello, Instruction, Match, MultipartRequest,
+    MultipartRequestBody, Oxm,
+};
 
 fn unhex(s: &str) -> Vec<u8> {
     let clean: String = s.chars().filter(|c| !c.is_whitespace()).collect();
