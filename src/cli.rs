@@ -7,7 +7,7 @@
 
 use crate::audit::args::AuditArgs;
 use crate::endpoint::{self, Endpoint};
-use crate::explain::{EndpointSpec, PortSpec};
+use crate::explain::{DestinationPort, EndpointSpec};
 use crate::model::{Cidr, Node};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::{IpAddr, SocketAddr};
@@ -225,7 +225,7 @@ pub struct ExplainArgs {
     /// pod (http/TCP); a bare number or name is TCP. Without it, only rules allowing every port
     /// count.
     #[arg(long, value_name = "PORT/PROTO")]
-    pub port: Option<PortSpec>,
+    pub port: Option<DestinationPort>,
     #[arg(short = 'o', long, value_enum, default_value = "human")]
     pub output: OutputFormat,
     /// Read Namespaces, Pods and NetworkPolicies from this directory instead of the

@@ -139,7 +139,7 @@ fn trace_in_ovs(
     stand_ins: &[ObjectRef],
     e: &Explanation,
 ) -> Result<TraceVerdict, CommandError> {
-    let real_port = |end: &explain::Endpoint| {
+    let real_port = |end: &explain::ConnectionEnd| {
         end.ofport.and_then(|o| model.ports.get(&o)).filter(|p| !stand_ins.contains(&p.pod)).filter(|_| end.pod)
     };
     let src = real_port(&e.from).ok_or_else(|| CommandError::TraceSourceNotLocal {

@@ -12,8 +12,8 @@ mod support;
 mod scenario;
 
 use npagent::compiler::{self, IdAllocator};
-use npagent::explain::{self, EndpointSpec, Explanation, PortId, PortSpec, Query, Verdict};
-use npagent::model::{ObjectRef, Protocol};
+use npagent::explain::{self, DestinationPort, EndpointSpec, Explanation, Query, Verdict};
+use npagent::model::{ObjectRef, PortRef, Protocol};
 use npagent::snapshot;
 use scenario::{all_probes, docs_yaml, Base, PodId, PortKey, Probe, Proto, Scenario, Step};
 use std::collections::BTreeSet;
@@ -50,13 +50,13 @@ fn endpoint(base: &Base, id: &PodId) -> EndpointSpec {
     }
 }
 
-fn port_spec(k: PortKey) -> PortSpec {
+fn port_spec(k: PortKey) -> DestinationPort {
     let protocol = match k.proto {
         Proto::Tcp => Protocol::Tcp,
         Proto::Udp => Protocol::Udp,
         Proto::Sctp => Protocol::Sctp,
     };
-    PortSpec { protocol, port: PortId::Number(k.port) }
+    DestinationPort { protocol, port: PortRef::Number(k.port) }
 }
 
 fn probes(base: &Base, step: &Step) -> Vec<Probe> {

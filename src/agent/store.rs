@@ -79,8 +79,6 @@ impl Store {
         Kind::ALL.iter().all(|k| self.synced.contains(k))
     }
 
-    /// Applies one source event; returns the model changes it caused. Pods are judged live
-    /// or finished against the system clock.
     /// The policies whose latest version was refused, with why.
     pub fn refused_policies(&self) -> BTreeMap<ObjectRef, String> {
         self.invalid
@@ -90,6 +88,8 @@ impl Store {
             .collect()
     }
 
+    /// Applies one source event; returns the model changes it caused. Pods are judged live
+    /// or finished against the system clock.
     pub fn apply(&mut self, event: SourceEvent) -> Vec<Change> {
         self.apply_at(event, SystemTime::now())
     }

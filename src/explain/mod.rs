@@ -15,10 +15,10 @@ pub mod trace;
 
 use crate::compiler::tables::priority;
 use crate::compiler::{flows_text, Compiler, Direction, FlowTable};
-use crate::model::{LocalPort, Model, ObjectRef, Pod};
+use crate::model::{LocalPort, Model, ObjectRef, Pod, PortRef};
 use ofp::Oxm;
 use packet::Packet;
-pub use query::{EndpointSpec, PortId, PortSpec};
+pub use query::{DestinationPort, EndpointSpec};
 use serde::Serialize;
 use std::net::IpAddr;
 
@@ -47,7 +47,7 @@ pub enum ExplainError {
 pub struct Query {
     pub from: EndpointSpec,
     pub to: EndpointSpec,
-    pub port: Option<PortSpec>,
+    pub port: Option<DestinationPort>,
 }
 
 /// The pod an endpoint stands for, if any: a named pod (which must exist), or the pod holding
@@ -94,7 +94,7 @@ pub fn ports_with_stand_ins(model: &Model, pods: &[&ObjectRef]) -> (Vec<LocalPor
 
 /// One end of the connection as resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Endpoint {
+pub struct ConnectionEnd {
     /// `ns/name` for a pod, else the address.
     pub name: String,
     /// Whether it is a pod of the model.
@@ -171,8 +171,8 @@ pub struct DirectionAnswer {
 /// The whole answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Explanation {
-    pub from: Endpoint,
-    pub to: Endpoint,
+    pub from: ConnectionEnd,
+    pub to: ConnectionEnd,
     pub port: Option<Port>,
     /// Both directions allow the connection.
     pub allowed: bool,
@@ -187,8 +187,8 @@ pub fn explain(model: &Model, compiler: &Compiler, q: &Query) -> Result<Explanat
     let to_pod = endpoint_pod(model, &q.to)?;
     let (src, dst) = addresses(&q.from, from_pod, &q.to, to_pod)?;
     let port = resolve_port(q.port.as_ref(), &q.to, to_pod)?;
-    let from = endpoint(model, from_pod, src);
-    let to = endpoint(model, to_pod, dst);
+    let from = connection_end(model, from_pod, src);
+    let to = connection_end(model, to_pod, dst);
     let pkt = Packet {
         src_port: from.ofport,
         dst_port: to.ofport,
@@ -253,15 +253,15 @@ fn spec_name(s: &EndpointSpec) -> String {
 /// The port number: as given, or the destination pod's container port of that name and
 /// protocol.
 fn resolve_port(
-    spec: Option<&PortSpec>,
+    spec: Option<&DestinationPort>,
     to: &EndpointSpec,
     to_pod: Option<(&ObjectRef, &Pod)>,
 ) -> Result<Option<Port>, ExplainError> {
     let Some(spec) = spec else { return Ok(None) };
     let protocol = query::protocol_name(spec.protocol);
     match &spec.port {
-        PortId::Number(n) => Ok(Some(Port { protocol, port: *n, name: None })),
-        PortId::Name(name) => {
+        PortRef::Number(n) => Ok(Some(Port { protocol, port: *n, name: None })),
+        PortRef::Name(name) => {
             let Some((r, pod)) = to_pod else {
                 return Err(ExplainError::NamedPortNeedsPod { name: name.clone(), to: spec_name(to) });
             };
@@ -275,18 +275,18 @@ fn resolve_port(
     }
 }
 
-fn endpoint(model: &Model, pod: Option<(&ObjectRef, &Pod)>, ip: IpAddr) -> Endpoint {
+fn connection_end(model: &Model, pod: Option<(&ObjectRef, &Pod)>, ip: IpAddr) -> ConnectionEnd {
     match pod {
         Some((r, _)) => {
             let mine = || model.ports.values().filter(|p| &p.pod == r);
             let ofport = mine().find(|p| p.ips.contains(&ip)).or_else(|| mine().next()).map(|p| p.ofport);
-            Endpoint { name: r.to_string(), pod: true, ip, ofport }
+            ConnectionEnd { name: r.to_string(), pod: true, ip, ofport }
         }
-        None => Endpoint { name: ip.to_string(), pod: false, ip, ofport: None },
+        None => ConnectionEnd { name: ip.to_string(), pod: false, ip, ofport: None },
     }
 }
 
-fn answer(compiler: &Compiler, direction: Direction, end: &Endpoint, pkt: &Packet) -> DirectionAnswer {
+fn answer(compiler: &Compiler, direction: Direction, end: &ConnectionEnd, pkt: &Packet) -> DirectionAnswer {
     let verdict = match (end.pod, end.ofport) {
         (false, _) => Verdict::NotEnforced { reason: format!("{} is not a pod", end.name) },
         (true, None) => Verdict::NotEnforced { reason: format!("{} has no port on this bridge", end.name) },

@@ -1,7 +1,7 @@
 //! What `npagent explain` is asked: two endpoints and a port, as the user writes them.
 
 use super::ExplainError;
-use crate::model::{ObjectRef, Protocol};
+use crate::model::{ObjectRef, PortRef, Protocol};
 use std::net::IpAddr;
 
 /// One end of a connection, as given: a pod by `namespace/name`, or an address (which is a
@@ -29,22 +29,15 @@ impl std::str::FromStr for EndpointSpec {
     }
 }
 
-/// The destination port of the connection: a number or a container port name (resolved on
-/// the destination pod, as Kubernetes resolves named ports).
+/// The destination port of the connection and its protocol: a number or a container port
+/// name (resolved on the destination pod, as Kubernetes resolves named ports).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PortId {
-    Number(u16),
-    Name(String),
-}
-
-/// A destination port and its protocol.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortSpec {
+pub struct DestinationPort {
     pub protocol: Protocol,
-    pub port: PortId,
+    pub port: PortRef,
 }
 
-impl std::str::FromStr for PortSpec {
+impl std::str::FromStr for DestinationPort {
     type Err = ExplainError;
 
     /// `80/TCP`, `tcp/80`, `udp/53`, `http/TCP`, `tcp/http`, or a bare `80` or `http` (TCP,
@@ -61,11 +54,11 @@ impl std::str::FromStr for PortSpec {
         };
         let port = match port.parse::<u16>() {
             Ok(0) => return Err(bad()),
-            Ok(n) => PortId::Number(n),
-            Err(_) if is_port_name(port) => PortId::Name(port.to_string()),
+            Ok(n) => PortRef::Number(n),
+            Err(_) if is_port_name(port) => PortRef::Name(port.to_string()),
             Err(_) => return Err(bad()),
         };
-        Ok(PortSpec { protocol, port })
+        Ok(DestinationPort { protocol, port })
     }
 }
 
@@ -111,19 +104,19 @@ pub fn ip_proto(p: Protocol) -> u8 {
 mod tests {
     use super::*;
 
-    fn port(s: &str) -> Result<PortSpec, ExplainError> {
+    fn port(s: &str) -> Result<DestinationPort, ExplainError> {
         s.parse()
     }
 
     #[test]
     fn ports_in_either_order_and_case() {
-        let tcp80 = PortSpec { protocol: Protocol::Tcp, port: PortId::Number(80) };
+        let tcp80 = DestinationPort { protocol: Protocol::Tcp, port: PortRef::Number(80) };
         for s in ["80/TCP", "tcp/80", "TCP/80", "80/tcp", "80"] {
             assert_eq!(port(s).unwrap(), tcp80, "{s}");
         }
-        assert_eq!(port("udp/53").unwrap(), PortSpec { protocol: Protocol::Udp, port: PortId::Number(53) });
+        assert_eq!(port("udp/53").unwrap(), DestinationPort { protocol: Protocol::Udp, port: PortRef::Number(53) });
         assert_eq!(port("53/SCTP").unwrap().protocol, Protocol::Sctp);
-        let http = PortSpec { protocol: Protocol::Tcp, port: PortId::Name("http".into()) };
+        let http = DestinationPort { protocol: Protocol::Tcp, port: PortRef::Name("http".into()) };
         assert_eq!(port("http/TCP").unwrap(), http);
         assert_eq!(port("tcp/http").unwrap(), http);
         assert_eq!(port("http").unwrap(), http);

@@ -1,7 +1,7 @@
 //! An [`Explanation`] as text for people.
 
 use super::trace::TraceVerdict;
-use super::{query, DirectionAnswer, Endpoint, Explanation, Verdict};
+use super::{query, ConnectionEnd, DirectionAnswer, Explanation, Verdict};
 use crate::compiler::PortRange;
 use std::fmt::Write;
 
@@ -37,7 +37,7 @@ pub fn human(e: &Explanation, note: &str) -> String {
     out
 }
 
-fn endpoint(e: &Endpoint) -> String {
+fn endpoint(e: &ConnectionEnd) -> String {
     match (e.pod, e.ofport) {
         (true, Some(o)) => format!("{} ({}, port {o})", e.name, e.ip),
         (true, None) => format!("{} ({})", e.name, e.ip),
