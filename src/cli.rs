@@ -164,7 +164,7 @@ impl NodeArgs {
 }
 
 fn parse_cidr_arg(s: &str) -> Result<Cidr, String> {
-    crate::model::convert::parse_cidr(s)
+    crate::model::cidr::parse_cidr(s)
 }
 
 impl CommonArgs {

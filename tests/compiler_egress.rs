@@ -7,7 +7,7 @@ mod policy_eval;
 
 use npagent::compiler::synthetic::*;
 use npagent::compiler::{compile, Config, Direction, FlowTable, IdAllocator};
-use npagent::model::convert::parse_cidr;
+use npagent::model::cidr::parse_cidr;
 use npagent::model::{ContainerPort, EgressRule, LabelSelector, Model, Peer, Policy, PortRef, PortSpec, Protocol};
 use policy_eval::{Packet, Verdict};
 use Verdict::*;

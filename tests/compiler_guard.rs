@@ -8,7 +8,7 @@
 
 use npagent::compiler::synthetic::*;
 use npagent::compiler::{compile, tables, Config, FlowTable, IdAllocator};
-use npagent::model::{convert::parse_cidr, LocalPort, Model, Node, NodePort};
+use npagent::model::{cidr::parse_cidr, LocalPort, Model, Node, NodePort};
 use ofp::{Action, Instruction, Oxm};
 use std::net::IpAddr;
 

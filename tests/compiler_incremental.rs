@@ -6,7 +6,8 @@ use npagent::compiler::synthetic::*;
 use npagent::compiler::{
     apply, compile, diff, diff_keys, flows_text, Change, Compiler, Config, FlowKey, FlowTable, FlowValue, IdAllocator,
 };
-use npagent::model::convert::{parse_cidr, LOGGING_ANNOTATION};
+use npagent::model::cidr::parse_cidr;
+use npagent::model::logging::LOGGING_ANNOTATION;
 use npagent::model::{ContainerPort, EgressRule, IngressRule, LabelSelector, Model, Peer, PortRef, PortSpec, Protocol};
 use ofp::{Action, FlowStats, Instruction, Oxm};
 use proptest::prelude::*;

@@ -370,8 +370,8 @@ fn compiled_pipeline_on_real_ovs() {
         sel(&[("pod", "a")]),
         vec![IngressRule {
             from: vec![Peer::IpBlock {
-                cidr: npagent::model::convert::parse_cidr("192.168.0.0/16").unwrap(),
-                except: vec![npagent::model::convert::parse_cidr("192.168.1.0/24").unwrap()],
+                cidr: npagent::model::cidr::parse_cidr("192.168.0.0/16").unwrap(),
+                except: vec![npagent::model::cidr::parse_cidr("192.168.1.0/24").unwrap()],
             }],
             ports: vec![npagent::model::PortSpec {
                 protocol: npagent::model::Protocol::Udp,

@@ -6,7 +6,7 @@
 
 use npagent::compiler::synthetic::*;
 use npagent::compiler::{compile, flows_text, Change, Config, FlowTable, IdAllocator};
-use npagent::model::convert::{LOGGING_ANNOTATION, LOG_LABEL_ANNOTATION};
+use npagent::model::logging::{LOGGING_ANNOTATION, LOG_LABEL_ANNOTATION};
 use npagent::model::{IngressRule, Model, Peer, Policy};
 
 /// Namespace y (not logging) with pods a and b on ports 1 and 2; x/c a peer elsewhere.

@@ -4,7 +4,8 @@
 
 use npagent::compiler::synthetic::*;
 use npagent::compiler::{compile, tables, Config, Direction, FlowTable, IdAllocator};
-use npagent::model::convert::{parse_cidr, LOGGING_ANNOTATION};
+use npagent::model::cidr::parse_cidr;
+use npagent::model::logging::LOGGING_ANNOTATION;
 use npagent::model::{
     ContainerPort, IngressRule, LabelSelector, Model, Peer, PortRef, PortSpec, Protocol, Requirement, SelectorOp,
 };

@@ -77,7 +77,7 @@ fn halves(c: Cidr) -> (Cidr, Cidr) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::convert::parse_cidr;
+    use crate::model::cidr::parse_cidr;
     use proptest::prelude::*;
 
     fn covered(masks: &[(u16, u16)], port: u16) -> usize {

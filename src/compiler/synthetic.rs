@@ -183,7 +183,7 @@ fn generate(spec: ClusterSpec, with_egress: bool) -> Model {
         let env = if i % 2 == 0 { "prod" } else { "dev" };
         let mut ns = namespace(&name, &[("team", &team), ("env", env)], &[]);
         if i % 10 == 0 {
-            ns.annotations.insert(crate::model::convert::LOGGING_ANNOTATION.into(), "true".into());
+            ns.annotations.insert(crate::model::logging::LOGGING_ANNOTATION.into(), "true".into());
         }
         m.namespaces.insert(name.clone(), ns);
         for j in 0..spec.pods_per_ns {

@@ -2,11 +2,13 @@
 //! them, so that a manifest the API server would refuse is refused here too, with the object
 //! and the field path named.
 
+use super::cidr::parse_cidr;
 use super::liveness::{Phase, PodLife};
+use super::logging::logging_annotations;
 use super::names::{validate_label_key, validate_label_value, validate_namespace_name, validate_object_name};
 use super::{
-    Annotations, Cidr, ContainerPort, EgressRule, IngressRule, Interner, LabelSelector, Labels, Namespace, Peer,
-    Policy, PortRef, PortSpec, Protocol, Requirement, SelectorOp,
+    ContainerPort, EgressRule, IngressRule, Interner, LabelSelector, Labels, Namespace, Peer, Policy, PortRef,
+    PortSpec, Protocol, Requirement, SelectorOp,
 };
 use crate::source::objects;
 use k8s_openapi::api::networking::v1 as net;
@@ -17,15 +19,6 @@ use std::net::IpAddr;
 
 /// Label every Namespace carries, set by the API server.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
-/// Antrea's annotation that turns on audit logging for a Namespace.
-pub const LOGGING_ANNOTATION: &str = "networkpolicy.antrea.io/enable-logging";
-/// Alias of [`LOGGING_ANNOTATION`] (the name used in Antrea PR #4047's description).
-pub const LOGGING_ANNOTATION_ALIAS: &str = "policy.antrea.io/enable-np-logging";
-/// The label a NetworkPolicy's audit lines carry (Antrea's `logLabel` field).
-pub const LOG_LABEL_ANNOTATION: &str = "networkpolicy.antrea.io/log-label";
-/// The longest log label.
-pub const LOG_LABEL_MAX: usize = 64;
-
 /// Why an object could not be converted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -348,7 +341,7 @@ fn convert_peer(
             let except = enumerated(&block.except, |i, e| {
                 let epath = format!("{path}.ipBlock.except[{i}]");
                 let ex = parse_cidr(e).map_err(|m| ctx.err(&epath, format!("invalid CIDR {e:?}: {m}")))?;
-                if !cidr_strictly_contains(&cidr, &ex) {
+                if !cidr.strictly_contains(&ex) {
                     return Err(ctx.err(epath, format!("{e:?} must be a strict subset of cidr {:?}", block.cidr)));
                 }
                 Ok(ex)
@@ -502,159 +495,10 @@ fn validate_port_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses `addr/prefix` (IPv4 or IPv6) and clears the host bits, as Go's `net.ParseCIDR` does
-/// for the network.
-pub fn parse_cidr(s: &str) -> Result<Cidr, String> {
-    let (addr, prefix) = s.split_once('/').ok_or("missing /prefix")?;
-    let addr: IpAddr = addr.parse().map_err(|_| "invalid address".to_string())?;
-    if prefix.is_empty() || prefix.len() > 3 || !prefix.bytes().all(|c| c.is_ascii_digit()) {
-        return Err("invalid prefix length".into());
-    }
-    let prefix: u8 = prefix.parse().map_err(|_| "invalid prefix length".to_string())?;
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    if prefix > max {
-        return Err(format!("prefix length {prefix} exceeds {max}"));
-    }
-    Ok(Cidr::new(addr, prefix))
-}
-
-impl Cidr {
-    /// A prefix with host bits cleared. `prefix` is clamped to the family's width.
-    pub fn new(addr: IpAddr, prefix: u8) -> Cidr {
-        let width = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = prefix.min(width);
-        let addr = match addr {
-            IpAddr::V4(a) => IpAddr::V4((u32::from(a) & mask_u32(prefix)).into()),
-            IpAddr::V6(a) => IpAddr::V6((u128::from(a) & mask_u128(prefix)).into()),
-        };
-        Cidr { addr, prefix }
-    }
-
-    /// A host route (/32 or /128).
-    pub fn host(addr: IpAddr) -> Cidr {
-        Cidr { addr, prefix: if addr.is_ipv4() { 32 } else { 128 } }
-    }
-
-    /// Whether `ip` lies inside this prefix.
-    pub fn contains(&self, ip: &IpAddr) -> bool {
-        match (self.addr, ip) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => u32::from(*a) & mask_u32(self.prefix) == u32::from(n),
-            (IpAddr::V6(n), IpAddr::V6(a)) => u128::from(*a) & mask_u128(self.prefix) == u128::from(n),
-            _ => false,
-        }
-    }
-}
-
-impl std::fmt::Display for Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
-    }
-}
-
-fn mask_u32(prefix: u8) -> u32 {
-    if prefix == 0 {
-        0
-    } else {
-        u32::MAX << (32 - u32::from(prefix.min(32)))
-    }
-}
-
-fn mask_u128(prefix: u8) -> u128 {
-    if prefix == 0 {
-        0
-    } else {
-        u128::MAX << (128 - u32::from(prefix.min(128)))
-    }
-}
-
-fn cidr_strictly_contains(outer: &Cidr, inner: &Cidr) -> bool {
-    outer.prefix < inner.prefix && outer.contains(&inner.addr)
-}
-
-/// Go's `strconv.ParseBool`.
-pub fn parse_go_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
-
-impl Namespace {
-    /// Whether audit logging is on for this Namespace. `Err` carries a warning (the value is
-    /// not a Go bool) and means off. When both annotations are set, logging is on if either
-    /// says so.
-    pub fn logging_enabled(&self) -> Result<bool, String> {
-        logging_annotation(&self.annotations, &format!("namespace {}", self.name))
-    }
-}
-
-impl Policy {
-    /// Whether the policy asks for audit logging itself (the Namespace's annotation keys, on
-    /// the NetworkPolicy): its rules log what they allow, and the pods it isolates log their
-    /// default drops, whatever the Namespace says. `Err` carries a warning and means off.
-    pub fn logging_enabled(&self) -> Result<bool, String> {
-        logging_annotation(&self.annotations, &format!("NetworkPolicy {}/{}", self.namespace, self.name))
-    }
-
-    /// The label of the policy's audit lines ([`LOG_LABEL_ANNOTATION`]): 1 to
-    /// [`LOG_LABEL_MAX`] ASCII letters, digits, `.`, `_` or `-`, so that it stays one field of
-    /// Antrea's format. `Err` carries a warning and means no label.
-    pub fn log_label(&self) -> Result<Option<&str>, String> {
-        let Some(v) = self.annotations.get(LOG_LABEL_ANNOTATION) else { return Ok(None) };
-        let ok = (1..=LOG_LABEL_MAX).contains(&v.len())
-            && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-        if ok {
-            Ok(Some(v))
-        } else {
-            Err(format!(
-                "NetworkPolicy {}/{}: annotation {LOG_LABEL_ANNOTATION}={v:?} is not 1 to {LOG_LABEL_MAX} letters, digits, '.', '_' or '-'; its lines carry no label",
-                self.namespace, self.name
-            ))
-        }
-    }
-}
-
-/// The annotations of a NetworkPolicy the model keeps: those about audit logging (not, say,
-/// `kubectl.kubernetes.io/last-applied-configuration`, a copy of the whole object).
-fn logging_annotations(meta: &meta::ObjectMeta) -> Annotations {
-    let keys = [LOGGING_ANNOTATION, LOGGING_ANNOTATION_ALIAS, LOG_LABEL_ANNOTATION];
-    meta.annotations
-        .iter()
-        .flatten()
-        .filter(|(k, _)| keys.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
-/// The logging annotations of `what` (a Namespace or a NetworkPolicy). When both keys are
-/// set, logging is on if either says so; a value that is not a Go bool is a warning (off).
-fn logging_annotation(annotations: &Annotations, what: &str) -> Result<bool, String> {
-    let mut enabled = false;
-    let mut warning = None;
-    for key in [LOGGING_ANNOTATION, LOGGING_ANNOTATION_ALIAS] {
-        if let Some(v) = annotations.get(key) {
-            match parse_go_bool(v) {
-                Some(b) => enabled |= b,
-                None => {
-                    warning.get_or_insert_with(|| {
-                        format!(
-                            "{what}: annotation {key}={v:?} is not a boolean (1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False); audit logging is off"
-                        )
-                    });
-                }
-            }
-        }
-    }
-    match warning {
-        Some(w) if !enabled => Err(w),
-        _ => Ok(enabled),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::logging::{LOGGING_ANNOTATION, LOGGING_ANNOTATION_ALIAS, LOG_LABEL_ANNOTATION, LOG_LABEL_MAX};
     use serde_json::json;
 
     fn np(spec: serde_json::Value) -> objects::NetworkPolicy {
@@ -896,40 +740,6 @@ mod tests {
         ] {
             assert_eq!(life(json!({"metadata": {"name": "a"}, "status": {"phase": s}})).phase, want);
         }
-    }
-
-    #[test]
-    fn cidrs() {
-        assert_eq!(parse_cidr("10.1.2.3/8").unwrap().to_string(), "10.0.0.0/8");
-        assert_eq!(parse_cidr("fd00::1:2/64").unwrap().to_string(), "fd00::/64");
-        assert_eq!(parse_cidr("0.0.0.0/0").unwrap().to_string(), "0.0.0.0/0");
-        for bad in ["10.0.0.0", "10.0.0.0/", "10.0.0.0/-1", "10.0.0.0/+8", "fd00::/129", "x/8", "10.0.0.0/0008"] {
-            assert!(parse_cidr(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn go_bools_and_logging_flag() {
-        for t in ["1", "t", "T", "TRUE", "true", "True"] {
-            assert_eq!(parse_go_bool(t), Some(true));
-        }
-        for f in ["0", "f", "F", "FALSE", "false", "False"] {
-            assert_eq!(parse_go_bool(f), Some(false));
-        }
-        for x in ["yes", "tRUE", "", " true", "2"] {
-            assert_eq!(parse_go_bool(x), None);
-        }
-        let ns = |anns: &[(&str, &str)]| Namespace {
-            name: "x".into(),
-            labels: Labels::new(),
-            annotations: anns.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        };
-        assert_eq!(ns(&[]).logging_enabled(), Ok(false));
-        assert_eq!(ns(&[(LOGGING_ANNOTATION, "true")]).logging_enabled(), Ok(true));
-        assert_eq!(ns(&[(LOGGING_ANNOTATION_ALIAS, "T")]).logging_enabled(), Ok(true));
-        assert_eq!(ns(&[(LOGGING_ANNOTATION, "0")]).logging_enabled(), Ok(false));
-        let warn = ns(&[(LOGGING_ANNOTATION, "yes")]).logging_enabled().unwrap_err();
-        assert!(warn.contains("namespace x") && warn.contains("\"yes\""), "{warn}");
     }
 
     #[test]

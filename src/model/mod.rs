@@ -2,14 +2,17 @@
 //! bridge's ports that enforcement and audit logging need. Kubernetes client types stop at
 //! [`convert`]; everything above works on these.
 
+pub mod cidr;
 pub mod convert;
 pub mod intern;
 pub mod labels;
 pub mod liveness;
+pub mod logging;
 pub mod names;
 pub mod node;
 pub mod selector;
 
+pub use cidr::Cidr;
 pub use intern::Interner;
 pub use labels::Labels;
 pub use liveness::{ClaimRank, Phase, PodLife};
@@ -77,13 +80,6 @@ pub struct Pod {
     pub ips: Vec<IpAddr>,
     pub ports: Vec<ContainerPort>,
     pub node: Option<SharedStr>,
-}
-
-/// An IPv4 or IPv6 prefix, normalised (host bits zero).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Cidr {
-    pub addr: IpAddr,
-    pub prefix: u8,
 }
 
 /// One `from` peer of an ingress rule.
