@@ -6,6 +6,7 @@
 //! and OVSDB have been read once and the switch's flows have been dumped, so a restart with
 //! unchanged inputs sends nothing, and a switch restart is repaired by the same diff.
 
+mod claims;
 mod first_sync;
 mod gaps;
 mod meters;

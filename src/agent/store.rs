@@ -14,6 +14,7 @@
 //! [`crate::model::liveness`]), so a finished pod is no peer and no name in the audit log, and
 //! an address two pods claim belongs to one of them only.
 
+use super::claims::AddressClaims;
 use crate::compiler::Change;
 use crate::model::{convert, ClaimRank, Interner, LocalPort, Model, Node, ObjectRef, Pod};
 use crate::source::ovsdb::db::BridgePorts;
@@ -22,8 +23,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::time::SystemTime;
 
-// The store's hash maps are keyed by names and addresses from the sources, hashed once per
-// object per listing: foldhash (seeded per process, as std's SipHash is) takes a fraction of
+// The store's hash maps are keyed by names from the sources, hashed once per object per
+// listing: foldhash (seeded per process, as std's SipHash is) takes a fraction of
 // SipHash's time on such short keys.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
@@ -32,19 +33,8 @@ type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 #[derive(Debug, Default)]
 pub struct Store {
     model: Model,
-    /// Per address: the pods claiming it, the winner first. The winner is the one the model's
-    /// pods give the address to, and the name of the address in the audit log.
-    /// Kept sorted; a Vec, not a set: nearly every address has one claimant, and at 100,000
-    /// pods a one-element BTreeSet per address costs about 70 MB more.
-    claimants: HashMap<IpAddr, Vec<(ClaimRank, ObjectRef)>>,
-    /// What a live pod claims is what its model pod holds (none once it has finished), except
-    /// for a pod that loses an address to a stronger claim: then this holds all it claims, in
-    /// its order. Nearly every pod wins all it claims, so no copy of its addresses is kept.
-    contested: HashMap<ObjectRef, Box<[IpAddr]>>,
-    /// Claims that end at a deadline, by deadline.
-    deadlines: BTreeSet<(SystemTime, ObjectRef)>,
-    /// The deadline of each claim in `deadlines`.
-    deadline_of: HashMap<ObjectRef, SystemTime>,
+    /// Which pod holds each address.
+    claims: AddressClaims,
     /// Objects whose latest version is invalid, with the problem last reported (each is
     /// reported once, not at every relist).
     invalid: HashMap<(Kind, ObjectRef), String>,
@@ -71,7 +61,7 @@ impl Store {
 
     /// The live pod that holds this IP, if the model knows one.
     pub fn pod_by_ip(&self, ip: &IpAddr) -> Option<&ObjectRef> {
-        self.claimants.get(ip).and_then(|c| c.first()).map(|(_, r)| r)
+        self.claims.holder(ip)
     }
 
     /// True once every kind has had its initial list.
@@ -125,18 +115,15 @@ impl Store {
     /// be called periodically.
     pub fn expire_pods(&mut self, now: SystemTime) -> Vec<Change> {
         let mut changes = Vec::new();
-        while let Some((deadline, r)) = self.deadlines.first().cloned() {
-            if deadline > now {
-                break;
-            }
-            let touched = self.release(&r);
+        while let Some(r) = self.claims.first_expired(now) {
+            let touched = self.claims.release(&self.model.pods, &r);
             if let Some(pod) = self.model.pods.get_mut(&r) {
                 if !pod.ips.is_empty() {
                     pod.ips.clear();
                     changes.push(Change::Pod(r.clone()));
                 }
             }
-            self.refresh_claimants(&touched, &r, &mut changes);
+            self.claims.refresh(&mut self.model.pods, &touched, &r, &mut changes);
         }
         changes
     }
@@ -379,93 +366,16 @@ impl Store {
         changes: &mut Vec<Change>,
     ) {
         let r = ObjectRef { namespace: pod.namespace.clone(), name: pod.name.clone() };
-        let mut touched = self.release(&r);
+        let mut touched = self.claims.release(&self.model.pods, &r);
         match claim.filter(|_| !pod.ips.is_empty()) {
-            Some(rank) => {
-                for ip in &pod.ips {
-                    let claim = (rank, r.clone());
-                    // Nearly every address has one claimant: a Vec of exactly one, not of four.
-                    let claimants = self.claimants.entry(*ip).or_insert_with(|| Vec::with_capacity(1));
-                    if let Err(at) = claimants.binary_search(&claim) {
-                        claimants.insert(at, claim);
-                    }
-                    touched.insert(*ip);
-                }
-                if let Some(deadline) = until {
-                    self.deadlines.insert((deadline, r.clone()));
-                    self.deadline_of.insert(r.clone(), deadline);
-                }
-                if !pod.ips.iter().all(|ip| self.pod_by_ip(ip) == Some(&r)) {
-                    let won = self.won_of(&r, &pod.ips);
-                    let claimed = std::mem::replace(&mut pod.ips, won);
-                    self.contested.insert(r.clone(), claimed.into_boxed_slice());
-                }
-            }
+            Some(rank) => touched.extend(self.claims.claim(&mut pod, rank, until)),
             None => pod.ips = Vec::new(),
         }
         if self.model.pods.get(&r).map(|held| &**held) != Some(&pod) {
             self.model.pods.insert(r.clone(), Box::new(pod));
             changes.push(Change::Pod(r.clone()));
         }
-        self.refresh_claimants(&touched, &r, changes);
-    }
-
-    /// What a pod claims (see [`Store::contested`]).
-    fn claimed(&self, r: &ObjectRef) -> &[IpAddr] {
-        match self.contested.get(r) {
-            Some(claimed) => claimed,
-            None => self.model.pods.get(r).map_or(&[], |pod| &pod.ips),
-        }
-    }
-
-    /// Withdraws a pod's claim; returns the addresses it claimed. The caller then updates or
-    /// removes the model pod, whose addresses were part of the claim.
-    fn release(&mut self, r: &ObjectRef) -> BTreeSet<IpAddr> {
-        if let Some(deadline) = self.deadline_of.remove(r) {
-            self.deadlines.remove(&(deadline, r.clone()));
-        }
-        let claimed: BTreeSet<IpAddr> = self.claimed(r).iter().copied().collect();
-        self.contested.remove(r);
-        for ip in &claimed {
-            if let Some(claimants) = self.claimants.get_mut(ip) {
-                claimants.retain(|(_, p)| p != r);
-                if claimants.is_empty() {
-                    self.claimants.remove(ip);
-                }
-            }
-        }
-        claimed
-    }
-
-    /// The addresses of `claimed` (`r`'s claim) that `r` wins, in its order.
-    fn won_of(&self, r: &ObjectRef, claimed: &[IpAddr]) -> Vec<IpAddr> {
-        claimed.iter().filter(|ip| self.pod_by_ip(ip) == Some(r)).copied().collect()
-    }
-
-    /// Gives the other claimants of `ips` (all but `except`) the addresses they now win.
-    fn refresh_claimants(&mut self, ips: &BTreeSet<IpAddr>, except: &ObjectRef, changes: &mut Vec<Change>) {
-        let others: BTreeSet<ObjectRef> = ips
-            .iter()
-            .filter_map(|ip| self.claimants.get(ip))
-            .flatten()
-            .map(|(_, p)| p.clone())
-            .filter(|p| p != except)
-            .collect();
-        for p in others {
-            let claimed = self.claimed(&p).to_vec();
-            let won = self.won_of(&p, &claimed);
-            if won.len() == claimed.len() {
-                self.contested.remove(&p);
-            } else {
-                self.contested.insert(p.clone(), claimed.into_boxed_slice());
-            }
-            if let Some(pod) = self.model.pods.get_mut(&p) {
-                if pod.ips != won {
-                    pod.ips = won;
-                    changes.push(Change::Pod(p));
-                }
-            }
-        }
+        self.claims.refresh(&mut self.model.pods, &touched, &r, changes);
     }
 
     fn remove(&mut self, kind: Kind, r: &ObjectRef, changes: &mut Vec<Change>) {
@@ -478,11 +388,11 @@ impl Store {
                 }
             }
             Kind::Pod => {
-                let touched = self.release(r);
+                let touched = self.claims.release(&self.model.pods, r);
                 if self.model.pods.remove(r).is_some() {
                     changes.push(Change::Pod(r.clone()));
                 }
-                self.refresh_claimants(&touched, r, changes);
+                self.claims.refresh(&mut self.model.pods, &touched, r, changes);
             }
             Kind::NetworkPolicy => {
                 self.fail_closed.remove(r);
@@ -516,496 +426,5 @@ fn display_key((kind, r): &(Kind, ObjectRef)) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn sourced(value: serde_json::Value) -> Sourced<KubeObject> {
-        let object = match value["kind"].as_str() {
-            Some("Namespace") => KubeObject::Namespace(serde_json::from_value(value).unwrap()),
-            Some("Pod") => KubeObject::Pod(serde_json::from_value(value).unwrap()),
-            _ => KubeObject::NetworkPolicy(serde_json::from_value(value).unwrap()),
-        };
-        Sourced::new("test", object)
-    }
-
-    fn namespace(name: &str) -> serde_json::Value {
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    }
-
-    fn pod(ns: &str, name: &str, ip: &str) -> serde_json::Value {
-        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": ns, "name": name},
-               "spec": {"containers": []}, "status": {"podIP": ip}})
-    }
-
-    fn policy(ns: &str, name: &str, cidr: &str) -> serde_json::Value {
-        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-               "metadata": {"namespace": ns, "name": name},
-               "spec": {"podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": cidr}}]}]}})
-    }
-
-    fn oref(ns: &str, name: &str) -> ObjectRef {
-        ObjectRef { namespace: ns.into(), name: name.into() }
-    }
-
-    fn reset(objects: Vec<serde_json::Value>) -> SourceEvent {
-        SourceEvent::Reset { kinds: Kind::ALL.to_vec(), objects: objects.into_iter().map(sourced).collect() }
-    }
-
-    fn assert_same_model(a: &Store, b: &Store) {
-        assert_eq!(a.model().namespaces, b.model().namespaces);
-        assert_eq!(a.model().pods, b.model().pods);
-        assert_eq!(a.model().policies, b.model().policies);
-        assert_eq!(a.claimants, b.claimants);
-    }
-
-    fn chunk(objects: Vec<serde_json::Value>) -> SourceEvent {
-        SourceEvent::ResetChunk { kinds: Kind::ALL.to_vec(), objects: objects.into_iter().map(sourced).collect() }
-    }
-
-    #[test]
-    fn a_listing_in_chunks_gives_the_same_model_and_changes_as_one_reset() {
-        let first = || vec![namespace("x"), pod("x", "a", "10.0.0.1"), pod("x", "b", "10.0.0.2")];
-        let second = || vec![policy("x", "p", "10.0.0.0/8"), namespace("y")];
-        let third = || vec![pod("y", "c", "10.0.0.3")];
-        let all = || [first(), second(), third()].concat();
-
-        let mut whole = Store::default();
-        let whole_changes = whole.apply(reset(all()));
-        let mut parts = Store::default();
-        let mut part_changes = parts.apply(chunk(first()));
-        part_changes.extend(parts.apply(chunk(second())));
-        part_changes.extend(parts.apply(reset(third())));
-        assert_same_model(&parts, &whole);
-        assert_eq!(part_changes, whole_changes);
-        assert_eq!(parts.pod_by_ip(&"10.0.0.3".parse().unwrap()), Some(&oref("y", "c")));
-
-        // A relist that lacks pod x/b and policy x/p, in chunks: the same outcome again.
-        let relist = || vec![namespace("x"), namespace("y"), pod("x", "a", "10.0.0.1"), pod("y", "c", "10.0.0.3")];
-        let whole_changes = whole.apply(reset(relist()));
-        let mut part_changes = Vec::new();
-        for o in relist() {
-            part_changes.extend(parts.apply(chunk(vec![o])));
-        }
-        part_changes.extend(parts.apply(reset(vec![])));
-        assert_same_model(&parts, &whole);
-        assert_eq!(part_changes, whole_changes);
-        assert_eq!(part_changes, vec![Change::Pod(oref("x", "b")), Change::Policy(oref("x", "p"))]);
-    }
-
-    #[test]
-    fn stale_objects_go_only_when_the_listing_ends_and_sync_waits_for_it() {
-        let mut store = Store::default();
-        store.apply(reset(vec![namespace("x"), pod("x", "a", "10.0.0.1"), pod("x", "old", "10.0.0.9")]));
-        assert!(store.is_synced());
-
-        let mut fresh = Store::default();
-        fresh.apply(chunk(vec![namespace("x"), pod("x", "a", "10.0.0.1")]));
-        assert!(!fresh.is_synced(), "a chunk is not a full listing");
-        assert_eq!(fresh.model().pods.len(), 1, "chunks are converted as they arrive");
-
-        // A relist in chunks: the pod it lacks stays until the closing reset.
-        let changes = store.apply(chunk(vec![namespace("x"), pod("x", "a", "10.0.0.2")]));
-        assert_eq!(changes, vec![Change::Pod(oref("x", "a"))]);
-        assert!(store.model().pods.contains_key(&oref("x", "old")));
-        let changes = store.apply(chunk(vec![]));
-        assert!(changes.is_empty(), "{changes:?}");
-        assert!(store.model().pods.contains_key(&oref("x", "old")));
-        let changes = store.apply(reset(vec![]));
-        assert_eq!(changes, vec![Change::Pod(oref("x", "old"))]);
-        assert_eq!(store.model().pods.keys().cloned().collect::<Vec<_>>(), vec![oref("x", "a")]);
-        assert!(store.model().namespaces.contains_key("x"), "listed in a chunk, so kept");
-
-        // The listing is closed: the next reset stands on its own.
-        let changes = store.apply(reset(vec![namespace("x")]));
-        assert_eq!(changes, vec![Change::Pod(oref("x", "a"))]);
-    }
-
-    #[test]
-    fn a_listing_of_some_kinds_leaves_the_others_alone() {
-        let mut store = Store::default();
-        store.apply(reset(vec![namespace("x"), pod("x", "a", "10.0.0.1"), policy("x", "p", "10.0.0.0/8")]));
-        store.apply(SourceEvent::ResetChunk {
-            kinds: vec![Kind::Pod],
-            objects: vec![sourced(pod("x", "b", "10.0.0.2"))],
-        });
-        let changes = store.apply(SourceEvent::Reset { kinds: vec![Kind::Pod], objects: vec![] });
-        assert_eq!(changes, vec![Change::Pod(oref("x", "a"))]);
-        assert!(store.model().namespaces.contains_key("x"));
-        assert!(store.model().policies.contains_key(&oref("x", "p")));
-    }
-
-    #[test]
-    fn not_synced_until_every_kind_is_listed() {
-        let mut store = Store::default();
-        assert!(!store.is_synced());
-        store.apply(SourceEvent::Reset { kinds: vec![Kind::Namespace, Kind::Pod], objects: vec![] });
-        assert!(!store.is_synced());
-        store.apply(SourceEvent::Reset { kinds: vec![Kind::NetworkPolicy], objects: vec![] });
-        assert!(store.is_synced());
-    }
-
-    #[test]
-    fn reset_reports_what_changed_and_removes_what_is_gone() {
-        let mut store = Store::default();
-        let changes =
-            store.apply(reset(vec![namespace("x"), pod("x", "a", "10.0.0.1"), policy("x", "p", "10.0.0.0/8")]));
-        assert_eq!(changes.len(), 3);
-        // The same objects again: nothing changed.
-        let same = store.apply(reset(vec![namespace("x"), pod("x", "a", "10.0.0.1"), policy("x", "p", "10.0.0.0/8")]));
-        assert!(same.is_empty(), "{same:?}");
-        // The pod is gone from the next list.
-        let changes = store.apply(reset(vec![namespace("x"), policy("x", "p", "10.0.0.0/8")]));
-        assert_eq!(changes, vec![Change::Pod(oref("x", "a"))]);
-        assert!(store.model().pods.is_empty());
-        assert_eq!(store.pod_by_ip(&"10.0.0.1".parse().unwrap()), None);
-    }
-
-    fn applied(value: serde_json::Value) -> SourceEvent {
-        SourceEvent::Applied(sourced(value))
-    }
-
-    fn policy_with_selector(ns: &str, name: &str, operator: &str) -> serde_json::Value {
-        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-               "metadata": {"namespace": ns, "name": name},
-               "spec": {"podSelector": {"matchExpressions": [{"key": "pod", "operator": operator, "values": ["a"]}]},
-                        "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}]}]}})
-    }
-
-    #[test]
-    fn an_invalid_policy_leaves_the_valid_ones_alone() {
-        let mut store = Store::default();
-        store.apply(reset(vec![namespace("x"), policy("x", "good", "10.0.0.0/8"), pod("x", "p", "10.0.0.1")]));
-        // Never valid, and its (absent = empty) podSelector reads: it fails closed.
-        store.apply(applied(policy("x", "bad", "10.0.0.0/33")));
-        let policies: Vec<_> = store.model().policies.keys().cloned().collect();
-        assert_eq!(policies, vec![oref("x", "bad"), oref("x", "good")]);
-        assert_eq!(store.model().policies[&oref("x", "good")].ingress.len(), 1, "the valid one is untouched");
-    }
-
-    #[test]
-    fn a_policy_that_turns_invalid_keeps_its_last_good_version() {
-        let mut store = Store::default();
-        store.apply(reset(vec![
-            namespace("x"),
-            policy("x", "p", "10.10.1.12/32"),
-            policy_with_selector("x", "s", "In"),
-        ]));
-        let good_p = store.model().policies[&oref("x", "p")].clone();
-        let good_s = store.model().policies[&oref("x", "s")].clone();
-
-        // An ipBlock /33 and a selector operator Bogus: nothing changes in the model.
-        assert!(store.apply(applied(policy("x", "p", "10.10.1.12/33"))).is_empty());
-        assert!(store.apply(applied(policy_with_selector("x", "s", "Bogus"))).is_empty());
-        assert_eq!(store.model().policies[&oref("x", "p")], good_p);
-        assert_eq!(store.model().policies[&oref("x", "s")], good_s);
-        let warned = &store.invalid[&(Kind::NetworkPolicy, oref("x", "p"))];
-        assert!(
-            warned.contains("10.10.1.12/33")
-                && warned.contains("last good version of NetworkPolicy x/p stays in force"),
-            "{warned}"
-        );
-        let warned = &store.invalid[&(Kind::NetworkPolicy, oref("x", "s"))];
-        assert!(warned.contains("\"Bogus\"") && warned.contains("x/s stays in force"), "{warned}");
-        // Still invalid at a relist (kube mode): still kept, still the same report.
-        let changes = store.apply(reset(vec![
-            namespace("x"),
-            policy("x", "p", "10.10.1.12/33"),
-            policy_with_selector("x", "s", "Bogus"),
-        ]));
-        assert!(changes.is_empty(), "{changes:?}");
-        assert_eq!(store.model().policies[&oref("x", "p")], good_p);
-
-        // Fixed: the new version replaces the kept one.
-        let changes = store.apply(applied(policy("x", "p", "10.10.1.13/32")));
-        assert_eq!(changes, vec![Change::Policy(oref("x", "p"))]);
-        assert_ne!(store.model().policies[&oref("x", "p")], good_p);
-        assert!(!store.invalid.contains_key(&(Kind::NetworkPolicy, oref("x", "p"))));
-
-        // Deleting the invalid object removes its kept version.
-        let changes = store.apply(SourceEvent::Deleted { kind: Kind::NetworkPolicy, object: oref("x", "s") });
-        assert_eq!(changes, vec![Change::Policy(oref("x", "s"))]);
-        assert!(!store.model().policies.contains_key(&oref("x", "s")));
-        assert!(store.invalid.is_empty());
-    }
-
-    #[test]
-    fn a_policy_that_never_was_valid_fails_closed_when_its_selector_reads() {
-        let mut store = Store::default();
-        store.apply(reset(vec![namespace("x")]));
-        let bad_rule = json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-            "metadata": {"namespace": "x", "name": "np"},
-            "spec": {"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"],
-                     "ingress": [{"from": [{"ipBlock": {"cidr": "10.10.1.12/33"}}]}]}});
-        let changes = store.apply(applied(bad_rule));
-        assert_eq!(changes, vec![Change::Policy(oref("x", "np"))]);
-        // Isolated in the direction it declares (Egress), not in both.
-        let p = &store.model().policies[&oref("x", "np")];
-        assert!(!p.affects_ingress && p.affects_egress && p.ingress.is_empty() && p.egress.is_empty(), "{p:?}");
-        assert_eq!(p.pod_selector.match_labels.get("pod"), Some("a"));
-        let message = &store.invalid[&(Kind::NetworkPolicy, oref("x", "np"))];
-        assert!(message.contains("fails closed") && message.contains("for egress (its policyTypes)"), "{message}");
-
-        // Another invalid version whose selector still reads: the isolation follows it.
-        store.apply(applied(policy("x", "np", "10.0.0.0/33")));
-        assert!(store.model().policies[&oref("x", "np")].pod_selector.match_labels.is_empty());
-        // One whose selector does not read: ignored, nothing isolated by it.
-        let changes = store.apply(applied(policy_with_selector("x", "np", "Bogus")));
-        assert_eq!(changes, vec![Change::Policy(oref("x", "np"))]);
-        assert!(store.model().policies.is_empty());
-        assert!(store.invalid[&(Kind::NetworkPolicy, oref("x", "np"))].contains("cannot be read: ignored"));
-
-        // Fail closed again, then fixed: the real policy; then an invalid edit keeps that one.
-        store.apply(applied(policy("x", "np", "10.0.0.0/33")));
-        assert!(store.model().policies[&oref("x", "np")].ingress.is_empty());
-        store.apply(applied(policy("x", "np", "10.0.0.0/8")));
-        assert_eq!(store.model().policies[&oref("x", "np")].ingress.len(), 1);
-        assert!(store.invalid.is_empty() && store.fail_closed.is_empty());
-        store.apply(applied(policy("x", "np", "10.0.0.0/33")));
-        assert_eq!(store.model().policies[&oref("x", "np")].ingress.len(), 1, "last good, not fail-closed");
-
-        // Deleted while fail-closed: gone.
-        store.apply(applied(policy("x", "other", "10.0.0.0/33")));
-        assert!(store.fail_closed.contains(&oref("x", "other")));
-        let changes = store.apply(SourceEvent::Deleted { kind: Kind::NetworkPolicy, object: oref("x", "other") });
-        assert_eq!(changes, vec![Change::Policy(oref("x", "other"))]);
-        assert!(store.fail_closed.is_empty());
-    }
-
-    #[test]
-    fn a_policy_its_source_could_not_read_in_full_is_an_invalid_version() {
-        let unreadable = |name: &str| {
-            let mut s = sourced(json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-                "metadata": {"namespace": "x", "name": name}, "spec": {"podSelector": {"matchLabels": {"pod": "a"}}}}));
-            s.unreadable = Some("invalid NetworkPolicy: invalid type: integer `5`, expected a sequence".into());
-            SourceEvent::Applied(s)
-        };
-        let mut store = Store::default();
-        store.apply(reset(vec![namespace("x"), policy("x", "kept", "10.0.0.0/8")]));
-        let kept = store.model().policies[&oref("x", "kept")].clone();
-        assert!(store.apply(unreadable("kept")).is_empty());
-        assert_eq!(store.model().policies[&oref("x", "kept")], kept);
-        assert!(store.invalid[&(Kind::NetworkPolicy, oref("x", "kept"))]
-            .contains("spec: invalid NetworkPolicy: invalid type"));
-
-        assert_eq!(store.apply(unreadable("new")), vec![Change::Policy(oref("x", "new"))]);
-        let p = &store.model().policies[&oref("x", "new")];
-        assert!(p.affects_ingress && p.ingress.is_empty() && p.pod_selector.match_labels.contains_key("pod"), "{p:?}");
-        assert!(store.fail_closed.contains(&oref("x", "new")));
-        // A bad name is refused, whatever else.
-        assert!(store.apply(unreadable("Bad")).is_empty());
-        assert!(!store.model().policies.contains_key(&oref("x", "Bad")));
-    }
-
-    #[test]
-    fn pods_and_namespaces_that_turn_invalid_keep_their_last_good_version() {
-        let mut store = Store::default();
-        store.apply(reset(vec![namespace("x"), pod("x", "a", "10.0.0.1")]));
-        let mut bad = pod("x", "a", "10.0.0.2");
-        bad["metadata"]["labels"] = json!({"-bad": "v"});
-        assert!(store.apply(applied(bad)).is_empty());
-        assert_eq!(store.model().pods[&oref("x", "a")].ips, vec!["10.0.0.1".parse::<IpAddr>().unwrap()]);
-        let mut bad = namespace("x");
-        bad["metadata"]["labels"] = json!({"k": "bad value"});
-        assert!(store.apply(applied(bad)).is_empty());
-        assert!(store.model().namespaces.contains_key("x"));
-        // A new invalid pod is left out.
-        let mut bad = pod("x", "b", "10.0.0.3");
-        bad["status"]["podIP"] = json!("10.0.0.300");
-        assert!(store.apply(applied(bad)).is_empty());
-        assert!(!store.model().pods.contains_key(&oref("x", "b")));
-    }
-
-    #[test]
-    fn names_the_api_server_would_refuse_are_refused() {
-        let mut store = Store::default();
-        store.apply(reset(vec![namespace("x")]));
-        for (ns, name) in
-            [("x", "a b"), ("x", "a\nx/forged 10.0.0.1"), ("x", "A"), ("x", "-a"), ("bad ns", "a"), ("X", "a")]
-        {
-            assert!(store.apply(applied(pod(ns, name, "10.0.0.1"))).is_empty(), "pod {ns:?}/{name:?}");
-            assert!(store.apply(applied(policy(ns, name, "10.0.0.0/33"))).is_empty(), "policy {ns:?}/{name:?}");
-            assert!(store.apply(applied(policy(ns, name, "10.0.0.0/8"))).is_empty(), "policy {ns:?}/{name:?}");
-        }
-        assert!(store.apply(applied(namespace("x.y"))).is_empty());
-        assert!(store.apply(applied(namespace("x\n"))).is_empty());
-        assert_eq!(store.model().pods.len() + store.model().policies.len(), 0);
-        assert_eq!(store.model().namespaces.keys().collect::<Vec<_>>(), vec!["x"]);
-        assert_eq!(store.pod_by_ip(&"10.0.0.1".parse().unwrap()), None);
-        assert!(store.invalid.is_empty(), "refused, not held: {:?}", store.invalid);
-    }
-
-    fn pod_in(ns: &str, name: &str, ip: &str, phase: &str, created: &str) -> serde_json::Value {
-        json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"namespace": ns, "name": name, "creationTimestamp": created},
-               "spec": {"containers": []}, "status": {"podIP": ip, "phase": phase}})
-    }
-
-    fn ip(s: &str) -> IpAddr {
-        s.parse().unwrap()
-    }
-
-    #[test]
-    fn finished_pods_hold_no_ip() {
-        let mut store = Store::default();
-        store.apply(reset(vec![namespace("y")]));
-        for phase in ["Succeeded", "Failed"] {
-            store.apply(applied(pod_in("y", "gone", "10.0.0.1", phase, "2026-01-01T00:00:00Z")));
-            assert!(store.model().pods[&oref("y", "gone")].ips.is_empty(), "{phase}");
-            assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), None, "{phase}");
-        }
-        // A running pod that finishes loses its address.
-        store.apply(applied(pod_in("y", "job", "10.0.0.2", "Running", "2026-01-01T00:00:00Z")));
-        assert_eq!(store.pod_by_ip(&ip("10.0.0.2")), Some(&oref("y", "job")));
-        let changes = store.apply(applied(pod_in("y", "job", "10.0.0.2", "Succeeded", "2026-01-01T00:00:00Z")));
-        assert_eq!(changes, vec![Change::Pod(oref("y", "job"))]);
-        assert!(store.model().pods[&oref("y", "job")].ips.is_empty());
-        assert_eq!(store.pod_by_ip(&ip("10.0.0.2")), None);
-    }
-
-    #[test]
-    fn pods_past_their_deletion_deadline_hold_no_ip() {
-        let at = |s: u64| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(s);
-        let terminating = |grace: i64| {
-            let mut p = pod_in("y", "t", "10.0.0.1", "Running", "1970-01-01T00:00:00Z");
-            p["metadata"]["deletionTimestamp"] = json!("1970-01-01T00:01:40Z"); // 100 s
-            p["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
-            p
-        };
-        let mut store = Store::default();
-        store.apply_at(applied(terminating(30)), at(99));
-        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), Some(&oref("y", "t")), "within the grace period");
-        assert!(store.expire_pods(at(99)).is_empty());
-        assert_eq!(store.expire_pods(at(100)), vec![Change::Pod(oref("y", "t"))]);
-        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), None);
-        assert!(store.model().pods[&oref("y", "t")].ips.is_empty());
-        assert!(store.expire_pods(at(200)).is_empty());
-
-        // Any later event ends it too.
-        let mut store = Store::default();
-        store.apply_at(applied(terminating(30)), at(99));
-        let changes = store.apply_at(applied(namespace("y")), at(101));
-        assert_eq!(changes, vec![Change::Pod(oref("y", "t")), Change::Namespace("y".into())]);
-        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), None);
-
-        let mut store = Store::default();
-        store.apply_at(applied(terminating(30)), at(150));
-        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), None, "past the deadline when it arrives");
-        let mut store = Store::default();
-        store.apply_at(applied(terminating(0)), at(1));
-        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), None, "forced deletion");
-    }
-
-    #[test]
-    fn an_ip_two_pods_claim_belongs_to_the_running_then_the_newer_one() {
-        let t1 = "2026-01-01T00:00:00Z";
-        let t2 = "2026-01-02T00:00:00Z";
-        // Whatever the order of events, the same pod wins.
-        let objects = || {
-            vec![
-                pod_in("x", "old", "10.0.0.1", "Running", t1),
-                pod_in("x", "new", "10.0.0.1", "Running", t2),
-                pod_in("x", "pending", "10.0.0.1", "Pending", "2026-01-03T00:00:00Z"),
-                pod_in("x", "done", "10.0.0.1", "Succeeded", "2026-01-04T00:00:00Z"),
-            ]
-        };
-        for order in [[0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2]] {
-            let mut store = Store::default();
-            let all = objects();
-            for i in order {
-                store.apply(applied(all[i].clone()));
-            }
-            assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), Some(&oref("x", "new")), "{order:?}");
-            let holders: Vec<_> =
-                store.model().pods.values().filter(|p| !p.ips.is_empty()).map(|p| p.name.to_string()).collect();
-            assert_eq!(holders, vec!["new"], "{order:?}");
-        }
-
-        let mut store = Store::default();
-        store.apply(reset(objects()));
-        // The winner goes: the next one takes the address over, and says so.
-        let changes = store.apply(SourceEvent::Deleted { kind: Kind::Pod, object: oref("x", "new") });
-        assert_eq!(changes, vec![Change::Pod(oref("x", "new")), Change::Pod(oref("x", "old"))]);
-        assert_eq!(store.model().pods[&oref("x", "old")].ips, vec![ip("10.0.0.1")]);
-        // The old one finishes: the pending one is all that is left.
-        let changes = store.apply(applied(pod_in("x", "old", "10.0.0.1", "Failed", t1)));
-        assert_eq!(changes, vec![Change::Pod(oref("x", "old")), Change::Pod(oref("x", "pending"))]);
-        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), Some(&oref("x", "pending")));
-
-        // Equal claims: the name order decides.
-        let mut store = Store::default();
-        store.apply(applied(pod_in("y", "b", "10.0.0.9", "Running", t1)));
-        store.apply(applied(pod_in("x", "z", "10.0.0.9", "Running", t1)));
-        assert_eq!(store.pod_by_ip(&ip("10.0.0.9")), Some(&oref("x", "z")));
-        assert!(store.model().pods[&oref("y", "b")].ips.is_empty());
-    }
-
-    #[test]
-    fn a_pod_that_loses_one_of_its_addresses_gets_it_when_the_winner_goes() {
-        let dual = |name: &str, created: &str, label: &str| {
-            json!({"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"namespace": "x", "name": name, "creationTimestamp": created, "labels": {"l": label}},
-                   "spec": {"containers": []},
-                   "status": {"phase": "Running", "podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}]}})
-        };
-        let (old, new) = ("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z");
-        let mut store = Store::default();
-        store.apply(applied(dual("stale", old, "a")));
-        store.apply(applied(pod_in("x", "fresh", "10.0.0.1", "Running", new)));
-        let ips = |store: &Store, name: &str| store.model().pods[&oref("x", name)].ips.clone();
-        assert_eq!(ips(&store, "stale"), vec![ip("fd00::1")], "it keeps the address nobody else claims");
-        assert_eq!(store.pod_by_ip(&ip("10.0.0.1")), Some(&oref("x", "fresh")));
-
-        // An update of the loser keeps its whole claim: the lost address is still claimed.
-        store.apply(applied(dual("stale", old, "b")));
-        assert_eq!(ips(&store, "stale"), vec![ip("fd00::1")]);
-        let changes = store.apply(SourceEvent::Deleted { kind: Kind::Pod, object: oref("x", "fresh") });
-        assert_eq!(changes, vec![Change::Pod(oref("x", "fresh")), Change::Pod(oref("x", "stale"))]);
-        assert_eq!(ips(&store, "stale"), vec![ip("10.0.0.1"), ip("fd00::1")], "in the pod's order");
-
-        // Gone: neither address is claimed any more.
-        store.apply(SourceEvent::Deleted { kind: Kind::Pod, object: oref("x", "stale") });
-        assert_eq!((store.pod_by_ip(&ip("10.0.0.1")), store.pod_by_ip(&ip("fd00::1"))), (None, None));
-        assert!(store.claimants.is_empty() && store.contested.is_empty() && store.deadline_of.is_empty());
-    }
-
-    #[test]
-    fn pod_ips_follow_updates_and_deletes() {
-        let mut store = Store::default();
-        store.apply(SourceEvent::Applied(sourced(pod("x", "a", "10.0.0.1"))));
-        store.apply(SourceEvent::Applied(sourced(pod("x", "a", "10.0.0.2"))));
-        assert_eq!(store.pod_by_ip(&"10.0.0.1".parse().unwrap()), None);
-        assert_eq!(store.pod_by_ip(&"10.0.0.2".parse().unwrap()), Some(&oref("x", "a")));
-        let changes = store.apply(SourceEvent::Deleted { kind: Kind::Pod, object: oref("x", "a") });
-        assert_eq!(changes, vec![Change::Pod(oref("x", "a"))]);
-        assert_eq!(store.pod_by_ip(&"10.0.0.2".parse().unwrap()), None);
-    }
-
-    #[test]
-    fn ports_report_added_changed_and_removed_ofports() {
-        let mut store = Store::default();
-        let port = |ofport: u32, name: &str| LocalPort {
-            ofport,
-            interface: format!("p{ofport}"),
-            pod: oref("x", name),
-            ips: vec![],
-            mac: None,
-        };
-        assert_eq!(store.set_ports(&[port(1, "a"), port(2, "b")]), vec![Change::Port(1), Change::Port(2)]);
-        assert!(store.set_ports(&[port(1, "a"), port(2, "b")]).is_empty());
-        assert_eq!(store.set_ports(&[port(1, "a"), port(3, "c")]), vec![Change::Port(3), Change::Port(2)]);
-    }
-
-    #[test]
-    fn a_policy_in_a_missing_namespace_is_kept_and_warned_about_once() {
-        let mut store = Store::default();
-        let changes = store.apply(reset(vec![namespace("x"), policy("ghost", "p", "10.0.0.0/8")]));
-        store.check_policy_namespaces(&changes);
-        assert!(store.orphans_warned.contains(&oref("ghost", "p")));
-        assert!(store.model().policies.contains_key(&oref("ghost", "p")), "still compiled");
-        // The namespace appears: the warning is cleared.
-        let changes = store.apply(SourceEvent::Applied(sourced(namespace("ghost"))));
-        store.check_policy_namespaces(&changes);
-        assert!(store.orphans_warned.is_empty());
-    }
-}
+#[path = "store_tests.rs"]
+mod tests;
