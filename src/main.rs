@@ -193,7 +193,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         ofp: args.common.ofp.clone(),
         ovsdb: args.common.ovsdb.clone(),
         bridge: bridge_spec(&args.common),
-        node_net: args.common.node_net.node(),
+        node_net: args.common.node_net.config(),
         source: source_config(&args.common),
         node: node.clone(),
         allow_rate: args.audit_allow_rate.unwrap_or(args.packet_in_rate),
