@@ -194,6 +194,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         ovsdb: args.common.ovsdb.clone(),
         bridge: bridge_spec(&args.common),
         node_net: args.common.node_net.config(),
+        gateway: args.common.node_net.gateway_to_create(),
         source: source_config(&args.common),
         node: node.clone(),
         allow_rate: args.audit_allow_rate.unwrap_or(args.packet_in_rate),

@@ -26,6 +26,7 @@ use crate::compiler::{tables, Compiler};
 use crate::endpoint::Endpoint;
 use crate::model::node::NodeConfig;
 use crate::source::ovsdb::db::BridgePorts;
+use crate::source::ovsdb::gateway::{self, GatewaySpec};
 use crate::source::ovsdb::BridgeSpec;
 use crate::source::SourceEvent;
 use crate::switch::{self, ConnectionConfig};
@@ -56,6 +57,8 @@ pub struct AgentConfig {
     /// What the flags say of the node: its addresses and Service ranges (OVSDB adds its ports;
     /// in kube mode the Node and the ServiceCIDRs add to them).
     pub node_net: NodeConfig,
+    /// The gateway port to create when the bridge has none (`--gateway`).
+    pub gateway: Option<String>,
     pub source: SourceConfig,
     pub node: String,
     /// Allow copies per second the Allow logging meter lets through to npagent (burst: twice that).
@@ -163,6 +166,9 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     let names = tables::TABLES.iter().map(|(id, name)| (*id, name.to_string())).collect();
     let ovsdb_task =
         tokio::spawn(crate::source::ovsdb::run_ovsdb(cfg.ovsdb.clone(), cfg.bridge.clone(), names, ports_tx));
+    let gateway_spec =
+        GatewaySpec { ovsdb: cfg.ovsdb.clone(), bridge: cfg.bridge.name.clone(), create: cfg.gateway.clone() };
+    let gateway_task = tokio::spawn(gateway::run_gateway(gateway_spec, ports_rx.clone(), node_rx.clone()));
     let source_name = match &cfg.source {
         SourceConfig::Manifests(_) => "the manifests directory",
         SourceConfig::Kube { .. } => "the Kubernetes API",
@@ -242,6 +248,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
                 let tasks = [
                     ("the object source", &source_task),
                     ("the OVSDB client", &ovsdb_task),
+                    ("the gateway", &gateway_task),
                     ("the packet-in forwarder", &forward),
                     ("the admin server", &admin_task),
                 ];
@@ -268,6 +275,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     tracing::info!("shutting down: flushing the audit log; flows stay installed");
     source_task.abort();
     ovsdb_task.abort();
+    gateway_task.abort();
     admin_task.abort();
     // The sheds since the last polls still become gap records (briefly: the switch may be gone).
     gaps.meter_baseline(reconciler.meter_baseline());
