@@ -167,6 +167,14 @@ impl Gateway {
     async fn adopt(&mut self, port: &NodePort, addrs: &[InterfaceAddr]) {
         let name = &port.interface;
         let what = format!("gateway {name} (ofport {}) adopted", port.ofport);
+        if addrs.is_empty() {
+            self.say(
+                tracing::Level::INFO,
+                format!("{what}; the gateway has no address (--gateway-ip, or in kube mode the Node's podCIDR) to check it for"),
+            );
+            self.settled = Some((port.clone(), Vec::new()));
+            return;
+        }
         match device_addrs(name).await {
             Ok(held) => {
                 let missing: Vec<String> =
