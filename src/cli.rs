@@ -8,6 +8,7 @@
 use crate::audit::args::AuditArgs;
 use crate::endpoint::{self, Endpoint};
 use crate::explain::{DestinationPort, EndpointSpec};
+use crate::model::node::{InterfaceAddr, NodeConfig};
 use crate::model::{Cidr, Node};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::{IpAddr, SocketAddr};
@@ -130,11 +131,19 @@ pub struct CommonArgs {
 /// The node's network as the pipeline needs it: what OVSDB cannot say.
 #[derive(Debug, Clone, Default, Args)]
 pub struct NodeArgs {
-    /// An address of the node's gateway port (repeatable, or comma-separated; one per IP
-    /// family): the node answers ARP and neighbour solicitations for it, and connections from
-    /// it into pods are the node's own (kubelet's probes), always allowed.
-    #[arg(long = "gateway-ip", value_name = "ADDR", value_delimiter = ',', env = "NPAGENT_GATEWAY_IP")]
-    pub gateway_ips: Vec<IpAddr>,
+    /// An address of the node's gateway port, with its subnet's prefix length or without
+    /// (a host address) (repeatable, or comma-separated; one per IP family): the node answers
+    /// ARP and neighbour solicitations for it, connections from it into pods are the node's
+    /// own (kubelet's probes), always allowed, and a gateway npagent creates gets it. In kube
+    /// mode the default is the first address of each of the Node's podCIDRs.
+    #[arg(long = "gateway-ip", value_name = "ADDR[/PREFIX]", value_delimiter = ',', env = "NPAGENT_GATEWAY_IP", value_parser = InterfaceAddr::parse)]
+    pub gateway_ips: Vec<InterfaceAddr>,
+    /// The name of the gateway port npagent creates (`run` only) when the bridge has none
+    /// (no port with `external_ids:antrea-type=gateway`) and the gateway has an address: an
+    /// OVS internal port, its addresses set and brought up in npagent's network namespace.
+    /// An existing gateway is adopted, whatever its name. Empty: create none.
+    #[arg(long = "gateway", value_name = "NAME", default_value = "antrea-gw0", env = "NPAGENT_GATEWAY")]
+    pub gateway: String,
     /// Another address of the node (repeatable, or comma-separated): connections from it that
     /// arrive by the gateway are the node's own too.
     #[arg(long = "node-ip", value_name = "ADDR", value_delimiter = ',', env = "NPAGENT_NODE_IP")]
@@ -154,12 +163,21 @@ pub struct NodeArgs {
 impl NodeArgs {
     /// The node as these flags describe it, before OVSDB names its ports.
     pub fn node(&self) -> Node {
-        Node {
-            gateway_ips: self.gateway_ips.clone(),
+        self.config().node()
+    }
+
+    /// What these flags say of the node (in kube mode its Node and the ServiceCIDRs add to it).
+    pub fn config(&self) -> NodeConfig {
+        NodeConfig {
+            gateway_addrs: self.gateway_ips.clone(),
             node_ips: self.node_ips.iter().copied().collect(),
             service_cidrs: self.service_cidrs.clone(),
-            ..Default::default()
         }
+    }
+
+    /// The gateway port to create when the bridge has none (`--gateway`), unless empty.
+    pub fn gateway_to_create(&self) -> Option<String> {
+        Some(self.gateway.clone()).filter(|name| !name.is_empty())
     }
 }
 

@@ -13,17 +13,7 @@ use std::time::{Duration, Instant};
 
 use support::agent::Agent;
 use support::sandbox::repo_path;
-use support::{finish_count, write_atomic, Port, Testbed, NAMESPACES_X_LOGGING};
-
-/// x/a accepts only x/b.
-const A_FROM_B: &str = "apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: a-from-b, namespace: x}
-spec:
-  podSelector: {matchLabels: {pod: a}}
-  ingress:
-  - from: [{podSelector: {matchLabels: {pod: b}}}]
-";
+use support::{eventually, finish_count, write_atomic, Port, Testbed, A_FROM_B, NAMESPACES_X_LOGGING};
 
 /// x/b sends only to x/a on TCP 80.
 const B_TO_A_80: &str = "apiVersion: networking.k8s.io/v1
@@ -81,16 +71,6 @@ impl Node {
     fn audit_lines(&self) -> Vec<String> {
         std::fs::read_to_string(&self.audit_log).unwrap_or_default().lines().map(str::to_owned).collect()
     }
-}
-
-/// `check` holds within a few tries (a lost SYN or datagram is not a verdict).
-fn eventually(what: &str, check: impl Fn() -> bool) {
-    for _ in 0..3 {
-        if check() {
-            return;
-        }
-    }
-    panic!("{what}: not after 3 tries");
 }
 
 #[test]

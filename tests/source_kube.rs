@@ -55,17 +55,32 @@ fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
     query.split('&').find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
 }
 
+/// What the mock API server reads of a request.
+struct Asked {
+    path: String,
+    /// A watch (`watch=true`), not a list.
+    watch: bool,
+    /// Its `resourceVersion` parameter ("" without one).
+    rv: String,
+}
+
+/// Reads `req`, noting it in `seen` as `path?query`.
+fn asked(req: &Request<Body>, seen: &mut Vec<String>) -> Asked {
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("");
+    seen.push(format!("{path}?{query}"));
+    let watch = query_param(query, "watch") == Some("true");
+    let rv = query_param(query, "resourceVersion").unwrap_or("").to_string();
+    Asked { path, watch, rv }
+}
+
 /// Plays the API server: returns the requests it saw (`path?query`).
 async fn api_server(mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>) -> Vec<String> {
     let mut seen = Vec::new();
     let mut hanging = Vec::new(); // watches kept open forever
     let (mut pod_lists, mut policy_lists) = (0, 0);
     while let Some((req, send)) = handle.next_request().await {
-        let path = req.uri().path().to_string();
-        let query = req.uri().query().unwrap_or("").to_string();
-        seen.push(format!("{path}?{query}"));
-        let watch = query_param(&query, "watch") == Some("true");
-        let rv = query_param(&query, "resourceVersion").unwrap_or("").to_string();
+        let Asked { path, watch, rv } = asked(&req, &mut seen);
         match (path.as_str(), watch) {
             ("/api/v1/namespaces", false) => send.send_response(respond(
                 StatusCode::OK,
@@ -109,6 +124,21 @@ async fn api_server(mut handle: tower_test::mock::Handle<Request<Body>, Response
         }
     }
     seen
+}
+
+/// Every request in `seen` is for a resource in `WATCHED_RESOURCES`: the ClusterRole that
+/// grants those (tests/deploy_manifests.rs) covers every watcher.
+fn assert_watched(seen: &[String]) {
+    use npagent::source::kube::WATCHED_RESOURCES;
+    for request in seen {
+        let path = request.split_once('?').map_or(request.as_str(), |(p, _)| p);
+        let resource = match path.split('/').collect::<Vec<_>>().as_slice() {
+            ["", "api", "v1", resource] => ("", *resource),
+            ["", "apis", group, _, resource] => (*group, *resource),
+            _ => panic!("unexpected request {request}"),
+        };
+        assert!(WATCHED_RESOURCES.contains(&resource), "{request}: {resource:?} is not in WATCHED_RESOURCES");
+    }
 }
 
 fn describe(ev: &SourceEvent) -> String {
@@ -199,6 +229,7 @@ async fn list_watch_and_resync_after_410_gone() {
         .filter(|r| r.starts_with("/apis/networking.k8s.io/v1/networkpolicies?") && !r.contains("watch=true"))
         .count();
     assert_eq!(policy_lists, 2, "the failed list is retried: {seen:#?}");
+    assert_watched(&seen);
 }
 
 /// What the API server sends goes through the same store as manifests do: a policy that
@@ -257,4 +288,141 @@ fn an_invalid_policy_from_the_api_server_keeps_its_last_good_version_or_fails_cl
     // Deleting removes the kept version and the isolation.
     feed(&mut store, vec![Event::Delete(np("p", "10.10.1.12/33")), Event::Delete(np("q", "300.0.0.0/8"))]);
     assert!(store.model().policies.is_empty(), "{:?}", store.model().policies);
+}
+
+/// Plays the API server for the node's configuration: Node `n1` (listed, then one change
+/// by watch) and the ServiceCIDRs (`service_cidrs`: a listing, or `None` for a 404 as from
+/// an API server before 1.33). Returns the requests it saw.
+async fn node_api_server(
+    mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+    service_cidrs: Option<Vec<Value>>,
+) -> Vec<String> {
+    let node = |rv: &str, internal: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "resourceVersion": rv},
+            "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24", "fd00:10:244:1::/64"]},
+            "status": {"addresses": [
+                {"type": "InternalIP", "address": internal},
+                {"type": "ExternalIP", "address": "203.0.113.5"},
+                {"type": "InternalIP", "address": "bogus"},
+                {"type": "Hostname", "address": "n1"}
+            ]}
+        })
+    };
+    let mut seen = Vec::new();
+    let mut hanging = Vec::new();
+    while let Some((req, send)) = handle.next_request().await {
+        let Asked { path, watch, rv } = asked(&req, &mut seen);
+        match (path.as_str(), watch, &service_cidrs) {
+            ("/api/v1/nodes", false, _) => {
+                send.send_response(respond(StatusCode::OK, list("Node", "v1", "1", vec![node("1", "192.168.1.5")])))
+            }
+            ("/api/v1/nodes", true, _) if rv == "1" => {
+                send.send_response(respond(StatusCode::OK, watch_lines(&[("MODIFIED", node("2", "192.168.1.6"))])))
+            }
+            ("/apis/networking.k8s.io/v1/servicecidrs", false, Some(items)) => send.send_response(respond(
+                StatusCode::OK,
+                list("ServiceCIDR", "networking.k8s.io/v1", "3", items.clone()),
+            )),
+            ("/apis/networking.k8s.io/v1/servicecidrs", false, None) => send.send_response(respond(
+                StatusCode::NOT_FOUND,
+                serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+                    "message": "the server could not find the requested resource", "reason": "NotFound", "code": 404}))
+                .unwrap_or_default(),
+            )),
+            (_, true, _) => hanging.push(send),
+            _ => send.send_response(respond(StatusCode::NOT_FOUND, Vec::new())),
+        }
+    }
+    seen
+}
+
+fn service_cidr(name: &str, cidrs: &[&str]) -> Value {
+    json!({"apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR",
+           "metadata": {"name": name, "resourceVersion": "3"}, "spec": {"cidrs": cidrs}})
+}
+
+/// Runs the node's configuration source against [`node_api_server`] with `flags` until the
+/// published configuration satisfies `done`; returns it and the requests the server saw.
+async fn node_config_until(
+    flags: npagent::model::node::NodeConfig,
+    service_cidrs: Option<Vec<Value>>,
+    done: impl Fn(&npagent::model::node::NodeConfig) -> bool,
+) -> (npagent::model::node::NodeConfig, Vec<String>) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let server = tokio::spawn(node_api_server(handle, service_cidrs));
+    let client = Client::new(service, "default");
+    let (tx, mut rx) = tokio::sync::watch::channel(flags.clone());
+    let source = tokio::spawn(npagent::source::kube::node::watch_node_config(client, "n1".into(), flags, tx));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let config = rx.borrow_and_update().clone();
+        if done(&config) {
+            break;
+        }
+        tokio::time::timeout_at(deadline, rx.changed())
+            .await
+            .unwrap_or_else(|_| panic!("not within 20 s; last: {config:#?}"))
+            .expect("source ended");
+    }
+    // Settle: nothing more is asked for, nothing else is published.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let config = rx.borrow().clone();
+    drop(rx);
+    tokio::time::timeout(Duration::from_secs(5), source).await.expect("source stops").expect("join");
+    let seen = tokio::time::timeout(Duration::from_secs(5), server).await.expect("server ends").expect("server");
+    assert_watched(&seen);
+    (config, seen)
+}
+
+fn addrs(list: &[&str]) -> Vec<npagent::model::node::InterfaceAddr> {
+    list.iter().map(|a| npagent::model::node::InterfaceAddr::parse(a).expect("address")).collect()
+}
+
+fn cidrs(list: &[&str]) -> Vec<npagent::model::Cidr> {
+    list.iter().map(|c| npagent::model::cidr::parse_cidr(c).expect("cidr")).collect()
+}
+
+#[tokio::test]
+async fn the_nodes_pod_cidrs_addresses_and_the_service_cidrs_reach_the_node_config() {
+    let flags = npagent::model::node::NodeConfig {
+        node_ips: ["10.0.0.9".parse().expect("ip")].into(),
+        service_cidrs: cidrs(&["10.100.0.0/16"]),
+        ..Default::default()
+    };
+    let objects = vec![
+        service_cidr("kubernetes", &["10.96.0.0/16", "fd00:96::/112"]),
+        service_cidr("extra", &["10.97.0.0/16", "not-a-cidr"]),
+    ];
+    let changed = |c: &npagent::model::node::NodeConfig| c.node_ips.contains(&"192.168.1.6".parse().expect("ip"));
+    let (config, seen) = node_config_until(flags, Some(objects), changed).await;
+    // The first address of each podCIDR is the gateway's (no --gateway-ip).
+    assert_eq!(config.gateway_addrs, addrs(&["10.244.1.1/24", "fd00:10:244:1::1/64"]));
+    // The flags' address, the InternalIP as the watch changed it and the ExternalIP; not the
+    // Hostname, not the one that does not parse, not the InternalIP it replaced.
+    let ips: Vec<String> = config.node_ips.iter().map(ToString::to_string).collect();
+    assert_eq!(ips, ["10.0.0.9", "192.168.1.6", "203.0.113.5"]);
+    assert_eq!(config.service_cidrs, cidrs(&["10.96.0.0/16", "10.97.0.0/16", "10.100.0.0/16", "fd00:96::/112"]));
+    // Only this node's Node is asked for.
+    let node_requests: Vec<&String> = seen.iter().filter(|r| r.starts_with("/api/v1/nodes?")).collect();
+    assert!(!node_requests.is_empty());
+    assert!(node_requests.iter().all(|r| r.contains("fieldSelector=metadata.name%3Dn1")), "{node_requests:#?}");
+}
+
+#[tokio::test]
+async fn without_servicecidrs_the_flags_alone_give_the_service_ranges() {
+    let flags = npagent::model::node::NodeConfig {
+        gateway_addrs: addrs(&["10.10.0.254/16"]),
+        service_cidrs: cidrs(&["10.96.0.0/12"]),
+        ..Default::default()
+    };
+    let changed = |c: &npagent::model::node::NodeConfig| c.node_ips.contains(&"192.168.1.6".parse().expect("ip"));
+    let (config, seen) = node_config_until(flags, None, changed).await;
+    // --gateway-ip wins over the podCIDRs; the Service ranges are the flags'.
+    assert_eq!(config.gateway_addrs, addrs(&["10.10.0.254/16"]));
+    assert_eq!(config.service_cidrs, cidrs(&["10.96.0.0/12"]));
+    // The 404 ends the ServiceCIDR watch: asked once, never again.
+    let asked = seen.iter().filter(|r| r.starts_with("/apis/networking.k8s.io/v1/servicecidrs")).count();
+    assert_eq!(asked, 1, "{seen:#?}");
 }

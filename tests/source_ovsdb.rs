@@ -360,3 +360,38 @@ async fn a_standalone_or_unset_bridge_becomes_secure() {
         tokio::time::timeout(Duration::from_secs(5), task).await.expect("stops").expect("join");
     }
 }
+
+/// The gateway's creation transaction against the real schema: it creates one internal port
+/// marked as the gateway, and refuses, naming why, a bridge that does not exist, a port of
+/// that name already there, and a second gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_is_created_once_and_never_beside_another() {
+    use npagent::source::ovsdb::gateway::{create_outcome, create_params};
+    use npagent::source::ovsdb::rpc;
+
+    let ovs = Ovs::start();
+    let ep: npagent::endpoint::Endpoint = ovs.client_endpoint().parse().expect("endpoint");
+    let create = |bridge: &'static str, name: &'static str| {
+        let ep = ep.clone();
+        async move {
+            let result = rpc::call(&ep, "transact", create_params(bridge, name)).await.expect("transact answered");
+            create_outcome(bridge, &result)
+        }
+    };
+    let gateways = || ovs.vsctl(&["--bare", "--columns=name", "find", "Interface", "external_ids:antrea-type=gateway"]);
+
+    assert_eq!(create("br-nope", "gw0").await, Err("bridge br-nope does not exist".into()));
+    ovs.vsctl(&["add-port", "br-int", "taken", "--", "set", "Interface", "taken", "type=dummy"]);
+    let err = create("br-int", "taken").await.expect_err("a port of that name exists");
+    assert!(err.contains("constraint violation") && err.contains("taken"), "{err}");
+    assert_eq!(gateways().trim(), "", "nothing of the refused transactions is left");
+
+    assert_eq!(create("br-int", "gw0").await, Ok(()));
+    assert_eq!(gateways().trim(), "gw0");
+    assert_eq!(ovs.vsctl(&["get", "Interface", "gw0", "type"]).trim(), "internal");
+    assert_eq!(ovs.vsctl(&["get", "Interface", "gw0", "ofport_request"]).trim(), "32769");
+    assert!(ovs.vsctl(&["list-ports", "br-int"]).lines().any(|l| l == "gw0"));
+    let err = create("br-int", "gw1").await.expect_err("a gateway exists");
+    assert!(err.contains("antrea-type=gateway exists already"), "{err}");
+    assert_eq!(gateways().trim(), "gw0");
+}

@@ -26,8 +26,9 @@ use crate::audit::writer::WriteError;
 use crate::audit::{AuditConfig, AuditLogger, AuditSender};
 use crate::compiler::{tables, Compiler};
 use crate::endpoint::Endpoint;
-use crate::model::Node;
+use crate::model::node::NodeConfig;
 use crate::source::ovsdb::db::BridgePorts;
+use crate::source::ovsdb::gateway::{self, GatewaySpec};
 use crate::source::ovsdb::BridgeSpec;
 use crate::source::SourceEvent;
 use crate::switch::{self, ConnectionConfig};
@@ -55,8 +56,11 @@ pub struct AgentConfig {
     pub ofp: Endpoint,
     pub ovsdb: Endpoint,
     pub bridge: BridgeSpec,
-    /// What the flags say of the node: its addresses and Service ranges (OVSDB adds its ports).
-    pub node_net: Node,
+    /// What the flags say of the node: its addresses and Service ranges (OVSDB adds its ports;
+    /// in kube mode the Node and the ServiceCIDRs add to them).
+    pub node_net: NodeConfig,
+    /// The gateway port to create when the bridge has none (`--gateway`).
+    pub gateway: Option<String>,
     pub source: SourceConfig,
     pub node: String,
     /// Allow copies per second each pod's Allow meter lets through to npagent (burst: twice
@@ -117,7 +121,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
         .map_err(|error| RunError::AdminAddr { addr: cfg.admin_addr, error })?;
     let state = Arc::new(RwLock::new(State::default()));
     if let Ok(mut st) = state.write() {
-        st.store.set_node_config(&cfg.node_net);
+        st.store.set_node_config(&cfg.node_net.node());
     }
     let metrics = Arc::new(AgentMetrics::default());
 
@@ -133,17 +137,38 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     let forward = tokio::spawn(forward_packet_ins(packet_ins, audit.sender(), forward_stopped));
 
     let (source_tx, mut source_rx) = mpsc::channel::<SourceEvent>(1024);
+    // The node's configuration: the flags', and in kube mode what the API adds; it lives as
+    // long as the source task.
+    let (node_tx, mut node_rx) = watch::channel(cfg.node_net.clone());
     let source_task = match &cfg.source {
-        SourceConfig::Manifests(dir) => tokio::spawn(crate::source::manifests::watch_manifests(dir.clone(), source_tx)),
+        SourceConfig::Manifests(dir) => {
+            let objects = crate::source::manifests::watch_manifests(dir.clone(), source_tx);
+            tokio::spawn(async move {
+                let _flags_only = node_tx;
+                objects.await
+            })
+        }
         SourceConfig::Kube { kubeconfig } => {
             let client = crate::source::kube::client(kubeconfig.as_deref()).await?;
-            tokio::spawn(crate::source::kube::watch_kube(client, source_tx))
+            let node = crate::source::kube::node::watch_node_config(
+                client.clone(),
+                cfg.node.clone(),
+                cfg.node_net.clone(),
+                node_tx,
+            );
+            let objects = crate::source::kube::watch_kube(client, source_tx);
+            tokio::spawn(async move {
+                tokio::join!(objects, node);
+            })
         }
     };
     let (ports_tx, mut ports_rx) = watch::channel(BridgePorts::default());
     let names = tables::TABLES.iter().map(|(id, name)| (*id, name.to_string())).collect();
     let ovsdb_task =
         tokio::spawn(crate::source::ovsdb::run_ovsdb(cfg.ovsdb.clone(), cfg.bridge.clone(), names, ports_tx));
+    let gateway_spec =
+        GatewaySpec { ovsdb: cfg.ovsdb.clone(), bridge: cfg.bridge.name.clone(), create: cfg.gateway.clone() };
+    let gateway_task = tokio::spawn(gateway::run_gateway(gateway_spec, ports_rx.clone(), node_rx.clone()));
     let source_name = match &cfg.source {
         SourceConfig::Manifests(_) => "the manifests directory",
         SourceConfig::Kube { .. } => "the Kubernetes API",
@@ -190,6 +215,13 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
                 let ports = ports_rx.borrow_and_update().clone();
                 reconciler.set_ports(&ports);
             }
+            changed = node_rx.changed() => {
+                if changed.is_err() {
+                    break Err(RunError::SourceStopped);
+                }
+                let node = node_rx.borrow_and_update().node();
+                reconciler.set_node_config(&node);
+            }
             changed = conn_state.changed() => {
                 if changed.is_err() {
                     break Err(RunError::SwitchStopped);
@@ -216,6 +248,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
                 let tasks = [
                     ("the object source", &source_task),
                     ("the OVSDB client", &ovsdb_task),
+                    ("the gateway", &gateway_task),
                     ("the packet-in forwarder", &forward),
                     ("the admin server", &admin_task),
                 ];
@@ -242,6 +275,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     tracing::info!("shutting down: flushing the audit log; flows stay installed");
     source_task.abort();
     ovsdb_task.abort();
+    gateway_task.abort();
     admin_task.abort();
     // The sheds since the last polls still become gap records (briefly: the switch may be gone).
     gaps.meter_baseline(reconciler.meter_baseline());

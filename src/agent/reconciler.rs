@@ -136,6 +136,12 @@ impl Reconciler {
         self.pending.extend(changes);
     }
 
+    /// Replaces what the configuration says of the node (its addresses, the Service ranges).
+    pub fn set_node_config(&mut self, node: &crate::model::Node) {
+        let changes = self.state().store.set_node_config(node);
+        self.pending.extend(changes);
+    }
+
     /// Follows the switch connection: a new generation needs a full resync.
     pub fn connection_changed(&mut self, st: &ConnState) {
         match st {

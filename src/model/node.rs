@@ -43,3 +43,112 @@ impl Node {
         self.gateway_ips.iter().chain(&self.node_ips).copied().collect()
     }
 }
+
+/// An address on an interface with the prefix length of its subnet (`10.10.0.1/24`): what the
+/// gateway's interface gets, so that the node's stack routes that subnet (its pods) to the
+/// bridge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InterfaceAddr {
+    pub ip: IpAddr,
+    /// At most 32 (IPv4) or 128 (IPv6).
+    pub prefix: u8,
+}
+
+impl InterfaceAddr {
+    /// `10.10.0.1/24`, or a bare `10.10.0.1` (a host address: /32, /128).
+    pub fn parse(s: &str) -> Result<InterfaceAddr, String> {
+        match s.split_once('/') {
+            None => s.parse().map(InterfaceAddr::host).map_err(|_| format!("{s:?} is not an IP address")),
+            Some((addr, _)) => {
+                let ip = addr.parse().map_err(|_| format!("{s:?}: {addr:?} is not an IP address"))?;
+                let cidr = super::cidr::parse_cidr(s).map_err(|e| format!("{s:?}: {e}"))?;
+                Ok(InterfaceAddr { ip, prefix: cidr.prefix })
+            }
+        }
+    }
+
+    /// The address alone, as a host address (/32, /128).
+    pub fn host(ip: IpAddr) -> InterfaceAddr {
+        InterfaceAddr { ip, prefix: if ip.is_ipv4() { 32 } else { 128 } }
+    }
+
+    /// The first address of `subnet` with its prefix length (`10.10.0.0/24` gives
+    /// `10.10.0.1/24`), as Antrea gives the gateway the first address of the Node's podCIDR;
+    /// `None` for a subnet of one address.
+    pub fn first_of(subnet: Cidr) -> Option<InterfaceAddr> {
+        let ip = match subnet.addr {
+            IpAddr::V4(a) if subnet.prefix < 32 => IpAddr::V4(u32::from(a).checked_add(1)?.into()),
+            IpAddr::V6(a) if subnet.prefix < 128 => IpAddr::V6(u128::from(a).checked_add(1)?.into()),
+            _ => return None,
+        };
+        Some(InterfaceAddr { ip, prefix: subnet.prefix })
+    }
+}
+
+impl std::fmt::Display for InterfaceAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.ip, self.prefix)
+    }
+}
+
+/// What the node's configuration says of it, beyond its bridge: the flags, and in kube mode
+/// also its Node object (podCIDRs, addresses) and the cluster's ServiceCIDR objects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// The gateway's addresses with their subnets (`--gateway-ip`, else the first address of
+    /// each of the Node's podCIDRs): the switch answers ARP for them, traffic from them is the
+    /// node's own, and a gateway npagent creates gets them.
+    pub gateway_addrs: Vec<InterfaceAddr>,
+    /// The node's other addresses (`--node-ip`, and the Node's InternalIP and ExternalIP).
+    pub node_ips: BTreeSet<IpAddr>,
+    /// The Service ranges (`--service-cidr`, and the ServiceCIDR objects' `spec.cidrs`).
+    pub service_cidrs: Vec<Cidr>,
+}
+
+impl NodeConfig {
+    /// The node as the pipeline sees it, before OVSDB names its ports.
+    pub fn node(&self) -> Node {
+        Node {
+            gateway_ips: self.gateway_addrs.iter().map(|a| a.ip).collect(),
+            node_ips: self.node_ips.clone(),
+            service_cidrs: self.service_cidrs.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> InterfaceAddr {
+        InterfaceAddr::parse(s).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn interface_addresses_parse_with_or_without_a_prefix() {
+        assert_eq!(addr("10.10.0.1/24").to_string(), "10.10.0.1/24");
+        assert_eq!(addr("10.10.0.1").to_string(), "10.10.0.1/32");
+        assert_eq!(addr("fd00::1/64").to_string(), "fd00::1/64");
+        assert_eq!(addr("fd00::1").to_string(), "fd00::1/128");
+        for (bad, culprit) in
+            [("10.10.0.1/33", "exceeds 32"), ("10.10.0/24", "\"10.10.0\""), ("x", "\"x\""), ("1.2.3.4/", "")]
+        {
+            let err = InterfaceAddr::parse(bad).expect_err(bad);
+            assert!(err.contains(bad) && err.contains(culprit), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_first_address_of_a_subnet() {
+        let first = |s: &str| {
+            let cidr = crate::model::cidr::parse_cidr(s).unwrap_or_else(|e| panic!("{e}"));
+            InterfaceAddr::first_of(cidr).map(|a| a.to_string())
+        };
+        assert_eq!(first("10.10.0.0/24").as_deref(), Some("10.10.0.1/24"));
+        assert_eq!(first("10.10.0.77/24").as_deref(), Some("10.10.0.1/24"), "host bits are cleared first");
+        assert_eq!(first("fd00:10::/64").as_deref(), Some("fd00:10::1/64"));
+        assert_eq!(first("10.10.0.5/32"), None);
+        assert_eq!(first("::1/128"), None);
+    }
+}

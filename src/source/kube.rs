@@ -1,5 +1,6 @@
 //! The Kubernetes API as a source: kube-rs watchers of Namespaces, Pods (of all nodes: remote
-//! pods are policy peers) and NetworkPolicies.
+//! pods are policy peers) and NetworkPolicies; and of this node's Node and the ServiceCIDRs,
+//! for the node's configuration ([`node`]).
 //!
 //! The watchers deserialize straight into [`super::objects`]: only the fields npagent reads are
 //! ever built. Each watcher's (re)list (`Init`, `InitApply`..., `InitDone`) is delivered in
@@ -18,6 +19,8 @@ use tokio::sync::mpsc;
 
 use super::objects::{Namespace, NetworkPolicy, Pod};
 use super::{Error, Kind, KubeObject, SourceEvent, Sourced};
+
+pub mod node;
 
 /// Objects per [`SourceEvent::ResetChunk`] of a listing.
 pub const LIST_CHUNK: usize = 1000;
@@ -137,12 +140,14 @@ fn watch<K: Watched>(client: Client) -> impl Stream<Item = SourceEvent> + Send {
 }
 
 /// The API group (`""` for core) and resource (plural, as in RBAC rules) of every kind
-/// [`watch_kube`] watches: what npagent's ClusterRole must grant, with [`VERBS`], and nothing
-/// more.
-pub const WATCHED_RESOURCES: [(&str, &str); 3] = [
+/// [`watch_kube`] and [`node::watch_node_config`] watch: what npagent's ClusterRole must grant,
+/// with [`VERBS`], and nothing more.
+pub const WATCHED_RESOURCES: [(&str, &str); 5] = [
     api_resource::<k8s_openapi::api::core::v1::Namespace>(),
     api_resource::<k8s_openapi::api::core::v1::Pod>(),
     api_resource::<k8s_openapi::api::networking::v1::NetworkPolicy>(),
+    api_resource::<k8s_openapi::api::core::v1::Node>(),
+    api_resource::<k8s_openapi::api::networking::v1::ServiceCIDR>(),
 ];
 
 /// The RBAC verbs npagent needs on [`WATCHED_RESOURCES`]. The watchers list and watch; `get`
@@ -193,7 +198,16 @@ mod tests {
 
     #[test]
     fn watched_resources_are_the_rbac_names() {
-        assert_eq!(WATCHED_RESOURCES, [("", "namespaces"), ("", "pods"), ("networking.k8s.io", "networkpolicies")]);
+        assert_eq!(
+            WATCHED_RESOURCES,
+            [
+                ("", "namespaces"),
+                ("", "pods"),
+                ("networking.k8s.io", "networkpolicies"),
+                ("", "nodes"),
+                ("networking.k8s.io", "servicecidrs")
+            ]
+        );
     }
 
     #[test]

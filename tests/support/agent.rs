@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 use super::sandbox::Sandbox;
 
+/// What npagent logs once its first resync with the switch is committed.
+pub const FIRST_SYNC: &str = "first sync complete";
+
 /// How long the agent may take to start and install the pipeline.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -34,6 +37,18 @@ impl Agent {
     /// `$NPA_AGENT_LOG`, `info` by default. The admin server gets a free port unless `extra`
     /// says where.
     pub fn spawn(sb: &Sandbox, manifests: &Path, log: &Path, extra: &[&str]) -> Agent {
+        Agent::spawn_in(None, sb, manifests, log, extra)
+    }
+
+    /// Like [`Agent::spawn`], in the network namespace of the sandbox's ovs-vswitchd, as on a
+    /// node (npagent and OVS share the host's): devices OVS makes are npagent's to see. Its
+    /// admin server is in that namespace too, out of this process's reach: wait for its log
+    /// ([`Agent::wait_log`], [`FIRST_SYNC`]) instead.
+    pub fn spawn_in_node(sb: &Sandbox, manifests: &Path, log: &Path, extra: &[&str]) -> Agent {
+        Agent::spawn_in(Some(&sb.netns), sb, manifests, log, extra)
+    }
+
+    fn spawn_in(netns: Option<&str>, sb: &Sandbox, manifests: &Path, log: &Path, extra: &[&str]) -> Agent {
         let out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -45,7 +60,16 @@ impl Agent {
         let level = std::env::var("NPA_AGENT_LOG").unwrap_or_else(|_| "info".into());
         let admin_given = extra.iter().any(|a| a.starts_with("--admin-addr") || a.starts_with("--metrics-addr"));
         let admin: &[&str] = if admin_given { &[] } else { &["--admin-addr", "127.0.0.1:0"] };
-        let child = super::node_env(&mut Command::new(npagent_bin()))
+        // `ip netns exec` execs npagent: the child's pid is npagent's.
+        let mut cmd = match netns {
+            None => Command::new(npagent_bin()),
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(npagent_bin());
+                c
+            }
+        };
+        let child = super::node_env(&mut cmd)
             .args(["--log-level", &level, "run", "--ofp", &sb.ofp, "--ovsdb", &sb.ovsdb])
             .arg("--manifests")
             .arg(manifests)

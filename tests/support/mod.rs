@@ -14,6 +14,6 @@ pub mod yaml;
 
 pub use sandbox::Sandbox;
 pub use testbed::{
-    cluster_ip, finish, finish_count, node_env, write_atomic, Pod, Port, Reachability, Testbed, GATEWAY_IP,
-    NAMESPACES_X_LOGGING, SERVICE_CIDR,
+    cluster_ip, eventually, finish, finish_count, node_env, write_atomic, Pod, Port, Reachability, Testbed, A_FROM_B,
+    GATEWAY_IP, NAMESPACES_X_LOGGING, SERVICE_CIDR,
 };

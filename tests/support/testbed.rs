@@ -77,15 +77,37 @@ kind: Namespace
 metadata: {name: z, labels: {ns: z}}
 ";
 
+/// x/a accepts only x/b (every port).
+pub const A_FROM_B: &str = "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: a-from-b, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {pod: b}}}]
+";
+
+/// Panics unless `check` holds within three tries (a lost SYN or datagram is not a verdict).
+pub fn eventually(what: &str, check: impl Fn() -> bool) {
+    for _ in 0..3 {
+        if check() {
+            return;
+        }
+    }
+    panic!("{what}: not after 3 tries");
+}
+
 /// The testbed node's gateway address (`gw0` in the sandbox's network namespace).
 pub const GATEWAY_IP: &str = "10.10.0.254";
 /// The Service range of the testbed's ClusterIPs (pod 10.10.n.m has Service 10.96.n.m).
 pub const SERVICE_CIDR: &str = "10.96.0.0/12";
 
 /// Tells an `npagent` command about the testbed's node (`--gateway-ip`, `--service-cidr`,
-/// through their environment variables).
+/// through their environment variables). It creates no gateway (`--gateway ''`): npagent
+/// adopts the testbed's `gw0`, and a bare sandbox stays without one unless a test asks
+/// (`--gateway NAME` on the command line wins).
 pub fn node_env(cmd: &mut std::process::Command) -> &mut std::process::Command {
-    cmd.env("NPAGENT_GATEWAY_IP", GATEWAY_IP).env("NPAGENT_SERVICE_CIDR", SERVICE_CIDR)
+    cmd.env("NPAGENT_GATEWAY_IP", GATEWAY_IP).env("NPAGENT_SERVICE_CIDR", SERVICE_CIDR).env("NPAGENT_GATEWAY", "")
 }
 
 /// The ClusterIP of the Service of pod address `ip` (10.10.n.m -> 10.96.n.m).
@@ -146,6 +168,24 @@ impl Testbed {
     /// ([`Testbed::outside_hosts`]).
     pub fn start_with_outside() -> Testbed {
         Testbed::up(Sandbox::start(), &["--outside"])
+    }
+
+    /// A fresh sandbox with the nine standard pods but no gateway port on the bridge: the
+    /// node's namespace forwards, its pods route through 10.10.0.254, but nothing holds that
+    /// address until a gateway is made (then [`Testbed::tune_gateway`]).
+    pub fn start_without_gateway() -> Testbed {
+        Testbed::up(Sandbox::start(), &["--no-gateway"])
+    }
+
+    /// Gives gateway device `name` (made by someone else than the testbed) the node's
+    /// settings the testbed gives `gw0`: no checksum offload (the userspace datapath does not
+    /// fill checksums in), proxy ARP, no redirects.
+    pub fn tune_gateway(&self, name: &str) {
+        run(Command::new("bash")
+            .arg(repo_path("testbed/testbed"))
+            .arg("tune-gateway")
+            .arg(&self.sandbox.dir)
+            .arg(name));
     }
 
     fn up(sandbox: Sandbox, options: &[&str]) -> Testbed {

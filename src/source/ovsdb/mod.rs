@@ -7,10 +7,13 @@
 //! ([`tables`]). When OVSDB goes away it says so, keeps the last published ports (the
 //! datapath still has them) and reconnects with backoff; the monitor reply on reconnect
 //! replaces the whole state, so nothing missed meanwhile is lost. Once per connection it
-//! makes the bridge's `fail_mode` `secure` ([`fail_mode`]).
+//! makes the bridge's `fail_mode` `secure` ([`fail_mode`]). Beside it, [`gateway`] adopts the
+//! node's gateway port or creates one (its device configured through [`link`]).
 
 pub mod db;
 pub mod fail_mode;
+pub mod gateway;
+pub mod link;
 pub mod rpc;
 pub mod tables;
 

@@ -1,0 +1,123 @@
+//! The gateway's network device in npagent's own network namespace, through rtnetlink (never
+//! by running `ip`): its state and addresses are read, and for a gateway npagent created,
+//! addresses are added and the device is brought up. An OVS internal port's device lives in
+//! the network namespace of ovs-vswitchd, which on a node is the host's: npagent has to run
+//! there too (`hostNetwork`), and says so when the device is not found.
+
+use futures::TryStreamExt;
+use rtnetlink::packet_route::address::AddressAttribute;
+use rtnetlink::packet_route::link::LinkFlags;
+use rtnetlink::Handle;
+
+use crate::model::node::InterfaceAddr;
+
+/// `ENODEV`, `EEXIST` (Linux errno values, negated in netlink error messages).
+const ENODEV: i32 = 19;
+const EEXIST: i32 = 17;
+
+/// Why a device could not be read or configured; names the device and what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error("cannot open a netlink socket: {0}")]
+    Socket(std::io::Error),
+    #[error(
+        "no network device {0:?} in npagent's network namespace (npagent runs in the node's, beside ovs-vswitchd?)"
+    )]
+    NotFound(String),
+    #[error("network device {device:?}: cannot {what}: {error}")]
+    Netlink {
+        device: String,
+        what: String,
+        #[source]
+        error: rtnetlink::Error,
+    },
+}
+
+/// A network device as netlink describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub name: String,
+    pub index: u32,
+    /// Administratively up.
+    pub up: bool,
+    /// Its addresses with their prefix lengths, in the kernel's order.
+    pub addrs: Vec<InterfaceAddr>,
+}
+
+/// A route netlink socket of npagent's network namespace.
+pub struct Netlink {
+    handle: Handle,
+    connection: tokio::task::JoinHandle<()>,
+}
+
+impl Netlink {
+    /// Opens the socket (its reader runs as a task until this is dropped).
+    pub fn open() -> Result<Netlink, LinkError> {
+        let (connection, handle, _) = rtnetlink::new_connection().map_err(LinkError::Socket)?;
+        Ok(Netlink { handle, connection: tokio::spawn(connection) })
+    }
+
+    /// The device named `name`, with its addresses.
+    pub async fn device(&self, name: &str) -> Result<Device, LinkError> {
+        let fail = |what: &str, error| LinkError::Netlink { device: name.to_string(), what: what.to_string(), error };
+        let link = match self.handle.link().get().match_name(name.to_string()).execute().try_next().await {
+            Ok(Some(link)) => link,
+            Ok(None) => return Err(LinkError::NotFound(name.to_string())),
+            Err(e) if errno(&e) == Some(ENODEV) => return Err(LinkError::NotFound(name.to_string())),
+            Err(e) => return Err(fail("read it", e)),
+        };
+        let index = link.header.index;
+        let mut addrs = Vec::new();
+        let mut stream = self.handle.address().get().set_link_index_filter(index).execute();
+        while let Some(msg) = stream.try_next().await.map_err(|e| fail("read its addresses", e))? {
+            // IFA_LOCAL is the address itself (IFA_ADDRESS the peer's on point-to-point
+            // links); IPv6 sends IFA_ADDRESS alone.
+            let local = msg.attributes.iter().find_map(|a| match a {
+                AddressAttribute::Local(ip) => Some(*ip),
+                _ => None,
+            });
+            let address = msg.attributes.iter().find_map(|a| match a {
+                AddressAttribute::Address(ip) => Some(*ip),
+                _ => None,
+            });
+            if let Some(ip) = local.or(address) {
+                addrs.push(InterfaceAddr { ip, prefix: msg.header.prefix_len });
+            }
+        }
+        Ok(Device { name: name.to_string(), index, up: link.header.flags.contains(LinkFlags::Up), addrs })
+    }
+
+    /// Adds `addr` to `device`; an address it already has is no error.
+    pub async fn add_address(&self, device: &Device, addr: InterfaceAddr) -> Result<(), LinkError> {
+        match self.handle.address().add(device.index, addr.ip, addr.prefix).execute().await {
+            Err(e) if errno(&e) != Some(EEXIST) => {
+                Err(LinkError::Netlink { device: device.name.clone(), what: format!("add address {addr}"), error: e })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Brings `device` up.
+    pub async fn set_up(&self, device: &Device) -> Result<(), LinkError> {
+        let msg = rtnetlink::LinkUnspec::new_with_index(device.index).up().build();
+        self.handle.link().set(msg).execute().await.map_err(|error| LinkError::Netlink {
+            device: device.name.clone(),
+            what: "bring it up".into(),
+            error,
+        })
+    }
+}
+
+impl Drop for Netlink {
+    fn drop(&mut self) {
+        self.connection.abort();
+    }
+}
+
+/// The errno of a netlink error message.
+fn errno(e: &rtnetlink::Error) -> Option<i32> {
+    match e {
+        rtnetlink::Error::NetlinkError(msg) => Some(msg.raw_code().saturating_abs()),
+        _ => None,
+    }
+}
