@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use support::agent::Agent;
-use support::{write_atomic, Pod, Port, Reachability, Sandbox, Testbed};
+use support::agent::{Agent, Metrics};
+use support::audit_log::json_lines;
+use support::{wait_until, write_atomic, Pod, Port, Reachability, Sandbox, Testbed};
 
 // ---------------------------------------------------------------------------------------
 // Manifests
@@ -409,13 +410,31 @@ fn packets(lines: &[Line]) -> u64 {
     lines.iter().map(|l| l.packets).sum()
 }
 
-/// Waits until `cond` holds, at most `within`; panics with `what` otherwise.
-fn wait_until(within: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !cond() {
-        assert!(started.elapsed() < within, "{what}: not within {within:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+/// Step `step` of a logging toggle: writes the namespaces with `annotations`, waits (at most
+/// 5 s) until `reached` holds of the switch's flows, and 300 ms more for the agent; asserts
+/// that the flow set is that of `before` (modified, not re-added). Returns the agent's metrics
+/// before the toggle and after it, the flows after it, and where the vswitchd log and the
+/// audit log (in lines) stood before it.
+fn toggle_logging(
+    tb: &Testbed,
+    agent: &Agent,
+    np_log: &Path,
+    step: u32,
+    annotations: &[(&str, &[(&str, &str)])],
+    before: &BTreeMap<String, FlowStat>,
+    reached: impl Fn(&BTreeMap<String, FlowStat>) -> bool,
+) -> (Metrics, Metrics, BTreeMap<String, FlowStat>, usize, usize) {
+    let sb = &tb.sandbox;
+    let metrics_before = agent.metrics();
+    let vswitchd_log_at = vswitchd_log_len(sb);
+    let audit_lines_at = read_lines(np_log).len();
+    set_namespaces(tb, annotations);
+    wait_until(Duration::from_secs(5), "the toggle reaches the switch", || reached(&dump_flows(sb)));
+    std::thread::sleep(Duration::from_millis(300));
+    let metrics_after = agent.metrics();
+    let flows = dump_flows(sb);
+    assert_eq!(flows.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "step {step}: flow set changed");
+    (metrics_before, metrics_after, flows, vswitchd_log_at, audit_lines_at)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -615,23 +634,12 @@ fn toggle_modifies_drop_flows_in_place() {
 
     let mut modifies_per_toggle = None;
     for (step, logging) in [(1, false), (2, true), (3, false), (4, true)] {
-        let m0 = agent.metrics();
-        let log_at = vswitchd_log_len(sb);
-        let lines_at = read_lines(&np_log).len();
-        set_namespaces(&tb, &[("x", if logging { on } else { off }), ("y", on)]);
-        wait_until(Duration::from_secs(5), "the toggle reaches the switch", || {
-            drop_flow(&dump_flows(sb), xa.ofport).actions.contains("controller(") == logging
-        });
-        std::thread::sleep(Duration::from_millis(300));
-        let m1 = agent.metrics();
-        let after = dump_flows(sb);
-
         // modified, not re-added: same flows, counters and age kept
-        assert_eq!(
-            after.keys().collect::<Vec<_>>(),
-            before.keys().collect::<Vec<_>>(),
-            "step {step}: flow set changed"
-        );
+        let annotations = [("x", if logging { on } else { off }), ("y", on)];
+        let (m0, m1, after, log_at, lines_at) =
+            toggle_logging(&tb, &agent, &np_log, step, &annotations, &before, |flows| {
+                drop_flow(flows, xa.ofport).actions.contains("controller(") == logging
+            });
         let adds = |m: &support::agent::Metrics| m.count("npagent_flow_mods_total{kind=\"add\"}");
         let dels = |m: &support::agent::Metrics| m.count("npagent_flow_mods_total{kind=\"delete\"}");
         let mods = |m: &support::agent::Metrics| m.count("npagent_flow_mods_total{kind=\"modify\"}");
@@ -886,10 +894,7 @@ fn formats_field_by_field_and_rotation() {
     let agent = Agent::start(sb, &tb.manifests_dir(), &json_log, &["--audit-format", "json", "--node", "node-1"]);
     run_traffic();
     assert!(agent.stop().success());
-    let objs: Vec<serde_json::Value> = read_lines(&json_log)
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    let objs: Vec<serde_json::Value> = json_lines(&json_log);
     assert_eq!(objs.len(), 2, "{objs:#?}");
     let rfc3339 = |v: &serde_json::Value| -> String {
         let s = v.as_str().unwrap_or_else(|| panic!("not a string: {v}")).to_owned();
@@ -1121,10 +1126,7 @@ fn egress_lines_field_by_field_in_every_format() {
     assert_eq!(traffic(&tb, "x/a", "udp-same", &xc.ip, 80, 3, 100), 3);
     wait_until(Duration::from_secs(5), "two json lines", || read_lines(&json_log).len() >= 2);
     assert!(agent.stop().success());
-    let objs: Vec<serde_json::Value> = read_lines(&json_log)
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    let objs: Vec<serde_json::Value> = json_lines(&json_log);
     assert_eq!(objs.len(), 2, "{objs:#?}");
     let (a, d) = (&objs[0], &objs[1]);
     for o in [a, d] {
@@ -1270,23 +1272,12 @@ fn egress_toggle_modifies_only_logging_flows_in_place() {
     );
 
     for (step, logging) in [(1, false), (2, true), (3, false), (4, true)] {
-        let m0 = agent.metrics();
-        let log_at = vswitchd_log_len(sb);
-        let lines_at = read_lines(&np_log).len();
-        set_namespaces(&tb, &[("x", if logging { on } else { off })]);
-        wait_until(Duration::from_secs(5), "the toggle reaches the switch", || {
-            egress_drop_flow(&dump_flows(sb), &xa).actions.contains("controller(") == logging
-        });
-        std::thread::sleep(Duration::from_millis(300));
-        let m1 = agent.metrics();
-        let after = dump_flows(sb);
-
         // Modified, not re-added: the same flows, counters and ages kept.
-        assert_eq!(
-            after.keys().collect::<Vec<_>>(),
-            before.keys().collect::<Vec<_>>(),
-            "step {step}: flow set changed"
-        );
+        let annotations = [("x", if logging { on } else { off })];
+        let (m0, m1, after, log_at, lines_at) =
+            toggle_logging(&tb, &agent, &np_log, step, &annotations, &before, |flows| {
+                egress_drop_flow(flows, &xa).actions.contains("controller(") == logging
+            });
         for kind in ["add", "delete"] {
             let key = format!("npagent_flow_mods_total{{kind=\"{kind}\"}}");
             assert_eq!(m1.count(&key), m0.count(&key), "step {step}: {kind} on a toggle");

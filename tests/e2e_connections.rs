@@ -12,30 +12,18 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::agent::Agent;
+use support::policy::{allow_egress, allow_ingress};
 use support::{finish, finish_count, write_atomic, Port, Testbed, NAMESPACES_X_LOGGING};
 
 /// x/a accepts only x/b, on UDP 80 and SCTP 80.
-const A_FROM_B_UDP_SCTP: &str = "apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: a-from-b, namespace: x}
-spec:
-  podSelector: {matchLabels: {pod: a}}
-  ingress:
-  - from: [{podSelector: {matchLabels: {pod: b}}}]
-    ports: [{protocol: UDP, port: 80}, {protocol: SCTP, port: 80}]
-";
+fn a_from_b_udp_sctp() -> String {
+    allow_ingress("x", "a-from-b", "a", "b", &[("UDP", 80), ("SCTP", 80)])
+}
 
 /// x/a sends only to x/b, on UDP 80.
-const A_TO_B_UDP: &str = "apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: a-to-b, namespace: x}
-spec:
-  podSelector: {matchLabels: {pod: a}}
-  policyTypes: [Egress]
-  egress:
-  - to: [{podSelector: {matchLabels: {pod: b}}}]
-    ports: [{protocol: UDP, port: 80}]
-";
+fn a_to_b_udp() -> String {
+    allow_egress("x", "a-to-b", "a", "b", &[("UDP", 80)])
+}
 
 /// x/a accepts nothing.
 const A_DENY_ALL: &str = "apiVersion: networking.k8s.io/v1
@@ -89,7 +77,7 @@ fn wait_for(what: &str, check: impl Fn() -> bool) {
 
 #[test]
 fn a_revoked_udp_flow_is_cut_and_logged() {
-    let bed = Bed::start(A_FROM_B_UDP_SCTP, |tb| {
+    let bed = Bed::start(&a_from_b_udp_sctp(), |tb| {
         tb.reaches("x/b", "x/a", Port::Udp80) && !tb.reaches("x/c", "x/a", Port::Udp80)
     });
     // A flow x/b keeps sending from one port: allowed.
@@ -109,14 +97,14 @@ fn a_revoked_udp_flow_is_cut_and_logged() {
         "{lines:#?}"
     );
     // Control: allowed again, the same flow flows again.
-    bed.put_policy(A_FROM_B_UDP_SCTP);
+    bed.put_policy(&a_from_b_udp_sctp());
     wait_for("the new permission", || bed.tb.reaches("x/b", "x/a", Port::Udp80));
     assert!(bed.echoes("x/b", 40500, 10, 16) >= 8);
 }
 
 #[test]
 fn an_address_reused_by_a_new_pod_meets_the_new_pods_policy() {
-    let bed = Bed::start(A_FROM_B_UDP_SCTP, |tb| tb.reaches("x/b", "x/a", Port::Udp80));
+    let bed = Bed::start(&a_from_b_udp_sctp(), |tb| tb.reaches("x/b", "x/a", Port::Udp80));
     // x/d (no policy) at 10.10.1.14 talks with x/b on one flow.
     bed.tb.add_pod("x", "d", "10.10.1.14");
     let d = "10.10.1.14";
@@ -138,7 +126,7 @@ fn an_address_reused_by_a_new_pod_meets_the_new_pods_policy() {
 #[test]
 fn icmp_errors_a_pod_forges_about_others_connections_are_dropped() {
     // x/a isolated both ways: it accepts only x/b and sends only to x/b (UDP 80).
-    let bed = Bed::start(&format!("{A_FROM_B_UDP_SCTP}---\n{A_TO_B_UDP}"), |tb| {
+    let bed = Bed::start(&format!("{}---\n{}", a_from_b_udp_sctp(), a_to_b_udp()), |tb| {
         !tb.reaches("x/c", "x/a", Port::Udp80) && !tb.reaches("x/a", "x/c", Port::Udp80)
     });
     let (a, b, c) = (bed.tb.pod("x/a"), bed.tb.pod("x/b"), bed.tb.pod("x/c"));
@@ -176,7 +164,7 @@ fn icmp_errors_a_pod_forges_about_others_connections_are_dropped() {
 
 #[test]
 fn sctp_to_another_port_after_an_allowed_association_is_dropped() {
-    let bed = Bed::start(A_FROM_B_UDP_SCTP, |tb| tb.reaches("x/b", "x/a", Port::Udp80));
+    let bed = Bed::start(&a_from_b_udp_sctp(), |tb| tb.reaches("x/b", "x/a", Port::Udp80));
     let (a, b) = (bed.tb.pod("x/a"), bed.tb.pod("x/b"));
     let sniff = |dport: &str| {
         bed.tb.spawn_attack(
@@ -214,7 +202,7 @@ fn sctp_to_another_port_after_an_allowed_association_is_dropped() {
 
 #[test]
 fn a_large_datagram_to_an_allowed_port_arrives_in_fragments() {
-    let bed = Bed::start(A_FROM_B_UDP_SCTP, |tb| tb.reaches("x/b", "x/a", Port::Udp80));
+    let bed = Bed::start(&a_from_b_udp_sctp(), |tb| tb.reaches("x/b", "x/a", Port::Udp80));
     // 3,000 bytes: three fragments each way over the veths' 1,500-byte MTU.
     assert!(bed.echoes("x/b", 40700, 5, 3000) >= 4, "a 3,000-byte datagram to an allowed port was lost");
     // Still judged: x/c is not allowed, large or small.

@@ -16,68 +16,53 @@ use std::time::{Duration, Instant};
 use npagent::compiler::tables;
 use scenario::Proto;
 use support::agent::Agent;
-use support::{write_atomic, Testbed};
+use support::policy::{allow_ingress, network_policy, pod_selector};
+use support::wait_until_every;
 
 /// How soon a flow changed behind npagent's back must be repaired.
 const REPAIR_BOUND: Duration = Duration::from_secs(2);
 
 /// x/a isolated, nothing allowed.
-const ISOLATE_XA: &str = r#"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {namespace: x, name: isolate-a}
-spec:
-  podSelector:
-    matchLabels: {pod: a}
-  policyTypes: [Ingress]
-"#;
+fn isolate_xa() -> String {
+    network_policy("x", "isolate-a", &pod_selector("a"), "  policyTypes: [Ingress]\n")
+}
 
 /// x/a isolated, TCP 80 allowed from x/b.
-const ALLOW_XB: &str = r#"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {namespace: x, name: allow-b}
-spec:
-  podSelector:
-    matchLabels: {pod: a}
-  ingress:
-  - from:
-    - podSelector:
-        matchLabels: {pod: b}
-    ports:
-    - {protocol: TCP, port: 80}
-"#;
+fn allow_xb() -> String {
+    allow_ingress("x", "allow-b", "a", "b", &[("TCP", 80)])
+}
 
 type Check = harness::Check<'static>;
 
-struct Node {
-    tb: Testbed,
-    agent: Agent,
-}
+/// npagent with an audit log (metrics on) on a testbed, holding the timing lock.
+type Node = harness::Enforcing;
 
 impl Node {
-    /// A testbed with npagent (metrics on) enforcing `policy`, verdicts `checks` in place.
+    /// A testbed with npagent (metrics on) enforcing `policy` (none when empty), verdicts
+    /// `checks` in place; takes the [`harness::timing_lock`] first and holds it until dropped.
     fn start(policy: &str, checks: &[Check]) -> Node {
-        let tb = Testbed::start();
-        if !policy.is_empty() {
-            write_atomic(&tb.manifests_dir().join("policy.yaml"), policy);
-        }
-        let audit = tb.sandbox.dir.join("np.log");
-        let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &audit, &[]);
-        let mut node = Node { tb, agent };
-        node.wait_verdicts("policy enforced", checks, Duration::from_secs(20));
-        node.confirm("policy enforced", checks);
+        let manifests: &[(&str, &str)] = if policy.is_empty() { &[] } else { &[("policy.yaml", policy)] };
+        let mut node = Node::launch(true, manifests, |tb| {
+            Agent::start(&tb.sandbox, &tb.manifests_dir(), &tb.sandbox.dir.join("np.log"), &[])
+        });
+        node.enforces("policy enforced", checks, Duration::from_secs(20));
         node
     }
 
-    /// Waits for the trace verdicts (see [`harness::wait_verdicts`]).
-    fn wait_verdicts(&mut self, what: &str, checks: &[Check], limit: Duration) -> Duration {
-        harness::wait_verdicts(&self.tb, &mut self.agent, what, checks, limit)
+    /// Waits, at most [`REPAIR_BOUND`] from now (just after a change by hand), until
+    /// `repaired` holds; panics with `what`, the flows `shown` and the agent's log otherwise.
+    fn repaired(&self, what: &str, repaired: impl FnMut() -> bool, shown: impl FnOnce() -> String) {
+        let every = Duration::from_millis(10);
+        let explain = || format!("{}\nagent log:\n{}", shown(), self.agent.log_tail(20));
+        let took = wait_until_every(REPAIR_BOUND, every, what, repaired, explain);
+        eprintln!("{what} after {:.3} s", took.as_secs_f64());
     }
 
-    /// The same checks with real packets.
-    fn confirm(&self, what: &str, checks: &[Check]) {
-        harness::confirm(&self.tb, what, checks);
+    /// Waits until the bridge holds exactly `flows` again after a change by hand (see
+    /// [`Node::repaired`]).
+    fn flows_repaired(&self, what: &str, flows: &[String]) {
+        let sb = &self.tb.sandbox;
+        self.repaired(what, || sb.dump_flows() == flows, || sb.dump_flows().join("\n"));
     }
 
     /// The flows of table `name`, as `dump-flows --names` prints them.
@@ -106,26 +91,16 @@ const ISOLATED: [Check; 3] = [
 
 #[test]
 fn default_drops_deleted_by_hand_are_back_within_two_seconds() {
-    let _serial = harness::timing_lock();
-    let mut node = Node::start(ISOLATE_XA, &ISOLATED);
+    let mut node = Node::start(&isolate_xa(), &ISOLATED);
     let before = node.table_flows("IngressDefaultRule");
     assert!(!before.is_empty(), "no default drop installed:\n{}", node.tb.sandbox.dump_flows().join("\n"));
 
     node.tb.sandbox.ofctl(&["del-flows", "table=IngressDefaultRule"]);
-    let deleted = Instant::now();
-    loop {
-        if node.table_flows("IngressDefaultRule") == before {
-            break;
-        }
-        assert!(
-            deleted.elapsed() <= REPAIR_BOUND,
-            "IngressDefaultRule not restored within {REPAIR_BOUND:?}: {:?}\nagent log:\n{}",
-            node.table_flows("IngressDefaultRule"),
-            node.agent.log_tail(20)
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    eprintln!("default drops restored after {:.3} s", deleted.elapsed().as_secs_f64());
+    node.repaired(
+        "IngressDefaultRule restored",
+        || node.table_flows("IngressDefaultRule") == before,
+        || format!("{:?}", node.table_flows("IngressDefaultRule")),
+    );
     node.wait_verdicts("after del-flows", &ISOLATED, REPAIR_BOUND);
     node.confirm("after del-flows", &ISOLATED);
     assert!(node.log_count("behind npagent's back") >= 1, "the repair is not logged:\n{}", node.agent.log_tail(20));
@@ -134,42 +109,21 @@ fn default_drops_deleted_by_hand_are_back_within_two_seconds() {
 
 #[test]
 fn flows_added_or_modified_by_hand_are_undone() {
-    let _serial = harness::timing_lock();
-    let mut node = Node::start(ISOLATE_XA, &ISOLATED);
+    let mut node = Node::start(&isolate_xa(), &ISOLATED);
     let flows_before = node.tb.sandbox.dump_flows();
     let allow =
         format!("table=IngressDefaultRule,priority=300,ip,actions=goto_table:{}", next_table("IngressDefaultRule"));
 
     // A flow that would let everything past the default drops.
     node.tb.sandbox.ofctl(&["add-flow", &allow]);
-    let added = Instant::now();
-    while node.tb.sandbox.dump_flows() != flows_before {
-        assert!(
-            added.elapsed() <= REPAIR_BOUND,
-            "the hand-added flow is still there after {REPAIR_BOUND:?}:\n{}\nagent log:\n{}",
-            node.tb.sandbox.dump_flows().join("\n"),
-            node.agent.log_tail(20)
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    eprintln!("hand-added flow removed after {:.3} s", added.elapsed().as_secs_f64());
+    node.flows_repaired("the hand-added flow removed", &flows_before);
     node.wait_verdicts("after add-flow", &ISOLATED, REPAIR_BOUND);
     node.confirm("after add-flow", &ISOLATED);
 
     // The drop flows turned into allows in place.
     let modify = format!("table=IngressDefaultRule,actions=goto_table:{}", next_table("IngressDefaultRule"));
     node.tb.sandbox.ofctl(&["mod-flows", &modify]);
-    let modified = Instant::now();
-    while node.tb.sandbox.dump_flows() != flows_before {
-        assert!(
-            modified.elapsed() <= REPAIR_BOUND,
-            "the modified flows are not restored after {REPAIR_BOUND:?}:\n{}\nagent log:\n{}",
-            node.tb.sandbox.dump_flows().join("\n"),
-            node.agent.log_tail(20)
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    eprintln!("hand-modified flows restored after {:.3} s", modified.elapsed().as_secs_f64());
+    node.flows_repaired("the hand-modified flows restored", &flows_before);
     node.wait_verdicts("after mod-flows", &ISOLATED, REPAIR_BOUND);
     node.confirm("after mod-flows", &ISOLATED);
     assert!(node.agent.alive());
@@ -177,7 +131,6 @@ fn flows_added_or_modified_by_hand_are_undone() {
 
 #[test]
 fn flows_of_a_full_table_are_set_aside_and_retried_with_backoff_while_the_rest_lands() {
-    let _serial = harness::timing_lock();
     let open: [Check; 2] = [("y/a", "x/a", Proto::Tcp, 80, true), ("x/b", "x/a", Proto::Tcp, 80, true)];
     let mut node = Node::start("", &open);
 
@@ -190,7 +143,7 @@ fn flows_of_a_full_table_are_set_aside_and_retried_with_backoff_while_the_rest_l
 
     // The policy needs new IngressRule flows (refused) and a default drop (accepted): x/a is
     // isolated at once, and the allow from x/b is missing until the table has room.
-    write_atomic(&node.tb.manifests_dir().join("policy.yaml"), ALLOW_XB);
+    node.write_manifest("policy.yaml", &allow_xb());
     let fail_closed: [Check; 3] = [
         ("y/a", "x/a", Proto::Tcp, 80, false),
         ("x/b", "x/a", Proto::Tcp, 80, false),
@@ -244,11 +197,9 @@ fn a_standalone_bridge_is_made_secure_when_npagent_starts() {
     let manifests = sb.dir.join("manifests");
     std::fs::create_dir_all(&manifests).expect("manifests dir");
     let mut agent = Agent::spawn(&sb, &manifests, &sb.dir.join("npagent.log"), &[]);
-    let started = Instant::now();
-    while sb.vsctl(&["get-fail-mode", "br-int"]).trim() != "secure" {
-        assert!(started.elapsed() < Duration::from_secs(10), "fail_mode still not secure:\n{}", agent.log_tail(20));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let secure = || sb.vsctl(&["get-fail-mode", "br-int"]).trim() == "secure";
+    let every = Duration::from_millis(50);
+    wait_until_every(Duration::from_secs(10), every, "fail_mode secure", secure, || agent.log_tail(20));
     let line = agent.wait_log("fail_mode standalone", Duration::from_secs(2));
     assert!(line.contains("WARN") && line.contains("secure"), "{line}");
 }

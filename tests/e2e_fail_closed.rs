@@ -18,38 +18,27 @@ use std::time::{Duration, Instant};
 use harness::Check;
 use scenario::Proto;
 use support::agent::Agent;
-use support::{write_atomic, Testbed};
+use support::audit_log::{json_lines, wait_json_line};
+use support::policy::{allow_ingress, ingress_from_pod, network_policy, pod_selector};
+use support::{write_atomic, Testbed, NAMESPACES_X_LOGGING};
 
 /// How long a change may take to show in the flows here (generous: no timing is measured).
 const CONVERGE: Duration = Duration::from_secs(10);
 
-struct Bed {
-    tb: Testbed,
-    agent: Agent,
-}
+/// npagent on a testbed's manifests.
+type Bed = harness::Enforcing;
 
 impl Bed {
     /// A testbed with npagent on its manifests (and `extra` arguments), pipeline installed.
     fn start(extra: &[&str]) -> Bed {
-        let tb = Testbed::start();
-        let agent = Agent::spawn(&tb.sandbox, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"), extra);
-        Bed::with(tb, agent)
-    }
-
-    fn with(tb: Testbed, agent: Agent) -> Bed {
-        let mut bed = Bed { tb, agent };
+        let mut bed = Bed::launch(false, &[], |tb| harness::spawn_agent(tb, extra));
         bed.converges("pipeline installed", &[("y/a", "x/a", Proto::Tcp, 80, true)]);
         bed
     }
 
-    fn put(&self, file: &str, text: &str) {
-        write_atomic(&self.tb.manifests_dir().join(file), text);
-    }
-
     /// Waits for the trace verdicts to hold, then confirms them with real packets.
     fn converges(&mut self, what: &str, checks: &[Check]) {
-        harness::wait_verdicts(&self.tb, &mut self.agent, what, checks, CONVERGE);
-        self.confirm(what, checks);
+        self.enforces(what, checks, CONVERGE);
     }
 
     /// The checks still hold after everything written so far was handled, by trace and by
@@ -59,22 +48,14 @@ impl Bed {
     fn holds(&mut self, what: &str, checks: &[Check]) {
         let marker = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: marker, namespace: y}\n\
                       spec: {podSelector: {matchLabels: {pod: c}}}\n";
-        self.put("zz-marker.yaml", marker);
+        self.write_manifest("zz-marker.yaml", marker);
         self.converges(&format!("{what}: marker"), &[("x/b", "y/c", Proto::Tcp, 81, false)]);
-        std::fs::remove_file(self.tb.manifests_dir().join("zz-marker.yaml")).expect("rm marker");
+        self.remove_manifest("zz-marker.yaml");
         self.converges(&format!("{what}: marker removed"), &[("x/b", "y/c", Proto::Tcp, 81, true)]);
         assert!(self.agent.alive(), "{what}: npagent died:\n{}", self.agent.log_tail(30));
         let wrong = self.wrong_verdicts(checks);
         assert!(wrong.is_empty(), "{what}:\n  {}\nagent log:\n{}", wrong.join("\n  "), self.agent.log_tail(30));
         self.confirm(what, checks);
-    }
-
-    fn wrong_verdicts(&self, checks: &[Check]) -> Vec<String> {
-        harness::wrong_verdicts(&self.tb, checks)
-    }
-
-    fn confirm(&self, what: &str, checks: &[Check]) {
-        harness::confirm(&self.tb, what, checks);
     }
 
     /// Waits for a line of the agent's log holding every one of `needles`; returns it.
@@ -96,36 +77,17 @@ impl Bed {
 }
 
 /// x/a isolated, TCP 80 allowed from x/b's address only.
-const CIDR_POLICY: &str = r#"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {namespace: x, name: from-xb-cidr}
-spec:
-  podSelector:
-    matchLabels: {pod: a}
-  ingress:
-  - from:
-    - ipBlock: {cidr: 10.10.1.12/32}
-    ports:
-    - {protocol: TCP, port: 80}
-"#;
+fn cidr_policy() -> String {
+    let from_xb =
+        "  ingress:\n  - from:\n    - ipBlock: {cidr: 10.10.1.12/32}\n    ports: [{protocol: TCP, port: 80}]\n";
+    network_policy("x", "from-xb-cidr", &pod_selector("a"), from_xb)
+}
 
 /// x/a isolated (selected by an expression), TCP 80 allowed from x/b.
-const SELECTOR_POLICY: &str = r#"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {namespace: x, name: from-xb-selector}
-spec:
-  podSelector:
-    matchExpressions:
-    - {key: pod, operator: In, values: [a]}
-  ingress:
-  - from:
-    - podSelector:
-        matchLabels: {pod: b}
-    ports:
-    - {protocol: TCP, port: 80}
-"#;
+fn selector_policy() -> String {
+    let selects_a = "{matchExpressions: [{key: pod, operator: In, values: [a]}]}";
+    network_policy("x", "from-xb-selector", selects_a, &ingress_from_pod("b", &[("TCP", 80)]))
+}
 
 const ONLY_XB: &[Check] = &[
     ("x/b", "x/a", Proto::Tcp, 80, true),
@@ -139,16 +101,16 @@ const ONLY_XB: &[Check] = &[
 fn an_edit_that_makes_a_policy_invalid_keeps_its_last_good_version() {
     let mut bed = Bed::start(&[]);
 
-    bed.put("fc-cidr.yaml", CIDR_POLICY);
+    bed.write_manifest("fc-cidr.yaml", &cidr_policy());
     bed.converges("cidr policy", ONLY_XB);
-    bed.put("fc-cidr.yaml", &CIDR_POLICY.replace("10.10.1.12/32", "10.10.1.12/33"));
+    bed.write_manifest("fc-cidr.yaml", &cidr_policy().replace("10.10.1.12/32", "10.10.1.12/33"));
     bed.holds("cidr edited to /33", ONLY_XB);
     let line = bed.logged(&["NetworkPolicy x/from-xb-cidr", "10.10.1.12/33", "last good version", "stays in force"]);
     eprintln!("warned: {line}");
     assert!(line.contains("WARN"), "{line}");
 
     // Fixed to another valid version: that one applies (x/c instead of x/b).
-    bed.put("fc-cidr.yaml", &CIDR_POLICY.replace("10.10.1.12/32", "10.10.1.13/32"));
+    bed.write_manifest("fc-cidr.yaml", &cidr_policy().replace("10.10.1.12/32", "10.10.1.13/32"));
     bed.converges(
         "cidr fixed",
         &[
@@ -157,17 +119,17 @@ fn an_edit_that_makes_a_policy_invalid_keeps_its_last_good_version() {
             ("y/a", "x/a", Proto::Tcp, 80, false),
         ],
     );
-    std::fs::remove_file(bed.tb.manifests_dir().join("fc-cidr.yaml")).expect("rm");
+    bed.remove_manifest("fc-cidr.yaml");
     bed.converges("cidr policy deleted", &[("y/a", "x/a", Proto::Tcp, 80, true)]);
 
-    bed.put("fc-selector.yaml", SELECTOR_POLICY);
+    bed.write_manifest("fc-selector.yaml", &selector_policy());
     bed.converges("selector policy", ONLY_XB);
-    bed.put("fc-selector.yaml", &SELECTOR_POLICY.replace("operator: In", "operator: Bogus"));
+    bed.write_manifest("fc-selector.yaml", &selector_policy().replace("operator: In", "operator: Bogus"));
     bed.holds("selector operator edited to Bogus", ONLY_XB);
     bed.logged(&["NetworkPolicy x/from-xb-selector", "Bogus", "last good version", "stays in force"]);
 
     // Deleting the invalid object removes its kept version.
-    std::fs::remove_file(bed.tb.manifests_dir().join("fc-selector.yaml")).expect("rm");
+    bed.remove_manifest("fc-selector.yaml");
     bed.converges(
         "invalid policy deleted",
         &[("y/a", "x/a", Proto::Tcp, 80, true), ("x/c", "x/a", Proto::Tcp, 80, true)],
@@ -178,7 +140,7 @@ fn an_edit_that_makes_a_policy_invalid_keeps_its_last_good_version() {
 fn a_policy_that_never_was_valid_isolates_its_pods() {
     let mut bed = Bed::start(&[]);
 
-    bed.put(
+    bed.write_manifest(
         "never-valid.yaml",
         r#"
 apiVersion: networking.k8s.io/v1
@@ -234,7 +196,7 @@ spec:
         &[("x/a", "z/c", Proto::Tcp, 80, true), ("z/a", "z/c", Proto::Tcp, 80, true)],
     );
 
-    std::fs::remove_file(bed.tb.manifests_dir().join("never-valid.yaml")).expect("rm");
+    bed.remove_manifest("never-valid.yaml");
     bed.converges(
         "deleted",
         &[
@@ -254,41 +216,17 @@ fn gone_pod(phase: &str) -> String {
     )
 }
 
-const ALLOW_GONE: &str = r#"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {namespace: x, name: from-gone}
-spec:
-  podSelector:
-    matchLabels: {pod: a}
-  ingress:
-  - from:
-    - podSelector:
-        matchLabels: {pod: gone}
-"#;
-
-/// Namespaces x, y, z (label `ns`), audit logging on in x.
-const NAMESPACES_LOGGING_X: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n  labels: {ns: x}\n  \
-    annotations: {networkpolicy.antrea.io/enable-logging: \"true\"}\n---\n\
-    apiVersion: v1\nkind: Namespace\nmetadata:\n  name: y\n  labels: {ns: y}\n---\n\
-    apiVersion: v1\nkind: Namespace\nmetadata:\n  name: z\n  labels: {ns: z}\n";
-
 /// The audit log's JSON lines whose source is `ip`.
 fn lines_from(np_log: &Path, ip: &str) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(np_log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["source"]["ip"] == ip)
-        .collect()
+    json_lines(np_log).into_iter().filter(|v| v["source"]["ip"] == ip).collect()
 }
 
 #[test]
 fn a_finished_pod_holding_a_peers_ip_allows_nothing_and_names_nobody() {
     let tb = Testbed::start();
-    write_atomic(&tb.manifests_dir().join("namespaces.yaml"), NAMESPACES_LOGGING_X);
+    write_atomic(&tb.manifests_dir().join("namespaces.yaml"), NAMESPACES_X_LOGGING);
     write_atomic(&tb.manifests_dir().join("pod-x-gone.yaml"), &gone_pod("Succeeded"));
-    write_atomic(&tb.manifests_dir().join("from-gone.yaml"), ALLOW_GONE);
+    write_atomic(&tb.manifests_dir().join("from-gone.yaml"), &allow_ingress("x", "from-gone", "a", "gone", &[]));
     let logs = tempfile::tempdir().expect("tempdir");
     let np_log = logs.path().join("np.log");
     let agent = Agent::start(
@@ -297,7 +235,7 @@ fn a_finished_pod_holding_a_peers_ip_allows_nothing_and_names_nobody() {
         &np_log,
         &["--audit-format", "json", "--audit-dedup-window", "100ms"],
     );
-    let mut bed = Bed { tb, agent };
+    let mut bed = Bed::with(tb, agent);
 
     // y/a owns 10.10.2.11; the finished x/gone that once had it is no peer.
     bed.converges(
@@ -308,15 +246,9 @@ fn a_finished_pod_holding_a_peers_ip_allows_nothing_and_names_nobody() {
             ("x/b", "x/a", Proto::Tcp, 80, false),
         ],
     );
-    let start = Instant::now();
-    let lines = loop {
-        let lines = lines_from(&np_log, "10.10.2.11");
-        if !lines.is_empty() || start.elapsed() > CONVERGE {
-            break lines;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(!lines.is_empty(), "no audit line for the drops from 10.10.2.11");
+    let from_ya = |v: &serde_json::Value| v["source"]["ip"] == "10.10.2.11";
+    wait_json_line(&np_log, 0, CONVERGE, "audit line for the drops from 10.10.2.11", from_ya);
+    let lines = lines_from(&np_log, "10.10.2.11");
     for l in &lines {
         assert_eq!(l["disposition"], "Drop", "{l}");
         assert_eq!(
@@ -329,12 +261,12 @@ fn a_finished_pod_holding_a_peers_ip_allows_nothing_and_names_nobody() {
     assert!(!text.contains("\"gone\""), "the finished pod is named in the audit log:\n{text}");
 
     // Control: while x/gone runs, the same address is its, and allowed.
-    bed.put("pod-x-gone.yaml", &gone_pod("Running"));
+    bed.write_manifest("pod-x-gone.yaml", &gone_pod("Running"));
     bed.converges(
         "running pod is a peer",
         &[("y/a", "x/a", Proto::Tcp, 80, true), ("x/b", "x/a", Proto::Tcp, 80, false)],
     );
-    bed.put("pod-x-gone.yaml", &gone_pod("Failed"));
+    bed.write_manifest("pod-x-gone.yaml", &gone_pod("Failed"));
     bed.converges(
         "failed pod is no peer again",
         &[("y/a", "x/a", Proto::Tcp, 80, false), ("y/a", "y/b", Proto::Tcp, 80, true)],
@@ -360,17 +292,17 @@ fn oversized_and_alias_bomb_manifests_are_refused_and_enforcement_goes_on() {
     let mut bed = Bed::start(&[]);
     let deny_z = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny, namespace: z}\n\
                   spec: {podSelector: {}, policyTypes: [Ingress]}\n";
-    bed.put("deny-z.yaml", deny_z);
+    bed.write_manifest("deny-z.yaml", deny_z);
     bed.converges("z isolated", &[("x/a", "z/a", Proto::Tcp, 80, false), ("x/a", "y/a", Proto::Tcp, 80, true)]);
 
     // Each would open z (allow everything into it) if it were read.
-    bed.put("bomb.yaml", &billion_laughs());
+    bed.write_manifest("bomb.yaml", &billion_laughs());
     let allow_z = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: big, namespace: z}\n\
                    spec: {podSelector: {}, ingress: [{}]}\n";
     let limit = usize::try_from(npagent::source::manifests::MAX_FILE_BYTES).expect("limit fits");
-    bed.put("big.yaml", &format!("{allow_z}#{}\n", "x".repeat(limit - allow_z.len())));
+    bed.write_manifest("big.yaml", &format!("{allow_z}#{}\n", "x".repeat(limit - allow_z.len())));
     // A name that would forge an audit line if it got through.
-    bed.put(
+    bed.write_manifest(
         "evil.yaml",
         "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  namespace: z\n  \
          name: \"x\\n2026/01/01 00:00:00.000000 IngressRule K8sNetworkPolicy:z/forged\"\nspec: {podSelector: {}, ingress: [{}]}\n",
@@ -394,7 +326,7 @@ fn oversized_and_alias_bomb_manifests_are_refused_and_enforcement_goes_on() {
     assert!(!bed.agent.log_text().lines().any(|l| l.starts_with("2026/01/01")), "a log line was forged");
 
     // The agent keeps serving: a new valid policy applies.
-    bed.put("deny-y.yaml", &deny_z.replace("namespace: z", "namespace: y"));
+    bed.write_manifest("deny-y.yaml", &deny_z.replace("namespace: z", "namespace: y"));
     bed.converges(
         "y isolated too",
         &[

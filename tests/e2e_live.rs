@@ -24,23 +24,20 @@ use serde_json::Value;
 
 use harness::Check;
 use scenario::{docs_yaml, merge_patch, obj_key, split_docs, Proto};
-use support::agent::{npagent_bin, Agent};
-use support::{write_atomic, Testbed};
+use support::policy::{allow_egress, allow_ingress, network_policy, pod_selector};
+use support::{wait_until_every, write_atomic, Testbed};
 
 /// How soon a manifest change must be enforced (README, "Using npagent").
 const BOUND: Duration = Duration::from_secs(1);
 
-struct Live {
-    tb: Testbed,
-    agent: Agent,
-}
+/// npagent on a testbed's manifests, holding the timing lock: the tests here measure.
+type Live = harness::Enforcing;
 
 impl Live {
-    /// A testbed with npagent running on its manifests, every pod reachable.
+    /// A testbed with npagent running on its manifests, every pod reachable; takes the
+    /// [`harness::timing_lock`] first and holds it until dropped.
     fn start() -> Live {
-        let tb = Testbed::start();
-        let agent = Agent::spawn(&tb.sandbox, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"), &[]);
-        let mut live = Live { tb, agent };
+        let mut live = Live::launch(true, &[], |tb| harness::spawn_agent(tb, &[]));
         live.wait_verdicts("pipeline installed", &[("y/a", "x/a", Proto::Tcp, 80, true)], Duration::from_secs(20));
         live
     }
@@ -51,11 +48,12 @@ impl Live {
 
     /// Writes (or replaces) a policy file of this test.
     fn put(&self, name: &str, yaml: &str) {
-        write_atomic(&self.dir().join(format!("live-{name}.yaml")), yaml);
+        self.write_manifest(&format!("live-{name}.yaml"), yaml);
     }
 
+    /// Removes a policy file of this test.
     fn delete(&self, name: &str) {
-        std::fs::remove_file(self.dir().join(format!("live-{name}.yaml"))).expect("remove policy file");
+        self.remove_manifest(&format!("live-{name}.yaml"));
     }
 
     /// Merge-patches the testbed's manifest of one object (the file that holds it).
@@ -84,11 +82,6 @@ impl Live {
         panic!("no manifest holds {kind} {namespace}/{name}");
     }
 
-    /// Waits for the trace verdicts (see [`harness::wait_verdicts`]).
-    fn wait_verdicts(&mut self, what: &str, checks: &[Check], limit: Duration) -> Duration {
-        harness::wait_verdicts(&self.tb, &mut self.agent, what, checks, limit)
-    }
-
     /// Like [`Live::wait_verdicts`], and asserts the change took at most [`BOUND`].
     fn converges(&mut self, what: &str, checks: &[Check]) {
         let took = self.wait_verdicts(what, checks, Duration::from_secs(5));
@@ -96,34 +89,18 @@ impl Live {
         assert!(took <= BOUND, "{what}: took {:.3} s, more than {BOUND:?}", took.as_secs_f64());
         self.confirm(what, checks);
     }
-
-    /// The same checks with real packets.
-    fn confirm(&self, what: &str, checks: &[Check]) {
-        harness::confirm(&self.tb, what, checks);
-    }
 }
 
-const ALLOW_FROM_B: &str = r#"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {namespace: x, name: live-allow}
-spec:
-  podSelector:
-    matchLabels: {pod: a}
-  ingress:
-  - from:
-    - podSelector:
-        matchLabels: {pod: b}
-    ports:
-    - {protocol: TCP, port: 80}
-"#;
+/// x/a accepts TCP 80 from x/b only.
+fn allow_from_b() -> String {
+    allow_ingress("x", "live-allow", "a", "b", &[("TCP", 80)])
+}
 
 #[test]
 fn policy_apply_modify_delete_within_one_second() {
-    let _serial = harness::timing_lock();
     let mut live = Live::start();
 
-    live.put("p", ALLOW_FROM_B);
+    live.put("p", &allow_from_b());
     live.converges(
         "apply",
         &[
@@ -135,7 +112,7 @@ fn policy_apply_modify_delete_within_one_second() {
         ],
     );
 
-    live.put("p", &ALLOW_FROM_B.replace("{pod: b}", "{pod: c}").replace("port: 80}", "port: 81}"));
+    live.put("p", &allow_ingress("x", "live-allow", "a", "c", &[("TCP", 81)]));
     live.converges(
         "modify",
         &[
@@ -157,28 +134,20 @@ fn policy_apply_modify_delete_within_one_second() {
     );
 }
 
-#[test]
-fn relabel_pod_and_namespace_within_one_second() {
-    let _serial = harness::timing_lock();
-    let mut live = Live::start();
-    live.put(
-        "p",
-        r#"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {namespace: x, name: friends}
-spec:
-  podSelector:
-    matchLabels: {pod: a}
-  ingress:
-  - from:
-    - namespaceSelector: {}
+/// Peers of a rule: the pods labelled `role: friend` in every namespace, and every pod of the
+/// namespaces labelled `team: blue`.
+const FRIENDS: &str = r#"    - namespaceSelector: {}
       podSelector:
         matchLabels: {role: friend}
     - namespaceSelector:
         matchLabels: {team: blue}
-"#,
-    );
+"#;
+
+#[test]
+fn relabel_pod_and_namespace_within_one_second() {
+    let mut live = Live::start();
+    let friends = format!("  ingress:\n  - from:\n{FRIENDS}");
+    live.put("p", &network_policy("x", "friends", &pod_selector("a"), &friends));
     live.converges("policy", &[("z/b", "x/a", Proto::Tcp, 80, false), ("y/a", "x/a", Proto::Tcp, 80, false)]);
 
     live.patch("Pod", "z", "b", "{metadata: {labels: {role: friend}}}");
@@ -208,30 +177,9 @@ spec:
 
 #[test]
 fn pod_add_and_remove_within_one_second() {
-    let _serial = harness::timing_lock();
     let mut live = Live::start();
-    live.put(
-        "p",
-        r#"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {namespace: x, name: deny-all}
-spec:
-  podSelector: {}
-  policyTypes: [Ingress]
----
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {namespace: x, name: a-from-d}
-spec:
-  podSelector:
-    matchLabels: {pod: a}
-  ingress:
-  - from:
-    - podSelector:
-        matchLabels: {pod: d}
-"#,
-    );
+    let deny_all = network_policy("x", "deny-all", "{}", "  policyTypes: [Ingress]\n");
+    live.put("p", &format!("{deny_all}---\n{}", allow_ingress("x", "a-from-d", "a", "d", &[])));
     live.converges("policies", &[("y/a", "x/a", Proto::Tcp, 80, false), ("y/a", "x/b", Proto::Tcp, 80, false)]);
     let before = live.tb.sandbox.dump_flows();
 
@@ -257,20 +205,21 @@ impl Live {
     /// flows `before` (those of before the pod was added).
     fn del_pod_converges(&self, ns: &str, name: &str, before: &[String]) {
         self.tb.del_pod(ns, name);
-        let start = Instant::now();
-        loop {
+        let flows_back = || self.tb.sandbox.dump_flows() == before;
+        let differences = || {
             let now = self.tb.sandbox.dump_flows();
-            if now == before {
-                break;
-            }
-            if start.elapsed() > Duration::from_secs(5) {
-                let extra: Vec<_> = now.iter().filter(|f| !before.contains(f)).collect();
-                let gone: Vec<_> = before.iter().filter(|f| !now.contains(f)).collect();
-                panic!("pod removed: flows not back to their state before the pod after 5 s\nextra: {extra:#?}\nmissing: {gone:#?}");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let took = start.elapsed();
+            let extra: Vec<_> = now.iter().filter(|f| !before.contains(f)).collect();
+            let gone: Vec<_> = before.iter().filter(|f| !now.contains(f)).collect();
+            format!("extra: {extra:#?}\nmissing: {gone:#?}")
+        };
+        let every = Duration::from_millis(10);
+        let took = wait_until_every(
+            Duration::from_secs(5),
+            every,
+            "pod removed: flows back to their state before the pod",
+            flows_back,
+            differences,
+        );
         eprintln!("pod removed: flows back after {:.3} s", took.as_secs_f64());
         assert!(took <= BOUND, "pod removal took {took:?}");
     }
@@ -307,9 +256,8 @@ fn flows_with_stats(tb: &Testbed) -> BTreeMap<String, FlowStats> {
 
 #[test]
 fn restart_without_churn() {
-    let _serial = harness::timing_lock();
     let mut live = Live::start();
-    live.put("p", ALLOW_FROM_B);
+    live.put("p", &allow_from_b());
     live.assert_restart_without_churn(&[("y/a", "x/a", Proto::Tcp, 80, false), ("x/b", "x/a", Proto::Tcp, 80, true)]);
 }
 
@@ -339,8 +287,7 @@ impl Live {
         let log_path = self.tb.sandbox.dir.join("vswitchd.log");
         let log_start = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
         let t0 = Instant::now();
-        self.agent =
-            Agent::spawn(&self.tb.sandbox, &self.tb.manifests_dir(), &self.tb.sandbox.dir.join("npagent.log"), &[]);
+        self.agent = harness::spawn_agent(&self.tb, &[]);
         // Let it connect, dump and (not) reconcile.
         std::thread::sleep(Duration::from_secs(3));
         assert!(self.agent.alive(), "npagent died after restart:\n{}", self.agent.log_tail(30));
@@ -387,9 +334,8 @@ impl Live {
 
 #[test]
 fn switch_restart_recovery() {
-    let _serial = harness::timing_lock();
     let mut live = Live::start();
-    live.put("p", ALLOW_FROM_B);
+    live.put("p", &allow_from_b());
     live.assert_switch_restart_recovers(&[
         ("y/a", "x/a", Proto::Tcp, 80, false),
         ("x/b", "x/a", Proto::Tcp, 80, true),
@@ -400,9 +346,8 @@ fn switch_restart_recovery() {
 
 #[test]
 fn egress_switch_restart_recovery() {
-    let _serial = harness::timing_lock();
     let mut live = Live::start();
-    live.put("p", EGRESS_A_TO_B);
+    live.put("p", &egress_a_to_b());
     live.assert_switch_restart_recovers(&[
         ("x/a", "x/b", Proto::Tcp, 80, true),
         ("x/a", "x/b", Proto::Udp, 80, false),
@@ -438,10 +383,9 @@ impl Live {
 /// bridge npagent enforces (an ingress and an egress policy in place).
 #[test]
 fn flows_command_matches_bridge() {
-    let _serial = harness::timing_lock();
     let mut live = Live::start();
-    live.put("p", ALLOW_FROM_B);
-    live.put("egress", EGRESS_A_TO_B);
+    live.put("p", &allow_from_b());
+    live.put("egress", &egress_a_to_b());
     live.converges(
         "policies",
         &[
@@ -450,35 +394,16 @@ fn flows_command_matches_bridge() {
             ("x/a", "x/c", Proto::Tcp, 80, false),
         ],
     );
-    let out = support::node_env(&mut std::process::Command::new(npagent_bin()))
-        .args(["flows", "--ofp", &live.tb.sandbox.ofp, "--ovsdb", &live.tb.sandbox.ovsdb, "--manifests"])
-        .arg(live.tb.manifests_dir())
-        .output()
-        .expect("run npagent flows");
-    assert!(out.status.success(), "npagent flows failed: {}", String::from_utf8_lossy(&out.stderr));
-    let mut printed: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
-        .collect();
-    printed.sort();
-    let bridge = live.tb.sandbox.dump_flows();
-    let only_printed: Vec<_> = printed.iter().filter(|f| !bridge.contains(f)).collect();
-    let only_bridge: Vec<_> = bridge.iter().filter(|f| !printed.contains(f)).collect();
-    assert!(
-        only_printed.is_empty() && only_bridge.is_empty(),
-        "npagent flows and the bridge differ\nonly in `npagent flows`: {only_printed:#?}\nonly on the bridge: {only_bridge:#?}"
-    );
+    let differ = harness::flows_command_diff(&live.tb, &live.tb.manifests_dir());
+    assert!(differ.is_empty(), "npagent flows and the bridge differ:\n{}", differ.join("\n"));
 }
 
 /// Bad input never stops enforcement: each broken object or file is reported by name, and
 /// every valid policy (also in the same file as a broken one) stays enforced.
 #[test]
 fn bad_input_is_reported_and_the_valid_rest_stays_enforced() {
-    let _serial = harness::timing_lock();
     let mut live = Live::start();
-    live.put("good", ALLOW_FROM_B);
+    live.put("good", &allow_from_b());
     live.wait_verdicts(
         "valid policy",
         &[("x/b", "x/a", Proto::Tcp, 80, true), ("x/c", "x/a", Proto::Tcp, 80, false)],
@@ -540,7 +465,6 @@ spec:
         ],
         BOUND * 5,
     );
-    let deadline = Instant::now() + Duration::from_secs(5);
     let wanted = [
         "live-broken.yaml",
         "live-svc.yaml#1 Service x/web",
@@ -549,15 +473,18 @@ spec:
         "NetworkPolicy z/bad-selector",
         "nowhere/orphan",
     ];
-    loop {
+    let missing = || -> Vec<&str> {
         let log = live.agent.log_text();
-        let missing: Vec<&&str> = wanted.iter().filter(|w| !log.contains(**w)).collect();
-        if missing.is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the agent log does not name {missing:?}:\n{}", live.agent.log_tail(40));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        wanted.iter().copied().filter(|w| !log.contains(w)).collect()
+    };
+    let every = Duration::from_millis(50);
+    wait_until_every(
+        Duration::from_secs(5),
+        every,
+        "the agent log names every broken input",
+        || missing().is_empty(),
+        || format!("the agent log does not name {:?}:\n{}", missing(), live.agent.log_tail(40)),
+    );
     assert!(live.agent.alive(), "the agent must keep running");
     live.confirm(
         "real packets",
@@ -574,28 +501,15 @@ spec:
 // tests that expects `false` for a pod sending out is one only egress enforcement can give.
 
 /// x/a may open TCP 80 to x/b and nothing else (egress-isolated).
-const EGRESS_A_TO_B: &str = r#"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {namespace: x, name: live-egress}
-spec:
-  podSelector:
-    matchLabels: {pod: a}
-  policyTypes: [Egress]
-  egress:
-  - to:
-    - podSelector:
-        matchLabels: {pod: b}
-    ports:
-    - {protocol: TCP, port: 80}
-"#;
+fn egress_a_to_b() -> String {
+    allow_egress("x", "live-egress", "a", "b", &[("TCP", 80)])
+}
 
 #[test]
 fn egress_policy_apply_modify_delete_within_one_second() {
-    let _serial = harness::timing_lock();
     let mut live = Live::start();
 
-    live.put("p", EGRESS_A_TO_B);
+    live.put("p", &egress_a_to_b());
     live.converges(
         "egress apply",
         &[
@@ -614,7 +528,7 @@ fn egress_policy_apply_modify_delete_within_one_second() {
         ],
     );
 
-    live.put("p", &EGRESS_A_TO_B.replace("port: 80}", "port: 81}"));
+    live.put("p", &allow_egress("x", "live-egress", "a", "b", &[("TCP", 81)]));
     live.converges(
         "egress port changed",
         &[
@@ -624,7 +538,7 @@ fn egress_policy_apply_modify_delete_within_one_second() {
         ],
     );
 
-    live.put("p", &EGRESS_A_TO_B.replace("port: 80}", "port: 81}").replace("{pod: b}", "{pod: c}"));
+    live.put("p", &allow_egress("x", "live-egress", "a", "c", &[("TCP", 81)]));
     live.converges(
         "egress peer changed",
         &[
@@ -647,27 +561,9 @@ fn egress_policy_apply_modify_delete_within_one_second() {
 
 #[test]
 fn egress_relabel_destination_pod_and_namespace_within_one_second() {
-    let _serial = harness::timing_lock();
     let mut live = Live::start();
-    live.put(
-        "p",
-        r#"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {namespace: x, name: egress-friends}
-spec:
-  podSelector:
-    matchLabels: {pod: a}
-  policyTypes: [Egress]
-  egress:
-  - to:
-    - namespaceSelector: {}
-      podSelector:
-        matchLabels: {role: friend}
-    - namespaceSelector:
-        matchLabels: {team: blue}
-"#,
-    );
+    let friends = format!("  policyTypes: [Egress]\n  egress:\n  - to:\n{FRIENDS}");
+    live.put("p", &network_policy("x", "egress-friends", &pod_selector("a"), &friends));
     live.converges("egress policy", &[("x/a", "z/b", Proto::Tcp, 80, false), ("x/a", "y/a", Proto::Tcp, 80, false)]);
 
     live.patch("Pod", "z", "b", "{metadata: {labels: {role: friend}}}");
@@ -718,14 +614,9 @@ spec:
 /// from x/a on every port.
 #[test]
 fn egress_and_ingress_must_both_allow_between_local_pods() {
-    let _serial = harness::timing_lock();
     let mut live = Live::start();
-    let ingress_b = |from: &str| {
-        format!(
-            "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{namespace: x, name: live-ingress-b}}\nspec:\n  podSelector:\n    matchLabels: {{pod: b}}\n  ingress:\n  - from:\n    - podSelector:\n        matchLabels: {{pod: {from}}}\n"
-        )
-    };
-    live.put("egress", EGRESS_A_TO_B);
+    let ingress_b = |from: &str| allow_ingress("x", "live-ingress-b", "b", from, &[]);
+    live.put("egress", &egress_a_to_b());
     live.put("ingress", &ingress_b("c"));
     live.converges(
         "egress allows, ingress does not",
@@ -754,17 +645,10 @@ fn egress_and_ingress_must_both_allow_between_local_pods() {
 /// opens nothing else.
 #[test]
 fn egress_isolated_pods_still_reply() {
-    let _serial = harness::timing_lock();
     let mut live = Live::start();
-    live.put(
-        "a",
-        &EGRESS_A_TO_B
-            .replace("{protocol: TCP, port: 80}", "{protocol: TCP, port: 80}\n    - {protocol: UDP, port: 80}"),
-    );
-    live.put(
-        "b",
-        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {namespace: x, name: live-b-sends-nothing}\nspec:\n  podSelector:\n    matchLabels: {pod: b}\n  policyTypes: [Egress]\n  egress: []\n",
-    );
+    live.put("a", &allow_egress("x", "live-egress", "a", "b", &[("TCP", 80), ("UDP", 80)]));
+    let sends_nothing = "  policyTypes: [Egress]\n  egress: []\n";
+    live.put("b", &network_policy("x", "live-b-sends-nothing", &pod_selector("b"), sends_nothing));
     live.converges(
         "replies pass",
         &[
@@ -787,10 +671,9 @@ fn egress_isolated_pods_still_reply() {
 
 #[test]
 fn egress_restart_without_churn() {
-    let _serial = harness::timing_lock();
     let mut live = Live::start();
-    live.put("egress", EGRESS_A_TO_B);
-    live.put("ingress", ALLOW_FROM_B);
+    live.put("egress", &egress_a_to_b());
+    live.put("ingress", &allow_from_b());
     let before = live.assert_restart_without_churn(&[
         ("x/a", "x/b", Proto::Tcp, 80, true),
         ("x/a", "x/c", Proto::Tcp, 80, false),
@@ -809,31 +692,9 @@ fn egress_restart_without_churn() {
 /// egress-isolated source; removing it restores the flows of before.
 #[test]
 fn egress_pod_add_and_remove_within_one_second() {
-    let _serial = harness::timing_lock();
     let mut live = Live::start();
-    live.put(
-        "p",
-        r#"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {namespace: x, name: deny-all-egress}
-spec:
-  podSelector: {}
-  policyTypes: [Egress]
----
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {namespace: x, name: a-to-d}
-spec:
-  podSelector:
-    matchLabels: {pod: a}
-  policyTypes: [Egress]
-  egress:
-  - to:
-    - podSelector:
-        matchLabels: {pod: d}
-"#,
-    );
+    let deny_all = network_policy("x", "deny-all-egress", "{}", "  policyTypes: [Egress]\n");
+    live.put("p", &format!("{deny_all}---\n{}", allow_egress("x", "a-to-d", "a", "d", &[])));
     live.converges(
         "egress policies",
         &[

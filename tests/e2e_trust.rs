@@ -13,18 +13,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::agent::Agent;
+use support::policy::allow_ingress;
 use support::sandbox::repo_path;
 use support::{write_atomic, Port, Testbed};
 
 /// x/a accepts only x/b (every port).
-const A_FROM_B: &str = "apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: a-from-b, namespace: x}
-spec:
-  podSelector: {matchLabels: {pod: a}}
-  ingress:
-  - from: [{podSelector: {matchLabels: {pod: b}}}]
-";
+fn a_from_b() -> String {
+    allow_ingress("x", "a-from-b", "a", "b", &[])
+}
 
 struct Node {
     tb: Testbed,
@@ -32,10 +28,10 @@ struct Node {
 }
 
 impl Node {
-    /// The testbed with npagent enforcing [`A_FROM_B`].
+    /// The testbed with npagent enforcing [`a_from_b`].
     fn start() -> Node {
         let tb = Testbed::start();
-        write_atomic(&tb.manifests_dir().join("a-from-b.yaml"), A_FROM_B);
+        write_atomic(&tb.manifests_dir().join("a-from-b.yaml"), &a_from_b());
         let agent = Agent::spawn(&tb.sandbox, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"), &[]);
         let node = Node { tb, agent: Some(agent) };
         let deadline = Instant::now() + Duration::from_secs(20);

@@ -198,6 +198,19 @@ fn table_names() -> Vec<(u8, String)> {
     TABLES.iter().map(|(i, n)| (*i, n.to_string())).collect()
 }
 
+/// The OVSDB source on `ovs`'s br-int (no uplinks, [`TABLES`] named), running as a task; its
+/// reports arrive on the receiver.
+fn spawn_ovsdb_source(ovs: &Ovs) -> (tokio::task::JoinHandle<()>, watch::Receiver<BridgePorts>) {
+    let (tx, rx) = watch::channel(BridgePorts::default());
+    let task = tokio::spawn(run_ovsdb(
+        ovs.client_endpoint().parse().expect("endpoint"),
+        BridgeSpec { name: "br-int".into(), uplinks: vec![] },
+        table_names(),
+        tx,
+    ));
+    (task, rx)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follows_pod_ports_live_and_survives_an_ovsdb_restart() {
     let ovs = Ovs::start();
@@ -216,13 +229,7 @@ async fn follows_pod_ports_live_and_survives_an_ovsdb_restart() {
         "external_ids={pod-name=ext,pod-namespace=x}",
     ]);
 
-    let (tx, mut rx) = watch::channel(BridgePorts::default());
-    let task = tokio::spawn(run_ovsdb(
-        ovs.client_endpoint().parse().expect("endpoint"),
-        BridgeSpec { name: "br-int".into(), uplinks: vec![] },
-        table_names(),
-        tx,
-    ));
+    let (task, mut rx) = spawn_ovsdb_source(&ovs);
 
     // Keys on the Interface row (as Antrea writes them), several addresses with prefixes.
     ovs.add_pod_port(
@@ -291,13 +298,7 @@ async fn names_the_tables_idempotently() {
     ]);
 
     for round in 0..2 {
-        let (tx, rx) = watch::channel(BridgePorts::default());
-        let task = tokio::spawn(run_ovsdb(
-            ovs.client_endpoint().parse().expect("endpoint"),
-            BridgeSpec { name: "br-int".into(), uplinks: vec![] },
-            table_names(),
-            tx,
-        ));
+        let (task, rx) = spawn_ovsdb_source(&ovs);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let features = loop {
             let out = run(Command::new("ovs-ofctl")
@@ -344,13 +345,7 @@ async fn a_standalone_or_unset_bridge_becomes_secure() {
     {
         ovs.vsctl(args);
         assert_ne!(ovs.vsctl(&["get-fail-mode", "br-int"]).trim(), "secure", "{how}: precondition");
-        let (tx, rx) = watch::channel(BridgePorts::default());
-        let task = tokio::spawn(run_ovsdb(
-            ovs.client_endpoint().parse().expect("endpoint"),
-            BridgeSpec { name: "br-int".into(), uplinks: vec![] },
-            table_names(),
-            tx,
-        ));
+        let (task, rx) = spawn_ovsdb_source(&ovs);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while ovs.vsctl(&["get-fail-mode", "br-int"]).trim() != "secure" {
             assert!(std::time::Instant::now() < deadline, "{how}: fail_mode not made secure within 10 s");

@@ -218,3 +218,76 @@ pub fn flows_command_diff(tb: &Testbed, manifests: &Path) -> Vec<String> {
     }
     differ
 }
+
+/// npagent enforcing the manifests directory of a testbed of its own, and the verdict checks
+/// the end-to-end tests make of it. A test file gives it methods of its own through an alias
+/// (`type Live = harness::Enforcing;`).
+pub struct Enforcing {
+    /// The pods and their switch.
+    pub tb: Testbed,
+    /// npagent, on the testbed's manifests directory.
+    pub agent: Agent,
+    /// Taken before the testbed started, released after it and the agent are gone.
+    timing: Option<TimingLock>,
+}
+
+impl Enforcing {
+    /// A fresh testbed with `manifests` (file name, text) written into its manifests
+    /// directory, and npagent started on it by `start_agent` ([`spawn_agent`], or
+    /// `Agent::start` with an audit log). With `timed`, the [`timing_lock`] is taken first and
+    /// held until drop. Waits for nothing: [`Enforcing::enforces`] does.
+    pub fn launch(timed: bool, manifests: &[(&str, &str)], start_agent: impl FnOnce(&Testbed) -> Agent) -> Enforcing {
+        let timing = timed.then(timing_lock);
+        let tb = Testbed::start();
+        for (file, text) in manifests {
+            crate::support::write_atomic(&tb.manifests_dir().join(file), text);
+        }
+        let agent = start_agent(&tb);
+        Enforcing { tb, agent, timing }
+    }
+
+    /// An agent already running on `tb`.
+    pub fn with(tb: Testbed, agent: Agent) -> Enforcing {
+        Enforcing { tb, agent, timing: None }
+    }
+
+    /// Waits for the trace verdicts (see [`wait_verdicts`]); returns how long that took.
+    pub fn wait_verdicts(&mut self, what: &str, checks: &[Check], limit: Duration) -> Duration {
+        wait_verdicts(&self.tb, &mut self.agent, what, checks, limit)
+    }
+
+    /// Waits for the trace verdicts, at most `limit`, then confirms them with real packets;
+    /// returns how long the verdicts took.
+    pub fn enforces(&mut self, what: &str, checks: &[Check], limit: Duration) -> Duration {
+        let took = self.wait_verdicts(what, checks, limit);
+        self.confirm(what, checks);
+        took
+    }
+
+    /// The checks with real packets (see [`confirm`]).
+    pub fn confirm(&self, what: &str, checks: &[Check]) {
+        confirm(&self.tb, what, checks);
+    }
+
+    /// The checks whose trace verdict is wrong now (see [`wrong_verdicts`]).
+    pub fn wrong_verdicts(&self, checks: &[Check]) -> Vec<String> {
+        wrong_verdicts(&self.tb, checks)
+    }
+
+    /// Writes (or replaces) `file` in the manifests directory, atomically.
+    pub fn write_manifest(&self, file: &str, text: &str) {
+        crate::support::write_atomic(&self.tb.manifests_dir().join(file), text);
+    }
+
+    /// Removes `file` from the manifests directory.
+    pub fn remove_manifest(&self, file: &str) {
+        let path = self.tb.manifests_dir().join(file);
+        fs::remove_file(&path).unwrap_or_else(|e| panic!("remove {}: {e}", path.display()));
+    }
+}
+
+/// `npagent run` on the testbed's manifests with `extra` arguments, its log `npagent.log` in
+/// the sandbox's directory; returns at once.
+pub fn spawn_agent(tb: &Testbed, extra: &[&str]) -> Agent {
+    Agent::spawn(&tb.sandbox, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"), extra)
+}

@@ -8,8 +8,10 @@
 
 pub mod agent;
 pub mod audit_log;
+pub mod policy;
 pub mod sandbox;
 pub mod testbed;
+pub mod wait;
 pub mod yaml;
 
 pub use sandbox::Sandbox;
@@ -17,3 +19,4 @@ pub use testbed::{
     cluster_ip, eventually, finish, finish_count, node_env, write_atomic, Pod, Port, Reachability, Testbed, A_FROM_B,
     GATEWAY_IP, NAMESPACES_X_LOGGING, SERVICE_CIDR,
 };
+pub use wait::{wait_until, wait_until_every};
