@@ -43,7 +43,7 @@ fn ofp_command(cmd: OfpCommand) -> std::process::ExitCode {
 /// `npagent audit ...`: no runtime; exit status 0 intact, 1 broken, 2 error.
 fn audit_command(cmd: AuditCommand) -> std::process::ExitCode {
     let AuditCommand::Verify { files } = cmd;
-    match npagent::audit::verify::verify_paths(&files) {
+    match npagent::audit::chain::verify::verify_paths(&files) {
         Ok(report) => {
             print!("{}", report.text());
             std::process::ExitCode::from(if report.broken.is_some() { 1 } else { 0 })

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use flate2::write::GzEncoder;
-use npagent::audit::verify::{verify_paths, BreakKind};
+use npagent::audit::chain::verify::{verify_paths, BreakKind};
 use npagent::audit::writer::{list_backups, RotatingWriter, WriterConfig};
 use std::fs;
 use std::io::Write;

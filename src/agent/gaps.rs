@@ -1,42 +1,92 @@
-//! Shed counts the agent polls, turned into gap records for the audit log (see
-//! [`crate::audit::gap`]).
+//! Counting what was shed on the way to the audit log, in one place: the switch's logging
+//! meters (read every 10 s) and the switch connection's packet-in queue (every tick). Each
+//! poll becomes gap records for the audit log (see [`crate::audit::gap`]; the audit logger's
+//! own queue counts its sheds itself), metrics and rate-limited warnings.
 
-use super::meters::{shed_owner, MeterShed};
+use super::meters::{self, shed_owner, MeterShed};
+use super::{AgentConfig, RateLimitedWarning, Reconciler};
+use crate::admin::metrics::AgentMetrics;
 use crate::audit::gap::{Gap, GapCause};
 use crate::audit::AuditStats;
 use crate::compiler::userdata::Disposition;
 use crate::model::ObjectRef;
+use crate::switch::SwitchHandle;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-/// Turns the shed counts the agent polls (the switch's logging meters every 10 s, its own
-/// connection every tick) into gap records for the audit log.
+/// Polls the shed counts (the switch's logging meters every 10 s, its connection every tick)
+/// and turns them into gap records, metrics and warnings.
 pub struct ShedPolls {
+    switch: SwitchHandle,
     audit: Arc<AuditStats>,
+    metrics: Arc<AgentMetrics>,
+    /// The meters' rates, Allow and Drop packets per second per pod (for the warning).
+    meter_rates: (u32, u32),
     last_meter_poll: Option<Instant>,
     /// The meters' counts and when they were read; `None` until the baseline is known.
     meter: Option<(MeterShed, SystemTime)>,
     connection: (u64, SystemTime),
+    meter_warning: RateLimitedWarning,
+    connection_warning: RateLimitedWarning,
 }
 
 impl ShedPolls {
     const METER_INTERVAL: Duration = Duration::from_secs(10);
+    /// How long the last meter read at shutdown may take: the switch may be gone.
+    const LAST_METER_READ: Duration = Duration::from_millis(250);
 
-    /// Polls reporting to the audit logger's `audit` stats.
-    pub fn new(audit: Arc<AuditStats>) -> ShedPolls {
-        ShedPolls { audit, last_meter_poll: None, meter: None, connection: (0, SystemTime::now()) }
-    }
-
-    /// The meter's count when the agent installed it: where its gaps start (only the first
-    /// one counts; later reads on reconnection would hide sheds since the last poll).
-    pub fn meter_baseline(&mut self, baseline: Option<(MeterShed, SystemTime)>) {
-        if self.meter.is_none() {
-            self.meter = baseline;
+    /// Polls of `switch`, reporting gaps to the audit logger's `audit` stats.
+    pub fn new(cfg: &AgentConfig, switch: SwitchHandle, audit: Arc<AuditStats>, metrics: Arc<AgentMetrics>) -> Self {
+        ShedPolls {
+            switch,
+            audit,
+            metrics,
+            meter_rates: meters::rates(cfg.allow_rate, cfg.drop_rate),
+            last_meter_poll: None,
+            meter: None,
+            connection: (0, SystemTime::now()),
+            meter_warning: RateLimitedWarning::default(),
+            connection_warning: RateLimitedWarning::default(),
         }
     }
 
-    /// Whether the meter is to be read now.
-    pub fn meter_due(&mut self) -> bool {
+    /// One tick: the meters when due (a request to the switch), then the connection's count
+    /// and the packet-in metrics.
+    pub async fn poll(&mut self, reconciler: &Reconciler) {
+        self.meter_baseline(reconciler);
+        if self.meter_due() {
+            let total = self.read_meters(reconciler).await;
+            self.meter_polled(total, reconciler);
+        }
+        let dropped = self.switch.packet_in_dropped();
+        self.connection_polled(dropped);
+        self.metrics.packet_in_dropped_by_connection.store(dropped, Ordering::Relaxed);
+        self.metrics.packet_in_malformed.store(self.switch.packet_in_malformed(), Ordering::Relaxed);
+        self.connection_warning.total(dropped, |n| {
+            tracing::warn!("{n} packet-ins shed so far: npagent's packet-in queue was full (see npagent_audit_shed_by_queue_total)")
+        });
+    }
+
+    /// At shutdown: the sheds since the last polls still become gap records.
+    pub async fn poll_last(&mut self, reconciler: &Reconciler) {
+        self.meter_baseline(reconciler);
+        if let Ok(total) = tokio::time::timeout(Self::LAST_METER_READ, self.read_meters(reconciler)).await {
+            self.meter_polled(total, reconciler);
+        }
+        self.connection_polled(self.switch.packet_in_dropped());
+    }
+
+    /// Takes the meters' counts when the agent installed them: where their gaps start (only
+    /// the first one counts; later reads on reconnection would hide sheds since the last poll).
+    fn meter_baseline(&mut self, reconciler: &Reconciler) {
+        if self.meter.is_none() {
+            self.meter = reconciler.meter_baseline();
+        }
+    }
+
+    /// Whether the meters are to be read now.
+    fn meter_due(&mut self) -> bool {
         let due = self.meter.is_some() && self.last_meter_poll.is_none_or(|t| t.elapsed() >= Self::METER_INTERVAL);
         if due {
             self.last_meter_poll = Some(Instant::now());
@@ -44,9 +94,27 @@ impl ShedPolls {
         due
     }
 
-    /// The meters' counts were read (`None`: they could not be); `pod_on` names the pod on an
-    /// ofport.
-    pub fn meter_polled(&mut self, total: Option<MeterShed>, pod_on: impl Fn(u32) -> Option<ObjectRef>) {
+    /// Reads how many logging packets the meters dropped (the switch's counts, `None` if they
+    /// could not be read) into the metrics; warns at most once a minute.
+    async fn read_meters(&mut self, reconciler: &Reconciler) -> Option<MeterShed> {
+        if !reconciler.is_connected() {
+            return None;
+        }
+        let shed = meters::read_shed(&self.switch).await.ok()?;
+        let dropped = shed.values().sum();
+        self.metrics.shed_by_meter.store(dropped, Ordering::Relaxed);
+        let (allow, drop) = self.meter_rates;
+        self.meter_warning.total(dropped, |n| {
+            tracing::warn!(
+                "the logging meters ({allow} Allow and {drop} Drop packets/s per pod) dropped {n} packet-ins so far: audit entries were shed (see npagent_audit_shed_by_meter_total and the gap records)"
+            )
+        });
+        Some(shed)
+    }
+
+    /// The meters' counts were read (`None`: they could not be); the gap of each names the
+    /// pod on its ofport.
+    fn meter_polled(&mut self, total: Option<MeterShed>, reconciler: &Reconciler) {
         let Some(total) = total else { return };
         let now = SystemTime::now();
         if let Some((before, since)) = &self.meter {
@@ -55,14 +123,15 @@ impl ShedPolls {
                 // A meter new since (a new pod's) starts at zero; a switch restart resets all.
                 let b = before.get(id).copied().unwrap_or(0);
                 let shed = if t >= b { t - b } else { t };
-                self.report(GapCause::Meter, disposition, ofport.and_then(&pod_on), shed, *since, now);
+                let pod = ofport.and_then(|o| reconciler.pod_on(o));
+                self.report(GapCause::Meter, disposition, pod, shed, *since, now);
             }
         }
         self.meter = Some((total, now));
     }
 
     /// The connection's count of shed packet-ins.
-    pub fn connection_polled(&mut self, total: u64) {
+    fn connection_polled(&mut self, total: u64) {
         let now = SystemTime::now();
         let (before, since) = self.connection;
         self.report(GapCause::Connection, None, None, total.saturating_sub(before), since, now);

@@ -30,7 +30,8 @@ pub struct LoggingMeters {
 impl LoggingMeters {
     /// Meters of `allow_rate` and `drop_rate` packets per second (burst: twice that).
     pub fn new(allow_rate: u32, drop_rate: u32) -> LoggingMeters {
-        LoggingMeters { allow_rate: allow_rate.max(1), drop_rate: drop_rate.max(1), installed: BTreeSet::new() }
+        let (allow_rate, drop_rate) = rates(allow_rate, drop_rate);
+        LoggingMeters { allow_rate, drop_rate, installed: BTreeSet::new() }
     }
 
     /// The meters the pods on `ports` need, with their rates.
@@ -98,21 +99,22 @@ impl LoggingMeters {
         }
         Ok(())
     }
+}
 
-    /// How many packets each of npagent's meters on the switch dropped.
-    pub async fn read(&self, switch: &SwitchHandle) -> Result<MeterShed, SwitchError> {
-        let stats = switch.meter_stats(meter::ALL).await?;
-        Ok(stats
-            .iter()
-            .filter(|s| meters::owner(s.meter_id).is_some())
-            .map(|s| (s.meter_id, s.bands.iter().map(|(packets, _)| packets).sum()))
-            .collect())
-    }
+/// The rates the meters are set to from the configured ones (`--audit-allow-rate`,
+/// `--audit-drop-rate`): Allow and Drop packets per second per pod, at least one each.
+pub fn rates(allow_rate: u32, drop_rate: u32) -> (u32, u32) {
+    (allow_rate.max(1), drop_rate.max(1))
+}
 
-    /// The configured rates, for messages: (Allow, Drop) packets per second per pod.
-    pub fn rates(&self) -> (u32, u32) {
-        (self.allow_rate, self.drop_rate)
-    }
+/// How many packets each of npagent's meters on the switch dropped.
+pub async fn read_shed(switch: &SwitchHandle) -> Result<MeterShed, SwitchError> {
+    let stats = switch.meter_stats(meter::ALL).await?;
+    Ok(stats
+        .iter()
+        .filter(|s| meters::owner(s.meter_id).is_some())
+        .map(|s| (s.meter_id, s.bands.iter().map(|(packets, _)| packets).sum()))
+        .collect())
 }
 
 /// Whose copies meter `id` sheds, for a gap record: the disposition (none for the security

@@ -187,9 +187,14 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     let mut ports_seen = false;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut gaps = gaps::ShedPolls::new(audit.stats());
-    let mut meter_shed_warning = RateLimitedWarning::default();
-    let mut queue_shed_warning = RateLimitedWarning::default();
+    let mut sheds = gaps::ShedPolls::new(&cfg, switch.clone(), audit.stats(), Arc::clone(&metrics));
+    let tasks = [
+        ("the object source", &source_task),
+        ("the OVSDB client", &ovsdb_task),
+        ("the gateway", &gateway_task),
+        ("the packet-in forwarder", &forward),
+        ("the admin server", &admin_task),
+    ];
     let audit_alive = audit.sender();
     tokio::pin!(shutdown);
     let outcome = loop {
@@ -238,28 +243,10 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
             }
             _ = tick.tick() => {
                 reconciler.expire();
-                gaps.meter_baseline(reconciler.meter_baseline());
-                if gaps.meter_due() {
-                    match unless_shutdown(&mut shutdown, &admin, reconciler.poll_meter(&mut meter_shed_warning)).await {
-                        None => break Ok(()),
-                        Some(total) => gaps.meter_polled(total, |o| reconciler.pod_on(o)),
-                    }
-                }
-                let tasks = [
-                    ("the object source", &source_task),
-                    ("the OVSDB client", &ovsdb_task),
-                    ("the gateway", &gateway_task),
-                    ("the packet-in forwarder", &forward),
-                    ("the admin server", &admin_task),
-                ];
                 admin.health().tasks_stopped(tasks.iter().filter(|(_, t)| t.is_finished()).map(|(name, _)| *name).collect());
-                let dropped = switch.packet_in_dropped();
-                gaps.connection_polled(dropped);
-                metrics.packet_in_dropped_by_connection.store(dropped, std::sync::atomic::Ordering::Relaxed);
-                metrics.packet_in_malformed.store(switch.packet_in_malformed(), std::sync::atomic::Ordering::Relaxed);
-                queue_shed_warning.total(dropped, |n| {
-                    tracing::warn!("{n} packet-ins shed so far: npagent's packet-in queue was full (see npagent_audit_shed_by_queue_total)")
-                });
+                if unless_shutdown(&mut shutdown, &admin, sheds.poll(&reconciler)).await.is_none() {
+                    break Ok(());
+                }
             }
         }
         // Before the reconcile too: it may wait long on the switch, and the verdict must not
@@ -277,17 +264,11 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     ovsdb_task.abort();
     gateway_task.abort();
     admin_task.abort();
-    // The sheds since the last polls still become gap records (briefly: the switch may be gone).
-    gaps.meter_baseline(reconciler.meter_baseline());
-    if let Ok(total) =
-        tokio::time::timeout(Duration::from_millis(250), reconciler.poll_meter(&mut meter_shed_warning)).await
-    {
-        gaps.meter_polled(total, |o| reconciler.pod_on(o));
-    }
-    gaps.connection_polled(switch.packet_in_dropped());
+    sheds.poll_last(&reconciler).await;
     // A reconcile cut short leaves the bridge with all of its bundle or none (bundles are
     // atomic); the next start dumps the bridge and sends the difference.
     drop(reconciler);
+    drop(sheds);
     drop(switch);
     // The packet-ins already received still reach the audit log before it is flushed.
     let _ = stop_forward.send(());
@@ -345,6 +326,10 @@ fn report_progress(
 
 /// Hands the switch's packet-ins to the audit logger until `stop`; then takes those already
 /// queued and ends, whatever the connection task is doing.
+///
+/// The switch's queue and the audit logger's stay two on purpose: the logger counts what it
+/// sheds by direction and disposition (its `queue` gap records), which the switch, a layer
+/// below audit, cannot do; one queue would turn those records into `connection` ones.
 async fn forward_packet_ins(
     mut packet_ins: mpsc::Receiver<PacketIn2>,
     audit: AuditSender,

@@ -10,7 +10,7 @@
 
 mod refused;
 
-use super::meters::{LoggingMeters, MeterShed};
+use super::meters::{self, LoggingMeters, MeterShed};
 use super::{AgentConfig, State};
 use crate::admin::health::Progress;
 use crate::admin::metrics::{AgentMetrics, KindLabel, TableLabel};
@@ -219,7 +219,7 @@ impl Reconciler {
         // A full resync repairs any drift too.
         self.drifted = false;
         self.meters.forget();
-        let on_switch = self.meters.read(&self.switch).await?;
+        let on_switch = meters::read_shed(&self.switch).await?;
         if self.meter_baseline.is_none() {
             // What the switch counted before (an earlier run's sheds) is not this run's gap.
             self.meter_baseline = Some((on_switch.clone(), std::time::SystemTime::now()));
@@ -497,20 +497,9 @@ impl Reconciler {
         state.store.model().ports.get(&ofport).map(|p| p.pod.clone())
     }
 
-    /// Reads how many logging packets the meters dropped (the switch's counts, `None` if
-    /// they could not be read); warns at most once a minute.
-    pub async fn poll_meter(&self, warning: &mut super::RateLimitedWarning) -> Option<MeterShed> {
-        self.connected?;
-        let shed = self.meters.read(&self.switch).await.ok()?;
-        let dropped = shed.values().sum();
-        self.metrics.shed_by_meter.store(dropped, std::sync::atomic::Ordering::Relaxed);
-        let (allow, drop) = self.meters.rates();
-        warning.total(dropped, |n| {
-            tracing::warn!(
-                "the logging meters ({allow} Allow and {drop} Drop packets/s per pod) dropped {n} packet-ins so far: audit entries were shed (see npagent_audit_shed_by_meter_total and the gap records)"
-            )
-        });
-        Some(shed)
+    /// Whether the switch is connected (its meters can be read).
+    pub fn is_connected(&self) -> bool {
+        self.connected.is_some()
     }
 }
 

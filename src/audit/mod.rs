@@ -18,9 +18,7 @@ pub mod entry;
 pub mod format;
 pub mod gap;
 pub mod packet;
-pub mod sidecar;
 pub mod timefmt;
-pub mod verify;
 pub mod writer;
 
 pub use args::AuditArgs;

@@ -17,6 +17,12 @@
 //! The sidecar keeps the log itself byte for byte what Antrea's Fluentd regex (or a JSON
 //! reader) expects. The price: the lines and their records are two files, written one after
 //! the other, so a crash between the two writes shows up as a break at that line.
+//!
+//! This file holds the format and the hashes; [`sidecar`] keeps a log's sidecar as the writer
+//! writes, [`verify`] checks files against theirs (`npagent audit verify`).
+
+pub mod sidecar;
+pub mod verify;
 
 use ring::digest::{Context, SHA256};
 use std::io::Write;

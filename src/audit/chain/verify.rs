@@ -1,12 +1,12 @@
 //! `npagent audit verify`: checks rotated audit log files (plain or gzipped) against their
-//! chain sidecars (see [`super::chain`]) and names the first break: file, line and what it
+//! chain sidecars (see [`super`]) and names the first break: file, line and what it
 //! looks like (modified, inserted, deleted, reordered, truncated, a file missing).
 //!
 //! Files are put in chain order by the index in their sidecar's header, not by name. The
 //! oldest file given may continue a file that is not there (pruned by `--audit-max-backups`
 //! or `--audit-max-age`): that is reported, not a break. A gap in the indices is.
 
-use super::chain::{next_hash, sidecar_path, start_hash, Hash, Sidecar, SUFFIX};
+use super::{next_hash, sidecar_path, start_hash, Hash, Sidecar, SUFFIX};
 use std::fmt;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -2,9 +2,9 @@
 //! records appended as lines reach the log, renamed with the log on rotation, and the chain
 //! picked up again when the agent starts.
 
-use super::chain::{self, ChainState, Header, Sidecar, GENESIS};
 use super::verify::verify_lines;
-use super::writer::{list_backups, WriteError};
+use super::{sidecar_path, ChainState, Header, Sidecar, GENESIS};
+use crate::audit::writer::{list_backups, WriteError};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -37,7 +37,7 @@ pub struct ChainFile {
 impl ChainFile {
     /// The sidecar of the log at `log`; nothing is read until [`ChainFile::recover`].
     pub fn new(log: &Path) -> ChainFile {
-        ChainFile { path: chain::sidecar_path(log), file: None, state: None, header: None, records: Vec::new() }
+        ChainFile { path: sidecar_path(log), file: None, state: None, header: None, records: Vec::new() }
     }
 
     /// Whether the chain on disk has been read.
@@ -163,7 +163,7 @@ impl ChainFile {
             file = %backup.display(), index = state.file_index, lines = state.seq, head = %hex::encode(state.head),
             "audit chain: file closed"
         );
-        let to = chain::sidecar_path(backup);
+        let to = sidecar_path(backup);
         match fs::rename(&self.path, &to) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -184,7 +184,7 @@ impl ChainFile {
 fn newest_backup_header(log: &Path) -> Header {
     let backups = list_backups(log).unwrap_or_default();
     for b in backups {
-        if let Ok(text) = fs::read(chain::sidecar_path(&b.path)) {
+        if let Ok(text) = fs::read(sidecar_path(&b.path)) {
             if let Ok(s) = Sidecar::parse(&text) {
                 return ChainState::resume(&s).next_header();
             }
