@@ -76,31 +76,13 @@ enum Part<'a> {
     Skipped,
 }
 
-impl Part<'_> {
-    fn pod_spec(self) -> Option<Option<PodSpec>> {
+impl<'a> Part<'a> {
+    /// The part as `T`: `None` when absent, text read now, a value read as `T` taken by `take`.
+    fn read<T: Deserialize<'a>>(self, take: fn(Part<'a>) -> Option<Option<T>>) -> Option<Option<T>> {
         match self {
             Part::Absent => Some(None),
             Part::Raw(raw) => serde_json::from_str(raw.get()).ok(),
-            Part::PodSpec(spec) => Some(spec),
-            _ => None,
-        }
-    }
-
-    fn pod_status(self) -> Option<Option<PodStatus>> {
-        match self {
-            Part::Absent => Some(None),
-            Part::Raw(raw) => serde_json::from_str(raw.get()).ok(),
-            Part::PodStatus(status) => Some(status),
-            _ => None,
-        }
-    }
-
-    fn policy_spec(self) -> Option<Option<NetworkPolicySpec>> {
-        match self {
-            Part::Absent => Some(None),
-            Part::Raw(raw) => serde_json::from_str(raw.get()).ok(),
-            Part::PolicySpec(spec) => Some(spec),
-            _ => None,
+            typed => take(typed),
         }
     }
 }
@@ -126,12 +108,15 @@ impl<'a> Fields<'a> {
         let metadata = self.metadata.unwrap_or_default();
         Some(match kind {
             Kind::Namespace => KubeObject::Namespace(Namespace { metadata }),
-            Kind::Pod => {
-                KubeObject::Pod(Pod { metadata, spec: self.spec.pod_spec()?, status: self.status.pod_status()? })
-            }
-            Kind::NetworkPolicy => {
-                KubeObject::NetworkPolicy(NetworkPolicy { metadata, spec: self.spec.policy_spec()? })
-            }
+            Kind::Pod => KubeObject::Pod(Pod {
+                metadata,
+                spec: self.spec.read(|p| if let Part::PodSpec(s) = p { Some(s) } else { None })?,
+                status: self.status.read(|p| if let Part::PodStatus(s) = p { Some(s) } else { None })?,
+            }),
+            Kind::NetworkPolicy => KubeObject::NetworkPolicy(NetworkPolicy {
+                metadata,
+                spec: self.spec.read(|p| if let Part::PolicySpec(s) = p { Some(s) } else { None })?,
+            }),
         })
     }
 }
