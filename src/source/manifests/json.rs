@@ -27,10 +27,11 @@ use crate::source::{Kind, KubeObject};
 
 /// What a JSON document holds, when every object in it reads without a problem.
 #[derive(Debug)]
-pub enum JsonDoc {
-    Object(KubeObject),
-    /// The items of a list, in order.
-    List(Vec<KubeObject>),
+pub struct JsonDoc {
+    /// The object, or the items of a list in order.
+    pub objects: Vec<KubeObject>,
+    /// Whether the document is a list (its objects are its items).
+    pub list: bool,
 }
 
 /// Reads `raw`, one JSON document; `None` when the general path must read it.
@@ -42,9 +43,10 @@ pub fn read(raw: &str) -> Option<JsonDoc> {
     if Kind::from_kind_str(kind).is_none() && kind.ends_with("List") {
         let items = doc.items?;
         let defaults = element_kind(kind).map(|k| (k, doc.api_version.as_deref().unwrap_or("")));
-        return items.into_iter().map(|item| item.object(defaults)).collect::<Option<_>>().map(JsonDoc::List);
+        let objects = items.into_iter().map(|item| item.object(defaults)).collect::<Option<_>>()?;
+        return Some(JsonDoc { objects, list: true });
     }
-    doc.object(None).map(JsonDoc::Object)
+    Some(JsonDoc { objects: vec![doc.object(None)?], list: false })
 }
 
 /// The kind of a typed list's items (`PodList`: Pod); `None` for `List` and unknown lists.

@@ -32,7 +32,7 @@ use serde::de::DeserializeSeed;
 use serde_json::Value;
 
 use super::bounded::{self, Bounded};
-use super::json::{self, JsonDoc};
+use super::json;
 use super::Invalid;
 use crate::model::convert::namespace_or_default;
 use crate::model::ObjectRef;
@@ -102,11 +102,9 @@ fn json_document(origin: &str, raw: &str, out: &mut FileParse) {
 /// the general path has something to say.
 fn read_fast(origin: &str, raw: &str, out: &mut FileParse) -> bool {
     let Some(doc) = json::read(raw) else { return false };
-    let read = match doc {
-        JsonDoc::Object(object) => served(origin.to_string(), object).map(|o| vec![o]),
-        JsonDoc::List(items) => {
-            items.into_iter().enumerate().map(|(j, object)| served(item_origin(origin, j), object)).collect()
-        }
+    let read: Option<Vec<_>> = match doc.list {
+        false => doc.objects.into_iter().map(|object| served(origin.to_string(), object)).collect(),
+        true => doc.objects.into_iter().enumerate().map(|(j, object)| served(item_origin(origin, j), object)).collect(),
     };
     let Some(read) = read else { return false };
     if let Some(objects) = out.objects.as_mut() {
@@ -694,8 +692,10 @@ mod tests {
         ], "kind": "List", "metadata": {"resourceVersion": ""}}"#;
         let typed = r#"{"kind": "PodList", "apiVersion": "v1", "items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]}"#;
         for (raw, len) in [(kubectl, 2), (typed, 2)] {
-            let Some(JsonDoc::List(items)) = json::read(raw) else { panic!("not read as a list: {raw}") };
-            assert_eq!(items.len(), len);
+            let Some(json::JsonDoc { objects, list: true }) = json::read(raw) else {
+                panic!("not read as a list: {raw}")
+            };
+            assert_eq!(objects.len(), len);
         }
         let p = parse_file("f.json", typed, true);
         assert!(p.invalid.is_empty(), "{:?}", p.invalid);
