@@ -344,3 +344,137 @@ async fn a_file_turned_oversized_or_alias_bomb_keeps_its_last_good_objects() {
     write(dir, "pods.yaml", &pod("c", "c"));
     w.until("fixed", |_, s| s.keys() == vec!["Namespace /x", "Pod x/c"]).await;
 }
+
+/// A small cluster as JSON values: a Namespace, two Pods (ports, addresses), two policies.
+fn cluster_values() -> Vec<serde_json::Value> {
+    use serde_json::json;
+    let pod = |name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "x", "labels": {"app": name}, "managedFields": [{"manager": "m"}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i", "ports": [{"name": "http", "containerPort": 80}]}]},
+            "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}})
+    };
+    vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": {"team": "a"}}, "spec": {"finalizers": ["kubernetes"]}}),
+        pod("a", "10.0.0.1"),
+        pod("b", "10.0.0.2"),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "p", "namespace": "x"},
+            "spec": {"podSelector": {"matchLabels": {"app": "a"}}, "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "b"}}}], "ports": [{"port": "http"}]}],
+                "egress": [{"to": [{"ipBlock": {"cidr": "10.1.0.0/16", "except": ["10.1.2.0/24"]}}]}]}}),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "q", "namespace": "x"},
+            "spec": {"podSelector": {}}}),
+    ]
+}
+
+fn pretty(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).expect("json")
+}
+
+#[test]
+fn every_form_of_a_directory_gives_the_same_objects() {
+    let docs = cluster_values();
+    let of_kind =
+        |kind: &str| -> Vec<serde_json::Value> { docs.iter().filter(|d| d["kind"] == kind).cloned().collect() };
+    // The API server's typed lists: items without kind and apiVersion.
+    let typed_list = |kind: &str, api_version: &str| {
+        let items: Vec<serde_json::Value> = of_kind(kind)
+            .into_iter()
+            .map(|mut d| {
+                let fields = d.as_object_mut().expect("object");
+                fields.remove("kind");
+                fields.remove("apiVersion");
+                d
+            })
+            .collect();
+        pretty(&serde_json::json!({"kind": format!("{kind}List"), "apiVersion": api_version,
+            "metadata": {"resourceVersion": "7"}, "items": items}))
+    };
+    let forms: Vec<(&str, Vec<(&str, String)>)> = vec![
+        // As `kubectl get -o json` writes them: `kind` after `items`.
+        (
+            "kubectl List",
+            vec![(
+                "x.json",
+                pretty(&serde_json::json!({"apiVersion": "v1", "items": docs, "kind": "List",
+                    "metadata": {"resourceVersion": ""}})),
+            )],
+        ),
+        (
+            "typed lists",
+            vec![
+                ("1-ns.json", typed_list("Namespace", "v1")),
+                ("2-pods.json", typed_list("Pod", "v1")),
+                ("3-np.json", typed_list("NetworkPolicy", "networking.k8s.io/v1")),
+            ],
+        ),
+        ("concatenated JSON", vec![("x.json", docs.iter().map(|d| format!("{d}\n")).collect())]),
+        ("JSON documents in YAML", vec![("x.yaml", docs.iter().map(|d| format!("---\n{}\n", pretty(d))).collect())]),
+        (
+            "block YAML",
+            vec![(
+                "x.yaml",
+                docs.iter().map(|d| format!("---\n{}", serde_saphyr::to_string(d).expect("yaml"))).collect(),
+            )],
+        ),
+    ];
+    let mut first: Option<Vec<KubeObject>> = None;
+    for (form, files) in forms {
+        let d = tempfile::tempdir().expect("tempdir");
+        for (name, text) in &files {
+            write(d.path(), name, text);
+        }
+        let (objects, invalid) = load_dir(d.path());
+        assert!(invalid.is_empty(), "{form}: {invalid:#?}");
+        assert_eq!(
+            keys(&objects),
+            vec!["Namespace /x", "Pod x/a", "Pod x/b", "NetworkPolicy x/p", "NetworkPolicy x/q"]
+        );
+        let objects: Vec<KubeObject> = objects.into_iter().map(|o| o.object).collect();
+        match &first {
+            None => first = Some(objects),
+            Some(first) => assert_eq!(&objects, first, "{form}"),
+        }
+    }
+}
+
+#[test]
+fn a_malformed_list_item_is_named_by_file_document_and_item_and_the_rest_is_kept() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let docs = cluster_values();
+    let mut bad = docs.clone();
+    bad[2]["metadata"]["labels"] = serde_json::json!(["not", "a", "map"]);
+    let list = |items: &[serde_json::Value]| serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    // In a `.json` file of two lists and in a `.yaml` file of JSON documents, second document.
+    write(d.path(), "a.json", &format!("{}\n{}", list(&docs[..1]), pretty(&list(&bad[1..]))));
+    let other: Vec<serde_json::Value> = bad[1..]
+        .iter()
+        .map(|o| {
+            let mut o = o.clone();
+            o["metadata"]["namespace"] = "y".into();
+            o
+        })
+        .collect();
+    write(d.path(), "b.yaml", &format!("{NS_X}---\n{}", pretty(&list(&other))));
+
+    let (objects, invalid) = load_dir(d.path());
+    assert_eq!(
+        keys(&objects),
+        vec![
+            "Namespace /x",
+            "Pod x/a",
+            "Pod y/a",
+            "NetworkPolicy x/p",
+            "NetworkPolicy x/q",
+            "NetworkPolicy y/p",
+            "NetworkPolicy y/q"
+        ]
+    );
+    assert_eq!(invalid.len(), 3, "{invalid:#?}");
+    let json = find(&invalid, "a.json#2.2 Pod x/b");
+    assert!(json.error.starts_with("invalid Pod: invalid type: sequence"), "{json:?}");
+    let yaml = find(&invalid, "b.yaml#2.2 Pod y/b");
+    assert!(yaml.error.starts_with("invalid Pod: invalid type: sequence"), "{yaml:?}");
+    // The Namespace is defined twice (a.json and b.yaml): reported as a duplicate.
+    assert!(find(&invalid, "a.json#1.1 Namespace x").error.contains("b.yaml#1"), "{invalid:#?}");
+}

@@ -15,8 +15,6 @@ use k8s_openapi::api::networking::v1::NetworkPolicySpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::{Kind, KubeObject};
-
 /// A Namespace: its metadata (name, labels, annotations).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Namespace {
@@ -96,7 +94,9 @@ struct MetaFields {
     resource_version: Option<String>,
 }
 
-fn slim_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+/// Deserializes object metadata keeping only the fields npagent reads (a `null` or absent
+/// `metadata` is empty).
+pub fn slim_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     let Some(m) = Option::<MetaFields>::deserialize(d)? else { return Ok(ObjectMeta::default()) };
     Ok(ObjectMeta {
         name: m.name,
@@ -108,43 +108,6 @@ fn slim_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
         deletion_grace_period_seconds: m.deletion_grace_period_seconds,
         resource_version: m.resource_version,
         ..ObjectMeta::default()
-    })
-}
-
-/// A JSON document as [`read_json`] reads it: the kind and apiVersion, the metadata, and
-/// `spec` and `status` left as text until the kind is known (JSON puts `kind` anywhere).
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Envelope<'a> {
-    #[serde(default, borrow)]
-    api_version: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(default, deserialize_with = "slim_meta")]
-    metadata: ObjectMeta,
-    #[serde(default, borrow)]
-    spec: Option<&'a serde_json::value::RawValue>,
-    #[serde(default, borrow)]
-    status: Option<&'a serde_json::value::RawValue>,
-}
-
-/// Reads a JSON document as the object it is, in one pass over the text (`spec` and `status`
-/// are read once more, as their kind's types). `None` unless it is a Namespace, Pod or
-/// NetworkPolicy of its kind's apiVersion that its slim type reads without error.
-pub fn read_json(raw: &str) -> Option<KubeObject> {
-    let doc: Envelope = serde_json::from_str(raw).ok()?;
-    let kind = Kind::from_kind_str(doc.kind.as_deref()?)?;
-    if doc.api_version.as_deref() != Some(kind.api_version()) {
-        return None;
-    }
-    fn part<'a, T: Deserialize<'a>>(raw: Option<&'a serde_json::value::RawValue>) -> Option<Option<T>> {
-        raw.map(|r| serde_json::from_str(r.get())).transpose().ok()
-    }
-    let metadata = doc.metadata;
-    Some(match kind {
-        Kind::Namespace => KubeObject::Namespace(Namespace { metadata }),
-        Kind::Pod => KubeObject::Pod(Pod { metadata, spec: part(doc.spec)?, status: part(doc.status)? }),
-        Kind::NetworkPolicy => KubeObject::NetworkPolicy(NetworkPolicy { metadata, spec: part(doc.spec)? }),
     })
 }
 

@@ -29,7 +29,8 @@
 //! is re-read only when its (mtime, length) changed or inotify named it, and re-parsed only
 //! when its content hash changed.
 //!
-//! The parts: [`parse`] (one file's documents), `files` (reading, hashing, listing), `state`
+//! The parts: [`parse`] (one file's documents), `json` (a JSON document or list straight into
+//! the objects, parse's fast path), `files` (reading, hashing, listing), `state`
 //! (what the watcher remembers, and the changes a scan yields), `watch` (inotify and the
 //! paths it makes dirty); this module holds the scan loop.
 
@@ -47,6 +48,7 @@
 
 mod bounded;
 mod files;
+mod json;
 pub mod parse;
 mod state;
 mod watch;

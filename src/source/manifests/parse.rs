@@ -3,14 +3,21 @@
 //! `.json` files are parsed with serde_json (one object, or several concatenated), everything
 //! else as (multi-document) YAML with serde-saphyr, except that a YAML document that is a JSON
 //! object (as `kubectl get -o json` writes them) is read by serde_json, much faster, and by the
-//! YAML parser only if serde_json refuses it. Documents are numbered as YAML counts them: every
-//! `---` starts one, empty ones included, so `file#N` stays the same whichever parser reads it.
+//! YAML parser only if serde_json refuses it. A JSON document, a list included, is read once,
+//! straight into the slim types ([`super::json`]); only one that this refuses is read again,
+//! into a [`Value`], by the general path, which names what is wrong. Documents are numbered as
+//! YAML counts them: every `---` starts one, empty ones included, so `file#N` stays the same
+//! whichever parser reads it.
+//!
 //! Each document, and each item of a `kind: List` (or any `*List` with `items`), becomes one
-//! object, of the slim types of [`crate::source::objects`]. Problems come in two sizes:
+//! object, of the slim types of [`crate::source::objects`]; an item of a typed list without
+//! `kind` (as the API server serves a `PodList`) is of the list's kind. Problems come in two
+//! sizes:
 //! - the file as a whole does not parse (YAML/JSON syntax, not UTF-8): [`FileParse::objects`]
 //!   is `None` and one [`Invalid`] names the file and the location serde reports;
-//! - one document is unusable (unknown kind, wrong apiVersion, a field of the wrong type, no
-//!   name): that document gets an [`Invalid`] and is skipped, the others are delivered. When its
+//! - one document or list item is unusable (unknown kind, wrong apiVersion, a field of the
+//!   wrong type, no name): it gets an [`Invalid`] (`file#N`, or `file#N.M` for item M of a
+//!   list) and is skipped, the others are delivered. When its
 //!   kind and name can still be read, its identity goes to [`FileParse::broken`], so the caller
 //!   can keep the object's last good version.
 //! - Except a NetworkPolicy with a field of the wrong type whose podSelector still reads: it is
@@ -25,10 +32,11 @@ use serde::de::DeserializeSeed;
 use serde_json::Value;
 
 use super::bounded::{self, Bounded};
+use super::json;
 use super::Invalid;
 use crate::model::convert::namespace_or_default;
 use crate::model::ObjectRef;
-use crate::source::objects::{self, Namespace, NetworkPolicy, Pod};
+use crate::source::objects::{Namespace, NetworkPolicy, Pod};
 use crate::source::{Kind, KubeObject, Sourced};
 
 /// The label the API server puts on every Namespace; manifests get it too.
@@ -46,51 +54,42 @@ pub struct FileParse {
 
 /// Parses `text`, the content of the file shown as `file` in origins and errors.
 pub fn parse_file(file: &str, text: &str, json: bool) -> FileParse {
-    let docs = if json { json_documents(text) } else { yaml_documents(text) };
-    let docs = match docs {
-        Ok(docs) => docs,
-        Err(error) => {
-            return FileParse {
-                objects: None,
-                broken: Vec::new(),
-                invalid: vec![Invalid { origin: file.to_string(), error }],
-            }
-        }
-    };
     let mut out = FileParse { objects: Some(Vec::new()), ..FileParse::default() };
-    for (i, doc) in docs.into_iter().enumerate() {
-        let origin = format!("{file}#{}", i.saturating_add(1));
-        match doc {
-            Doc::Json(raw) => json_document(&origin, raw, &mut out),
-            Doc::Value(v) => document(&origin, v, true, &mut out),
+    let read = if json { json_file(file, text, &mut out) } else { yaml_file(file, text, &mut out) };
+    match read {
+        Ok(()) => out,
+        // What the documents before the culprit gave is dropped: the file is malformed.
+        Err(error) => {
+            FileParse { objects: None, broken: Vec::new(), invalid: vec![Invalid { origin: file.to_string(), error }] }
         }
     }
-    out
 }
 
-/// One document of a file: JSON text, checked to be well-formed, or a value the YAML parser
-/// built.
-enum Doc<'a> {
-    Json(&'a str),
-    Value(Value),
+/// The origin of document `index` (from 0) of `file`: `file#N`, N from 1.
+fn doc_origin(file: &str, index: usize) -> String {
+    format!("{file}#{}", index.saturating_add(1))
 }
 
-fn json_documents(text: &str) -> Result<Vec<Doc<'_>>, String> {
-    serde_json::Deserializer::from_str(text)
-        .into_iter::<&serde_json::value::RawValue>()
-        .map(|raw| raw.map(|r| Doc::Json(r.get())))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("malformed JSON: {e}"))
+/// The origin of item `index` (from 0) of the list at `origin`: `file#N.M`, M from 1.
+fn item_origin(origin: &str, index: usize) -> String {
+    format!("{origin}.{}", index.saturating_add(1))
 }
 
-/// A JSON document: read straight into its slim type when it is a valid object of a kind
-/// npagent uses (nearly every document); anything else takes the general path, which reports
-/// problems exactly.
+/// A `.json` file: one JSON document, or several concatenated, each read as it is split off.
+fn json_file(file: &str, text: &str, out: &mut FileParse) -> Result<(), String> {
+    let docs = serde_json::Deserializer::from_str(text).into_iter::<&serde_json::value::RawValue>();
+    for (i, raw) in docs.enumerate() {
+        let raw = raw.map_err(|e| format!("malformed JSON: {e}"))?;
+        json_document(&doc_origin(file, i), raw.get(), out);
+    }
+    Ok(())
+}
+
+/// A JSON document: read straight into slim objects when it is a valid object, or list of
+/// objects, of the kinds npagent uses (nearly every document); anything else takes the general
+/// path, which reports problems exactly.
 fn json_document(origin: &str, raw: &str, out: &mut FileParse) {
-    if let Some(object) = json_object(origin, raw) {
-        if let Some(objects) = out.objects.as_mut() {
-            objects.push(object);
-        }
+    if read_fast(origin, raw, out) {
         return;
     }
     match serde_json::from_str::<Value>(raw) {
@@ -99,9 +98,23 @@ fn json_document(origin: &str, raw: &str, out: &mut FileParse) {
     }
 }
 
-/// The fast path of [`json_document`]: `None` whenever the general path has something to say.
-fn json_object(origin: &str, raw: &str) -> Option<Sourced<KubeObject>> {
-    let object = objects::read_json(raw)?;
+/// The fast path of [`json_document`] ([`json::read`]): false, having added nothing, whenever
+/// the general path has something to say.
+fn read_fast(origin: &str, raw: &str, out: &mut FileParse) -> bool {
+    let Some(doc) = json::read(raw) else { return false };
+    let read: Option<Vec<_>> = match doc.list {
+        false => doc.objects.into_iter().map(|object| served(origin.to_string(), object)).collect(),
+        true => doc.objects.into_iter().enumerate().map(|(j, object)| served(item_origin(origin, j), object)).collect(),
+    };
+    let Some(read) = read else { return false };
+    if let Some(objects) = out.objects.as_mut() {
+        objects.extend(read);
+    }
+    true
+}
+
+/// An object read by the fast path, as the API server would serve it; `None` without a name.
+fn served(origin: String, object: KubeObject) -> Option<Sourced<KubeObject>> {
     let id = object.object_ref();
     if id.name.is_empty() {
         return None;
@@ -110,41 +123,49 @@ fn json_object(origin: &str, raw: &str) -> Option<Sourced<KubeObject>> {
     Some(Sourced::new(format!("{origin} {kind} {}", display_ref(&id)), as_served(object, &id)))
 }
 
-fn yaml_documents(text: &str) -> Result<Vec<Doc<'_>>, String> {
+/// A YAML file: its documents, each read as it is split off; those that are JSON objects (as
+/// `kubectl get -o json` writes them) by serde_json, the others by the YAML parser.
+fn yaml_file(file: &str, text: &str, out: &mut FileParse) -> Result<(), String> {
     let budget = Cell::new(bounded::budget_for(text.len()));
-    let mut docs = Vec::new();
     for (i, doc) in split_documents(text).into_iter().enumerate() {
-        let number = i.saturating_add(1);
-        let Some(body) = doc.body() else {
-            docs.push(Doc::Value(Value::Null));
-            continue;
-        };
-        if body.starts_with('{') && serde_json::from_str::<&serde_json::value::RawValue>(body).is_ok() {
-            docs.push(Doc::Json(body));
-            continue;
-        }
-        let parsed = serde_saphyr::with_deserializer_from_str_with_options(doc.text, yaml_options(), |de| {
-            Bounded(&budget).deserialize(de)
-        });
-        match parsed {
-            Ok(v) => docs.push(Doc::Value(v)),
-            Err(e) => {
-                let shown = e.render_with_options(serde_saphyr::render_options! {
-                    snippets: serde_saphyr::SnippetMode::Off,
-                    line_offset: doc.first_line.saturating_sub(1) as u64,
-                });
-                if bounded::is_expansion_error(&shown) || is_alias_limit(&e) {
-                    return Err(format!(
-                        "refused: YAML aliases in document {number} expand to more than {} times the file's size \
-                         (a \"billion laughs\" file?)",
-                        bounded::BUDGET_PER_BYTE
-                    ));
-                }
-                return Err(format!("malformed YAML in document {number}: {}", one_line(&shown)));
+        let Some(body) = doc.body() else { continue }; // an empty document
+        let origin = doc_origin(file, i);
+        if body.starts_with('{') {
+            if read_fast(&origin, body, out) {
+                continue;
+            }
+            // JSON, but not for the fast path; YAML reads JSON the same way, only slower.
+            if let Ok(doc) = serde_json::from_str::<Value>(body) {
+                document(&origin, doc, true, out);
+                continue;
             }
         }
+        let value = yaml_value(&doc, i.saturating_add(1), &budget)?;
+        document(&origin, value, true, out);
     }
-    Ok(docs)
+    Ok(())
+}
+
+/// Document `number` of a YAML file, charged to the file's expansion `budget`; `Err` says why
+/// the file is malformed.
+fn yaml_value(doc: &YamlDocument<'_>, number: usize, budget: &Cell<usize>) -> Result<Value, String> {
+    let parsed = serde_saphyr::with_deserializer_from_str_with_options(doc.text, yaml_options(), |de| {
+        Bounded(budget).deserialize(de)
+    });
+    parsed.map_err(|e| {
+        let shown = e.render_with_options(serde_saphyr::render_options! {
+            snippets: serde_saphyr::SnippetMode::Off,
+            line_offset: doc.first_line.saturating_sub(1) as u64,
+        });
+        if bounded::is_expansion_error(&shown) || is_alias_limit(&e) {
+            return format!(
+                "refused: YAML aliases in document {number} expand to more than {} times the file's size \
+                 (a \"billion laughs\" file?)",
+                bounded::BUDGET_PER_BYTE
+            );
+        }
+        format!("malformed YAML in document {number}: {}", one_line(&shown))
+    })
 }
 
 /// How npagent reads YAML (manifests, and the tests' fixtures): scalars are typed by the YAML
@@ -263,18 +284,14 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
     let api_version = str_field(&doc, "apiVersion").unwrap_or("");
     let kind_shown = shown(kind_str);
     let Some(kind) = Kind::from_kind_str(kind_str) else {
-        if kind_str.ends_with("List") {
-            if let Some(items) = doc.get("items").and_then(Value::as_array) {
-                if !allow_list {
-                    invalid(origin.to_string(), format!("nested {kind_shown} is not supported"));
-                    return;
-                }
-                let items = items.clone();
-                for (j, item) in items.into_iter().enumerate() {
-                    document(&format!("{origin}.{}", j.saturating_add(1)), item, false, out);
-                }
+        if kind_str.ends_with("List") && doc.get("items").is_some_and(Value::is_array) {
+            if !allow_list {
+                invalid(origin.to_string(), format!("nested {kind_shown} is not supported"));
                 return;
             }
+            let defaults = json::element_kind(kind_str).map(|k| (k, api_version.to_string()));
+            list_items(origin, doc, defaults, out);
+            return;
         }
         let meta = doc.get("metadata");
         let named = match (meta.and_then(|m| str_field(m, "namespace")), meta.and_then(|m| str_field(m, "name"))) {
@@ -340,6 +357,23 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
                 out.broken.push((kind, id));
             }
         },
+    }
+}
+
+/// The items of a list document, each read as a document: an item of a typed list
+/// without `kind` is of the list's kind (`defaults`) and, without `apiVersion`, of its
+/// apiVersion, as the API server serves a `PodList`.
+fn list_items(origin: &str, list: Value, defaults: Option<(Kind, String)>, out: &mut FileParse) {
+    let Value::Object(mut list) = list else { return };
+    let Some(Value::Array(items)) = list.remove("items") else { return };
+    for (j, mut item) in items.into_iter().enumerate() {
+        if let (Some((kind, api_version)), Value::Object(fields)) = (&defaults, &mut item) {
+            if !fields.contains_key("kind") {
+                fields.insert("kind".into(), kind.as_str().into());
+                fields.entry("apiVersion").or_insert_with(|| api_version.as_str().into());
+            }
+        }
+        document(&item_origin(origin, j), item, false, out);
     }
 }
 
@@ -627,6 +661,18 @@ mod tests {
             r#"{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "p"}, "spec": {"podSelector": {"matchLabels": {"a": "b"}}, "ingress": 5}}"#,
             r#"{"kind": "Pod", "metadata": {"name": 5}}"#,
             r#"[1, 2]"#,
+            r#"{"apiVersion": "v1", "items": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "x"}, "spec": {"nodeName": "n"}}], "kind": "List", "metadata": {"resourceVersion": ""}}"#,
+            r#"{"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "5"}, "items": [{"metadata": {"name": "a"}, "spec": {"containers": []}, "status": {"podIP": "10.0.0.2"}}]}"#,
+            r#"{"kind": "NamespaceList", "apiVersion": "v1", "items": [{"metadata": {"name": "n"}}, {"metadata": {"name": "m"}}]}"#,
+            r#"{"items": [{"metadata": {"name": "p"}, "spec": {"podSelector": {}}}], "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicyList"}"#,
+            r#"{"kind": "PodList", "apiVersion": "v1", "items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b", "labels": 5}}, {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "n"}}]}"#,
+            r#"{"kind": "PodList", "apiVersion": "v1", "items": [{"spec": {"podSelector": {}}, "kind": "NetworkPolicy", "apiVersion": "networking.k8s.io/v1", "metadata": {"name": "p"}}]}"#,
+            r#"{"kind": "PodList", "apiVersion": "v2", "items": [{"metadata": {"name": "a"}}]}"#,
+            r#"{"kind": "List", "apiVersion": "v1", "items": [{"kind": "List", "apiVersion": "v1", "items": []}]}"#,
+            r#"{"kind": "List", "apiVersion": "v1", "items": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}, {"apiVersion": "v1", "kind": "Pod", "metadata": {}}]}"#,
+            r#"{"kind": "List", "apiVersion": "v1", "items": [{"metadata": {"name": "a"}}]}"#,
+            r#"{"kind": "List", "items": 5}"#,
+            r#"{"kind": "List", "metadata": {"name": 5}, "items": []}"#,
         ];
         for raw in docs {
             let (mut fast, mut general) = (FileParse::default(), FileParse::default());
@@ -635,6 +681,39 @@ mod tests {
             json_document("f#1", raw, &mut fast);
             document("f#1", serde_json::from_str(raw).expect("JSON"), true, &mut general);
             assert_eq!(format!("{fast:?}"), format!("{general:?}"), "{raw}");
+        }
+    }
+
+    #[test]
+    fn lists_are_read_in_one_typed_pass() {
+        let kubectl = r#"{"apiVersion": "v1", "items": [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}},
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "x"}, "status": {"podIP": "10.0.0.1"}}
+        ], "kind": "List", "metadata": {"resourceVersion": ""}}"#;
+        let typed = r#"{"kind": "PodList", "apiVersion": "v1", "items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]}"#;
+        for (raw, len) in [(kubectl, 2), (typed, 2)] {
+            let Some(json::JsonDoc { objects, list: true }) = json::read(raw) else {
+                panic!("not read as a list: {raw}")
+            };
+            assert_eq!(objects.len(), len);
+        }
+        let p = parse_file("f.json", typed, true);
+        assert!(p.invalid.is_empty(), "{:?}", p.invalid);
+        let origins: Vec<String> = p.objects.unwrap_or_default().into_iter().map(|o| o.origin).collect();
+        assert_eq!(origins, vec!["f.json#1.1 Pod default/a", "f.json#1.2 Pod default/b"]);
+    }
+
+    #[test]
+    fn a_bad_list_item_is_named_and_the_rest_kept() {
+        let text = r#"{"kind": "PodList", "apiVersion": "v1", "items": [{"metadata": {"name": "a", "namespace": "x"}},
+            {"metadata": {"name": "b", "namespace": "x"}, "spec": {"containers": 5}},
+            {"metadata": {"name": "c", "namespace": "x"}}]}"#;
+        for (file, text) in [("f.json", text.to_string()), ("f.yaml", format!("---\n{text}"))] {
+            let p = parse_file(file, &text, file.ends_with("json"));
+            assert_eq!(names(&p), vec!["Pod x/a", "Pod x/c"]);
+            assert_eq!(p.invalid.len(), 1, "{:?}", p.invalid);
+            assert_eq!(p.invalid[0].origin, format!("{file}#1.2 Pod x/b"));
+            assert!(p.invalid[0].error.starts_with("invalid Pod: invalid type"), "{}", p.invalid[0].error);
         }
     }
 
