@@ -7,15 +7,16 @@
 //! file cannot be read, wall time is used.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
-use bytes::Bytes;
+#[path = "../tests/audit_support/mod.rs"]
+mod audit_support;
+
+use audit_support::{obj, packet_in, FakeResolver};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use npagent::audit::writer::{RotatingWriter, WriterConfig};
-use npagent::audit::{AuditConfig, AuditStats, Format, LineSink, Moment, Pipeline, RuleMeta, RuleResolver};
+use npagent::audit::{AuditConfig, AuditStats, Format, LineSink, Moment, Pipeline, RuleMeta};
 use npagent::compiler::tables;
-use npagent::compiler::userdata::{Disposition, LogUserdata};
-use npagent::model::ObjectRef;
+use npagent::compiler::userdata::Disposition;
 use ofp::packet_in2::PacketIn2;
-use std::collections::HashMap;
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -48,32 +49,9 @@ impl CpuClock {
     }
 }
 
-/// A resolver shaped like the agent's: hash maps of rules, ports and pod IPs.
-struct Resolver {
-    rules: HashMap<u32, RuleMeta>,
-    ports: HashMap<u32, ObjectRef>,
-    ips: HashMap<IpAddr, ObjectRef>,
-}
-
-impl RuleResolver for Resolver {
-    fn allow_rule(&self, conj_id: u32) -> Option<RuleMeta> {
-        self.rules.get(&conj_id).cloned()
-    }
-    fn pod_by_ofport(&self, ofport: u32) -> Option<ObjectRef> {
-        self.ports.get(&ofport).cloned()
-    }
-    fn pod_by_ip(&self, ip: IpAddr) -> Option<ObjectRef> {
-        self.ips.get(&ip).cloned()
-    }
-}
-
-fn obj(ns: &str, name: &str) -> ObjectRef {
-    ObjectRef { namespace: ns.into(), name: name.into() }
-}
-
 /// 1,000 rules, 200 local pods, 5,000 pods in the model.
-fn resolver() -> Resolver {
-    let mut r = Resolver { rules: HashMap::new(), ports: HashMap::new(), ips: HashMap::new() };
+fn resolver() -> FakeResolver {
+    let mut r = FakeResolver::default();
     for id in 0..1_000u32 {
         let policy = obj(&format!("team-{}", id % 50), &format!("allow-frontend-to-backend-{id}"));
         r.rules.insert(id, RuleMeta { policy, rule_name: None, priority: 190, log_label: None });
@@ -99,23 +77,6 @@ fn syn(src: u32, dst: u32, sport: u16, dport: u16) -> Vec<u8> {
     f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0xa0, 0x02, 0xfa, 0xf0, 0, 0, 0, 0]);
     f.extend_from_slice(&[2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7]);
     f
-}
-
-fn packet_in(frame: Vec<u8>, disposition: Disposition, table_id: u8, id: u32) -> PacketIn2 {
-    // An Allow copy names its rule in reg6 (and here no pod by port: the model's owner of the
-    // address is the applied-to); a drop's subject is the isolated pod's ofport.
-    let (subject, metadata) = match disposition {
-        Disposition::Allow => (0, vec![ofp::Oxm::XReg { index: 3, value: ofp::Masked::exact(u64::from(id) << 32) }]),
-        Disposition::Drop => (id, Vec::new()),
-    };
-    let ud = LogUserdata { disposition, table_id, subject };
-    PacketIn2 {
-        packet: Bytes::from(frame),
-        table_id: Some(table_id),
-        userdata: Some(Bytes::copy_from_slice(&ud.encode())),
-        metadata,
-        ..Default::default()
-    }
 }
 
 /// Distinct new connections allowed by many rules: every packet-in becomes a line.

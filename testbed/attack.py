@@ -103,10 +103,16 @@ def udp_listen(args):
     print(n)
 
 
-def udp_echo(args):
+def udp_from(port):
+    """A UDP socket bound to `port` (reusable at once by the next test step)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", args.sport))
+    s.bind(("0.0.0.0", port))
+    return s
+
+
+def udp_echo(args):
+    s = udp_from(args.sport)
     s.settimeout(args.timeout)
     payload = (b"ping" * (args.size // 4 + 1))[: args.size]
     got = 0
@@ -121,9 +127,7 @@ def udp_echo(args):
 
 
 def udp_victim(args):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", args.sport))
+    s = udp_from(args.sport)
     s.connect((args.peer, args.dport))
     s.settimeout(2)
     s.send(b"hello")
@@ -300,14 +304,19 @@ def sniff(args):
     print(n)
 
 
+def four_tuple(parser):
+    """--src, --dst, --sport and --dport, all required."""
+    for name in ("--src", "--dst"):
+        parser.add_argument(name, required=True)
+    for name in ("--sport", "--dport"):
+        parser.add_argument(name, type=int, required=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("udp-spoof")
-    c.add_argument("--src", required=True)
-    c.add_argument("--sport", type=int, required=True)
-    c.add_argument("--dst", required=True)
-    c.add_argument("--dport", type=int, required=True)
+    four_tuple(c)
     c.add_argument("--count", type=int, default=3)
     c.set_defaults(run=udp_spoof)
     c = sub.add_parser("udp-listen")
@@ -336,10 +345,7 @@ def main():
     c.add_argument("--count", type=int, default=3)
     c.set_defaults(run=icmp_error)
     c = sub.add_parser("sctp-raw")
-    c.add_argument("--src", required=True)
-    c.add_argument("--dst", required=True)
-    c.add_argument("--sport", type=int, required=True)
-    c.add_argument("--dport", type=int, required=True)
+    four_tuple(c)
     c.add_argument("--count", type=int, default=3)
     c.set_defaults(run=sctp_raw)
     c = sub.add_parser("arp-claim")
@@ -358,10 +364,7 @@ def main():
     c.add_argument("--count", type=int, default=3)
     c.set_defaults(run=frame_send)
     c = sub.add_parser("tcp-raw")
-    c.add_argument("--src", required=True)
-    c.add_argument("--dst", required=True)
-    c.add_argument("--sport", type=int, required=True)
-    c.add_argument("--dport", type=int, required=True)
+    four_tuple(c)
     c.add_argument("--flags", type=lambda v: int(v, 0), required=True)
     c.add_argument("--count", type=int, default=3)
     c.set_defaults(run=tcp_raw)
