@@ -222,6 +222,28 @@ pub struct RunArgs {
     pub metrics_addr: Option<SocketAddr>,
     #[command(flatten)]
     pub audit: AuditArgs,
+    #[command(flatten)]
+    pub conntrack: ConntrackArgs,
+}
+
+/// ovs-vswitchd's pidfile in the default run directory: its control socket is
+/// `ovs-vswitchd.<pid>.ctl` beside it.
+pub const DEFAULT_VSWITCHD_CTL: &str = "/var/run/openvswitch/ovs-vswitchd.pid";
+
+/// Each local pod's share of the datapath's conntrack table.
+#[derive(Debug, Clone, Args)]
+pub struct ConntrackArgs {
+    /// Conntrack entries each local pod's connections may hold (a conntrack zone limit per
+    /// pod, set through ovs-vswitchd's control socket), so that one pod cannot fill the table
+    /// for every other. Default: a tenth of the datapath's `dpctl/ct-get-maxconns` (300000
+    /// of the userspace datapath's 3000000), or 65536 where the datapath does not say. 0 turns
+    /// the limits off.
+    #[arg(long, value_name = "N", env = "NPAGENT_CONNTRACK_POD_LIMIT")]
+    pub conntrack_pod_limit: Option<u32>,
+    /// ovs-vswitchd's control socket (unixctl), or its pidfile (then the socket is
+    /// `<name>.<pid>.ctl` beside it, read anew at each use), as `ovs-appctl -t` takes it.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_VSWITCHD_CTL, env = "NPAGENT_VSWITCHD_CTL")]
+    pub vswitchd_ctl: PathBuf,
 }
 
 /// Output of `explain`.
