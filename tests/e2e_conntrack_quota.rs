@@ -4,7 +4,8 @@
 //! met its own ingress default drop. Now each pod's connections are counted in a conntrack
 //! zone of its own whose limit npagent sets through ovs-vswitchd's control socket (a tenth of
 //! the datapath's maximum by default): the flood stops at that limit and (the control that
-//! must get through) the other pod's connection works. Needs root.
+//! must get through) the other pod's connection works. Without the control socket, policy is
+//! enforced as ever and npagent says the limits are missing. Needs root.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
@@ -83,4 +84,21 @@ fn a_pod_filling_conntrack_leaves_room_for_the_others() {
         let line = zone_limit(&tb, attacker.ofport);
         !line.contains(&format!("limit={POD_LIMIT},")) && line.ends_with("count=0")
     });
+}
+
+#[test]
+fn without_the_control_socket_policy_holds_and_the_agent_says_so() {
+    let tb = Testbed::start();
+    write_atomic(&tb.manifests_dir().join("policy.yaml"), B_DENY_INGRESS);
+    let audit_log = tb.sandbox.dir.join("np.log");
+    let absent = tb.sandbox.dir.join("absent.ctl");
+    let mut agent =
+        Agent::start(&tb.sandbox, &tb.manifests_dir(), &audit_log, &["--vswitchd-ctl", absent.to_str().unwrap()]);
+    agent.wait_log("cannot set the pods' zone limits", Duration::from_secs(10));
+    // Policy is enforced as ever: x/b is isolated, x/a's other peers are not.
+    wait_for("the policy", || !tb.reaches("x/a", "x/b", Port::Udp80));
+    assert!(tb.reaches("x/b", "y/a", Port::Udp80), "an allowed connection");
+    let metrics = agent.metrics();
+    assert_eq!(metrics.get("npagent_conntrack_pods_unbounded"), 9.0, "{:?}", metrics.0);
+    assert!(metrics.count("npagent_conntrack_limit_errors_total") >= 1);
 }
