@@ -50,10 +50,10 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Enforce NetworkPolicies on the bridge and write the audit log, until SIGTERM/SIGINT.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the flows `run` would install, in `ovs-ofctl -O OpenFlow15 dump-flows
     /// --no-stats --names` text, sorted, to diff against the bridge.
-    Flows(CommonArgs),
+    Flows(Box<CommonArgs>),
     /// Say whether a connection is allowed or dropped, and why: the isolating policies, the
     /// allowing rule with its conjunction id, cookie and flows. Exit status 0 allowed, 1
     /// dropped, 2 error.

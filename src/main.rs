@@ -97,8 +97,8 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async {
         match command {
-            Command::Run(args) => run(args).await,
-            Command::Flows(args) => flows(args).await,
+            Command::Run(args) => run(*args).await,
+            Command::Flows(args) => flows(*args).await,
             Command::Ofp(_) | Command::Completions { .. } | Command::Man | Command::Explain(_) | Command::Audit(_) => {
                 unreachable!("handled before the runtime starts")
             }
