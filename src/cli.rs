@@ -235,9 +235,9 @@ pub const DEFAULT_VSWITCHD_CTL: &str = "/var/run/openvswitch/ovs-vswitchd.pid";
 pub struct ConntrackArgs {
     /// Conntrack entries each local pod's connections may hold (a conntrack zone limit per
     /// pod, set through ovs-vswitchd's control socket), so that one pod cannot fill the table
-    /// for every other. Default: a tenth of the datapath's `dpctl/ct-get-maxconns` (300000
-    /// of the userspace datapath's 3000000), or 65536 where the datapath does not say. 0 turns
-    /// the limits off.
+    /// for every other. Default: a tenth of the datapath's `dpctl/ct-get-maxconns` when
+    /// npagent starts (300000 of the userspace datapath's 3000000), or 65536 where the
+    /// datapath does not say. 0 turns the limits off.
     #[arg(long, value_name = "N", env = "NPAGENT_CONNTRACK_POD_LIMIT")]
     pub conntrack_pod_limit: Option<u32>,
     /// ovs-vswitchd's control socket (unixctl), or its pidfile (then the socket is
