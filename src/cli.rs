@@ -50,10 +50,10 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Enforce NetworkPolicies on the bridge and write the audit log, until SIGTERM/SIGINT.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the flows `run` would install, in `ovs-ofctl -O OpenFlow15 dump-flows
     /// --no-stats --names` text, sorted, to diff against the bridge.
-    Flows(CommonArgs),
+    Flows(Box<CommonArgs>),
     /// Say whether a connection is allowed or dropped, and why: the isolating policies, the
     /// allowing rule with its conjunction id, cookie and flows. Exit status 0 allowed, 1
     /// dropped, 2 error.
@@ -222,6 +222,28 @@ pub struct RunArgs {
     pub metrics_addr: Option<SocketAddr>,
     #[command(flatten)]
     pub audit: AuditArgs,
+    #[command(flatten)]
+    pub conntrack: ConntrackArgs,
+}
+
+/// ovs-vswitchd's pidfile in the default run directory: its control socket is
+/// `ovs-vswitchd.<pid>.ctl` beside it.
+pub const DEFAULT_VSWITCHD_CTL: &str = "/var/run/openvswitch/ovs-vswitchd.pid";
+
+/// Each local pod's share of the datapath's conntrack table.
+#[derive(Debug, Clone, Args)]
+pub struct ConntrackArgs {
+    /// Conntrack entries each local pod's connections may hold (a conntrack zone limit per
+    /// pod, set through ovs-vswitchd's control socket), so that one pod cannot fill the table
+    /// for every other. Default: a tenth of the datapath's `dpctl/ct-get-maxconns` when
+    /// npagent starts (300000 of the userspace datapath's 3000000), or 65536 where the
+    /// datapath does not say. 0 turns the limits off.
+    #[arg(long, value_name = "N", env = "NPAGENT_CONNTRACK_POD_LIMIT")]
+    pub conntrack_pod_limit: Option<u32>,
+    /// ovs-vswitchd's control socket (unixctl), or its pidfile (then the socket is
+    /// `<name>.<pid>.ctl` beside it, read anew at each use), as `ovs-appctl -t` takes it.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_VSWITCHD_CTL, env = "NPAGENT_VSWITCHD_CTL")]
+    pub vswitchd_ctl: PathBuf,
 }
 
 /// Output of `explain`.

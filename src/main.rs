@@ -97,8 +97,8 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async {
         match command {
-            Command::Run(args) => run(args).await,
-            Command::Flows(args) => flows(args).await,
+            Command::Run(args) => run(*args).await,
+            Command::Flows(args) => flows(*args).await,
             Command::Ofp(_) | Command::Completions { .. } | Command::Man | Command::Explain(_) | Command::Audit(_) => {
                 unreachable!("handled before the runtime starts")
             }
@@ -197,6 +197,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         controller_id: args.common.controller_id,
         audit: args.audit.config(node.clone()),
         admin_addr: args.metrics_addr.unwrap_or(args.admin_addr),
+        conntrack: agent::QuotaConfig {
+            target: args.conntrack.vswitchd_ctl.clone(),
+            limit: agent::PodLimit::from_flag(args.conntrack.conntrack_pod_limit),
+        },
     };
     if let Some(addr) = args.metrics_addr {
         tracing::warn!("--metrics-addr is deprecated and will be removed in the next release: use --admin-addr {addr}");

@@ -13,6 +13,11 @@ Run inside a pod's network namespace (`ip netns exec POD-NS attack.py ...`).
       Send N datagrams of B bytes (default 1 of 4) from port sport, one at a time, each
       waiting for its echo; print how many echoes came back.
 
+  attack.py udp-flood --dst IP --dport P --flows N [--wait S]
+      Open N UDP flows to DST:DPORT, one datagram from each of N source ports (sockets kept
+      open), then wait S seconds for echoes; print how many flows got one (each flow takes a
+      conntrack entry).
+
   attack.py udp-victim --peer IP --dport P --sport P --wait S
       A connected UDP socket: send one datagram and take its echo, print "ready" on stderr,
       then watch for S seconds whether an ICMP error reaches the socket: print "refused" (an
@@ -124,6 +129,31 @@ def udp_echo(args):
         except socket.timeout:
             pass
     print(got)
+
+
+def udp_flood(args):
+    import select
+
+    socks = []
+    for _ in range(args.flows):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("0.0.0.0", 0))
+        s.setblocking(False)
+        s.sendto(b"flood", (args.dst, args.dport))
+        socks.append(s)
+        time.sleep(0.0005)  # paced, so that the switch's upcall queue takes every first packet
+    answered = set()
+    deadline = time.monotonic() + args.wait
+    while (left := deadline - time.monotonic()) > 0 and len(answered) < len(socks):
+        waiting = [s for s in socks if s.fileno() not in answered]
+        ready, _, _ = select.select(waiting[:1000], [], [], min(left, 0.2))
+        for s in ready:
+            try:
+                s.recv(2048)
+                answered.add(s.fileno())
+            except OSError:
+                pass
+    print(len(answered))
 
 
 def udp_victim(args):
@@ -331,6 +361,12 @@ def main():
     c.add_argument("--count", type=int, default=1)
     c.add_argument("--size", type=int, default=4)
     c.set_defaults(run=udp_echo)
+    c = sub.add_parser("udp-flood")
+    c.add_argument("--dst", required=True)
+    c.add_argument("--dport", type=int, required=True)
+    c.add_argument("--flows", type=int, required=True)
+    c.add_argument("--wait", type=float, default=1.0)
+    c.set_defaults(run=udp_flood)
     c = sub.add_parser("udp-victim")
     c.add_argument("--peer", required=True)
     c.add_argument("--dport", type=int, required=True)

@@ -1,5 +1,6 @@
 //! What the pipeline means for single frames, whatever shape its flows take: evaluated the
-//! way OVS does (highest-priority matching flow, `goto_table`, `ct(table=...)`, registers),
+//! way OVS does (highest-priority matching flow, `goto_table`, `ct(table=...)` with the
+//! `ct_mark` a commit sets, `resubmit`, registers),
 //! from the Classifier to the port a frame leaves by, for a new connection. A pod's port
 //! passes only its own untagged MAC with its own addresses; IP reaches a local pod only for
 //! its address and through its policy; everything else a pod sends goes to the gateway;
@@ -68,6 +69,9 @@ struct Regs {
     reg2: u32,
     reg3: u32,
     reg4: u32,
+    /// The `ct_mark` of the packet's connection in the zone of its last `ct` (a commit
+    /// succeeds here: no zone is full).
+    ct_mark: u32,
 }
 
 fn matches(f: &Oxm, p: &Frame, r: &Regs) -> bool {
@@ -124,7 +128,7 @@ fn matches(f: &Oxm, p: &Frame, r: &Regs) -> bool {
             let state = 0x21; // +new+trk
             state & m.mask.unwrap_or(u32::MAX) == m.value & m.mask.unwrap_or(u32::MAX)
         }
-        Oxm::CtMark(m) => m.value & m.mask.unwrap_or(u32::MAX) == 0,
+        Oxm::CtMark(m) => r.ct_mark & m.mask.unwrap_or(u32::MAX) == m.value & m.mask.unwrap_or(u32::MAX),
         Oxm::XReg { index: 0, value } => xreg(u64::from(r.reg1), value),
         Oxm::XReg { index: 1, value } => xreg((u64::from(r.reg2) << 32) | u64::from(r.reg3), value),
         Oxm::XReg { index: 2, value } => xreg(u64::from(r.reg4) << 32, value),
@@ -166,8 +170,18 @@ fn fate(flows: &FlowTable, frame: &Frame) -> Fate {
                             Action::Ct(ct) => {
                                 if ct.table.is_some() {
                                     next = ct.table;
+                                    // The recirculated packet has the mark the commit set.
+                                    regs.ct_mark = ct
+                                        .actions
+                                        .iter()
+                                        .find_map(|a| match a {
+                                            Action::SetField(Oxm::CtMark(m)) if ct.flags & 1 == 1 => Some(m.value),
+                                            _ => None,
+                                        })
+                                        .unwrap_or(0);
                                 }
                             }
+                            Action::ResubmitTable { table, .. } => next = Some(*table),
                             Action::SetField(Oxm::Reg { index: 1, value }) => regs.reg1 = value.value,
                             Action::SetField(Oxm::Reg { index: 2, value }) => regs.reg2 = value.value,
                             Action::SetField(Oxm::Reg { index: 3, value }) => regs.reg3 = value.value,

@@ -289,7 +289,8 @@ fn compiled_pipeline_on_real_ovs() {
     // (IPv4) and on the named port 8080 (IPv6) is allowed, logged and committed; c -> a is
     // dropped and logged.
     // A new connection: its conntrack tuple is its own addresses and ports (ofproto/trace
-    // gives a ct() no tuple of its own, so the flow carries it).
+    // gives a ct() no tuple of its own, so the flow carries it). Its commit into its owner's
+    // zone succeeds (the trace's recirculated packet keeps the mark the commit set).
     let trace = |flow: &str| {
         let flow = with_ct_tuple(flow);
         let flow = flow.as_str();
@@ -302,11 +303,14 @@ fn compiled_pipeline_on_real_ovs() {
             "--ct-next",
             "trk,new",
         ]));
-        out.lines().rfind(|l| l.starts_with("Datapath actions:")).unwrap_or_default().to_string()
+        // A new connection recirculates (ConntrackQuota): the passes' actions, in order.
+        out.lines().filter(|l| l.starts_with("Datapath actions:")).collect::<Vec<_>>().join(" | ")
     };
     let allowed = trace("in_port=uplink0,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80");
     assert!(allowed.contains("userdata") || allowed.contains("controller("), "{allowed}");
-    // Committed with the uplink's ofport (200) as mark: its replies go back out there.
+    // Committed first into the zone of x/a (port 1), its owner, then recirculated; then with
+    // the uplink's ofport (200) as mark: its replies go back out there.
+    assert!(allowed.contains("ct(commit,zone=1,mark=0x1/0xffffffff),recirc("), "{allowed}");
     assert!(allowed.contains("ct(commit,zone=65520,mark=0xc8/0xffffffff)"), "{allowed}");
     let allowed6 = trace("in_port=uplink0,tcp6,ipv6_src=fd00::2,ipv6_dst=fd00::1,dl_dst=0a:58:00:00:00:01,tp_dst=8080");
     assert!(allowed6.contains("ct(commit,zone=65520,mark=0xc8/0xffffffff)"), "{allowed6}");

@@ -62,6 +62,12 @@ pub struct AgentMetrics {
     pub packet_in_malformed: AtomicU64,
     /// Packets the switch's meter dropped on their way to npagent (meter band stats).
     pub shed_by_meter: AtomicU64,
+    /// The conntrack zone limit of each local pod (0 while off or not known yet).
+    pub conntrack_pod_limit: Gauge,
+    /// Local pods whose conntrack zone limit is wanted but not known to be set.
+    pub conntrack_pods_unbounded: Gauge,
+    /// Commands to ovs-vswitchd's control socket that failed (zone limits, flushes).
+    pub conntrack_limit_errors: Counter,
 }
 
 /// Bucket bounds of both histograms: 100 µs doubling to about 13 s, which covers an
@@ -88,6 +94,9 @@ impl Default for AgentMetrics {
             packet_in_dropped_by_connection: AtomicU64::default(),
             packet_in_malformed: AtomicU64::default(),
             shed_by_meter: AtomicU64::default(),
+            conntrack_pod_limit: Gauge::default(),
+            conntrack_pods_unbounded: Gauge::default(),
+            conntrack_limit_errors: Counter::default(),
         }
     }
 }
@@ -132,6 +141,21 @@ pub fn registry(metrics: Arc<AgentMetrics>, audit: Arc<AuditStats>) -> Registry 
         "npagent_metrics_connections_refused",
         "Admin server connections refused because it was serving its maximum.",
         m.admin_connections_refused.clone(),
+    );
+    r.register(
+        "npagent_conntrack_pod_limit",
+        "Conntrack entries each local pod's zone may hold (--conntrack-pod-limit; 0: off or not known yet).",
+        m.conntrack_pod_limit.clone(),
+    );
+    r.register(
+        "npagent_conntrack_pods_unbounded",
+        "Local pods whose conntrack zone limit could not be set (ovs-vswitchd's control socket failed).",
+        m.conntrack_pods_unbounded.clone(),
+    );
+    r.register(
+        "npagent_conntrack_limit_errors",
+        "Failed commands to ovs-vswitchd's control socket (conntrack zone limits and flushes).",
+        m.conntrack_limit_errors.clone(),
     );
     r.register(
         "npagent_build",

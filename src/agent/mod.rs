@@ -7,6 +7,7 @@
 //! unchanged inputs sends nothing, and a switch restart is repaired by the same diff.
 
 mod claims;
+mod conntrack_quota;
 mod first_sync;
 mod gaps;
 mod meters;
@@ -15,6 +16,7 @@ mod resolver;
 mod store;
 
 pub use crate::rate_limited::RateLimitedWarning;
+pub use conntrack_quota::{PodLimit, QuotaConfig};
 pub use reconciler::Reconciler;
 pub use resolver::StateResolver;
 pub use store::Store;
@@ -73,6 +75,8 @@ pub struct AgentConfig {
     pub audit: AuditConfig,
     /// Where the admin server (`/livez`, `/readyz`, `/metrics`) listens (`--admin-addr`).
     pub admin_addr: SocketAddr,
+    /// Each local pod's conntrack zone limit and how to set it (`--conntrack-pod-limit`).
+    pub conntrack: QuotaConfig,
 }
 
 /// Why [`run`] ended other than by its shutdown signal.
@@ -182,6 +186,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     let admin_task = tokio::spawn(crate::admin::serve(admin_listener, Arc::clone(&admin), Arc::clone(&metrics)));
 
     let mut reconciler = Reconciler::new(&cfg, switch.clone(), Arc::clone(&state), Arc::clone(&metrics));
+    let mut quota = conntrack_quota::ConntrackQuota::new(cfg.conntrack.clone(), Arc::clone(&metrics));
     let mut conn_state = switch.subscribe();
     let mut drift = switch.subscribe_drift();
     let mut ports_seen = false;
@@ -219,6 +224,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
                 ports_seen = true;
                 let ports = ports_rx.borrow_and_update().clone();
                 reconciler.set_ports(&ports);
+                quota.set_ports(&ports);
             }
             changed = node_rx.changed() => {
                 if changed.is_err() {
@@ -233,6 +239,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
                 }
                 let st = conn_state.borrow_and_update().clone();
                 reconciler.connection_changed(&st);
+                quota.resync();
             }
             changed = drift.changed() => {
                 if changed.is_err() {
@@ -252,7 +259,14 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
         // Before the reconcile too: it may wait long on the switch, and the verdict must not
         // be that of before this event meanwhile.
         report_progress(&admin, &metrics, &reconciler, ports_seen, &state, started);
+        // A new pod's zone limit before its flows; a gone pod's zone released after them.
+        if ports_seen && unless_shutdown(&mut shutdown, &admin, quota.apply()).await.is_none() {
+            break Ok(());
+        }
         if ports_seen && unless_shutdown(&mut shutdown, &admin, reconciler.reconcile()).await.is_none() {
+            break Ok(());
+        }
+        if ports_seen && unless_shutdown(&mut shutdown, &admin, quota.release()).await.is_none() {
             break Ok(());
         }
         admin.health().beat(Instant::now());

@@ -196,6 +196,31 @@ pub fn resubmit(table: u8) -> Action {
 /// The in_port of a resubmit that keeps the packet's own.
 const IN_PORT_KEEP: u16 = 0xfff8;
 
+/// `ct(commit,zone=<zone>,exec(set_field:1->ct_mark),table=ConntrackQuota)` for a new
+/// connection (`recirculate`), else `ct(commit,zone=<zone>)`: tracks the packet's connection
+/// in its owner's quota zone too. The recirculated packet has `ct_mark=1` only when the
+/// connection is in that zone, so a commit the zone's limit refused can be told apart.
+pub fn ct_quota(zone: u16, recirculate: bool) -> Action {
+    Action::Ct(Ct {
+        flags: 1,
+        zone: CtZoneSrc::Imm(zone),
+        table: recirculate.then_some(tables::CONNTRACK_QUOTA),
+        alg: 0,
+        actions: if recirculate {
+            vec![Action::SetField(Oxm::CtMark(Masked::exact(tables::QUOTA_MARK)))]
+        } else {
+            vec![]
+        },
+    })
+}
+
+/// `fields` with its `ct_state` match replaced by one with the given set and cleared bits.
+pub fn with_ct_state(mut fields: Vec<Oxm>, set: u32, clear: u32) -> Vec<Oxm> {
+    fields.retain(|f| !matches!(f, Oxm::CtState(_)));
+    fields.push(ct_state(set, clear));
+    fields
+}
+
 /// `set_field:<mac>->eth_dst`.
 pub fn set_eth_dst(mac: [u8; 6]) -> Action {
     Action::SetField(Oxm::EthDst(Masked::exact(mac)))

@@ -211,10 +211,43 @@ pub fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
     for kind in [ND_ROUTER_ADVERT, ND_NEIGHBOR_SOLICIT, ND_NEIGHBOR_ADVERT, ND_REDIRECT] {
         out.push((k(SPOOF_GUARD, priority::NODE, nd(kind)), drop()));
     }
+    // A new connection with no local pod at either end has no zone to count it in (none
+    // reaches this table: a pod's own address or a local destination got it here).
+    out.push((k(CONNTRACK_COMMIT, priority::UNOWNED, vec![flow::ct_state(ct::NEW | ct::TRK, 0)]), drop()));
+    // Back from the owner's zone: committed there (the mark says so), so into the main zone;
+    // refused by the zone's limit (no mark), dropped.
     for eth in [ETH_IP, ETH_IPV6] {
         out.push((
-            k(CONNTRACK_COMMIT, priority::NORMAL, vec![Oxm::EthType(eth), flow::ct_state(ct::NEW | ct::TRK, 0)]),
-            v(vec![apply(vec![flow::ct_action(true, None)]), flow::goto(OUTPUT)]),
+            k(CONNTRACK_QUOTA, priority::NORMAL, vec![Oxm::EthType(eth), quota_granted()]),
+            v(vec![apply(vec![flow::ct_action(true, None), flow::resubmit(OUTPUT)])]),
+        ));
+    }
+    out.push((k(CONNTRACK_QUOTA, priority::MISS, vec![]), drop()));
+    out
+}
+
+/// `ct_mark=1`: the connection is in its owner's quota zone.
+fn quota_granted() -> Oxm {
+    Oxm::CtMark(Masked::exact(tables::QUOTA_MARK))
+}
+
+/// ConntrackCommit's flows for the connections the pod on port `o` with address `host` owns:
+/// those it is the original source of, and (below) those it is the original destination of.
+/// A new one is committed into the pod's quota zone and goes on to ConntrackQuota; every
+/// later packet is tracked there too, so the zone's entry lives as long as the connection.
+fn quota_flows(o: u32, host: &Cidr, v: impl Fn(Vec<Instruction>) -> FlowValue) -> Vec<(FlowKey, FlowValue)> {
+    use tables::*;
+    let Some(zone) = quota_zone(o) else { return vec![] };
+    let mut out = Vec::new();
+    for (prio, owned) in
+        [(priority::NORMAL, flow::ct_src_prefix(host)), (priority::BY_DESTINATION, flow::ct_dst_prefix(host))]
+    {
+        let new = flow::with_ct_state(owned.clone(), ct::NEW | ct::TRK, ct::INV);
+        out.push((FlowKey::new(CONNTRACK_COMMIT, prio, new), v(vec![apply(vec![flow::ct_quota(zone, true)])])));
+        let later = flow::with_ct_state(owned, ct::TRK, ct::NEW | ct::INV);
+        out.push((
+            FlowKey::new(CONNTRACK_COMMIT, prio, later),
+            v(vec![apply(vec![flow::ct_quota(zone, false)]), flow::goto(OUTPUT)]),
         ));
     }
     out
@@ -274,6 +307,7 @@ pub fn port_flows(p: &LocalPort, controller_id: u16) -> Vec<(FlowKey, FlowValue)
         let mut forged = flow::ct_src_prefix(&host);
         forged.extend([flow::ct_state(ct::TRK, ct::RPL | ct::INV), flow::from_flags(from::UPLINK)]);
         out.push((k(CONNECTION_SOURCE, priority::SKIP, forged), v(vec![])));
+        out.extend(quota_flows(o, &host, v));
         // ICMP errors from the pod about its own connections.
         for about in [flow::ct_src_prefix(&host), flow::ct_dst_prefix(&host)] {
             let mut m = about;
@@ -364,12 +398,8 @@ fn node_port_flows(port: &NodePort, class: u32) -> Vec<(FlowKey, FlowValue)> {
             v(vec![apply(vec![mark.clone(), into_conntrack()])]),
         ));
         out.push((
-            k(
-                CONNTRACK_COMMIT,
-                priority::SKIP,
-                vec![Oxm::EthType(eth), flow::ct_state(ct::NEW | ct::TRK, 0), flow::from_flags(class)],
-            ),
-            v(vec![apply(vec![flow::ct_commit_marked(o)]), flow::goto(OUTPUT)]),
+            k(CONNTRACK_QUOTA, priority::SKIP, vec![Oxm::EthType(eth), quota_granted(), flow::from_flags(class)]),
+            v(vec![apply(vec![flow::ct_commit_marked(o), flow::resubmit(OUTPUT)])]),
         ));
     }
     for mut m in neighbor_messages() {

@@ -32,7 +32,10 @@ pub const L2_FORWARDING_CALC: u8 = 7;
 pub const INGRESS_RULE: u8 = 8;
 /// Default drop of isolated local pods.
 pub const INGRESS_DEFAULT_RULE: u8 = 9;
-/// Commits new connections that got this far.
+/// Every packet that got this far is also tracked in the conntrack zone of the local pod that
+/// owns its connection (its original source, else its original destination; the zone is the
+/// pod's ofport), so that a pod's zone limit bounds the connections it holds; a new
+/// connection is committed there and recirculated to [`CONNTRACK_QUOTA`].
 pub const CONNTRACK_COMMIT: u8 = 10;
 /// Output to the port in `reg1`; nothing else leaves.
 pub const OUTPUT: u8 = 11;
@@ -42,9 +45,13 @@ pub const NEIGHBOR_FORWARD: u8 = 12;
 /// The Allow copies for the audit log, each through the meter of the pod its rule applies to
 /// (`reg7` the direction, `reg2` or `reg4` the pod); the rule flows resubmit here.
 pub const ALLOW_COPY: u8 = 13;
+/// A new connection whose commit into its owner's zone succeeded (`ct_mark=1` there) is
+/// committed into [`CT_ZONE`] (with the ofport of the node's port it entered by) and
+/// resubmitted to [`OUTPUT`]; one that its owner's full zone refused is dropped.
+pub const CONNTRACK_QUOTA: u8 = 14;
 
 /// Every table, in pipeline order: (id, name).
-pub const TABLES: [(u8, &str); 14] = [
+pub const TABLES: [(u8, &str); 15] = [
     (CLASSIFIER, "Classifier"),
     (SPOOF_GUARD, "SpoofGuard"),
     (CONNTRACK_STATE, "ConntrackState"),
@@ -59,6 +66,7 @@ pub const TABLES: [(u8, &str); 14] = [
     (OUTPUT, "Output"),
     (NEIGHBOR_FORWARD, "NeighborForward"),
     (ALLOW_COPY, "AllowCopy"),
+    (CONNTRACK_QUOTA, "ConntrackQuota"),
 ];
 
 /// The name of table `id`, if it is one of npagent's.
@@ -99,12 +107,28 @@ pub mod priority {
     pub const QUIET_DROP: u16 = 2;
     /// IP SpoofGuard drops as a security event (a forged source address or MAC).
     pub const LOGGED_DROP: u16 = 1;
+    /// A connection owned by the local pod that is its original destination (below the one
+    /// owned by its original source).
+    pub const BY_DESTINATION: u16 = 190;
+    /// New connections with no local pod at either end.
+    pub const UNOWNED: u16 = 100;
     /// Table-miss flows.
     pub const MISS: u16 = 0;
 }
 
 /// The conntrack zone of npagent's connections.
 pub const CT_ZONE: u16 = 65520;
+
+/// The `ct_mark` a connection gets in its owner's zone when it is committed there: the
+/// recirculated packet carries it only when the commit succeeded.
+pub const QUOTA_MARK: u32 = 1;
+
+/// The conntrack zone that counts the connections of the local pod on port `ofport`: the
+/// ofport itself, when it fits a zone and is not [`CT_ZONE`] (OVS gives ports numbers below
+/// 0xff00, so every real one does).
+pub fn quota_zone(ofport: u32) -> Option<u16> {
+    u16::try_from(ofport).ok().filter(|z| *z != 0 && *z != CT_ZONE)
+}
 
 #[cfg(test)]
 mod tests {
@@ -118,5 +142,14 @@ mod tests {
         }
         assert_eq!(table_name(TABLES.len() as u8), None);
         assert_eq!(table_id("Nope"), None);
+    }
+
+    #[test]
+    fn quota_zones_are_ofports_apart_from_the_main_zone() {
+        assert_eq!(quota_zone(7), Some(7));
+        assert_eq!(quota_zone(32769), Some(32769));
+        assert_eq!(quota_zone(0), None);
+        assert_eq!(quota_zone(u32::from(CT_ZONE)), None);
+        assert_eq!(quota_zone(0x1_0000), None);
     }
 }

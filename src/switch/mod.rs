@@ -1,5 +1,7 @@
 //! The OpenFlow connection to Open vSwitch: a sans-IO [`session`] core, the tokio
-//! [`connection`] task around it, and the [`SwitchHandle`] the rest of the agent uses.
+//! [`connection`] task around it, and the [`SwitchHandle`] the rest of the agent uses; and
+//! [`unixctl`], ovs-vswitchd's control socket (for what OpenFlow cannot set: conntrack zone
+//! limits).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), npagent::switch::SwitchError> {
@@ -16,6 +18,7 @@ pub mod connection;
 pub mod error;
 mod handle;
 pub mod session;
+pub mod unixctl;
 
 pub use crate::endpoint::{Endpoint, EndpointError};
 pub use bundle::describe_flow;

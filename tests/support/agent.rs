@@ -76,6 +76,8 @@ impl Agent {
             .args(admin)
             .args(extra)
             .env("NO_COLOR", "1")
+            // The sandbox's own ovs-vswitchd (conntrack zone limits), never the system's.
+            .env("NPAGENT_VSWITCHD_CTL", sb.dir.join("vswitchd.ctl"))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

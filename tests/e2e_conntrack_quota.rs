@@ -1,0 +1,104 @@
+//! One pod cannot fill the conntrack table for everyone, with real packets: with the
+//! datapath's table made small (`dpctl/ct-set-maxconns`), a pod opening hundreds of UDP flows
+//! took every entry, so another pod's allowed connection was never committed and its replies
+//! met its own ingress default drop. Now each pod's connections are counted in a conntrack
+//! zone of its own whose limit npagent sets through ovs-vswitchd's control socket (a tenth of
+//! the datapath's maximum by default): the flood stops at that limit and (the control that
+//! must get through) the other pod's connection works. Without the control socket, policy is
+//! enforced as ever and npagent says the limits are missing. Needs root.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::agent::Agent;
+use support::{write_atomic, Port, Testbed};
+
+/// x/b accepts nothing: a reply that conntrack does not know as one is dropped.
+const B_DENY_INGRESS: &str = "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: b-deny, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: b}}
+";
+
+/// The datapath's table while npagent starts: the default per-pod limit is a tenth of it.
+const MAXCONNS_AT_START: u32 = 1000;
+const POD_LIMIT: u32 = MAXCONNS_AT_START / 10;
+/// The table during the attack: room for one pod's limit in its own zone and in npagent's
+/// (each connection takes an entry in both), and for the victim's, not for the flood.
+const MAXCONNS: u32 = 300;
+const FLOOD: u32 = 900;
+
+fn wait_for(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}: not within 20 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `dpctl/ct-get-limits zone=<zone>`'s line for the zone.
+fn zone_limit(tb: &Testbed, zone: u32) -> String {
+    let out = tb.sandbox.appctl(&["dpctl/ct-get-limits", &format!("zone={zone}")]);
+    out.lines().find(|l| l.starts_with(&format!("zone={zone},"))).unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_pod_filling_conntrack_leaves_room_for_the_others() {
+    let tb = Testbed::start();
+    tb.sandbox.appctl(&["dpctl/ct-set-maxconns", &MAXCONNS_AT_START.to_string()]);
+    write_atomic(&tb.manifests_dir().join("policy.yaml"), B_DENY_INGRESS);
+    let audit_log = tb.sandbox.dir.join("np.log");
+    let _agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &audit_log, &[]);
+    wait_for("the policy", || !tb.reaches("x/a", "x/b", Port::Udp80));
+
+    tb.sandbox.appctl(&["dpctl/flush-conntrack"]);
+    tb.sandbox.appctl(&["dpctl/ct-set-maxconns", &MAXCONNS.to_string()]);
+    let victim_peer = tb.pod("y/a").ip;
+    let flood_target = tb.pod("y/b").ip;
+    let (flows, target) = (FLOOD.to_string(), flood_target.as_str());
+    let answered: u32 = tb
+        .attack("x/c", &["udp-flood", "--dst", target, "--dport", "80", "--flows", &flows, "--wait", "2"])
+        .parse()
+        .expect("a count");
+
+    // The victim's connection to a pod that allows it: x/b opens it, y/a answers, and the
+    // answers are replies (not new connections into isolated x/b) only if conntrack had room
+    // to commit it.
+    let args = ["udp-echo", "--dst", &victim_peer, "--dport", "80", "--sport", "40600", "--count", "5"];
+    let echoes: u32 = tb.attack("x/b", &args).parse().expect("a count");
+    assert_eq!(echoes, 5, "x/b's allowed connection failed beside x/c's flood ({answered} of its flows answered)");
+
+    // The flood stopped at the attacker's own limit, which npagent set.
+    assert!(answered > 0, "the attacker's first flows are allowed");
+    assert!(answered <= POD_LIMIT, "{answered} of {FLOOD} flows got through, over the pod's limit {POD_LIMIT}");
+    let attacker = tb.pod("x/c");
+    let expected = format!("zone={},limit={POD_LIMIT},count={POD_LIMIT}", attacker.ofport);
+    assert_eq!(zone_limit(&tb, attacker.ofport), expected);
+
+    // The attacker's zone goes with it: limit deleted, entries flushed.
+    tb.del_pod("x", "c");
+    wait_for("the attacker's zone released", || {
+        let line = zone_limit(&tb, attacker.ofport);
+        !line.contains(&format!("limit={POD_LIMIT},")) && line.ends_with("count=0")
+    });
+}
+
+#[test]
+fn without_the_control_socket_policy_holds_and_the_agent_says_so() {
+    let tb = Testbed::start();
+    write_atomic(&tb.manifests_dir().join("policy.yaml"), B_DENY_INGRESS);
+    let audit_log = tb.sandbox.dir.join("np.log");
+    let absent = tb.sandbox.dir.join("absent.ctl");
+    let mut agent =
+        Agent::start(&tb.sandbox, &tb.manifests_dir(), &audit_log, &["--vswitchd-ctl", absent.to_str().unwrap()]);
+    agent.wait_log("cannot set the pods' zone limits", Duration::from_secs(10));
+    // Policy is enforced as ever: x/b is isolated, x/a's other peers are not.
+    wait_for("the policy", || !tb.reaches("x/a", "x/b", Port::Udp80));
+    assert!(tb.reaches("x/b", "y/a", Port::Udp80), "an allowed connection");
+    let metrics = agent.metrics();
+    assert_eq!(metrics.get("npagent_conntrack_pods_unbounded"), 9.0, "{:?}", metrics.0);
+    assert!(metrics.count("npagent_conntrack_limit_errors_total") >= 1);
+}
