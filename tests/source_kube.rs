@@ -240,9 +240,9 @@ async fn list_watch_and_resync_after_410_gone() {
 fn an_invalid_policy_from_the_api_server_keeps_its_last_good_version_or_fails_closed() {
     use kube::runtime::watcher::Event;
     use npagent::agent::Store;
+    use npagent::k8s::NetworkPolicy;
     use npagent::model::ObjectRef;
     use npagent::source::kube::EventMapper;
-    use npagent::source::objects::NetworkPolicy;
 
     let np = |name: &str, cidr: &str| -> NetworkPolicy {
         serde_json::from_value(json!({

@@ -48,7 +48,7 @@ pub fn oref(ns: &str, name: &str) -> ObjectRef {
 /// A namespace with its name label set.
 pub fn namespace(name: &str, extra: &[(&str, &str)], annotations: &[(&str, &str)]) -> Namespace {
     let mut l = labels(extra);
-    l.insert(crate::model::convert::NAMESPACE_NAME_LABEL, name);
+    l.insert(crate::k8s::NAMESPACE_NAME_LABEL, name);
     Namespace { name: name.into(), labels: l, annotations: self::annotations(annotations) }
 }
 
@@ -270,7 +270,7 @@ fn add_egress(p: &mut Policy, i: usize, k: usize, namespaces: usize) {
     let names = |ns: &[usize]| LabelSelector {
         match_labels: Default::default(),
         match_expressions: vec![Requirement {
-            key: crate::model::convert::NAMESPACE_NAME_LABEL.into(),
+            key: crate::k8s::NAMESPACE_NAME_LABEL.into(),
             op: SelectorOp::In,
             values: ns.iter().map(|n| ns_name(*n % namespaces)).collect(),
         }],

@@ -1,4 +1,4 @@
-//! Kubernetes objects (as [`crate::source::objects`] reads them) to npagent's model, validated as the API server validates
+//! Kubernetes objects (as [`crate::k8s`] reads them) to npagent's model, validated as the API server validates
 //! them, so that a manifest the API server would refuse is refused here too, with the object
 //! and the field path named.
 
@@ -10,15 +10,13 @@ use super::{
     ContainerPort, EgressRule, IngressRule, Interner, LabelSelector, Labels, Namespace, Peer, Policy, PortRef,
     PortSpec, Protocol, Requirement, SelectorOp,
 };
-use crate::source::objects;
+use crate::k8s::{self, namespace_or_default, NAMESPACE_NAME_LABEL};
 use k8s_openapi::api::networking::v1 as net;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-/// Label every Namespace carries, set by the API server.
-pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 /// Why an object could not be converted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -85,15 +83,6 @@ fn name_of(
     Ok(name.to_string())
 }
 
-/// The namespace of a namespaced object whose `metadata.namespace` is `ns`: `default` when
-/// absent or empty, as kubectl and the API server fill it in.
-pub fn namespace_or_default(ns: Option<&str>) -> &str {
-    match ns {
-        Some(ns) if !ns.is_empty() => ns,
-        _ => "default",
-    }
-}
-
 /// `metadata.namespace` ([`namespace_or_default`]), validated as a Namespace name.
 fn namespace_of(meta: &meta::ObjectMeta, kind: &'static str) -> Result<String, ConvertError> {
     let ns = namespace_or_default(meta.namespace.as_deref());
@@ -115,7 +104,7 @@ fn labels_of(ctx: &Ctx, meta: &meta::ObjectMeta, strings: &mut Interner) -> Resu
 
 /// Converts a Namespace; the `kubernetes.io/metadata.name` label is always set to its name.
 /// Label strings come from `strings`.
-pub fn namespace(ns: &objects::Namespace, strings: &mut Interner) -> Result<Namespace, ConvertError> {
+pub fn namespace(ns: &k8s::Namespace, strings: &mut Interner) -> Result<Namespace, ConvertError> {
     let name = name_of(&ns.metadata, "Namespace", validate_namespace_name)?;
     let ctx = Ctx { kind: "Namespace", namespace: None, name: &name };
     let mut labels = labels_of(&ctx, &ns.metadata, strings)?;
@@ -126,7 +115,7 @@ pub fn namespace(ns: &objects::Namespace, strings: &mut Interner) -> Result<Name
 /// Converts a Pod: labels, IPs (`status.podIPs`, else `status.podIP`), named container ports
 /// and the node. Label keys and values, the namespace, the node and port names come from
 /// `strings`.
-pub fn pod(p: &objects::Pod, strings: &mut Interner) -> Result<super::Pod, ConvertError> {
+pub fn pod(p: &k8s::Pod, strings: &mut Interner) -> Result<super::Pod, ConvertError> {
     let name = name_of(&p.metadata, "Pod", validate_object_name)?;
     let namespace = namespace_of(&p.metadata, "Pod")?;
     let ctx = Ctx { kind: "Pod", namespace: Some(&namespace), name: &name };
@@ -186,7 +175,7 @@ pub fn pod(p: &objects::Pod, strings: &mut Interner) -> Result<super::Pod, Conve
 /// pod has no status yet, as the API server defaults it), `metadata.creationTimestamp` and the
 /// deletion deadline. Pure: the caller judges it against its own clock
 /// ([`PodLife::claim`]).
-pub fn pod_life(p: &objects::Pod) -> PodLife {
+pub fn pod_life(p: &k8s::Pod) -> PodLife {
     let phase = match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
         None | Some("Pending") => Phase::Pending,
         Some("Running") => Phase::Running,
@@ -208,7 +197,7 @@ pub fn pod_life(p: &objects::Pod) -> PodLife {
 
 /// Converts a NetworkPolicy (networking.k8s.io/v1), defaulting `policyTypes` as the API
 /// server does: Ingress always, Egress when egress rules are present.
-pub fn policy(np: &objects::NetworkPolicy, strings: &mut Interner) -> Result<Policy, ConvertError> {
+pub fn policy(np: &k8s::NetworkPolicy, strings: &mut Interner) -> Result<Policy, ConvertError> {
     let (namespace, name) = policy_identity(np)?;
     let ctx = Ctx::policy(&namespace, &name);
     let no_spec = net::NetworkPolicySpec::default();
@@ -277,7 +266,7 @@ fn policy_directions(ctx: &Ctx, spec: &net::NetworkPolicySpec) -> Result<(bool, 
 /// read whole and they are valid, else in both (whatever it meant to allow is unknown). `Err`
 /// when not even its name and podSelector can be read.
 pub fn policy_isolation(
-    np: &objects::NetworkPolicy,
+    np: &k8s::NetworkPolicy,
     spec_read: bool,
     strings: &mut Interner,
 ) -> Result<Policy, ConvertError> {
@@ -302,7 +291,7 @@ pub fn policy_isolation(
 /// The error for a NetworkPolicy its source could not read in full (`problem` says why; the
 /// object holds its name and podSelector only): a bad name or namespace if it has one, else
 /// [`ConvertError::Invalid`] at `spec`.
-pub fn unreadable_policy(np: &objects::NetworkPolicy, problem: &str) -> ConvertError {
+pub fn unreadable_policy(np: &k8s::NetworkPolicy, problem: &str) -> ConvertError {
     match policy_identity(np) {
         Ok((namespace, name)) => Ctx::policy(&namespace, &name).err("spec", problem),
         Err(e) => e,
@@ -310,7 +299,7 @@ pub fn unreadable_policy(np: &objects::NetworkPolicy, problem: &str) -> ConvertE
 }
 
 /// The policy's namespace and name.
-fn policy_identity(np: &objects::NetworkPolicy) -> Result<(String, String), ConvertError> {
+fn policy_identity(np: &k8s::NetworkPolicy) -> Result<(String, String), ConvertError> {
     let name = name_of(&np.metadata, "NetworkPolicy", validate_object_name)?;
     let namespace = namespace_of(&np.metadata, "NetworkPolicy")?;
     Ok((namespace, name))
@@ -501,7 +490,7 @@ mod tests {
     use crate::model::logging::{LOGGING_ANNOTATION, LOGGING_ANNOTATION_ALIAS, LOG_LABEL_ANNOTATION, LOG_LABEL_MAX};
     use serde_json::json;
 
-    fn np(spec: serde_json::Value) -> objects::NetworkPolicy {
+    fn np(spec: serde_json::Value) -> k8s::NetworkPolicy {
         serde_json::from_value(json!({
             "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": {"name": "p", "namespace": "x"}, "spec": spec
@@ -515,7 +504,7 @@ mod tests {
 
     #[test]
     fn namespace_gets_name_label() {
-        let ns: objects::Namespace =
+        let ns: k8s::Namespace =
             serde_json::from_value(json!({"metadata": {"name": "x", "labels": {"a": "b"}}})).unwrap();
         let n = namespace(&ns, &mut Interner::default()).unwrap();
         assert_eq!(n.labels.get(NAMESPACE_NAME_LABEL), Some("x"));
@@ -524,7 +513,7 @@ mod tests {
 
     #[test]
     fn pod_fields() {
-        let p: objects::Pod = serde_json::from_value(json!({
+        let p: k8s::Pod = serde_json::from_value(json!({
             "metadata": {"name": "a", "namespace": "x", "labels": {"pod": "a"}},
             "spec": {"nodeName": "n1", "containers": [{"name": "c", "ports": [
                 {"containerPort": 80, "name": "http"}, {"containerPort": 53, "protocol": "UDP"}]}]},
@@ -537,13 +526,13 @@ mod tests {
         assert_eq!(m.ports[0], ContainerPort { name: Some("http".into()), port: 80, protocol: Protocol::Tcp });
         assert_eq!(m.ports[1], ContainerPort { name: None, port: 53, protocol: Protocol::Udp });
 
-        let p: objects::Pod = serde_json::from_value(json!({
+        let p: k8s::Pod = serde_json::from_value(json!({
             "metadata": {"name": "a"}, "status": {"podIP": "10.0.0.9"}}))
         .unwrap();
         let m = pod(&p, &mut Interner::default()).unwrap();
         assert_eq!((&*m.namespace, m.ips.len()), ("default", 1));
 
-        let p: objects::Pod = serde_json::from_value(json!({
+        let p: k8s::Pod = serde_json::from_value(json!({
             "metadata": {"name": "a", "namespace": "x"}, "status": {"podIP": "10.0.0.300"}}))
         .unwrap();
         assert_eq!(
@@ -662,7 +651,7 @@ mod tests {
     #[test]
     fn names_are_validated_and_shown_escaped() {
         let named = |ns: &str, name: &str| {
-            serde_json::from_value::<objects::NetworkPolicy>(
+            serde_json::from_value::<k8s::NetworkPolicy>(
                 json!({"metadata": {"name": name, "namespace": ns}, "spec": {}}),
             )
             .expect("policy json")
@@ -679,9 +668,9 @@ mod tests {
             "{e}"
         );
         assert!(policy_isolation(&named("x", "A"), true, &mut Interner::default()).unwrap_err().is_identity());
-        let p: objects::Pod = serde_json::from_value(json!({"metadata": {"name": "a\n", "namespace": "x"}})).unwrap();
+        let p: k8s::Pod = serde_json::from_value(json!({"metadata": {"name": "a\n", "namespace": "x"}})).unwrap();
         assert!(pod(&p, &mut Interner::default()).unwrap_err().to_string().contains("\"a\\n\""));
-        let ns: objects::Namespace = serde_json::from_value(json!({"metadata": {"name": "a.b"}})).unwrap();
+        let ns: k8s::Namespace = serde_json::from_value(json!({"metadata": {"name": "a.b"}})).unwrap();
         assert!(namespace(&ns, &mut Interner::default()).unwrap_err().is_identity());
         assert!(!policy(&np(json!({"podSelector": {"matchLabels": {"-": "x"}}})), &mut Interner::default())
             .unwrap_err()
@@ -720,7 +709,7 @@ mod tests {
     #[test]
     fn pod_life_reads_phase_times_and_forced_deletion() {
         use std::time::{Duration, SystemTime};
-        let life = |v: serde_json::Value| pod_life(&serde_json::from_value::<objects::Pod>(v).unwrap());
+        let life = |v: serde_json::Value| pod_life(&serde_json::from_value::<k8s::Pod>(v).unwrap());
         let l = life(json!({"metadata": {"name": "a"}}));
         assert_eq!((l.phase, l.created, l.deletion), (Phase::Pending, None, None));
         let l = life(json!({"metadata": {"name": "a", "creationTimestamp": "1970-01-01T00:00:10Z",

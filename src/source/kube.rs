@@ -2,7 +2,7 @@
 //! pods are policy peers) and NetworkPolicies; and of this node's Node and the ServiceCIDRs,
 //! for the node's configuration ([`node`]).
 //!
-//! The watchers deserialize straight into [`super::objects`]: only the fields npagent reads are
+//! The watchers deserialize straight into [`crate::k8s`]: only the fields npagent reads are
 //! ever built. Each watcher's (re)list (`Init`, `InitApply`..., `InitDone`) is delivered in
 //! [`SourceEvent::ResetChunk`]s of [`LIST_CHUNK`] objects and the [`SourceEvent::Reset`] that
 //! ends it at `InitDone`, so consumers replace the kind's objects as one listing (also after a
@@ -17,8 +17,8 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 use tokio::sync::mpsc;
 
-use super::objects::{Namespace, NetworkPolicy, Pod};
 use super::{Error, Kind, KubeObject, SourceEvent, Sourced};
+use crate::k8s::{Namespace, NetworkPolicy, Pod};
 
 pub mod node;
 

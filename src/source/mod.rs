@@ -1,7 +1,7 @@
 //! Where the model comes from: Kubernetes objects from a manifests directory ([`manifests`]) or
 //! the API server ([`kube`]), and the bridge's pod ports from OVSDB ([`ovsdb`]).
 //!
-//! The object sources deliver [`objects`] (Kubernetes objects with only the fields npagent
+//! The object sources deliver [`crate::k8s`] objects (Kubernetes objects with only the fields npagent
 //! reads) wrapped in [`SourceEvent`]s; turning them into model types is
 //! [`crate::model::convert`]'s job. The OVSDB source delivers
 //! [`crate::model::LocalPort`]s directly.
@@ -23,10 +23,9 @@
 
 pub mod kube;
 pub mod manifests;
-pub mod objects;
 pub mod ovsdb;
 
-use objects::{Namespace, NetworkPolicy, Pod};
+use crate::k8s::{Namespace, NetworkPolicy, Pod};
 
 use crate::model::ObjectRef;
 
@@ -108,7 +107,7 @@ impl KubeObject {
         let meta = self.metadata();
         ObjectRef {
             namespace: match self.kind().is_namespaced() {
-                true => crate::model::convert::namespace_or_default(meta.namespace.as_deref()).into(),
+                true => crate::k8s::namespace_or_default(meta.namespace.as_deref()).into(),
                 false => "".into(),
             },
             name: meta.name.as_deref().unwrap_or_default().into(),

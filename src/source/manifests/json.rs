@@ -1,5 +1,5 @@
 //! A JSON document read in one typed pass, straight into the slim objects of
-//! [`crate::source::objects`]: a single object, or a list (`v1` `List`, `NamespaceList`,
+//! [`crate::k8s`]: a single object, or a list (`v1` `List`, `NamespaceList`,
 //! `PodList`, `NetworkPolicyList`, any `*List` with `items`) and all its items.
 //!
 //! This is the fast path of [`super::parse`]: it gives up (`None`) whenever the general path has
@@ -22,7 +22,7 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::source::objects::{self, Namespace, NetworkPolicy, Pod, PodSpec, PodStatus};
+use crate::k8s::{self, Namespace, NetworkPolicy, Pod, PodSpec, PodStatus};
 use crate::source::{Kind, KubeObject};
 
 /// What a JSON document holds, when every object in it reads without a problem.
@@ -145,7 +145,7 @@ struct Meta(ObjectMeta);
 
 impl<'de> Deserialize<'de> for Meta {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        objects::slim_meta(d).map(Meta)
+        k8s::slim_meta(d).map(Meta)
     }
 }
 

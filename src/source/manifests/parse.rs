@@ -10,7 +10,7 @@
 //! whichever parser reads it.
 //!
 //! Each document, and each item of a `kind: List` (or any `*List` with `items`), becomes one
-//! object, of the slim types of [`crate::source::objects`]; an item of a typed list without
+//! object, of the slim types of [`crate::k8s`]; an item of a typed list without
 //! `kind` (as the API server serves a `PodList`) is of the list's kind. Problems come in two
 //! sizes:
 //! - the file as a whole does not parse (YAML/JSON syntax, not UTF-8): [`FileParse::objects`]
@@ -34,13 +34,10 @@ use serde_json::Value;
 use super::bounded::{self, Bounded};
 use super::json;
 use super::Invalid;
-use crate::model::convert::namespace_or_default;
+use crate::k8s::{namespace_or_default, NAMESPACE_NAME_LABEL};
+use crate::k8s::{Namespace, NetworkPolicy, Pod};
 use crate::model::ObjectRef;
-use crate::source::objects::{Namespace, NetworkPolicy, Pod};
 use crate::source::{Kind, KubeObject, Sourced};
-
-/// The label the API server puts on every Namespace; manifests get it too.
-pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// Result of parsing one file.
 #[derive(Debug, Default)]

@@ -1,7 +1,10 @@
-//! The Kubernetes objects as npagent reads them: Namespaces, Pods and NetworkPolicies with
-//! only the fields npagent uses, deserialized straight from the wire (manifest files, the API
-//! server's lists and watch events). Everything else in an object (a Pod's images, volumes,
-//! conditions, `managedFields`, owner references...) is skipped while parsing, never stored.
+//! The Kubernetes objects as npagent reads them, at the bottom of the layers so that the model
+//! (which converts them) and the sources (which read them) share one definition: Namespaces,
+//! Pods and NetworkPolicies with only the fields npagent uses, deserialized straight from the
+//! wire (manifest files, the API server's lists and watch events), and Kubernetes'
+//! conventions about them ([`NAMESPACE_NAME_LABEL`], [`namespace_or_default`]). Everything else
+//! in an object (a Pod's images, volumes, conditions, `managedFields`, owner references...) is
+//! skipped while parsing, never stored.
 //!
 //! Field names and JSON shapes are Kubernetes' own, so a field of the wrong type is refused as
 //! the API server's schema would refuse it; what the fields may hold is checked on conversion
@@ -14,6 +17,18 @@ use k8s_openapi::api::core::v1::{ContainerPort, PodIP};
 use k8s_openapi::api::networking::v1::NetworkPolicySpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Deserializer, Serialize};
+
+/// The label the API server puts on every Namespace: its name.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The namespace of a namespaced object whose `metadata.namespace` is `ns`: `default` when
+/// absent or empty, as kubectl and the API server fill it in.
+pub fn namespace_or_default(ns: Option<&str>) -> &str {
+    match ns {
+        Some(ns) if !ns.is_empty() => ns,
+        _ => "default",
+    }
+}
 
 /// A Namespace: its metadata (name, labels, annotations).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
