@@ -334,95 +334,50 @@ def sniff(args):
     print(n)
 
 
-def four_tuple(parser):
-    """--src, --dst, --sport and --dport, all required."""
-    for name in ("--src", "--dst"):
-        parser.add_argument(name, required=True)
-    for name in ("--sport", "--dport"):
-        parser.add_argument(name, type=int, required=True)
+# Each command's options: `name` is a required string, `name:type` a required value of that
+# type (int, float, hex for an integer in any base), `name=default` (or `name:type=default`) an
+# optional one, `name?` (or `name:type?`) an optional one without default.
+FOUR_TUPLE = "src dst sport:int dport:int"
+COMMANDS = {
+    "udp-spoof": (udp_spoof, f"{FOUR_TUPLE} count:int=3"),
+    "udp-listen": (udp_listen, "port:int timeout:float"),
+    "udp-echo": (udp_echo, "dst dport:int sport:int timeout:float=1.0 count:int=1 size:int=4"),
+    "udp-flood": (udp_flood, "dst dport:int flows:int wait:float=1.0"),
+    "udp-victim": (udp_victim, "peer dport:int sport:int wait:float"),
+    "icmp-error": (icmp_error, "src dst inner-src inner-dst inner-sport:int inner-dport:int count:int=3"),
+    "sctp-raw": (sctp_raw, f"{FOUR_TUPLE} count:int=3"),
+    "arp-claim": (arp_claim, "iface spa tpa count:int=3"),
+    "frame-send": (frame_send, "iface dst-mac kind src dst vlan:int? count:int=3"),
+    "tcp-raw": (tcp_raw, f"{FOUR_TUPLE} flags:hex count:int=3"),
+    "udp-burst": (udp_burst, "dst dport:int count:int interval:float=0.0"),
+    "nd-dad": (nd_dad, "iface target seconds:float"),
+    "sniff": (sniff, "iface from-mac timeout:float ip-proto:int? dport:int?"),
+}
+TYPES = {"str": str, "int": int, "float": float, "hex": lambda v: int(v, 0)}
+
+
+def add_options(parser, spec):
+    for option in spec.split():
+        name, _, default = option.partition("=")
+        optional = name.endswith("?")
+        name, _, kind = name.rstrip("?").partition(":")
+        convert = TYPES[kind or "str"]
+        if default:
+            parser.add_argument(f"--{name}", type=convert, default=convert(default))
+        else:
+            parser.add_argument(f"--{name}", type=convert, required=not optional)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("udp-spoof")
-    four_tuple(c)
-    c.add_argument("--count", type=int, default=3)
-    c.set_defaults(run=udp_spoof)
-    c = sub.add_parser("udp-listen")
-    c.add_argument("--port", type=int, required=True)
-    c.add_argument("--timeout", type=float, required=True)
-    c.set_defaults(run=udp_listen)
-    c = sub.add_parser("udp-echo")
-    c.add_argument("--dst", required=True)
-    c.add_argument("--dport", type=int, required=True)
-    c.add_argument("--sport", type=int, required=True)
-    c.add_argument("--timeout", type=float, default=1.0)
-    c.add_argument("--count", type=int, default=1)
-    c.add_argument("--size", type=int, default=4)
-    c.set_defaults(run=udp_echo)
-    c = sub.add_parser("udp-flood")
-    c.add_argument("--dst", required=True)
-    c.add_argument("--dport", type=int, required=True)
-    c.add_argument("--flows", type=int, required=True)
-    c.add_argument("--wait", type=float, default=1.0)
-    c.set_defaults(run=udp_flood)
-    c = sub.add_parser("udp-victim")
-    c.add_argument("--peer", required=True)
-    c.add_argument("--dport", type=int, required=True)
-    c.add_argument("--sport", type=int, required=True)
-    c.add_argument("--wait", type=float, required=True)
-    c.set_defaults(run=udp_victim)
-    c = sub.add_parser("icmp-error")
-    for name in ("--src", "--dst", "--inner-src", "--inner-dst"):
-        c.add_argument(name, required=True)
-    c.add_argument("--inner-sport", type=int, required=True)
-    c.add_argument("--inner-dport", type=int, required=True)
-    c.add_argument("--count", type=int, default=3)
-    c.set_defaults(run=icmp_error)
-    c = sub.add_parser("sctp-raw")
-    four_tuple(c)
-    c.add_argument("--count", type=int, default=3)
-    c.set_defaults(run=sctp_raw)
-    c = sub.add_parser("arp-claim")
-    c.add_argument("--iface", required=True)
-    c.add_argument("--spa", required=True)
-    c.add_argument("--tpa", required=True)
-    c.add_argument("--count", type=int, default=3)
-    c.set_defaults(run=arp_claim)
-    c = sub.add_parser("frame-send")
-    c.add_argument("--iface", required=True)
-    c.add_argument("--dst-mac", required=True)
-    c.add_argument("--kind", choices=["udp", "arp"], required=True)
-    c.add_argument("--src", required=True)
-    c.add_argument("--dst", required=True)
-    c.add_argument("--vlan", type=int)
-    c.add_argument("--count", type=int, default=3)
-    c.set_defaults(run=frame_send)
-    c = sub.add_parser("tcp-raw")
-    four_tuple(c)
-    c.add_argument("--flags", type=lambda v: int(v, 0), required=True)
-    c.add_argument("--count", type=int, default=3)
-    c.set_defaults(run=tcp_raw)
-    c = sub.add_parser("udp-burst")
-    c.add_argument("--dst", required=True)
-    c.add_argument("--dport", type=int, required=True)
-    c.add_argument("--count", type=int, required=True)
-    c.add_argument("--interval", type=float, default=0.0)
-    c.set_defaults(run=udp_burst)
-    c = sub.add_parser("nd-dad")
-    c.add_argument("--iface", required=True)
-    c.add_argument("--target", required=True)
-    c.add_argument("--seconds", type=float, required=True)
-    c.set_defaults(run=nd_dad)
-    c = sub.add_parser("sniff")
-    c.add_argument("--iface", required=True)
-    c.add_argument("--from-mac", required=True)
-    c.add_argument("--timeout", type=float, required=True)
-    c.add_argument("--ip-proto", type=int)
-    c.add_argument("--dport", type=int)
-    c.set_defaults(run=sniff)
+    for command, (run, spec) in COMMANDS.items():
+        c = sub.add_parser(command)
+        add_options(c, spec)
+        c.set_defaults(run=run)
     args = p.parse_args()
+    if args.cmd == "frame-send" and args.kind not in ("udp", "arp"):
+        p.error("frame-send --kind is udp or arp")
     args.run(args)
 
 
