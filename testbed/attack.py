@@ -92,20 +92,22 @@ def udp_spoof(args):
         time.sleep(0.05)
 
 
+def received(s, seconds):
+    """What socket `s` receives (`recvfrom`) until `seconds` have passed."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        s.settimeout(left)
+        try:
+            yield s.recvfrom(65535)
+        except socket.timeout:
+            return
+
+
 def udp_listen(args):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("0.0.0.0", args.port))
     print("ready", file=sys.stderr, flush=True)
-    deadline = time.monotonic() + args.timeout
-    n = 0
-    while (left := deadline - time.monotonic()) > 0:
-        s.settimeout(left)
-        try:
-            s.recv(2048)
-            n += 1
-        except socket.timeout:
-            break
-    print(n)
+    print(sum(1 for _ in received(s, args.timeout)))
 
 
 def udp_from(port):
@@ -320,18 +322,14 @@ def sniff(args):
     s.setsockopt(263, 1, struct.pack("IHH8s", ifindex, 1, 0, b""))
     want = mac_bytes(args.from_mac)
     print("ready", file=sys.stderr, flush=True)
-    deadline = time.monotonic() + args.timeout
-    n = 0
-    while (left := deadline - time.monotonic()) > 0:
-        s.settimeout(left)
-        try:
-            frame, addr = s.recvfrom(65535)
-        except socket.timeout:
-            break
-        # addr[2] is the packet type: 4 (PACKET_OUTGOING) is the pod's own sending.
-        if addr[2] != 4 and frame[6:12] == want and wanted_ip(frame, args.ip_proto, args.dport):
-            n += 1
-    print(n)
+    # addr[2] is the packet type: 4 (PACKET_OUTGOING) is the pod's own sending.
+    print(
+        sum(
+            1
+            for frame, addr in received(s, args.timeout)
+            if addr[2] != 4 and frame[6:12] == want and wanted_ip(frame, args.ip_proto, args.dport)
+        )
+    )
 
 
 # Each command's options: `name` is a required string, `name:type` a required value of that

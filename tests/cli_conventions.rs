@@ -207,10 +207,7 @@ fn bad_configuration_exits_2_naming_the_flag_before_anything_connects() {
 
 #[test]
 fn an_agent_configured_by_the_environment_alone_enforces() {
-    let sb = Sandbox::start();
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let manifests = tmp.path().join("manifests");
-    std::fs::create_dir(&manifests).expect("mkdir");
+    let (sb, tmp, manifests) = sandbox_with_manifests();
     // A directory npagent must create, at start.
     let audit_log = tmp.path().join("audit/np.log");
     let (manifests_s, audit_s) = (manifests.to_string_lossy(), audit_log.to_string_lossy());
@@ -245,10 +242,7 @@ fn an_agent_configured_by_the_environment_alone_enforces() {
 
 #[test]
 fn json_logs_are_one_object_a_line() {
-    let sb = Sandbox::start();
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let manifests = tmp.path().join("manifests");
-    std::fs::create_dir(&manifests).expect("mkdir");
+    let (sb, tmp, manifests) = sandbox_with_manifests();
     let audit_log = tmp.path().join("np.log").to_string_lossy().into_owned();
     let args = [
         "--log-format",
@@ -290,6 +284,15 @@ fn json_logs_are_one_object_a_line() {
     assert!(lines.iter().any(|l| l["level"] == "DEBUG"), "--log-level debug");
 }
 
+/// A sandbox, a temporary directory and an empty manifests directory in it.
+fn sandbox_with_manifests() -> (Sandbox, tempfile::TempDir, std::path::PathBuf) {
+    let sb = Sandbox::start();
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let manifests = tmp.path().join("manifests");
+    std::fs::create_dir(&manifests).expect("mkdir");
+    (sb, tmp, manifests)
+}
+
 /// `ovs-appctl` against the sandbox's ovsdb-server.
 fn ovsdb_appctl(sb: &Sandbox, args: &[&str]) -> String {
     run(Command::new("ovs-appctl").arg("-t").arg(sb.dir.join("ovsdb-server.ctl")).args(args))
@@ -297,10 +300,7 @@ fn ovsdb_appctl(sb: &Sandbox, args: &[&str]) -> String {
 
 #[test]
 fn ovsdb_going_away_and_the_manifests_directory_vanishing_are_survived() {
-    let sb = Sandbox::start();
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let manifests = tmp.path().join("manifests");
-    std::fs::create_dir(&manifests).expect("mkdir");
+    let (sb, tmp, manifests) = sandbox_with_manifests();
     let audit_log = tmp.path().join("np.log").to_string_lossy().into_owned();
     // npagent's own OVSDB socket, removed below: OVSDB goes away for npagent for good, while
     // ovs-vswitchd keeps its database (without one it stops answering OpenFlow too).

@@ -7,7 +7,6 @@ mod policy_eval;
 
 use npagent::compiler::synthetic::*;
 use npagent::compiler::{compile, Config, Direction, FlowTable, IdAllocator};
-use npagent::model::cidr::parse_cidr;
 use npagent::model::{ContainerPort, EgressRule, LabelSelector, Model, Peer, Policy, PortRef, PortSpec, Protocol};
 use policy_eval::{Packet, Verdict};
 use Verdict::*;
@@ -165,16 +164,7 @@ fn peers() {
         "p",
         sel(&[("pod", "a")]),
         vec![rule(
-            vec![
-                Peer::IpBlock {
-                    cidr: parse_cidr("192.168.0.0/16").unwrap(),
-                    except: vec![parse_cidr("192.168.5.0/24").unwrap()],
-                },
-                Peer::IpBlock {
-                    cidr: parse_cidr("fd00::/64").unwrap(),
-                    except: vec![parse_cidr("fd00::2/128").unwrap()],
-                },
-            ],
+            vec![ip_block("192.168.0.0/16", &["192.168.5.0/24"]), ip_block("fd00::/64", &["fd00::2/128"])],
             vec![PortSpec { protocol: Protocol::Udp, port: Some(PortRef::Number(5000)), end_port: Some(5100) }],
         )],
     ));
@@ -246,10 +236,7 @@ fn named_ports_resolve_on_the_destination() {
         "x",
         "p",
         sel(&[("pod", "a")]),
-        vec![rule(
-            vec![Peer::IpBlock { cidr: parse_cidr("10.0.0.0/8").unwrap(), except: vec![] }],
-            vec![named("http")],
-        )],
+        vec![rule(vec![ip_block("10.0.0.0/8", &[])], vec![named("http")])],
     ));
     check("an ipBlock has no named ports", &block_named, &[(tcp_from(1, XB, 8080), Drop)]);
 }

@@ -6,7 +6,6 @@ use npagent::compiler::synthetic::*;
 use npagent::compiler::{
     apply, compile, diff, diff_keys, flows_text, Change, Compiler, Config, FlowKey, FlowTable, FlowValue, IdAllocator,
 };
-use npagent::model::cidr::parse_cidr;
 use npagent::model::logging::LOGGING_ANNOTATION;
 use npagent::model::{ContainerPort, EgressRule, IngressRule, LabelSelector, Model, Peer, PortRef, PortSpec, Protocol};
 use ofp::{Action, FlowStats, Instruction, Oxm};
@@ -214,13 +213,7 @@ fn template(ns: &str, t: usize) -> npagent::model::Policy {
         4 => (
             sel(&[("role", "r1")]),
             vec![
-                IngressRule {
-                    from: vec![Peer::IpBlock {
-                        cidr: parse_cidr("10.9.0.0/16").unwrap(),
-                        except: vec![parse_cidr("10.9.1.0/24").unwrap()],
-                    }],
-                    ports: vec![],
-                },
+                IngressRule { from: vec![ip_block("10.9.0.0/16", &["10.9.1.0/24"])], ports: vec![] },
                 IngressRule {
                     from: vec![peer("r0"), peer("r3")],
                     ports: vec![PortSpec {
@@ -258,16 +251,7 @@ fn egress_template(
             sel(&[("role", "r1")]),
             vec![
                 EgressRule { to: vec![], ports: vec![named] },
-                EgressRule {
-                    to: vec![
-                        Peer::IpBlock {
-                            cidr: parse_cidr("10.1.0.0/16").unwrap(),
-                            except: vec![parse_cidr("10.1.1.0/24").unwrap()],
-                        },
-                        peer("r2"),
-                    ],
-                    ports: vec![],
-                },
+                EgressRule { to: vec![ip_block("10.1.0.0/16", &["10.1.1.0/24"]), peer("r2")], ports: vec![] },
             ],
             false,
         ),

@@ -373,10 +373,7 @@ fn compiled_pipeline_on_real_ovs() {
         "a-first",
         sel(&[("pod", "a")]),
         vec![IngressRule {
-            from: vec![Peer::IpBlock {
-                cidr: npagent::model::cidr::parse_cidr("192.168.0.0/16").unwrap(),
-                except: vec![npagent::model::cidr::parse_cidr("192.168.1.0/24").unwrap()],
-            }],
+            from: vec![ip_block("192.168.0.0/16", &["192.168.1.0/24"])],
             ports: vec![npagent::model::PortSpec {
                 protocol: npagent::model::Protocol::Udp,
                 port: Some(npagent::model::PortRef::Number(5000)),

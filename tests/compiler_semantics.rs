@@ -4,7 +4,6 @@
 
 use npagent::compiler::synthetic::*;
 use npagent::compiler::{compile, tables, Config, Direction, FlowTable, IdAllocator};
-use npagent::model::cidr::parse_cidr;
 use npagent::model::logging::LOGGING_ANNOTATION;
 use npagent::model::{
     ContainerPort, IngressRule, LabelSelector, Model, Peer, PortRef, PortSpec, Protocol, Requirement, SelectorOp,
@@ -192,17 +191,8 @@ fn cases() -> Vec<Case> {
                 sel(&[("pod", "a")]),
                 vec![rule(
                     vec![
-                        Peer::IpBlock {
-                            cidr: parse_cidr("192.168.0.0/16").unwrap(),
-                            except: vec![
-                                parse_cidr("192.168.3.0/24").unwrap(),
-                                parse_cidr("192.168.200.7/32").unwrap(),
-                            ],
-                        },
-                        Peer::IpBlock {
-                            cidr: parse_cidr("fd00:1::/48").unwrap(),
-                            except: vec![parse_cidr("fd00:1:0:5::/64").unwrap()],
-                        },
+                        ip_block("192.168.0.0/16", &["192.168.3.0/24", "192.168.200.7/32"]),
+                        ip_block("fd00:1::/48", &["fd00:1:0:5::/64"]),
                     ],
                     vec![],
                 )],

@@ -282,15 +282,12 @@ async fn a_rescan_without_content_changes_deletes_nothing() {
     assert_eq!(w.store.keys(), vec!["Namespace /x", "Pod x/a", "Pod x/b"]);
 }
 
-/// A billion-laughs document of about 100 KB: a 90 KB string, nine levels of ten aliases.
+/// A billion-laughs Pod of about 100 KB: a 90 KB string, nine levels of ten aliases.
 fn billion_laughs() -> String {
-    let mut text = String::from("apiVersion: v1\nkind: Pod\nmetadata: {name: lol, namespace: x}\nspec:\n");
-    text.push_str(&format!("  l0: &l0 [\"{}\"]\n", "lol".repeat(30_000)));
-    for level in 1..10 {
-        let refs = vec![format!("*l{}", level - 1); 10].join(",");
-        text.push_str(&format!("  l{level}: &l{level} [{refs}]\n"));
-    }
-    text
+    npagent::source::manifests::parse::billion_laughs(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: lol, namespace: x}\nspec:\n",
+        "  ",
+    )
 }
 
 /// A valid pod manifest padded with a comment to one byte over the size limit.

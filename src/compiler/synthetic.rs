@@ -94,6 +94,12 @@ pub fn policy(ns: &str, name: &str, pod_selector: LabelSelector, ingress: Vec<In
     }
 }
 
+/// An ipBlock peer: `cidr` less `except` (CIDR text; panics on a bad one: test input).
+pub fn ip_block(cidr: &str, except: &[&str]) -> Peer {
+    let parse = |c: &str| crate::model::cidr::parse_cidr(c).unwrap_or_else(|e| panic!("{c}: {e}"));
+    Peer::IpBlock { cidr: parse(cidr), except: except.iter().map(|c| parse(c)).collect() }
+}
+
 /// A numeric TCP port.
 pub fn tcp(p: u16) -> PortSpec {
     PortSpec { protocol: Protocol::Tcp, port: Some(PortRef::Number(p)), end_port: None }

@@ -434,6 +434,20 @@ fn as_served(mut object: KubeObject, id: &ObjectRef) -> KubeObject {
     object
 }
 
+/// A billion-laughs document of about 100 KB, for the tests of the alias limits: `head` (a
+/// manifest up to a mapping key), then under it at `indent` a 90 KB string and nine levels of
+/// ten aliases each.
+#[cfg(any(test, feature = "testing"))]
+pub fn billion_laughs(head: &str, indent: &str) -> String {
+    let mut text = head.to_string();
+    text.push_str(&format!("{indent}l0: &l0 [\"{}\"]\n", "lol".repeat(30_000)));
+    for level in 1..10 {
+        let refs = vec![format!("*l{}", level - 1); 10].join(",");
+        text.push_str(&format!("{indent}l{level}: &l{level} [{refs}]\n"));
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -566,20 +580,9 @@ mod tests {
         }
     }
 
-    /// A billion-laughs document of about 100 KB: nine levels of ten aliases each, padded.
-    pub(crate) fn billion_laughs() -> String {
-        let mut text = String::from("apiVersion: v1\nkind: Pod\nmetadata: {name: lol, namespace: x}\nspec:\n");
-        text.push_str(&format!("  l0: &l0 [\"{}\"]\n", "lol".repeat(30_000)));
-        for level in 1..10 {
-            let refs = vec![format!("*l{}", level - 1); 10].join(",");
-            text.push_str(&format!("  l{level}: &l{level} [{refs}]\n"));
-        }
-        text
-    }
-
     #[test]
     fn an_alias_bomb_is_refused_naming_the_file() {
-        let text = billion_laughs();
+        let text = billion_laughs("apiVersion: v1\nkind: Pod\nmetadata: {name: lol, namespace: x}\nspec:\n", "  ");
         assert!((90_000..110_000).contains(&text.len()), "{}", text.len());
         let started = std::time::Instant::now();
         let p = parse_file("bomb.yaml", &text, false);
