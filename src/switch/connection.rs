@@ -68,8 +68,14 @@ pub fn spawn(config: ConnectionConfig) -> (SwitchHandle, mpsc::Receiver<PacketIn
     let (state_tx, state_rx) = watch::channel(ConnState::Disconnected { reason: None });
     let (drift_tx, drift_rx) = watch::channel(0u64);
     let counters = Arc::new(Counters::default());
-    let handle =
-        SwitchHandle::new(cmd_tx, state_rx, drift_rx, counters.clone(), config.request_timeout, config.install_timeout);
+    let handle = SwitchHandle {
+        cmd: cmd_tx,
+        state: state_rx,
+        drift: drift_rx,
+        counters: counters.clone(),
+        request_timeout: config.request_timeout,
+        install_timeout: config.install_timeout,
+    };
     let task = Task {
         config,
         cmd_rx,

@@ -50,12 +50,12 @@ pub(crate) struct Command {
 /// with [`SwitchError::Disconnected`]; requests in flight when it goes away fail the same way.
 #[derive(Clone)]
 pub struct SwitchHandle {
-    cmd: mpsc::Sender<Command>,
-    state: watch::Receiver<ConnState>,
-    drift: watch::Receiver<u64>,
-    counters: Arc<Counters>,
-    request_timeout: Duration,
-    install_timeout: Duration,
+    pub(super) cmd: mpsc::Sender<Command>,
+    pub(super) state: watch::Receiver<ConnState>,
+    pub(super) drift: watch::Receiver<u64>,
+    pub(super) counters: Arc<Counters>,
+    pub(super) request_timeout: Duration,
+    pub(super) install_timeout: Duration,
 }
 
 impl std::fmt::Debug for SwitchHandle {
@@ -65,17 +65,6 @@ impl std::fmt::Debug for SwitchHandle {
 }
 
 impl SwitchHandle {
-    pub(crate) fn new(
-        cmd: mpsc::Sender<Command>,
-        state: watch::Receiver<ConnState>,
-        drift: watch::Receiver<u64>,
-        counters: Arc<Counters>,
-        request_timeout: Duration,
-        install_timeout: Duration,
-    ) -> Self {
-        SwitchHandle { cmd, state, drift, counters, request_timeout, install_timeout }
-    }
-
     /// The current connection state.
     pub fn state(&self) -> ConnState {
         self.state.borrow().clone()
