@@ -179,3 +179,12 @@ pub enum Error {
     #[error("OVSDB closed the connection")]
     OvsdbClosed,
 }
+
+impl From<crate::json_stream::StreamError> for Error {
+    fn from(e: crate::json_stream::StreamError) -> Error {
+        match e {
+            crate::json_stream::StreamError::TooLarge(n) => Error::OvsdbTooLarge(n),
+            crate::json_stream::StreamError::Json(e) => Error::OvsdbJson(e),
+        }
+    }
+}

@@ -2,9 +2,10 @@
 //! 1.0 over a Unix socket, one request `{"method","params","id"}` answered by one
 //! `{"id","result","error"}`, with no framing but the JSON values themselves.
 //!
-//! Sans-IO at its core ([`encode_request`], [`ReplyDecoder`]); [`call`] is the one function
+//! Sans-IO at its core ([`encode_request`], [`ReplyDecoder`] on [`JsonStream`]); [`call`] is the one function
 //! that does I/O: it connects, sends one request and reads its reply, within a timeout.
 
+use crate::json_stream::{JsonStream, StreamError};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -74,28 +75,32 @@ struct Wire {
     error: serde_json::Value,
 }
 
-/// Splits the byte stream from the socket into replies: it finds where each top-level JSON
-/// object ends (outside strings) and parses it.
-#[derive(Debug, Default)]
+/// Splits the byte stream from the socket into replies (JSON objects, back to back).
+#[derive(Debug)]
 pub struct ReplyDecoder {
-    buf: Vec<u8>,
+    stream: JsonStream,
+}
+
+impl Default for ReplyDecoder {
+    fn default() -> Self {
+        ReplyDecoder { stream: JsonStream::new(MAX_REPLY) }
+    }
 }
 
 impl ReplyDecoder {
     /// Takes bytes read from the socket.
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), UnixctlError> {
-        if self.buf.len() + bytes.len() > MAX_REPLY {
-            return Err(UnixctlError::TooLong);
-        }
-        self.buf.extend_from_slice(bytes);
-        Ok(())
+        self.stream.push(bytes).map_err(stream_error)
     }
 
     /// The next complete reply, if the bytes so far hold one.
     pub fn next_reply(&mut self) -> Result<Option<Reply>, UnixctlError> {
-        let Some(end) = object_end(&self.buf)? else { return Ok(None) };
-        let value: Vec<u8> = self.buf.drain(..end).collect();
-        let wire: Wire = serde_json::from_slice(&value).map_err(|e| UnixctlError::Malformed(e.to_string()))?;
+        match self.stream.peek() {
+            None | Some(b'{') => {}
+            Some(b) => return Err(UnixctlError::Malformed(format!("byte {:?} outside an object", char::from(b)))),
+        }
+        let Some(value) = self.stream.next_value().map_err(stream_error)? else { return Ok(None) };
+        let wire: Wire = serde_json::from_value(value).map_err(|e| UnixctlError::Malformed(e.to_string()))?;
         let id = wire.id.as_u64().ok_or_else(|| UnixctlError::Malformed(format!("id {} is no number", wire.id)))?;
         let text = |v: &serde_json::Value| match v {
             serde_json::Value::String(s) => s.clone(),
@@ -106,39 +111,11 @@ impl ReplyDecoder {
     }
 }
 
-/// Where the first top-level JSON object in `buf` ends (past its closing brace), if it is
-/// complete; leading whitespace is skipped; anything but an object is an error.
-fn object_end(buf: &[u8]) -> Result<Option<usize>, UnixctlError> {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for (i, &b) in buf.iter().enumerate() {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b' ' | b'\t' | b'\r' | b'\n' if depth == 0 => {}
-            b'{' => depth += 1,
-            b'}' if depth > 0 => {
-                depth -= 1;
-                if depth == 0 {
-                    return Ok(Some(i + 1));
-                }
-            }
-            b'"' if depth > 0 => in_string = true,
-            _ if depth == 0 => {
-                return Err(UnixctlError::Malformed(format!("byte {:?} outside an object", char::from(b))))
-            }
-            _ => {}
-        }
+fn stream_error(e: StreamError) -> UnixctlError {
+    match e {
+        StreamError::TooLarge(_) => UnixctlError::TooLong,
+        StreamError::Json(e) => UnixctlError::Malformed(e.to_string()),
     }
-    Ok(None)
 }
 
 /// The socket a target names: a pidfile (`…/ovs-vswitchd.pid`, as `ovs-appctl -t` takes it)

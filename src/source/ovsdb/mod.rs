@@ -24,9 +24,9 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
 use crate::endpoint::Endpoint;
+use crate::json_stream::JsonStream;
 use crate::source::Error;
 use db::{BridgePorts, Db};
-use rpc::Framer;
 
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -112,7 +112,7 @@ impl<'a> Session<'a> {
             "id": MONITOR_ID,
         });
         rpc::send(&mut conn, &monitor).await?;
-        let mut framer = Framer::default();
+        let mut framer = JsonStream::new(rpc::MAX_MESSAGE);
         let mut chunk = vec![0u8; 64 * 1024];
         loop {
             let n = tokio::select! {
@@ -123,7 +123,7 @@ impl<'a> Session<'a> {
                 return Err(Error::OvsdbClosed);
             }
             framer.push(chunk.get(..n).unwrap_or_default())?;
-            while let Some(msg) = framer.next_message()? {
+            while let Some(msg) = framer.next_value()? {
                 for reply in self.handle(&msg)? {
                     rpc::send(&mut conn, &reply).await?;
                 }
