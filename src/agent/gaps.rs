@@ -3,11 +3,12 @@
 //! poll becomes gap records for the audit log (see [`crate::audit::gap`]; the audit logger's
 //! own queue counts its sheds itself), metrics and rate-limited warnings.
 
-use super::meters::{self, shed_owner, MeterShed};
+use super::meters::{self, MeterShed};
 use super::{AgentConfig, RateLimitedWarning, Reconciler};
 use crate::admin::metrics::AgentMetrics;
 use crate::audit::gap::{Gap, GapCause};
 use crate::audit::AuditStats;
+use crate::compiler::meters::{owner, MeterOwner};
 use crate::compiler::userdata::Disposition;
 use crate::model::ObjectRef;
 use crate::switch::SwitchHandle;
@@ -119,12 +120,15 @@ impl ShedPolls {
         let now = SystemTime::now();
         if let Some((before, since)) = &self.meter {
             for (id, &t) in &total {
-                let Some((disposition, ofport)) = shed_owner(*id) else { continue };
+                let (disposition, pod) = match owner(*id) {
+                    Some(MeterOwner::Pod { disposition, ofport }) => (disposition, reconciler.pod_on(ofport)),
+                    Some(MeterOwner::Security) => (Disposition::Drop, None),
+                    None => continue,
+                };
                 // A meter new since (a new pod's) starts at zero; a switch restart resets all.
                 let b = before.get(id).copied().unwrap_or(0);
                 let shed = if t >= b { t - b } else { t };
-                let pod = ofport.and_then(|o| reconciler.pod_on(o));
-                self.report(GapCause::Meter, disposition, pod, shed, *since, now);
+                self.report(GapCause::Meter, Some(disposition), pod, shed, *since, now);
             }
         }
         self.meter = Some((total, now));

@@ -5,8 +5,7 @@
 //! A meter is added before the flows that name it and deleted after them (deleting a meter
 //! deletes the flows that use it).
 
-use crate::compiler::meters::{self, MeterOwner};
-use crate::compiler::userdata::Disposition;
+use crate::compiler::meters;
 use crate::switch::{SwitchError, SwitchHandle};
 use ofp::{meter, MeterBand, MeterMod};
 use std::collections::{BTreeMap, BTreeSet};
@@ -84,13 +83,11 @@ impl LoggingMeters {
         on_switch: &MeterShed,
     ) -> Result<(), SwitchError> {
         let desired = self.desired(ports);
-        let unused: Vec<u32> = on_switch
+        let unused: BTreeSet<u32> = on_switch
             .keys()
             .chain(&self.installed)
             .copied()
             .filter(|id| meters::owner(*id).is_some() && !desired.contains_key(id))
-            .collect::<BTreeSet<u32>>()
-            .into_iter()
             .collect();
         for id in unused {
             let delete = MeterMod { command: meter::DELETE, flags: 0, meter_id: id, bands: Vec::new() };
@@ -115,13 +112,4 @@ pub async fn read_shed(switch: &SwitchHandle) -> Result<MeterShed, SwitchError> 
         .filter(|s| meters::owner(s.meter_id).is_some())
         .map(|s| (s.meter_id, s.bands.iter().map(|(packets, _)| packets).sum()))
         .collect())
-}
-
-/// Whose copies meter `id` sheds, for a gap record: the disposition (none for the security
-/// events) and the pod's ofport.
-pub fn shed_owner(id: u32) -> Option<(Option<Disposition>, Option<u32>)> {
-    Some(match meters::owner(id)? {
-        MeterOwner::Pod { disposition, ofport } => (Some(disposition), Some(ofport)),
-        MeterOwner::Security => (Some(Disposition::Drop), None),
-    })
 }

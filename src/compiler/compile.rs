@@ -538,7 +538,7 @@ impl Compiler {
                 let instructions = if logging {
                     let ud = LogUserdata { disposition: Disposition::Drop, table_id: table, subject: o };
                     vec![Instruction::ApplyActions(vec![flow::controller(
-                        &ud.encode(),
+                        &ud,
                         meters::drop(o),
                         self.cfg.controller_id,
                     )])]

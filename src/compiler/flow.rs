@@ -230,13 +230,14 @@ pub fn set_eth_dst(mac: [u8; 6]) -> Action {
 /// (Ethernet, IPv6 or IPv4 with options, then TCP/UDP/SCTP ports).
 pub const LOG_MAX_LEN: u16 = 128;
 
-/// `controller(max_len=128,id=<id>,userdata=<ud>,meter_id=<m>)` (NXAST_CONTROLLER2).
-pub fn controller(userdata: &[u8], meter_id: u32, controller_id: u16) -> Action {
+/// `controller(max_len=128,id=<id>,userdata=<ud>,meter_id=<m>)` (NXAST_CONTROLLER2): a logging
+/// copy saying by its userdata what sent it.
+pub fn controller(userdata: &super::userdata::LogUserdata, meter_id: u32, controller_id: u16) -> Action {
     Action::Controller2(Controller2 {
         max_len: Some(LOG_MAX_LEN),
         controller_id: (controller_id != 0).then_some(controller_id),
         reason: None,
-        userdata: Some(bytes::Bytes::copy_from_slice(userdata)),
+        userdata: Some(bytes::Bytes::copy_from_slice(&userdata.encode())),
         pause: false,
         meter_id: (meter_id != 0).then_some(meter_id),
     })

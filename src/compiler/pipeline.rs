@@ -63,7 +63,7 @@ const VLAN_PRESENT: u16 = 0x1000;
 /// A copy of the packet to npagent as security event `event`, through the security meter.
 fn security_copy(table: u8, event: SecurityEvent, controller_id: u16) -> Action {
     let ud = LogUserdata { disposition: Disposition::Drop, table_id: table, subject: event as u32 };
-    flow::controller(&ud.encode(), meters::SECURITY, controller_id)
+    flow::controller(&ud, meters::SECURITY, controller_id)
 }
 
 /// The ARP reply to a request for `ip`, owned by `mac`, sent back out the port the request
@@ -283,7 +283,7 @@ pub fn port_flows(p: &LocalPort, controller_id: u16) -> Vec<(FlowKey, FlowValue)
         let ud = LogUserdata { disposition: Disposition::Allow, table_id: direction.rule_table(), subject: o };
         out.push((
             k(ALLOW_COPY, priority::NORMAL, vec![flow::reg7(copy_mark(direction)), applied_match(direction, o)]),
-            v(vec![apply(vec![flow::controller(&ud.encode(), meters::allow(o), controller_id)])]),
+            v(vec![apply(vec![flow::controller(&ud, meters::allow(o), controller_id)])]),
         ));
     }
     for ip in &p.ips {
