@@ -224,7 +224,27 @@ pub struct RunArgs {
     pub audit: AuditArgs,
     #[command(flatten)]
     pub conntrack: ConntrackArgs,
+    #[command(flatten)]
+    pub cni: CniArgs,
 }
+
+/// npagent as the node's CNI plugin.
+#[derive(Debug, Clone, Args)]
+pub struct CniArgs {
+    /// Serve the CNI plugin on this unix socket (the network configuration's "socket" key):
+    /// the `npagent` binary run by a container runtime with CNI_COMMAND set asks the agent
+    /// here, and the agent attaches the pod. Off when unset.
+    #[arg(long, value_name = "PATH", env = "NPAGENT_CNI_SOCKET")]
+    pub cni_socket: Option<PathBuf>,
+    /// Where the agent keeps a record of each attachment it made (to take them apart and
+    /// release their addresses after a restart).
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_CNI_STATE_DIR, env = "NPAGENT_CNI_STATE_DIR")]
+    pub cni_state_dir: PathBuf,
+}
+
+/// Where attachment records are kept unless told otherwise: on the node's disk, so that a
+/// reboot's leftovers (ports in OVSDB, addresses in the IPAM store) are found and undone.
+pub const DEFAULT_CNI_STATE_DIR: &str = "/var/lib/npagent/cni";
 
 /// ovs-vswitchd's pidfile in the default run directory: its control socket is
 /// `ovs-vswitchd.<pid>.ctl` beside it.

@@ -9,6 +9,7 @@ pub mod admin;
 pub mod agent;
 pub mod audit;
 pub mod cli;
+pub mod cni;
 pub mod compiler;
 pub mod endpoint;
 pub mod explain;

@@ -70,7 +70,27 @@ fn explain_command(args: &npagent::cli::ExplainArgs) -> std::process::ExitCode {
     }
 }
 
+/// The CNI plugin: a runtime ran the binary with `CNI_COMMAND` set and no arguments. The
+/// result or error JSON on stdout, exit status 0 or 1; nothing else on stdout.
+fn cni_plugin() -> std::process::ExitCode {
+    let mut stdin = Vec::new();
+    if let Err(e) = std::io::Read::read_to_end(&mut std::io::stdin(), &mut stdin) {
+        eprintln!("npagent (CNI plugin): cannot read stdin: {e}");
+    }
+    let outcome = npagent::cni::plugin::run(|name| std::env::var(name).ok(), &stdin);
+    if !outcome.stdout.is_empty() {
+        println!("{}", outcome.stdout);
+    }
+    match outcome.success {
+        true => std::process::ExitCode::SUCCESS,
+        false => std::process::ExitCode::FAILURE,
+    }
+}
+
 fn main() -> std::process::ExitCode {
+    if std::env::var_os("CNI_COMMAND").is_some() && std::env::args_os().len() == 1 {
+        return cni_plugin();
+    }
     let cli = Cli::parse();
     let command = match cli.command {
         Command::Ofp(cmd) => return ofp_command(cmd),
@@ -201,6 +221,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             target: args.conntrack.vswitchd_ctl.clone(),
             limit: agent::PodLimit::from_flag(args.conntrack.conntrack_pod_limit),
         },
+        cni: args
+            .cni
+            .cni_socket
+            .clone()
+            .map(|socket| agent::CniConfig { socket, state_dir: args.cni.cni_state_dir.clone() }),
     };
     if let Some(addr) = args.metrics_addr {
         tracing::warn!("--metrics-addr is deprecated and will be removed in the next release: use --admin-addr {addr}");

@@ -90,6 +90,16 @@ impl Reconciler {
         }
     }
 
+    /// Whether the switch holds the flows of every change applied so far: synced with this
+    /// connection, nothing pending, no retry or repair waiting.
+    pub fn caught_up(&self) -> bool {
+        self.connected.is_some()
+            && self.synced_generation == self.connected
+            && self.pending.is_empty()
+            && self.retry_at.is_none()
+            && !self.drifted
+    }
+
     /// The switch says its flows were changed by someone else: the next reconcile dumps them
     /// and repairs the difference.
     pub fn drift_detected(&mut self) {

@@ -51,6 +51,10 @@ pub struct Store {
     orphans_warned: BTreeSet<ObjectRef>,
     /// The strings the model's pods and namespaces share.
     strings: Interner,
+    /// Live pods whose status gives no address yet, with their claim: each holds the
+    /// addresses of its bridge port (`ip-address`, what the CNI allocated) until its status
+    /// says otherwise.
+    port_addressed: HashMap<ObjectRef, (ClaimRank, Option<SystemTime>)>,
 }
 
 impl Store {
@@ -170,7 +174,24 @@ impl Store {
             }
         }
         self.model.ports = new;
+        // A pod's port address changed or went: its pod's addresses follow.
+        let addressed: Vec<_> = self.port_addressed.iter().map(|(r, claim)| (r.clone(), *claim)).collect();
+        for (r, (rank, until)) in addressed {
+            if let Some(held) = self.model.pods.get(&r) {
+                let pod = Pod { ips: Vec::new(), ..(**held).clone() };
+                self.put_pod(pod, Some(rank), until, &mut changes);
+            }
+        }
         changes
+    }
+
+    /// The addresses of `r`'s bridge ports.
+    fn port_ips(&self, r: &ObjectRef) -> Vec<IpAddr> {
+        let mut ips: Vec<IpAddr> =
+            self.model.ports.values().filter(|p| p.pod == *r).flat_map(|p| p.ips.iter().copied()).collect();
+        ips.sort();
+        ips.dedup();
+        ips
     }
 
     /// Warns once about each changed policy whose namespace does not exist (it is compiled
@@ -357,7 +378,8 @@ impl Store {
     }
 
     /// Stores a converted pod with its claim (`None`: it has finished and claims no IP),
-    /// giving every pod whose addresses changed hands its new IPs.
+    /// giving every pod whose addresses changed hands its new IPs. A live pod whose status has
+    /// no address yet takes its bridge port's.
     fn put_pod(
         &mut self,
         mut pod: Pod,
@@ -366,6 +388,15 @@ impl Store {
         changes: &mut Vec<Change>,
     ) {
         let r = ObjectRef { namespace: pod.namespace.clone(), name: pod.name.clone() };
+        match claim.filter(|_| pod.ips.is_empty()) {
+            Some(rank) => {
+                self.port_addressed.insert(r.clone(), (rank, until));
+                pod.ips = self.port_ips(&r);
+            }
+            None => {
+                self.port_addressed.remove(&r);
+            }
+        }
         let mut touched = self.claims.release(&self.model.pods, &r);
         match claim.filter(|_| !pod.ips.is_empty()) {
             Some(rank) => touched.extend(self.claims.claim(&mut pod, rank, until)),
@@ -388,6 +419,7 @@ impl Store {
                 }
             }
             Kind::Pod => {
+                self.port_addressed.remove(r);
                 let touched = self.claims.release(&self.model.pods, r);
                 if self.model.pods.remove(r).is_some() {
                     changes.push(Change::Pod(r.clone()));

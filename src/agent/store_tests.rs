@@ -484,3 +484,44 @@ fn a_policy_in_a_missing_namespace_is_kept_and_warned_about_once() {
     store.check_policy_namespaces(&changes);
     assert!(store.orphans_warned.is_empty());
 }
+
+#[test]
+fn a_pod_without_a_status_address_holds_its_ports_until_its_status_says_otherwise() {
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    let port = |ips: &[&str]| LocalPort {
+        ofport: 5,
+        interface: "a-123456".into(),
+        pod: oref("x", "a"),
+        ips: ips.iter().map(|s| ip(s)).collect(),
+        mac: None,
+    };
+    let unaddressed = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "x", "name": "a"},
+                             "spec": {"containers": []}, "status": {"phase": "Pending"}});
+    let mut store = Store::default();
+    store.apply(reset(vec![namespace("x"), unaddressed.clone()]));
+    assert!(store.model().pods[&oref("x", "a")].ips.is_empty());
+
+    // The CNI attaches it: the port's address is the pod's, as a peer and for ownership.
+    let changes = store.set_ports(&[port(&["10.0.0.7"])]);
+    assert!(changes.contains(&Change::Pod(oref("x", "a"))), "{changes:?}");
+    assert_eq!(store.model().pods[&oref("x", "a")].ips, vec![ip("10.0.0.7")]);
+    assert_eq!(store.pod_by_ip(&ip("10.0.0.7")), Some(&oref("x", "a")));
+    // A relist without a status address keeps it.
+    store.apply(SourceEvent::Applied(sourced(unaddressed)));
+    assert_eq!(store.model().pods[&oref("x", "a")].ips, vec![ip("10.0.0.7")]);
+
+    // The status names another address: the status wins.
+    store.apply(SourceEvent::Applied(sourced(pod("x", "a", "10.0.0.9"))));
+    assert_eq!(store.model().pods[&oref("x", "a")].ips, vec![ip("10.0.0.9")]);
+    assert!(store.set_ports(&[port(&["10.0.0.8"])]).iter().all(|c| *c != Change::Pod(oref("x", "a"))));
+    assert_eq!(store.model().pods[&oref("x", "a")].ips, vec![ip("10.0.0.9")]);
+
+    // Without a status address again, then without its port: no address.
+    let mut store = Store::default();
+    store.apply(reset(vec![namespace("x"), pod("x", "a", "")]));
+    store.set_ports(&[port(&["10.0.0.7"])]);
+    assert_eq!(store.model().pods[&oref("x", "a")].ips, vec![ip("10.0.0.7")]);
+    store.set_ports(&[]);
+    assert!(store.model().pods[&oref("x", "a")].ips.is_empty());
+    assert_eq!(store.pod_by_ip(&ip("10.0.0.7")), None);
+}

@@ -262,7 +262,7 @@ fn set_items(v: &Value) -> Vec<&Value> {
 }
 
 /// `["uuid", "..."]`.
-fn uuid(v: &Value) -> Option<String> {
+pub fn uuid(v: &Value) -> Option<String> {
     match v.as_array().map(Vec::as_slice) {
         Some([tag, Value::String(u)]) if tag == "uuid" => Some(u.clone()),
         _ => None,
@@ -283,7 +283,8 @@ fn map_pairs(v: &Value) -> Result<Vec<(&Value, &Value)>, String> {
     }
 }
 
-fn string_map(v: Option<&Value>) -> Result<BTreeMap<String, String>, String> {
+/// A map of strings (`["map", [[k, v], ..]]`); absent is empty.
+pub fn string_map(v: Option<&Value>) -> Result<BTreeMap<String, String>, String> {
     let Some(v) = v else { return Ok(BTreeMap::new()) };
     map_pairs(v)?
         .into_iter()
@@ -294,7 +295,8 @@ fn string_map(v: Option<&Value>) -> Result<BTreeMap<String, String>, String> {
         .collect()
 }
 
-fn uuid_set(v: Option<&Value>) -> Result<Vec<String>, String> {
+/// A set of uuids; absent is empty.
+pub fn uuid_set(v: Option<&Value>) -> Result<Vec<String>, String> {
     let Some(v) = v else { return Ok(Vec::new()) };
     set_items(v).into_iter().map(|i| uuid(i).ok_or_else(|| format!("not a uuid: {i}"))).collect()
 }

@@ -6,14 +6,14 @@
 
 use futures::TryStreamExt;
 use rtnetlink::packet_route::address::AddressAttribute;
-use rtnetlink::packet_route::link::LinkFlags;
+use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags};
 use rtnetlink::Handle;
 
 use crate::model::node::InterfaceAddr;
 
 /// `ENODEV`, `EEXIST` (Linux errno values, negated in netlink error messages).
-const ENODEV: i32 = 19;
-const EEXIST: i32 = 17;
+pub const ENODEV: i32 = 19;
+pub const EEXIST: i32 = 17;
 
 /// Why a device could not be read or configured; names the device and what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +40,8 @@ pub struct Device {
     pub index: u32,
     /// Administratively up.
     pub up: bool,
+    /// Its hardware address, when it has one of six bytes.
+    pub mac: Option<[u8; 6]>,
     /// Its addresses with their prefix lengths, in the kernel's order.
     pub addrs: Vec<InterfaceAddr>,
 }
@@ -59,32 +61,7 @@ impl Netlink {
 
     /// The device named `name`, with its addresses.
     pub async fn device(&self, name: &str) -> Result<Device, LinkError> {
-        let fail = |what: &str, error| LinkError::Netlink { device: name.to_string(), what: what.to_string(), error };
-        let link = match self.handle.link().get().match_name(name.to_string()).execute().try_next().await {
-            Ok(Some(link)) => link,
-            Ok(None) => return Err(LinkError::NotFound(name.to_string())),
-            Err(e) if errno(&e) == Some(ENODEV) => return Err(LinkError::NotFound(name.to_string())),
-            Err(e) => return Err(fail("read it", e)),
-        };
-        let index = link.header.index;
-        let mut addrs = Vec::new();
-        let mut stream = self.handle.address().get().set_link_index_filter(index).execute();
-        while let Some(msg) = stream.try_next().await.map_err(|e| fail("read its addresses", e))? {
-            // IFA_LOCAL is the address itself (IFA_ADDRESS the peer's on point-to-point
-            // links); IPv6 sends IFA_ADDRESS alone.
-            let local = msg.attributes.iter().find_map(|a| match a {
-                AddressAttribute::Local(ip) => Some(*ip),
-                _ => None,
-            });
-            let address = msg.attributes.iter().find_map(|a| match a {
-                AddressAttribute::Address(ip) => Some(*ip),
-                _ => None,
-            });
-            if let Some(ip) = local.or(address) {
-                addrs.push(InterfaceAddr { ip, prefix: msg.header.prefix_len });
-            }
-        }
-        Ok(Device { name: name.to_string(), index, up: link.header.flags.contains(LinkFlags::Up), addrs })
+        read_device(&self.handle, name).await
     }
 
     /// Adds `addr` to `device`; an address it already has is no error.
@@ -114,8 +91,42 @@ impl Drop for Netlink {
     }
 }
 
+/// The device named `name` in the network namespace of `handle`'s socket, with its addresses.
+pub async fn read_device(handle: &Handle, name: &str) -> Result<Device, LinkError> {
+    let fail = |what: &str, error| LinkError::Netlink { device: name.to_string(), what: what.to_string(), error };
+    let link = match handle.link().get().match_name(name.to_string()).execute().try_next().await {
+        Ok(Some(link)) => link,
+        Ok(None) => return Err(LinkError::NotFound(name.to_string())),
+        Err(e) if errno(&e) == Some(ENODEV) => return Err(LinkError::NotFound(name.to_string())),
+        Err(e) => return Err(fail("read it", e)),
+    };
+    let index = link.header.index;
+    let mut addrs = Vec::new();
+    let mut stream = handle.address().get().set_link_index_filter(index).execute();
+    while let Some(msg) = stream.try_next().await.map_err(|e| fail("read its addresses", e))? {
+        // IFA_LOCAL is the address itself (IFA_ADDRESS the peer's on point-to-point
+        // links); IPv6 sends IFA_ADDRESS alone.
+        let local = msg.attributes.iter().find_map(|a| match a {
+            AddressAttribute::Local(ip) => Some(*ip),
+            _ => None,
+        });
+        let address = msg.attributes.iter().find_map(|a| match a {
+            AddressAttribute::Address(ip) => Some(*ip),
+            _ => None,
+        });
+        if let Some(ip) = local.or(address) {
+            addrs.push(InterfaceAddr { ip, prefix: msg.header.prefix_len });
+        }
+    }
+    let mac = link.attributes.iter().find_map(|a| match a {
+        LinkAttribute::Address(bytes) => bytes.as_slice().try_into().ok(),
+        _ => None,
+    });
+    Ok(Device { name: name.to_string(), index, up: link.header.flags.contains(LinkFlags::Up), mac, addrs })
+}
+
 /// The errno of a netlink error message.
-fn errno(e: &rtnetlink::Error) -> Option<i32> {
+pub fn errno(e: &rtnetlink::Error) -> Option<i32> {
     match e {
         rtnetlink::Error::NetlinkError(msg) => Some(msg.raw_code().saturating_abs()),
         _ => None,

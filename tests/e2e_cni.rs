@@ -1,0 +1,463 @@
+//! npagent as the CNI plugin, driven as a container runtime drives it: the `npagent` binary
+//! run with `CNI_COMMAND` and a network configuration on stdin, against `npagent run
+//! --cni-socket` in the node's network namespace, with real network namespaces, Debian's
+//! host-local IPAM plugin and the real OVS of the testbed. Checks ADD, CHECK, DEL (twice),
+//! GC, STATUS and VERSION, that a new pod is enforced from its first packet (as the target of
+//! a policy and as its peer) and cannot spoof, that bad input is an error naming the culprit
+//! that leaves nothing behind, and that a restart takes apart what a gone pod left. Needs
+//! root, and host-local in /usr/lib/cni (scripts/test installs containernetworking-plugins).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
+
+mod support;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::agent::{npagent_bin, Agent, FIRST_SYNC};
+use support::sandbox::{output, repo_path, run};
+use support::{write_atomic, Testbed};
+
+const WITHIN: Duration = Duration::from_secs(20);
+/// Where Debian's containernetworking-plugins installs host-local.
+const CNI_PATH: &str = "/usr/lib/cni";
+
+/// Pod x/n of the manifests directory, labelled but without an address: the CNI gives it one.
+const POD_X_N: &str = "apiVersion: v1
+kind: Pod
+metadata: {name: n, namespace: x, labels: {pod: n}}
+spec: {nodeName: testbed, containers: [{name: c, image: agnhost}]}
+status: {phase: Pending}
+";
+
+/// x/n admits x/b only; x/a admits x/n only: the new pod as a policy's target and as its peer.
+const POLICIES: &str = "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: n-from-b, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: n}}
+  ingress: [{from: [{podSelector: {matchLabels: {pod: b}}}]}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: a-from-n, namespace: x}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress: [{from: [{podSelector: {matchLabels: {pod: n}}}]}]
+";
+
+/// A node with npagent serving the CNI socket, and what a runtime needs to call it.
+struct Node {
+    tb: Testbed,
+    agent: Option<Agent>,
+    socket: PathBuf,
+    state_dir: PathBuf,
+    ipam_dir: PathBuf,
+    /// Network namespaces this test made (removed on drop).
+    netns: std::cell::RefCell<Vec<String>>,
+    /// Listeners started in them (killed on drop).
+    listeners: std::cell::RefCell<Vec<std::process::Child>>,
+}
+
+/// What the plugin printed and whether it succeeded.
+struct Reply {
+    ok: bool,
+    json: Value,
+}
+
+impl Reply {
+    fn code(&self) -> u64 {
+        assert!(!self.ok, "succeeded: {}", self.json);
+        self.json["code"].as_u64().unwrap_or_else(|| panic!("no code: {}", self.json))
+    }
+
+    fn msg(&self) -> String {
+        format!("{} {}", self.json["msg"].as_str().unwrap_or(""), self.json["details"].as_str().unwrap_or(""))
+    }
+}
+
+impl Node {
+    fn start() -> Node {
+        let tb = Testbed::start();
+        write_atomic(&tb.manifests_dir().join("pod-x-n.yaml"), POD_X_N);
+        write_atomic(&tb.manifests_dir().join("policies.yaml"), POLICIES);
+        let dir = tb.sandbox.dir.clone();
+        let mut node = Node {
+            socket: dir.join("cni.sock"),
+            state_dir: dir.join("cni-state"),
+            ipam_dir: dir.join("ipam"),
+            tb,
+            agent: None,
+            netns: Default::default(),
+            listeners: Default::default(),
+        };
+        node.start_agent();
+        node
+    }
+
+    fn start_agent(&mut self) {
+        let log = self.tb.sandbox.dir.join("npagent.log");
+        let socket = self.socket.to_str().unwrap().to_string();
+        let state = self.state_dir.to_str().unwrap().to_string();
+        let args = ["--cni-socket", socket.as_str(), "--cni-state-dir", state.as_str()];
+        let mut agent = Agent::spawn_in_node(&self.tb.sandbox, &self.tb.manifests_dir(), &log, &args);
+        agent.wait_log(FIRST_SYNC, WITHIN);
+        self.agent = Some(agent);
+    }
+
+    fn stop_agent(&mut self) {
+        if let Some(agent) = self.agent.take() {
+            agent.stop();
+        }
+    }
+
+    /// The network configuration: host-local in a range of the testbed's pod subnet no
+    /// testbed pod uses (`first`..=`last` of 10.10.50.x).
+    fn conf(&self, first: u8, last: u8) -> Value {
+        json!({
+            "cniVersion": "1.1.0", "name": "npagent-test", "type": "npagent",
+            "socket": self.socket,
+            "ipam": {"type": "host-local", "dataDir": self.ipam_dir,
+                     "ranges": [[{"subnet": "10.10.0.0/16", "rangeStart": format!("10.10.50.{first}"),
+                                  "rangeEnd": format!("10.10.50.{last}"), "gateway": "10.10.0.254"}]]},
+        })
+    }
+
+    /// A fresh network namespace, as a runtime makes one for a sandbox (IPv4 only, like the
+    /// testbed's pods); its path.
+    fn netns(&self, name: &str) -> String {
+        let ns = format!("{}-cni-{name}", self.tb.sandbox.netns);
+        run(Command::new("ip").args(["netns", "add", &ns]));
+        run(Command::new("ip").args(["netns", "exec", &ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]));
+        run(Command::new("ip").args(["-n", &ns, "link", "set", "lo", "up"]));
+        self.netns.borrow_mut().push(ns.clone());
+        format!("/var/run/netns/{ns}")
+    }
+
+    /// Runs the plugin: `command` for `container` as `eth0` in `netns`, pod `x/<pod>`.
+    fn cni(&self, command: &str, container: &str, netns: Option<&str>, pod: &str, conf: &Value) -> Reply {
+        let mut cmd = Command::new(npagent_bin());
+        cmd.env_clear()
+            .env("CNI_COMMAND", command)
+            .env("CNI_CONTAINERID", container)
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_PATH", CNI_PATH)
+            .env(
+                "CNI_ARGS",
+                format!(
+                    "IgnoreUnknown=1;K8S_POD_NAMESPACE=x;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID={container}"
+                ),
+            );
+        if let Some(ns) = netns {
+            cmd.env("CNI_NETNS", ns);
+        }
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(conf.to_string().as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let json = if text.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+        };
+        Reply { ok: out.status.success(), json }
+    }
+
+    /// The bridge's ports.
+    fn ports(&self) -> Vec<String> {
+        self.tb.sandbox.vsctl(&["list-ports", "br-int"]).lines().map(str::to_owned).collect()
+    }
+
+    /// The node's network devices whose name starts with `prefix`.
+    fn devices(&self, prefix: &str) -> Vec<String> {
+        let out = output(Command::new("ip").args(["-n", &self.tb.sandbox.netns, "-o", "link", "show"]));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split(": ").nth(1))
+            .map(|n| n.split('@').next().unwrap_or(n).to_string())
+            .filter(|n| n.starts_with(prefix))
+            .collect()
+    }
+
+    /// The addresses host-local holds.
+    fn allocated(&self) -> Vec<String> {
+        let dir = self.ipam_dir.join("npagent-test");
+        let mut ips: Vec<String> = std::fs::read_dir(&dir)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("10."))
+                    .collect()
+            })
+            .unwrap_or_default();
+        ips.sort();
+        ips
+    }
+
+    /// Port `name`'s external_ids (Port table).
+    fn external_ids(&self, table: &str, name: &str) -> String {
+        self.tb.sandbox.vsctl(&["get", table, name, "external_ids"])
+    }
+
+    /// Starts the testbed's listeners (TCP 80, 81, UDP 80) in `netns` (a path), as a
+    /// container's process would, after [`tx_checksums_off`].
+    fn serve_in(&self, netns: &str) {
+        let ns = Path::new(netns).file_name().unwrap().to_str().unwrap().to_string();
+        tx_checksums_off(netns);
+        let pidfile = self.tb.sandbox.dir.join(format!("{ns}.listener.pid"));
+        let listener = Command::new("ip")
+            .args(["netns", "exec", &ns, "python3"])
+            .arg(repo_path("testbed/probe.py"))
+            .args(["serve", "--pidfile"])
+            .arg(&pidfile)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.listeners.borrow_mut().push(listener);
+        support::wait_until(WITHIN, "the listeners write their pidfile", || pidfile.exists());
+    }
+
+    /// Whether pod `from` (a testbed pod) reaches `ip` on TCP 80.
+    fn reaches(&self, from: &str, ip: &str) -> bool {
+        let got = self.tb.probe_from_netns(&self.tb.pod(from).netns, from, &[("t".into(), ip.into())]);
+        got[&("t".to_string(), support::Port::Tcp80)]
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop_agent();
+        for mut listener in self.listeners.take() {
+            let _ = listener.kill();
+            let _ = listener.wait();
+        }
+        for ns in self.netns.borrow().iter() {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// Turns off TX checksum offload on `eth0` in `netns` (a path): the userspace datapath does
+/// not fill offloaded checksums in (a kernel datapath does).
+fn tx_checksums_off(netns: &str) {
+    let ns = Path::new(netns).file_name().unwrap().to_str().unwrap();
+    run(Command::new("ip").args(["netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off"]));
+}
+
+fn address_of(result: &Value) -> String {
+    let cidr = result["ips"][0]["address"].as_str().unwrap_or_else(|| panic!("no address: {result}"));
+    cidr.split('/').next().unwrap().to_string()
+}
+
+#[test]
+fn a_pod_attached_by_the_plugin_is_enforced_from_its_first_packet_and_taken_apart_by_del() {
+    let node = Node::start();
+    let conf = node.conf(1, 20);
+    let netns = node.netns("n");
+
+    let version = node.cni("VERSION", "", None, "n", &json!({"cniVersion": "1.0.0"}));
+    assert!(version.ok);
+    assert_eq!(version.json["supportedVersions"], json!(["0.4.0", "1.0.0", "1.1.0"]));
+    let status = node.cni("STATUS", "", None, "n", &conf);
+    assert!(status.ok, "{}", status.json);
+
+    let ports_before = node.ports();
+    let add = node.cni("ADD", "c-n-1", Some(&netns), "n", &conf);
+    assert!(add.ok, "ADD: {}", add.json);
+    let ip = address_of(&add.json);
+    assert!(ip.starts_with("10.10.50."), "{}", add.json);
+    assert_eq!(add.json["cniVersion"], "1.1.0");
+    assert_eq!(add.json["routes"][0], json!({"dst": "0.0.0.0/0", "gw": "10.10.0.254"}));
+    let host = add.json["interfaces"][0]["name"].as_str().unwrap().to_string();
+    let mac = add.json["interfaces"][1]["mac"].as_str().unwrap().to_string();
+    assert_eq!(add.json["interfaces"][1]["sandbox"], netns.as_str());
+
+    // Right after ADD: x/b reaches it, x/c does not; it reaches x/a, which admits only it.
+    node.serve_in(&netns);
+    assert!(node.reaches("x/b", &ip), "x/b did not reach the new pod right after ADD");
+    assert!(!node.reaches("x/c", &ip), "x/c reached the new pod past n-from-b");
+    let probe_from_n = |ip_to: &str| {
+        let ns = Path::new(&netns).file_name().unwrap().to_str().unwrap();
+        node.tb.probe_from_netns(ns, "x/n", &[("t".into(), ip_to.into())])[&("t".to_string(), support::Port::Tcp80)]
+    };
+    assert!(probe_from_n(&node.tb.pod("x/a").ip), "the new pod, a-from-n's peer, did not reach x/a");
+    assert!(!node.reaches("x/c", &node.tb.pod("x/a").ip), "x/c reached x/a past a-from-n");
+
+    // One port, its ids on the Port and the Interface, written with it.
+    let added: Vec<_> = node.ports().into_iter().filter(|p| !ports_before.contains(p)).collect();
+    assert_eq!(added, std::slice::from_ref(&host));
+    for table in ["Port", "Interface"] {
+        let ids = node.external_ids(table, &host);
+        for want in [
+            "antrea-type=container".to_string(),
+            "container-id=c-n-1".into(),
+            "pod-name=n".into(),
+            "pod-namespace=x".into(),
+            format!("ip-address=\"{ip}\""),
+            format!("attached-mac=\"{mac}\""),
+            "if-dev=eth0".into(),
+        ] {
+            assert!(
+                ids.replace(['{', '}', ' '], ",").split(',').any(|kv| kv == want),
+                "{table} {host}: {want} not in {ids}"
+            );
+        }
+    }
+
+    // CHECK against the result, then against a result that lies.
+    let mut check_conf = conf.clone();
+    check_conf["prevResult"] = add.json.clone();
+    assert!(node.cni("CHECK", "c-n-1", Some(&netns), "n", &check_conf).ok);
+    check_conf["prevResult"]["ips"][0]["address"] = json!("10.10.50.99/16");
+    let lie = node.cni("CHECK", "c-n-1", Some(&netns), "n", &check_conf);
+    assert!(lie.msg().contains("10.10.50.99"), "{}", lie.json);
+
+    // A repeated ADD gives the same result.
+    let again = node.cni("ADD", "c-n-1", Some(&netns), "n", &conf);
+    assert_eq!(again.json, add.json);
+
+    // DEL: no port, no veth, no address, no flow of its ofport; a second DEL succeeds too.
+    let ofport = node.tb.sandbox.ofport(&host);
+    assert!(node.cni("DEL", "c-n-1", Some(&netns), "n", &conf).ok);
+    assert_eq!(node.ports(), ports_before);
+    assert!(node.devices(&host).is_empty(), "veth {host} left");
+    assert!(node.allocated().is_empty(), "addresses left: {:?}", node.allocated());
+    support::wait_until(WITHIN, "the gone pod's flows leave the bridge", || {
+        !node.tb.sandbox.dump_flows().iter().any(|f| f.contains(&format!("in_port={ofport},")) || f.contains(&ip))
+    });
+    let del = node.cni("DEL", "c-n-1", Some(&netns), "n", &conf);
+    assert!(del.ok, "second DEL: {}", del.json);
+    assert!(node.cni("DEL", "never-seen", None, "n", &conf).ok);
+    assert_eq!(node.cni("CHECK", "c-n-1", Some(&netns), "n", &check_conf).code(), 3);
+
+    // ADD after DEL: a new container in the same namespace.
+    let readd = node.cni("ADD", "c-n-2", Some(&netns), "n", &conf);
+    assert!(readd.ok, "{}", readd.json);
+    tx_checksums_off(&netns);
+    assert!(node.reaches("x/b", &address_of(&readd.json)));
+    // GC with only another attachment valid takes this one apart.
+    let mut gc = conf.clone();
+    gc["cni.dev/valid-attachments"] = json!([{"containerID": "other", "ifname": "eth0"}]);
+    assert!(node.cni("GC", "", None, "n", &gc).ok);
+    assert_eq!(node.ports(), ports_before);
+    assert!(node.allocated().is_empty());
+}
+
+#[test]
+fn a_new_pod_cannot_spoof() {
+    let node = Node::start();
+    let netns = node.netns("n");
+    let add = node.cni("ADD", "c-spoof", Some(&netns), "n", &node.conf(1, 20));
+    assert!(add.ok, "{}", add.json);
+    node.serve_in(&netns);
+    let ns = Path::new(&netns).file_name().unwrap().to_str().unwrap().to_string();
+    let attack = |args: &[&str]| {
+        let out = output(
+            Command::new("ip").args(["netns", "exec", &ns, "python3"]).arg(repo_path("testbed/attack.py")).args(args),
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let (victim, target) = (node.tb.pod("x/b"), node.tb.pod("y/a"));
+    // Its own address works: the echo comes back.
+    assert_eq!(attack(&["udp-echo", "--dst", &target.ip, "--dport", "80", "--sport", "40100"]), "1");
+    // x/b's address forged: the echo would land on x/b, where a listener counts it.
+    let listener = node.tb.spawn_attack(&victim.netns, &["udp-listen", "--port", "40101", "--timeout", "2"]);
+    attack(&[
+        "udp-spoof",
+        "--src",
+        &victim.ip,
+        "--sport",
+        "40101",
+        "--dst",
+        &target.ip,
+        "--dport",
+        "80",
+        "--count",
+        "5",
+    ]);
+    assert_eq!(support::finish(listener), "0", "a datagram forged by the new pod was answered");
+}
+
+#[test]
+fn bad_input_is_an_error_naming_the_culprit_and_leaves_nothing_behind() {
+    let node = Node::start();
+    let conf = node.conf(30, 30); // one address
+    let ports_before = node.ports();
+    let netns = node.netns("bad");
+    let add = |container: &str, ns: Option<&str>, conf: &Value| node.cni("ADD", container, ns, "n", conf);
+
+    let mut old = conf.clone();
+    old["cniVersion"] = json!("0.3.1");
+    let r = add("c1", Some(&netns), &old);
+    assert_eq!((r.code(), r.msg().contains("0.3.1")), (1, true), "{}", r.json);
+    let r = add("c1", None, &conf);
+    assert_eq!((r.code(), r.msg().contains("CNI_NETNS")), (4, true), "{}", r.json);
+    let r = add("c1", Some("/var/run/netns/npagent-no-such-ns"), &conf);
+    assert_eq!((r.code(), r.msg().contains("npagent-no-such-ns")), (4, true), "{}", r.json);
+    let mut down = conf.clone();
+    down["socket"] = json!(node.tb.sandbox.dir.join("nobody.sock"));
+    let r = add("c1", Some(&netns), &down);
+    assert_eq!((r.code(), r.msg().contains("nobody.sock")), (11, true), "{}", r.json);
+    let mut child = Command::new(npagent_bin())
+        .env("CNI_COMMAND", "ADD")
+        .env("CNI_CONTAINERID", "c1")
+        .env("CNI_IFNAME", "eth0")
+        .env("CNI_NETNS", &netns)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"{\"cniVersion\":").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((out.status.success(), e["code"].as_u64()), (false, Some(6)), "{e}");
+
+    // The range's one address, then an exhausted range: the second ADD fails naming host-local.
+    let first = add("c1", Some(&netns), &conf);
+    assert!(first.ok, "{}", first.json);
+    let netns2 = node.netns("bad2");
+    let r = add("c2", Some(&netns2), &conf);
+    assert!(r.msg().contains("host-local"), "{}", r.json);
+    // Nothing half-made: one port, one veth, one address, and no record of the failed one.
+    let added: Vec<_> = node.ports().into_iter().filter(|p| !ports_before.contains(p)).collect();
+    assert_eq!(added.len(), 1, "{added:?}");
+    assert_eq!(node.devices("n-").len(), 1, "{:?}", node.devices("n-"));
+    assert_eq!(node.allocated(), ["10.10.50.30"]);
+    let records: Vec<_> = std::fs::read_dir(&node.state_dir).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(records.len(), 1, "{records:?}");
+}
+
+#[test]
+fn a_restart_takes_apart_what_a_gone_pod_left_and_keeps_the_rest() {
+    let mut node = Node::start();
+    let conf = node.conf(40, 49);
+    let (kept_ns, gone_ns) = (node.netns("kept"), node.netns("gone"));
+    let kept = node.cni("ADD", "c-kept", Some(&kept_ns), "n", &conf);
+    assert!(kept.ok, "{}", kept.json);
+    let gone = node.cni("ADD", "c-gone", Some(&gone_ns), "n", &conf);
+    assert!(gone.ok, "{}", gone.json);
+    let (kept_host, gone_host) =
+        (kept.json["interfaces"][0]["name"].as_str().unwrap(), gone.json["interfaces"][0]["name"].as_str().unwrap());
+
+    // The agent stops; meanwhile the runtime loses a sandbox without a DEL.
+    node.stop_agent();
+    let name = Path::new(&gone_ns).file_name().unwrap().to_str().unwrap().to_string();
+    run(Command::new("ip").args(["netns", "del", &name]));
+    node.netns.borrow_mut().retain(|n| *n != name);
+    node.start_agent();
+    node.agent.as_mut().unwrap().wait_log("CNI: 1 attachment(s) restored, 1 taken apart", WITHIN);
+
+    let ports = node.ports();
+    assert!(ports.iter().any(|p| p == kept_host) && !ports.iter().any(|p| p == gone_host), "{ports:?}");
+    assert_eq!(node.allocated(), [address_of(&kept.json)]);
+    // The kept pod is still enforced and attached, and DEL after the restart takes it apart.
+    node.serve_in(&kept_ns);
+    assert!(node.reaches("x/b", &address_of(&kept.json)));
+    assert!(node.cni("DEL", "c-kept", Some(&kept_ns), "n", &conf).ok);
+    assert!(node.allocated().is_empty());
+    assert!(!node.ports().iter().any(|p| p == kept_host));
+}
