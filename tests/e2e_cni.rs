@@ -56,9 +56,9 @@ struct Node {
     state_dir: PathBuf,
     ipam_dir: PathBuf,
     /// Network namespaces this test made (removed on drop).
-    netns: std::cell::RefCell<Vec<String>>,
+    netns: std::sync::Mutex<Vec<String>>,
     /// Listeners started in them (killed on drop).
-    listeners: std::cell::RefCell<Vec<std::process::Child>>,
+    listeners: std::sync::Mutex<Vec<std::process::Child>>,
 }
 
 /// What the plugin printed and whether it succeeded.
@@ -132,7 +132,7 @@ impl Node {
         run(Command::new("ip").args(["netns", "add", &ns]));
         run(Command::new("ip").args(["netns", "exec", &ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]));
         run(Command::new("ip").args(["-n", &ns, "link", "set", "lo", "up"]));
-        self.netns.borrow_mut().push(ns.clone());
+        self.netns.lock().unwrap().push(ns.clone());
         format!("/var/run/netns/{ns}")
     }
 
@@ -217,7 +217,7 @@ impl Node {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        self.listeners.borrow_mut().push(listener);
+        self.listeners.lock().unwrap().push(listener);
         support::wait_until(WITHIN, "the listeners write their pidfile", || pidfile.exists());
     }
 
@@ -231,11 +231,11 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         self.stop_agent();
-        for mut listener in self.listeners.take() {
+        for mut listener in std::mem::take(&mut *self.listeners.lock().unwrap()) {
             let _ = listener.kill();
             let _ = listener.wait();
         }
-        for ns in self.netns.borrow().iter() {
+        for ns in self.netns.lock().unwrap().iter() {
             let _ = Command::new("ip").args(["netns", "del", ns]).status();
         }
     }
@@ -447,7 +447,7 @@ fn a_restart_takes_apart_what_a_gone_pod_left_and_keeps_the_rest() {
     node.stop_agent();
     let name = Path::new(&gone_ns).file_name().unwrap().to_str().unwrap().to_string();
     run(Command::new("ip").args(["netns", "del", &name]));
-    node.netns.borrow_mut().retain(|n| *n != name);
+    node.netns.lock().unwrap().retain(|n| *n != name);
     node.start_agent();
     node.agent.as_mut().unwrap().wait_log("CNI: 1 attachment(s) restored, 1 taken apart", WITHIN);
 
@@ -460,4 +460,54 @@ fn a_restart_takes_apart_what_a_gone_pod_left_and_keeps_the_rest() {
     assert!(node.cni("DEL", "c-kept", Some(&kept_ns), "n", &conf).ok);
     assert!(node.allocated().is_empty());
     assert!(!node.ports().iter().any(|p| p == kept_host));
+}
+
+/// Pods attached at once in [`many_pods_attached_and_deleted_leak_nothing`]
+/// (`NPA_CNI_PODS` to change it).
+fn pod_count() -> usize {
+    std::env::var("NPA_CNI_PODS").ok().and_then(|n| n.parse().ok()).unwrap_or(1000)
+}
+
+#[test]
+fn many_pods_attached_and_deleted_leak_nothing() {
+    let count = pod_count();
+    let node = Node::start();
+    let pods: String = (0..count)
+        .map(|i| format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: m{i}, namespace: x, labels: {{pod: m}}}}\nspec: {{containers: [{{name: c, image: i}}]}}\n"))
+        .collect::<Vec<_>>()
+        .join("---\n");
+    write_atomic(&node.tb.manifests_dir().join("many.yaml"), &pods);
+    let mut conf = node.conf(1, 1);
+    conf["ipam"]["ranges"] = json!([[{"subnet": "10.10.0.0/16", "rangeStart": "10.10.60.1", "rangeEnd": "10.10.67.254", "gateway": "10.10.0.254"}]]);
+    let ports_before = node.ports();
+    let flows_before = node.tb.sandbox.dump_flows().len();
+    let netns: Vec<String> = (0..count).map(|i| node.netns(&format!("m{i}"))).collect();
+
+    // Four runtimes at once, as a kubelet starting many sandboxes would.
+    let run_all = |command: &'static str| {
+        std::thread::scope(|s| {
+            for worker in 0..4 {
+                let (node, conf, netns) = (&node, &conf, &netns);
+                s.spawn(move || {
+                    for i in (worker..count).step_by(4) {
+                        let reply = node.cni(command, &format!("c-m{i}"), Some(&netns[i]), &format!("m{i}"), conf);
+                        assert!(reply.ok, "{command} m{i}: {}", reply.json);
+                    }
+                });
+            }
+        });
+    };
+    run_all("ADD");
+    assert_eq!(node.ports().len(), ports_before.len() + count);
+    assert_eq!(node.allocated().len(), count);
+    run_all("DEL");
+
+    assert_eq!(node.ports(), ports_before, "ports left");
+    assert_eq!(node.devices("m"), Vec::<String>::new(), "veths left");
+    assert_eq!(node.allocated(), Vec::<String>::new(), "addresses left");
+    let records = std::fs::read_dir(&node.state_dir).unwrap().count();
+    assert_eq!(records, 0, "attachment records left");
+    support::wait_until(WITHIN, "the pods' flows leave the bridge", || {
+        node.tb.sandbox.dump_flows().len() == flows_before
+    });
 }

@@ -175,8 +175,22 @@ impl Store {
         }
         self.model.ports = new;
         // A pod's port address changed or went: its pod's addresses follow.
-        let addressed: Vec<_> = self.port_addressed.iter().map(|(r, claim)| (r.clone(), *claim)).collect();
-        for (r, (rank, until)) in addressed {
+        let mut by_pod: HashMap<&ObjectRef, Vec<IpAddr>> = HashMap::default();
+        for p in self.model.ports.values() {
+            by_pod.entry(&p.pod).or_default().extend(p.ips.iter().copied());
+        }
+        let moved: Vec<_> = self
+            .port_addressed
+            .iter()
+            .filter(|(r, _)| {
+                let mut ips = by_pod.get(r).cloned().unwrap_or_default();
+                ips.sort();
+                ips.dedup();
+                self.model.pods.get(*r).is_some_and(|pod| pod.ips != ips)
+            })
+            .map(|(r, claim)| (r.clone(), *claim))
+            .collect();
+        for (r, (rank, until)) in moved {
             if let Some(held) = self.model.pods.get(&r) {
                 let pod = Pod { ips: Vec::new(), ..(**held).clone() };
                 self.put_pod(pod, Some(rank), until, &mut changes);

@@ -5,8 +5,9 @@
 //! Work inside the pod's namespace runs on a thread of its own that enters the namespace
 //! (`setns`) and ends with its work, so no thread of the agent's runtime ever changes
 //! namespace. The node's end stays down until the pod is enforced ([`set_up`]): until then no
-//! packet passes either way, and the pod's kernel (`arp_notify`) announces its address with a
-//! gratuitous ARP when the link comes up.
+//! packet passes either way. No gratuitous ARP is sent: the switch answers every ARP for a
+//! pod's address itself (docs/pipeline.md, NeighborForward), so a neighbour whose entry still
+//! names an earlier holder of the address learns the new MAC at its next probe.
 
 use std::fs::File;
 use std::future::Future;
@@ -143,9 +144,6 @@ async fn configure_pod_end(
         .execute()
         .await
         .map_err(fail(format!("rename {transit} to it")))?;
-    // Announce the address when the link's carrier comes up (the node's end goes up once the
-    // pod is enforced). Best effort: a kernel without the knob still answers ARP.
-    let _ = std::fs::write(format!("/proc/sys/net/ipv4/conf/{ifname}/arp_notify"), "1");
     for a in addrs {
         match pod.address().add(index, a.ip, a.prefix).execute().await {
             Err(e) if errno(&e) != Some(EEXIST) => return Err(fail(format!("add address {a}"))(e)),
