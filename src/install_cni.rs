@@ -86,7 +86,8 @@ pub fn install(plan: &Plan) -> Result<Vec<Step>, InstallError> {
     let mut steps = Vec::with_capacity(3);
 
     let plugin = plan.bin_dir.join(PLUGIN);
-    let mut exe = File::open(&plan.executable).map_err(fail(&plan.executable, "cannot read the executable"))?;
+    let mut exe = File::open(&plan.executable)
+        .map_err(fail(&plan.executable, "cannot read the executable (is /proc mounted?)"))?;
     write_atomic(&plugin, 0o755, |out| io::copy(&mut exe, out).map(drop))?;
     steps.push(Step::Wrote(plugin));
 
