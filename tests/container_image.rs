@@ -18,6 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::agent::npagent_bin;
+use support::image::Image;
 use support::sandbox::{output, repo_path, run};
 use support::{write_atomic, Port, Reachability, Testbed};
 
@@ -33,59 +34,6 @@ const HOST_CNI_BIN: &str = "host/opt/cni/bin";
 const HOST_CNI_CONF: &str = "host/etc/cni/net.d";
 /// Where the image keeps host-local (Debian's place, install-cni's default --ipam-plugins).
 const HOST_LOCAL: &str = "/usr/lib/cni/host-local";
-
-/// An image built for this test, mounted on demand; unmounted and removed (by id) on drop.
-struct Image {
-    id: String,
-    mounted: bool,
-}
-
-impl Image {
-    /// `scripts/build-image --binary <binary>` with a tag no other run uses.
-    fn build(binary: &Path) -> Image {
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        let tag = format!("localhost/npagent-test:{}-{nanos}", std::process::id());
-        let out = run(Command::new(repo_path("scripts/build-image")).arg("--binary").arg(binary).args(["--tag", &tag]));
-        let id = out.trim().strip_prefix("sha256:").unwrap_or(out.trim()).to_owned();
-        assert!(
-            id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()),
-            "build-image printed no image id: {out:?}"
-        );
-        let image = Image { id, mounted: false };
-        let tags = run(Command::new("podman").args(["image", "inspect", "--format", "{{json .RepoTags}}", &image.id]));
-        assert!(tags.contains(&tag), "{tags}");
-        image
-    }
-
-    /// `podman image mount`: the image's tree, read-only.
-    fn mount(&mut self) -> PathBuf {
-        let path = run(Command::new("podman").args(["image", "mount", &self.id]));
-        self.mounted = true;
-        PathBuf::from(path.trim())
-    }
-
-    /// The image's config, as podman shows it.
-    fn config(&self) -> serde_json::Value {
-        let text = run(Command::new("podman").args(["image", "inspect", "--format", "{{json .Config}}", &self.id]));
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("image config {text}: {e}"))
-    }
-}
-
-impl Drop for Image {
-    fn drop(&mut self) {
-        if self.mounted {
-            let out = output(Command::new("podman").args(["image", "unmount", &self.id]));
-            if !out.status.success() {
-                eprintln!("podman image unmount {}: {}", self.id, String::from_utf8_lossy(&out.stderr));
-            }
-        }
-        let out = output(Command::new("podman").args(["rmi", &self.id]));
-        if !out.status.success() {
-            eprintln!("podman rmi {}: {}", self.id, String::from_utf8_lossy(&out.stderr));
-        }
-    }
-}
 
 /// The shared libraries `binary` loads, by the paths ldd resolves them to.
 fn shared_libraries(binary: &Path) -> Vec<String> {
@@ -302,7 +250,7 @@ fn privileges(status: &str) -> Vec<(String, String)> {
 #[test]
 fn image_holds_the_binary_and_its_libraries_only_and_enforces_without_capabilities() {
     let binary = npagent_bin();
-    let mut image = Image::build(&binary);
+    let mut image = Image::build("scripts/build-image", &["--binary".as_ref(), binary.as_os_str()]);
     let config = image.config();
     assert_eq!(config["Entrypoint"], serde_json::json!(["/npagent"]), "{config}");
     assert_eq!(config["User"], "0:0", "{config}");
@@ -422,7 +370,7 @@ fn image_holds_the_binary_and_its_libraries_only_and_enforces_without_capabiliti
 #[test]
 fn image_installs_the_cni_plugin_as_the_init_container_does() {
     let binary = npagent_bin();
-    let mut image = Image::build(&binary);
+    let mut image = Image::build("scripts/build-image", &["--binary".as_ref(), binary.as_os_str()]);
     let root = image.mount();
     let work = tempfile::Builder::new().prefix("npa-image-cni-").tempdir().expect("work dir");
     let (bin, conf) = (work.path().join("node/opt/cni/bin"), work.path().join("node/etc/cni/net.d"));

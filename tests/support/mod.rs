@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod audit_log;
+pub mod image;
 pub mod policy;
 pub mod sandbox;
 pub mod testbed;
