@@ -18,6 +18,8 @@ use npagent::cli::{Cli, InstallCniArgs};
 use npagent::source::kube::{VERBS, WATCHED_RESOURCES};
 use serde::Deserialize;
 
+#[path = "support/kustomize.rs"]
+mod kustomize;
 #[path = "support/yaml.rs"]
 mod yaml;
 
@@ -232,6 +234,23 @@ fn install_cni_args(ds: &DaemonSet) -> InstallCniArgs {
 fn every_manifest_reads_back_unchanged_with_the_kubernetes_types() {
     let all = load();
     assert_eq!(all.len(), 5, "{all:#?}");
+}
+
+#[test]
+fn kustomize_renders_exactly_the_files() {
+    // What `kubectl apply -k deploy/` sends: the files' objects, none added, none changed.
+    let mut rendered = kustomize::render(&deploy_dir());
+    let k: Kustomization = yaml::from_str(&read(&deploy_dir().join("kustomization.yaml"))).expect("kustomization");
+    let mut files: Vec<serde_json::Value> = Vec::new();
+    for res in &k.resources {
+        files.extend(documents(&read(&deploy_dir().join(res))).expect("documents"));
+    }
+    rendered.sort_by_key(kustomize::key);
+    files.sort_by_key(kustomize::key);
+    assert_eq!(rendered.len(), files.len(), "objects rendered");
+    for (r, f) in rendered.iter().zip(&files) {
+        assert_eq!(first_difference("", f, r), None, "{:?}: kustomize changed it", kustomize::key(f));
+    }
 }
 
 #[test]
