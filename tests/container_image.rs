@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use support::agent::npagent_bin;
 use support::image::Image;
 use support::sandbox::{output, repo_path, run};
-use support::{write_atomic, Port, Reachability, Testbed};
+use support::{exit_within, write_atomic, Port, Reachability, Testbed};
 
 /// Where deploy/daemonset.yaml mounts the node's OVS sockets and np.log directory: the
 /// directories of npagent's default `--ofp`, `--ovsdb` and `--audit-log`
@@ -168,17 +168,9 @@ impl Jailed {
     /// The exit status of a command that ends by itself (within 10 s), and its output.
     fn finish(mut self) -> (std::process::ExitStatus, String) {
         let mut child = self.child.take().expect("running");
-        let started = Instant::now();
-        loop {
-            if let Some(status) = child.try_wait().expect("wait") {
-                return (status, self.log_text());
-            }
-            if started.elapsed() > Duration::from_secs(10) {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("the jailed npagent did not exit within 10 s:\n{}", self.log_text());
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        match exit_within(&mut child, Duration::from_secs(10)) {
+            Some(status) => (status, self.log_text()),
+            None => panic!("the jailed npagent did not exit within 10 s:\n{}", self.log_text()),
         }
     }
 
@@ -210,18 +202,8 @@ impl Jailed {
     fn stop(mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
         run(Command::new("kill").args(["-TERM", &child.id().to_string()]));
-        let started = Instant::now();
-        loop {
-            if let Some(status) = child.try_wait().expect("wait") {
-                return status;
-            }
-            if started.elapsed() > Duration::from_secs(10) {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("npagent ignored SIGTERM for 10 s:\n{}", self.log_text());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        exit_within(&mut child, Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("npagent ignored SIGTERM for 10 s:\n{}", self.log_text()))
     }
 }
 

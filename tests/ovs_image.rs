@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use support::exit_within;
 use support::image::Image;
 use support::sandbox::{output, repo_path, run};
 
@@ -112,32 +113,16 @@ impl OvsContainer {
         if let Some(sig) = signal {
             run(Command::new("kill").args([&format!("-{sig}"), &child.id().to_string()]));
         }
-        let started = Instant::now();
-        loop {
-            if let Some(status) = child.try_wait().expect("wait") {
-                return status;
-            }
-            if started.elapsed() > Duration::from_secs(20) {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("start-ovs did not exit within 20 s:\n{}", self.log_text());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        exit_within(&mut child, Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("start-ovs did not exit within 20 s:\n{}", self.log_text()))
     }
 }
 
 impl Drop for OvsContainer {
     fn drop(&mut self) {
-        if self.child.is_some() {
-            let mut child = self.child.take().expect("running");
+        if let Some(mut child) = self.child.take() {
             let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-            let started = Instant::now();
-            while child.try_wait().ok().flatten().is_none() && started.elapsed() < Duration::from_secs(10) {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+            exit_within(&mut child, Duration::from_secs(10));
         }
         for pid in &self.daemons {
             if alive(*pid) {
