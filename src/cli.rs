@@ -71,6 +71,29 @@ pub enum Command {
     /// Audit log tools.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Install npagent as the node's CNI plugin: copy this executable into the CNI bin
+    /// directory as `npagent`, add host-local there unless the directory has one, and write
+    /// the network config list `10-npagent.conflist` naming the agent's socket (each file
+    /// replaced atomically). The DaemonSet's init container runs it.
+    InstallCni(InstallCniArgs),
+}
+
+/// Where `install-cni` puts the plugin and its config.
+#[derive(Debug, Args)]
+pub struct InstallCniArgs {
+    /// The node's CNI bin directory (created if missing), e.g. /opt/cni/bin as mounted.
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: PathBuf,
+    /// The node's CNI config directory (created if missing), e.g. /etc/cni/net.d as mounted.
+    #[arg(long, value_name = "DIR")]
+    pub conf_dir: PathBuf,
+    /// The agent's unix socket as the node sees it (`npagent run --cni-socket`), written into
+    /// the config as its "socket" key.
+    #[arg(long, value_name = "PATH", default_value = crate::install_cni::DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Where to find the host-local IPAM plugin to copy when the bin directory has none.
+    #[arg(long, value_name = "DIR", default_value = crate::install_cni::DEFAULT_IPAM_PLUGINS)]
+    pub ipam_plugins: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

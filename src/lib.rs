@@ -14,6 +14,7 @@ pub mod compiler;
 pub mod endpoint;
 pub mod explain;
 pub mod explain_command;
+pub mod install_cni;
 pub mod json_stream;
 pub mod k8s;
 pub mod model;

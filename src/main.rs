@@ -2,7 +2,7 @@
 
 use clap::{CommandFactory, Parser};
 use npagent::agent::{self, AgentConfig, SourceConfig};
-use npagent::cli::{AuditCommand, Cli, Command, CommonArgs, LogFormat, OfpCommand, RunArgs};
+use npagent::cli::{AuditCommand, Cli, Command, CommonArgs, InstallCniArgs, LogFormat, OfpCommand, RunArgs};
 use npagent::compiler::{self, Compiler, IdAllocator};
 use npagent::snapshot;
 use npagent::source::ovsdb::BridgeSpec;
@@ -55,6 +55,32 @@ fn audit_command(cmd: AuditCommand) -> std::process::ExitCode {
     }
 }
 
+/// `npagent install-cni ...`: no runtime; each file it wrote or kept on stdout, exit status 1
+/// naming the path on failure.
+fn install_cni_command(args: &InstallCniArgs) -> std::process::ExitCode {
+    use npagent::install_cni::{install, Plan};
+    let plan = Plan {
+        // The running executable itself, even if its file was replaced since it started.
+        executable: "/proc/self/exe".into(),
+        bin_dir: args.bin_dir.clone(),
+        conf_dir: args.conf_dir.clone(),
+        socket: args.socket.clone(),
+        ipam_plugins: args.ipam_plugins.clone(),
+    };
+    match install(&plan) {
+        Ok(steps) => {
+            for step in steps {
+                println!("npagent install-cni: {step}");
+            }
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("npagent install-cni: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// `npagent explain ...`: exit status 0 allowed, 1 dropped, 2 error or a datapath that
 /// disagrees (the error, naming its culprit, on stderr).
 fn explain_command(args: &npagent::cli::ExplainArgs) -> std::process::ExitCode {
@@ -101,6 +127,7 @@ fn main() -> std::process::ExitCode {
         }
         Command::Man => return man_pages(),
         Command::Explain(args) => return explain_command(&args),
+        Command::InstallCni(args) => return install_cni_command(&args),
         Command::Run(args) => {
             check_run_args(&args);
             Command::Run(args)
@@ -119,9 +146,12 @@ fn main() -> std::process::ExitCode {
         match command {
             Command::Run(args) => run(*args).await,
             Command::Flows(args) => flows(*args).await,
-            Command::Ofp(_) | Command::Completions { .. } | Command::Man | Command::Explain(_) | Command::Audit(_) => {
-                unreachable!("handled before the runtime starts")
-            }
+            Command::Ofp(_)
+            | Command::Completions { .. }
+            | Command::Man
+            | Command::Explain(_)
+            | Command::Audit(_)
+            | Command::InstallCni(_) => unreachable!("handled before the runtime starts"),
         }
     });
     // The audit log is flushed by now; a blocking task still running (a manifests scan) must

@@ -1,7 +1,8 @@
 //! The container image (Containerfile, scripts/build-image), built with podman from the
-//! debug binary: its tree holds the binary and exactly the shared libraries it loads, and its
-//! own binary, run the way deploy/daemonset.yaml has a runtime run it, enforces a policy on a
-//! testbed bridge with real packets. Containers cannot run on these machines (no cgroup
+//! debug binary: its tree holds the binary, host-local and exactly the shared libraries they
+//! load, and its own binary, run the way deploy/daemonset.yaml has a runtime run it, enforces a
+//! policy on a testbed bridge with real packets, and (as the init container) installs the CNI
+//! plugin, host-local and the network config onto a node's directories. Containers cannot run on these machines (no cgroup
 //! delegation), so the test does what the runtime would: the image's tree (`podman image
 //! mount`) as a read-only root, OVS's socket directory bind-mounted read-only and the audit
 //! log directory writable at the DaemonSet's mount points, then chroot, with no capability
@@ -17,8 +18,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::agent::npagent_bin;
+use support::image::Image;
 use support::sandbox::{output, repo_path, run};
-use support::{write_atomic, Port, Reachability, Testbed};
+use support::{exit_within, write_atomic, Port, Reachability, Testbed};
 
 /// Where deploy/daemonset.yaml mounts the node's OVS sockets and np.log directory: the
 /// directories of npagent's default `--ofp`, `--ovsdb` and `--audit-log`
@@ -27,59 +29,11 @@ const OVS_DIR: &str = "var/run/openvswitch";
 const AUDIT_DIR: &str = "var/log/antrea/networkpolicy";
 /// Where the test puts the testbed's manifests for `--manifests` (no API server here).
 const MANIFESTS_DIR: &str = "manifests";
-
-/// An image built for this test, mounted on demand; unmounted and removed (by id) on drop.
-struct Image {
-    id: String,
-    mounted: bool,
-}
-
-impl Image {
-    /// `scripts/build-image --binary <binary>` with a tag no other run uses.
-    fn build(binary: &Path) -> Image {
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        let tag = format!("localhost/npagent-test:{}-{nanos}", std::process::id());
-        let out = run(Command::new(repo_path("scripts/build-image")).arg("--binary").arg(binary).args(["--tag", &tag]));
-        let id = out.trim().strip_prefix("sha256:").unwrap_or(out.trim()).to_owned();
-        assert!(
-            id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()),
-            "build-image printed no image id: {out:?}"
-        );
-        let image = Image { id, mounted: false };
-        let tags = run(Command::new("podman").args(["image", "inspect", "--format", "{{json .RepoTags}}", &image.id]));
-        assert!(tags.contains(&tag), "{tags}");
-        image
-    }
-
-    /// `podman image mount`: the image's tree, read-only.
-    fn mount(&mut self) -> PathBuf {
-        let path = run(Command::new("podman").args(["image", "mount", &self.id]));
-        self.mounted = true;
-        PathBuf::from(path.trim())
-    }
-
-    /// The image's config, as podman shows it.
-    fn config(&self) -> serde_json::Value {
-        let text = run(Command::new("podman").args(["image", "inspect", "--format", "{{json .Config}}", &self.id]));
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("image config {text}: {e}"))
-    }
-}
-
-impl Drop for Image {
-    fn drop(&mut self) {
-        if self.mounted {
-            let out = output(Command::new("podman").args(["image", "unmount", &self.id]));
-            if !out.status.success() {
-                eprintln!("podman image unmount {}: {}", self.id, String::from_utf8_lossy(&out.stderr));
-            }
-        }
-        let out = output(Command::new("podman").args(["rmi", &self.id]));
-        if !out.status.success() {
-            eprintln!("podman rmi {}: {}", self.id, String::from_utf8_lossy(&out.stderr));
-        }
-    }
-}
+/// Where the DaemonSet's init container mounts the node's CNI directories.
+const HOST_CNI_BIN: &str = "host/opt/cni/bin";
+const HOST_CNI_CONF: &str = "host/etc/cni/net.d";
+/// Where the image keeps host-local (Debian's place, install-cni's default --ipam-plugins).
+const HOST_LOCAL: &str = "/usr/lib/cni/host-local";
 
 /// The shared libraries `binary` loads, by the paths ldd resolves them to.
 fn shared_libraries(binary: &Path) -> Vec<String> {
@@ -157,24 +111,37 @@ struct Jailed {
     log: PathBuf,
 }
 
+/// A host directory bound into the container at `point` (relative to its root).
+struct Bind<'a> {
+    host: &'a Path,
+    point: &'a str,
+    read_only: bool,
+}
+
 /// Mounts the container's filesystem in a mount namespace of its own (gone with the process):
-/// the image below empty mount points, read-only; the host directories on those points; then
-/// chroot and no capabilities, and exec npagent with the remaining arguments.
+/// the image below empty mount points, read-only; /proc, as every runtime mounts it; the host
+/// directories on those points (given as count, then host, point, ro|rw for each); then chroot
+/// and no capabilities, and exec npagent with the remaining arguments.
 const JAIL_SH: &str = r#"set -eu
-root=$1 points=$2 image=$3 ovs=$4 audit=$5 manifests=$6
-shift 6
+root=$1 points=$2 image=$3 binds=$4
+shift 4
 mount -t overlay npagent-image -o "ro,lowerdir=$points:$image" "$root"
-mount --bind -o ro "$ovs" "$root/var/run/openvswitch"
-mount --bind "$audit" "$root/var/log/antrea/networkpolicy"
-mount --bind -o ro "$manifests" "$root/manifests"
+mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
+for ((i = 0; i < binds; i++)); do
+    if [ "$3" = ro ]; then mount --bind -o ro "$1" "$root/$2"; else mount --bind "$1" "$root/$2"; fi
+    shift 3
+done
 exec capsh --chroot="$root" --drop=all --caps= --noamb --no-new-privs --shell=/npagent -- "$@"
 "#;
 
 impl Jailed {
-    fn start(image_root: &Path, work: &Path, ovs: &Path, audit: &Path, manifests: &Path, args: &[&str]) -> Jailed {
+    fn start(image_root: &Path, work: &Path, binds: &[Bind<'_>], args: &[&str]) -> Jailed {
         let points = work.join("mount-points");
-        for dir in [OVS_DIR, AUDIT_DIR, MANIFESTS_DIR] {
-            std::fs::create_dir_all(points.join(dir)).expect("mount point");
+        std::fs::create_dir_all(points.join("proc")).expect("mount point");
+        let mut bind_args: Vec<&std::ffi::OsStr> = Vec::new();
+        for b in binds {
+            std::fs::create_dir_all(points.join(b.point)).expect("mount point");
+            bind_args.extend([b.host.as_os_str(), b.point.as_ref(), if b.read_only { "ro" } else { "rw" }.as_ref()]);
         }
         let root = work.join("root");
         std::fs::create_dir_all(&root).expect("root dir");
@@ -183,7 +150,9 @@ impl Jailed {
         let err = out.try_clone().expect("clone log handle");
         let child = Command::new("unshare")
             .args(["--mount", "--propagation", "private", "bash", "-c", JAIL_SH, "jail"])
-            .args([&root, &points, image_root, ovs, audit, manifests])
+            .args([root.as_os_str(), points.as_os_str(), image_root.as_os_str()])
+            .arg(binds.len().to_string())
+            .args(bind_args)
             .args(args)
             .env_clear()
             .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
@@ -194,6 +163,15 @@ impl Jailed {
             .spawn()
             .expect("start unshare");
         Jailed { child: Some(child), log }
+    }
+
+    /// The exit status of a command that ends by itself (within 10 s), and its output.
+    fn finish(mut self) -> (std::process::ExitStatus, String) {
+        let mut child = self.child.take().expect("running");
+        match exit_within(&mut child, Duration::from_secs(10)) {
+            Some(status) => (status, self.log_text()),
+            None => panic!("the jailed npagent did not exit within 10 s:\n{}", self.log_text()),
+        }
     }
 
     fn pid(&self) -> u32 {
@@ -224,18 +202,8 @@ impl Jailed {
     fn stop(mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
         run(Command::new("kill").args(["-TERM", &child.id().to_string()]));
-        let started = Instant::now();
-        loop {
-            if let Some(status) = child.try_wait().expect("wait") {
-                return status;
-            }
-            if started.elapsed() > Duration::from_secs(10) {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("npagent ignored SIGTERM for 10 s:\n{}", self.log_text());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        exit_within(&mut child, Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("npagent ignored SIGTERM for 10 s:\n{}", self.log_text()))
     }
 }
 
@@ -264,21 +232,24 @@ fn privileges(status: &str) -> Vec<(String, String)> {
 #[test]
 fn image_holds_the_binary_and_its_libraries_only_and_enforces_without_capabilities() {
     let binary = npagent_bin();
-    let mut image = Image::build(&binary);
+    let mut image = Image::build("scripts/build-image", &["--binary".as_ref(), binary.as_os_str()]);
     let config = image.config();
     assert_eq!(config["Entrypoint"], serde_json::json!(["/npagent"]), "{config}");
     assert_eq!(config["User"], "0:0", "{config}");
     let root = image.mount();
 
     // The tree: /npagent, the libraries at the paths the loader looks for them, their
-    // directories; no shell, no symlink, nothing setuid, nothing else.
+    // directories, and host-local with its own; no shell, no symlink, nothing setuid, nothing
+    // else.
     let libs = shared_libraries(&binary);
     assert!(libs.iter().any(|l| l.contains("/libc.so")) && libs.iter().any(|l| l.contains("/ld-linux")), "{libs:?}");
     let entries = tree(&root);
     let files: Vec<String> = entries.iter().filter(|e| e.1 != 'd').map(|e| e.0.clone()).collect();
     let mut want: Vec<String> = libs.clone();
-    want.push("/npagent".into());
+    want.extend(shared_libraries(Path::new(HOST_LOCAL)));
+    want.extend(["/npagent".into(), HOST_LOCAL.into()]);
     want.sort();
+    want.dedup();
     assert_eq!(files, want, "the image's files");
     for (path, kind, mode) in &entries {
         assert!(*kind != 'l', "{path}: not a regular file or directory");
@@ -289,6 +260,7 @@ fn image_holds_the_binary_and_its_libraries_only_and_enforces_without_capabiliti
     }
     assert!(!root.join("bin/sh").exists());
     assert!(same_bytes(&binary, &root.join("npagent")), "the image's npagent is not the given binary");
+    assert!(same_bytes(Path::new(HOST_LOCAL), &root.join(&HOST_LOCAL[1..])), "the image's host-local is not Debian's");
 
     // The image's binary at work: the testbed's bridge in secure mode forwards nothing until
     // npagent installs its pipeline.
@@ -308,14 +280,14 @@ fn image_holds_the_binary_and_its_libraries_only_and_enforces_without_capabiliti
     let audit = work.path().join("audit");
     std::fs::create_dir(&audit).expect("audit dir");
     // Default --ofp, --ovsdb and --audit-log: the paths deploy/daemonset.yaml uses.
-    let mut agent = Jailed::start(
-        &root,
-        work.path(),
-        &sb.dir,
-        &audit,
-        &tb.manifests_dir(),
-        &["run", "--manifests", "/manifests", "--admin-addr", "127.0.0.1:0"],
-    );
+    let manifests = tb.manifests_dir();
+    let binds = [
+        Bind { host: &sb.dir, point: OVS_DIR, read_only: true },
+        Bind { host: &audit, point: AUDIT_DIR, read_only: false },
+        Bind { host: &manifests, point: MANIFESTS_DIR, read_only: true },
+    ];
+    let mut agent =
+        Jailed::start(&root, work.path(), &binds, &["run", "--manifests", "/manifests", "--admin-addr", "127.0.0.1:0"]);
 
     let status = agent.proc_file("status");
     let held = privileges(&status);
@@ -375,6 +347,55 @@ fn image_holds_the_binary_and_its_libraries_only_and_enforces_without_capabiliti
     assert!(status.success(), "npagent exited with {status} on SIGTERM");
     // The flows stay when npagent exits (what the DaemonSet's rolling update relies on).
     tb.assert_reachability(&isolated);
+}
+
+#[test]
+fn image_installs_the_cni_plugin_as_the_init_container_does() {
+    let binary = npagent_bin();
+    let mut image = Image::build("scripts/build-image", &["--binary".as_ref(), binary.as_os_str()]);
+    let root = image.mount();
+    let work = tempfile::Builder::new().prefix("npa-image-cni-").tempdir().expect("work dir");
+    let (bin, conf) = (work.path().join("node/opt/cni/bin"), work.path().join("node/etc/cni/net.d"));
+    for dir in [&bin, &conf] {
+        std::fs::create_dir_all(dir).expect("node dir");
+    }
+    // The init container's command line (tests/deploy_manifests.rs holds the DaemonSet to it),
+    // with no capability and a read-only root: only the node's directories are writable.
+    let binds = [
+        Bind { host: &bin, point: HOST_CNI_BIN, read_only: false },
+        Bind { host: &conf, point: HOST_CNI_CONF, read_only: false },
+    ];
+    let bin_dir = format!("/{HOST_CNI_BIN}");
+    let conf_dir = format!("/{HOST_CNI_CONF}");
+    let args = ["install-cni", "--bin-dir", &bin_dir, "--conf-dir", &conf_dir, "--socket", "/var/run/npagent/cni.sock"];
+    let (status, log) = Jailed::start(&root, work.path(), &binds, &args).finish();
+    assert!(status.success(), "install-cni in the image failed ({status}):\n{log}");
+
+    assert!(same_bytes(&binary, &bin.join("npagent")), "the node's plugin is not the image's npagent");
+    assert!(same_bytes(Path::new(HOST_LOCAL), &bin.join("host-local")), "the node's host-local is not the image's");
+    let conflist = std::fs::read_to_string(conf.join("10-npagent.conflist")).expect("the conflist");
+    let conflist: serde_json::Value = serde_json::from_str(&conflist).expect("conflist json");
+    assert_eq!(conflist["plugins"][0]["socket"], "/var/run/npagent/cni.sock", "{conflist}");
+    assert_eq!(conflist["plugins"][0]["ipam"]["type"], "host-local", "{conflist}");
+
+    // The copied host-local runs on the node and speaks CNI.
+    let out = output(Command::new(bin.join("host-local")).env_clear().env("CNI_COMMAND", "VERSION"));
+    let version: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "host-local VERSION: {e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let supported = version["supportedVersions"].as_array().expect("supportedVersions");
+    assert!(supported.iter().any(|v| v == "1.0.0"), "{version}");
+
+    // A second run (the init container runs at every pod start) leaves the node's host-local.
+    std::fs::write(bin.join("host-local"), b"the node's own").expect("write");
+    let (status, log) = Jailed::start(&root, work.path(), &binds, &args).finish();
+    assert!(status.success(), "second install-cni failed ({status}):\n{log}");
+    assert!(log.contains("kept /host/opt/cni/bin/host-local (already there)"), "{log}");
+    assert_eq!(std::fs::read(bin.join("host-local")).expect("host-local"), b"the node's own");
 }
 
 #[test]

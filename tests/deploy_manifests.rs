@@ -1,7 +1,9 @@
 //! deploy/: every manifest the kustomization lists, read with k8s-openapi's types (a field
 //! those types do not know fails, as a misspelt one would otherwise be dropped silently by the
-//! API server), the DaemonSet's container checked against npagent's own command line, and the
-//! ClusterRole against what the kube-rs watchers use. No root, no cluster.
+//! API server), the DaemonSet's containers checked against npagent's own command line (the
+//! agent and the init container that installs the CNI plugin) and against the OVS image's
+//! start script, and the ClusterRole against what the kube-rs watchers use. No root, no
+//! cluster.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use std::collections::BTreeSet;
@@ -9,13 +11,15 @@ use std::path::{Component, Path, PathBuf};
 
 use clap::{CommandFactory, Parser};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Container, HTTPGetAction, Namespace, PodSpec, ServiceAccount};
+use k8s_openapi::api::core::v1::{Container, HTTPGetAction, Namespace, PodSpec, ServiceAccount, VolumeMount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use npagent::cli::Cli;
+use npagent::cli::{Cli, InstallCniArgs};
 use npagent::source::kube::{VERBS, WATCHED_RESOURCES};
 use serde::Deserialize;
 
+#[path = "support/kustomize.rs"]
+mod kustomize;
 #[path = "support/yaml.rs"]
 mod yaml;
 
@@ -155,11 +159,20 @@ fn pod_spec(ds: &DaemonSet) -> &PodSpec {
     ds.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("DaemonSet pod spec")
 }
 
-fn container(ds: &DaemonSet) -> &Container {
+/// The DaemonSet's containers, init containers first, by name.
+fn all_containers(ds: &DaemonSet) -> impl Iterator<Item = &Container> {
     let spec = pod_spec(ds);
-    assert_eq!(spec.containers.len(), 1, "one container");
-    assert!(spec.init_containers.is_none(), "no init containers");
-    &spec.containers[0]
+    spec.init_containers.iter().flatten().chain(&spec.containers)
+}
+
+/// The container (or init container) `name`.
+fn container<'a>(ds: &'a DaemonSet, name: &str) -> &'a Container {
+    all_containers(ds).find(|c| c.name == name).unwrap_or_else(|| panic!("no container {name}"))
+}
+
+/// The container that runs the agent.
+fn agent(ds: &DaemonSet) -> &Container {
+    container(ds, "npagent")
 }
 
 /// The container's command line as npagent sees it.
@@ -187,9 +200,8 @@ fn run_value(argv: &[String], long: &str) -> String {
     raw.to_string_lossy().into_owned()
 }
 
-/// Where the container mounts the hostPath volume of host directory `host`; and whether
-/// read-only.
-fn mount_of_host_dir(ds: &DaemonSet, host: &str) -> (String, bool) {
+/// How container `c` mounts the hostPath volume of host directory `host`.
+fn mount_of_host_dir<'a>(ds: &DaemonSet, c: &'a Container, host: &str) -> &'a VolumeMount {
     let spec = pod_spec(ds);
     let volume = spec
         .volumes
@@ -197,19 +209,48 @@ fn mount_of_host_dir(ds: &DaemonSet, host: &str) -> (String, bool) {
         .flatten()
         .find(|v| v.host_path.as_ref().is_some_and(|h| h.path == host))
         .unwrap_or_else(|| panic!("no hostPath volume of {host}"));
-    let mount = container(ds)
-        .volume_mounts
+    c.volume_mounts
         .iter()
         .flatten()
         .find(|m| m.name == volume.name)
-        .unwrap_or_else(|| panic!("volume {} is not mounted", volume.name));
-    (mount.mount_path.clone(), mount.read_only == Some(true))
+        .unwrap_or_else(|| panic!("volume {} is not mounted in {}", volume.name, c.name))
+}
+
+/// Whether a mount is read-only.
+fn read_only(m: &VolumeMount) -> bool {
+    m.read_only == Some(true)
+}
+
+/// The install-cni arguments of the init container, parsed by npagent's own command line.
+fn install_cni_args(ds: &DaemonSet) -> InstallCniArgs {
+    let argv = command_line(container(ds, "install-cni"));
+    match Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("install-cni args {argv:?}: {e}")).command {
+        npagent::cli::Command::InstallCni(args) => args,
+        other => panic!("the init container runs {other:?}, not install-cni"),
+    }
 }
 
 #[test]
 fn every_manifest_reads_back_unchanged_with_the_kubernetes_types() {
     let all = load();
     assert_eq!(all.len(), 5, "{all:#?}");
+}
+
+#[test]
+fn kustomize_renders_exactly_the_files() {
+    // What `kubectl apply -k deploy/` sends: the files' objects, none added, none changed.
+    let mut rendered = kustomize::render(&deploy_dir());
+    let k: Kustomization = yaml::from_str(&read(&deploy_dir().join("kustomization.yaml"))).expect("kustomization");
+    let mut files: Vec<serde_json::Value> = Vec::new();
+    for res in &k.resources {
+        files.extend(documents(&read(&deploy_dir().join(res))).expect("documents"));
+    }
+    rendered.sort_by_key(kustomize::key);
+    files.sort_by_key(kustomize::key);
+    assert_eq!(rendered.len(), files.len(), "objects rendered");
+    for (r, f) in rendered.iter().zip(&files) {
+        assert_eq!(first_difference("", f, r), None, "{:?}: kustomize changed it", kustomize::key(f));
+    }
 }
 
 #[test]
@@ -242,7 +283,7 @@ fn a_misspelt_or_unknown_field_is_caught() {
 #[test]
 fn daemonset_args_parse_with_npagents_own_command_line() {
     let all = load();
-    let c = container(one!(all, DaemonSet));
+    let c = agent(one!(all, DaemonSet));
     let argv = command_line(c);
     assert_eq!(argv.get(1).map(String::as_str), Some("run"), "the container runs `npagent run`: {argv:?}");
     if let Err(e) = Cli::try_parse_from(&argv) {
@@ -259,7 +300,11 @@ fn daemonset_args_parse_with_npagents_own_command_line() {
 #[test]
 fn daemonset_env_vars_are_read_by_npagent_and_name_the_node() {
     let all = load();
-    let c = container(one!(all, DaemonSet));
+    let ds = one!(all, DaemonSet);
+    for other in all_containers(ds).filter(|c| c.name != "npagent") {
+        assert!(other.env.is_none() && other.env_from.is_none(), "{}: the images' defaults", other.name);
+    }
+    let c = agent(ds);
     let cmd = Cli::command();
     let run = cmd.find_subcommand("run").expect("run subcommand");
     let read: BTreeSet<String> = cmd
@@ -285,31 +330,163 @@ fn daemonset_env_vars_are_read_by_npagent_and_name_the_node() {
 fn daemonset_mounts_the_ovs_sockets_and_the_audit_log_directory() {
     let all = load();
     let ds = one!(all, DaemonSet);
-    let argv = command_line(container(ds));
-    let (ovs, ovs_read_only) = mount_of_host_dir(ds, "/var/run/openvswitch");
-    assert!(ovs_read_only, "connecting to a unix socket needs no write access to the mount");
+    let c = agent(ds);
+    let argv = command_line(c);
+    let ovs = mount_of_host_dir(ds, c, "/var/run/openvswitch");
+    assert!(read_only(ovs), "connecting to a unix socket needs no write access to the mount");
     for long in ["ofp", "ovsdb"] {
         let endpoint = run_value(&argv, long);
         let path = endpoint.strip_prefix("unix:").unwrap_or_else(|| panic!("--{long} {endpoint}: a unix socket"));
-        assert_eq!(Path::new(path).parent(), Some(Path::new(&ovs)), "--{long} {endpoint} in the OVS mount");
+        assert_eq!(Path::new(path).parent(), Some(Path::new(&ovs.mount_path)), "--{long} {endpoint} in the OVS mount");
     }
-    let (audit, audit_read_only) = mount_of_host_dir(ds, "/var/log/antrea/networkpolicy");
-    assert!(!audit_read_only, "np.log is written");
+    let ctl = run_value(&argv, "vswitchd-ctl");
+    assert_eq!(Path::new(&ctl).parent(), Some(Path::new(&ovs.mount_path)), "--vswitchd-ctl {ctl} in the OVS mount");
+    let audit = mount_of_host_dir(ds, c, "/var/log/antrea/networkpolicy");
+    assert!(!read_only(audit), "np.log is written");
     let log = run_value(&argv, "audit-log");
-    assert_eq!(Path::new(&log).parent(), Some(Path::new(&audit)), "--audit-log {log}");
+    assert_eq!(Path::new(&log).parent(), Some(Path::new(&audit.mount_path)), "--audit-log {log}");
+
+    // Every volume, and what checks the kubelet makes of its host path.
     let volumes = pod_spec(ds).volumes.clone().unwrap_or_default();
-    assert_eq!(volumes.len(), 2, "only the two host directories: {volumes:#?}");
+    let mut got: Vec<(String, String)> = volumes
+        .iter()
+        .map(|v| match (&v.host_path, &v.empty_dir) {
+            (Some(h), None) => (h.path.clone(), h.type_.clone().unwrap_or_default()),
+            (None, Some(_)) => (format!("emptyDir {}", v.name), String::new()),
+            _ => panic!("volume {}: a hostPath or an emptyDir", v.name),
+        })
+        .collect();
+    got.sort();
+    let mut want: Vec<(String, String)> = [
+        ("/etc/cni/net.d", "DirectoryOrCreate"),
+        ("/etc/openvswitch", "DirectoryOrCreate"),
+        ("/lib/modules", "Directory"),
+        ("/opt/cni/bin", "DirectoryOrCreate"),
+        ("/var/lib/cni", "DirectoryOrCreate"),
+        ("/var/lib/npagent", "DirectoryOrCreate"),
+        ("/var/log/antrea/networkpolicy", "DirectoryOrCreate"),
+        ("/var/run/netns", "DirectoryOrCreate"),
+        ("/var/run/npagent", "DirectoryOrCreate"),
+        ("/var/run/openvswitch", "DirectoryOrCreate"),
+        ("emptyDir ovs-tmp", ""),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    want.sort();
+    assert_eq!(got, want, "the pod's volumes");
     for v in &volumes {
-        let host = v.host_path.as_ref().expect("hostPath volumes only");
-        let want = if host.path == "/var/run/openvswitch" { "Directory" } else { "DirectoryOrCreate" };
-        assert_eq!(host.type_.as_deref(), Some(want), "{}", host.path);
+        assert!(
+            all_containers(ds).any(|c| c.volume_mounts.iter().flatten().any(|m| m.name == v.name)),
+            "{} unused",
+            v.name
+        );
     }
+}
+
+#[test]
+fn daemonset_installs_the_cni_plugin_and_serves_it() {
+    let all = load();
+    let ds = one!(all, DaemonSet);
+    let spec = pod_spec(ds);
+    let names = |cs: &[Container]| cs.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(spec.init_containers.as_deref().unwrap_or_default()), ["install-cni"]);
+    assert_eq!(names(&spec.containers), ["ovs", "npagent"]);
+
+    // The init container: npagent's image, its install-cni, into the node's CNI directories.
+    let init = container(ds, "install-cni");
+    assert_eq!(init.image, agent(ds).image, "the plugin is the agent's own binary");
+    let args = install_cni_args(ds);
+    let bin = mount_of_host_dir(ds, init, "/opt/cni/bin");
+    let conf = mount_of_host_dir(ds, init, "/etc/cni/net.d");
+    assert!(!read_only(bin) && !read_only(conf), "install-cni writes both");
+    assert_eq!(args.bin_dir, Path::new(&bin.mount_path), "--bin-dir");
+    assert_eq!(args.conf_dir, Path::new(&conf.mount_path), "--conf-dir");
+    assert_eq!(args.ipam_plugins, Path::new("/usr/lib/cni"), "host-local where the image has it");
+    // tests/container_image.rs runs the image's install-cni with these mount points.
+    assert_eq!((bin.mount_path.as_str(), conf.mount_path.as_str()), ("/host/opt/cni/bin", "/host/etc/cni/net.d"));
+    assert_eq!(init.volume_mounts.as_ref().map(Vec::len), Some(2), "the CNI directories only");
+
+    // The agent serves the socket the config names, in a directory of the node's, where the
+    // plugin (run by the runtime on the host) finds it at the same path.
+    let c = agent(ds);
+    let argv = command_line(c);
+    let socket = run_value(&argv, "cni-socket");
+    assert_eq!(Path::new(&socket), args.socket, "--cni-socket is the config's socket");
+    let run_dir = mount_of_host_dir(ds, c, "/var/run/npagent");
+    assert!(!read_only(run_dir), "the agent creates the socket");
+    assert_eq!(Path::new(&socket).parent(), Some(Path::new("/var/run/npagent")), "same path in and out");
+    assert_eq!(run_dir.mount_path, "/var/run/npagent");
+
+    // What the agent's CNI work needs of the node, at the node's own paths: the pods' network
+    // namespaces (created after the agent started, hence HostToContainer), the IPAM plugin to
+    // run from CNI_PATH, and host-local's store.
+    let netns = mount_of_host_dir(ds, c, "/var/run/netns");
+    assert_eq!(netns.mount_path, "/var/run/netns");
+    assert_eq!(netns.mount_propagation.as_deref(), Some("HostToContainer"));
+    assert!(read_only(netns), "namespaces are opened, not created");
+    let cni_bin = mount_of_host_dir(ds, c, "/opt/cni/bin");
+    assert_eq!((cni_bin.mount_path.as_str(), read_only(cni_bin)), ("/opt/cni/bin", true));
+    let store = mount_of_host_dir(ds, c, "/var/lib/cni");
+    assert_eq!((store.mount_path.as_str(), read_only(store)), ("/var/lib/cni", false));
+    // npagent's own records, at the path its --cni-state-dir defaults to.
+    let records = mount_of_host_dir(ds, c, "/var/lib/npagent");
+    assert!(!read_only(records));
+    assert_eq!(
+        Path::new(npagent::cli::DEFAULT_CNI_STATE_DIR).parent(),
+        Some(Path::new(records.mount_path.as_str())),
+        "--cni-state-dir lies on the node's disk"
+    );
+    assert!(spec.host_pid.is_none(), "namespaces are opened by path: no host PID namespace");
+}
+
+/// The default `start-ovs` gives an environment variable: `NAME=${NAME:-DEFAULT}` in the
+/// script.
+fn start_ovs_default(var: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("images/ovs/start-ovs");
+    let script = read(&path);
+    let needle = format!("${{{var}:-");
+    let at = script.find(&needle).unwrap_or_else(|| panic!("start-ovs has no default for {var}"));
+    let rest = &script[at + needle.len()..];
+    rest[..rest.find('}').expect("closing brace")].to_owned()
+}
+
+#[test]
+fn daemonset_runs_open_vswitch_where_npagent_looks_for_it() {
+    let all = load();
+    let ds = one!(all, DaemonSet);
+    let ovs = container(ds, "ovs");
+    let image = ovs.image.as_deref().expect("image");
+    assert_eq!(image, format!("localhost/npagent-ovs:{}", env!("CARGO_PKG_VERSION")), "build-ovs-image's default tag");
+    assert!(ovs.command.is_none() && ovs.args.is_none(), "the image's entrypoint, start-ovs, runs as it is");
+    let sc = ovs.security_context.as_ref().expect("securityContext");
+    assert_eq!(sc.privileged, Some(true), "the kernel datapath and modprobe");
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    let modules = mount_of_host_dir(ds, ovs, "/lib/modules");
+    assert_eq!((modules.mount_path.as_str(), read_only(modules)), ("/lib/modules", true));
+    let tmp = ovs.volume_mounts.iter().flatten().find(|m| m.mount_path == "/tmp").expect("a /tmp");
+    assert!(!read_only(tmp), "ovsdb-server's temporary files");
+
+    // start-ovs's defaults are the mounts: the run directory npagent connects to, and the
+    // database kept on the node across restarts; the kernel datapath and br-int.
+    let run_dir = mount_of_host_dir(ds, ovs, "/var/run/openvswitch");
+    assert_eq!(run_dir.mount_path, start_ovs_default("OVS_RUNDIR"));
+    assert!(!read_only(run_dir), "ovs creates the sockets");
+    let agent_run = mount_of_host_dir(ds, agent(ds), "/var/run/openvswitch");
+    assert_eq!(agent_run.mount_path, run_dir.mount_path, "the agent sees the sockets where ovs makes them");
+    let db = mount_of_host_dir(ds, ovs, "/etc/openvswitch");
+    assert_eq!(db.mount_path, start_ovs_default("OVS_DBDIR"));
+    assert!(!read_only(db));
+    assert_eq!(start_ovs_default("NPAGENT_OVS_DATAPATH"), "system", "the kernel datapath on a node");
+    let argv = command_line(agent(ds));
+    assert_eq!(run_value(&argv, "bridge"), start_ovs_default("NPAGENT_OVS_BRIDGE"), "the bridge start-ovs makes");
+    assert!(start_ovs_default("NPAGENT_OVS_PROTOCOLS").split(',').any(|p| p == "OpenFlow15"), "npagent speaks 1.5");
 }
 
 #[test]
 fn daemonset_probes_reach_the_admin_server() {
     let all = load();
-    let c = container(one!(all, DaemonSet));
+    let c = agent(one!(all, DaemonSet));
     let admin = run_value(&command_line(c), "admin-addr");
     let admin: std::net::SocketAddr = admin.parse().unwrap_or_else(|e| panic!("--admin-addr {admin}: {e}"));
     assert!(admin.ip().is_loopback(), "the admin server stays on the node's loopback: {admin}");
@@ -352,25 +529,35 @@ fn daemonset_runs_on_every_node_with_the_node_network() {
     for (k, v) in &selector {
         assert_eq!(labels.get(k), Some(v), "the selector selects the template");
     }
-    let image = container(ds).image.as_deref().expect("image");
+    let image = agent(ds).image.as_deref().expect("image");
     assert_eq!(image, format!("localhost/npagent:{}", env!("CARGO_PKG_VERSION")), "scripts/build-image's default tag");
 }
 
 #[test]
-fn daemonset_drops_every_capability_but_net_admin() {
+fn daemonset_drops_every_capability_but_net_admin_and_sys_admin() {
     let all = load();
-    let c = container(one!(all, DaemonSet));
-    let sc = c.security_context.as_ref().expect("securityContext");
-    let caps = sc.capabilities.as_ref().expect("capabilities");
-    assert_eq!(caps.drop.as_deref(), Some(&["ALL".to_owned()][..]));
-    // NET_ADMIN gives a gateway port npagent creates its address (netlink); nothing else.
-    assert_eq!(caps.add.as_deref(), Some(&["NET_ADMIN".to_owned()][..]), "npagent needs NET_ADMIN alone");
-    assert_eq!(sc.allow_privilege_escalation, Some(false));
-    assert_eq!(sc.read_only_root_filesystem, Some(true));
-    assert_ne!(sc.privileged, Some(true));
-    assert_eq!(sc.run_as_user, Some(0), "uid 0 owns the OVS sockets");
-    let seccomp = sc.seccomp_profile.as_ref().map(|p| p.type_.as_str());
-    assert_eq!(seccomp, Some("RuntimeDefault"));
+    let ds = one!(all, DaemonSet);
+    for (name, add) in [("npagent", &["NET_ADMIN", "SYS_ADMIN"][..]), ("install-cni", &[][..])] {
+        let sc = container(ds, name).security_context.as_ref().expect("securityContext");
+        let caps = sc.capabilities.as_ref().expect("capabilities");
+        assert_eq!(caps.drop.as_deref(), Some(&["ALL".to_owned()][..]), "{name}");
+        // npagent: NET_ADMIN for the veths and addresses (netlink), SYS_ADMIN to enter a pod's
+        // network namespace (setns); install-cni: none.
+        let added: Vec<&str> = caps.add.iter().flatten().map(String::as_str).collect();
+        assert_eq!(added, add, "{name}'s capabilities");
+        assert_eq!(sc.allow_privilege_escalation, Some(false), "{name}");
+        assert_eq!(sc.read_only_root_filesystem, Some(true), "{name}");
+        assert_ne!(sc.privileged, Some(true), "{name}");
+        assert_eq!(sc.run_as_user, Some(0), "{name}: uid 0 owns the OVS sockets and the CNI directories");
+        let seccomp = sc.seccomp_profile.as_ref().map(|p| p.type_.as_str());
+        assert_eq!(seccomp, Some("RuntimeDefault"), "{name}");
+    }
+    // Only the ovs container is privileged.
+    let privileged: Vec<&str> = all_containers(ds)
+        .filter(|c| c.security_context.as_ref().is_some_and(|sc| sc.privileged == Some(true)))
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(privileged, ["ovs"]);
 }
 
 /// Bytes of a Kubernetes memory quantity in the binary suffixes these manifests use.
@@ -390,7 +577,10 @@ fn bytes(q: &str) -> u64 {
 #[test]
 fn daemonset_resources_cover_the_measured_peak() {
     let all = load();
-    let c = container(one!(all, DaemonSet));
+    let ds = one!(all, DaemonSet);
+    let ovs = container(ds, "ovs").resources.as_ref().expect("ovs resources");
+    assert!(ovs.limits.is_none(), "no limit on ovs: a killed or throttled ovs-vswitchd stops the node's pods");
+    let c = agent(ds);
     let r = c.resources.as_ref().expect("resources");
     let requests = r.requests.as_ref().expect("requests");
     let limits = r.limits.as_ref().expect("limits");

@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod audit_log;
+pub mod image;
 pub mod policy;
 pub mod sandbox;
 pub mod testbed;
@@ -19,4 +20,4 @@ pub use testbed::{
     cluster_ip, eventually, finish, finish_count, node_env, write_atomic, Pod, Port, Reachability, Testbed, A_FROM_B,
     GATEWAY_IP, NAMESPACES_X_LOGGING, SERVICE_CIDR,
 };
-pub use wait::{wait_until, wait_until_every};
+pub use wait::{exit_within, wait_until, wait_until_every};

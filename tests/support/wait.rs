@@ -1,6 +1,7 @@
 //! Polling until something holds, with a deadline, and a panic that says what did not
 //! happen in time.
 
+use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 /// Waits until `cond` holds, asking every 100 ms for at most `within`; returns how long that
@@ -29,4 +30,21 @@ pub fn wait_until_every(
         std::thread::sleep(every);
     }
     started.elapsed()
+}
+
+/// Waits at most `within` for `child` to exit: its exit status, or None when it did not exit in
+/// time, and then it is killed (SIGKILL) and reaped.
+pub fn exit_within(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return Some(status);
+        }
+        if started.elapsed() > within {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

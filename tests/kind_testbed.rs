@@ -1,0 +1,212 @@
+//! testbed/kind/ and scripts/kind-e2e, checked as far as a machine without Docker, Kind or an
+//! API server can: the Kind config reads with the fields the issue asks for (and no field Kind
+//! would not know), the overlay the script applies renders with `kubectl kustomize` to deploy/
+//! plus the cluster's Service range for npagent, and the script is valid bash, clean under
+//! shellcheck, documents its options, names what it lacks, and refers to files that exist. No
+//! root, no cluster: the script itself does not run here.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clap::CommandFactory;
+use npagent::cli::Cli;
+use serde::Deserialize;
+
+#[path = "support/kustomize.rs"]
+mod kustomize;
+#[path = "support/yaml.rs"]
+mod yaml;
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The Kind config, as far as testbed/kind/kind-config.yaml uses it; any other field (a
+/// misspelt one, which Kind would reject or ignore) fails.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct KindConfig {
+    kind: String,
+    api_version: String,
+    networking: Networking,
+    nodes: Vec<KindNode>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Networking {
+    #[serde(rename = "disableDefaultCNI")]
+    disable_default_cni: bool,
+    pod_subnet: String,
+    service_subnet: String,
+    kube_proxy_mode: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct KindNode {
+    role: String,
+    #[serde(default)]
+    kubeadm_config_patches: Vec<String>,
+}
+
+/// An IPv4 or IPv6 prefix: its address and length.
+fn cidr(s: &str) -> (IpAddr, u8) {
+    let (addr, len) = s.split_once('/').unwrap_or_else(|| panic!("{s}: not ADDR/LEN"));
+    let addr: IpAddr = addr.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
+    let len: u8 = len.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
+    assert!(npagent::model::cidr::parse_cidr(s).is_ok(), "{s}: npagent refuses it");
+    (addr, len)
+}
+
+/// Whether two IPv4 prefixes share an address.
+fn overlap(a: (IpAddr, u8), b: (IpAddr, u8)) -> bool {
+    let (IpAddr::V4(x), IpAddr::V4(y)) = (a.0, b.0) else { return false };
+    let len = a.1.min(b.1);
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    (u32::from(x) & mask) == (u32::from(y) & mask)
+}
+
+fn kind_config() -> KindConfig {
+    let path = repo("testbed/kind/kind-config.yaml");
+    yaml::from_str(&read(&path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn kind_config_disables_the_default_cni_on_one_untainted_node() {
+    let config = kind_config();
+    assert_eq!((config.kind.as_str(), config.api_version.as_str()), ("Cluster", "kind.x-k8s.io/v1alpha4"));
+    let net = &config.networking;
+    assert!(net.disable_default_cni, "kindnet would attach the pods instead of npagent");
+    let pods = cidr(&net.pod_subnet);
+    let services = cidr(&net.service_subnet);
+    assert!(pods.1 <= 24, "the node's podCIDR (a /24 by default) comes from {}", net.pod_subnet);
+    assert!(!overlap(pods, services), "{} and {} overlap", net.pod_subnet, net.service_subnet);
+    assert_eq!(net.kube_proxy_mode, "iptables", "kube-proxy on the node handles the ClusterIPs");
+
+    assert_eq!(config.nodes.len(), 1, "a single node");
+    let node = &config.nodes[0];
+    assert_eq!(node.role, "control-plane");
+    // Untainted: kubeadm's InitConfiguration gives the control-plane node no taint.
+    let patches: Vec<serde_json::Value> = node
+        .kubeadm_config_patches
+        .iter()
+        .map(|p| yaml::from_str(p).unwrap_or_else(|e| panic!("kubeadm patch {p:?}: {e}")))
+        .collect();
+    let init = patches.iter().find(|p| p["kind"] == "InitConfiguration").expect("an InitConfiguration patch");
+    assert_eq!(init["nodeRegistration"]["taints"], serde_json::json!([]), "no taint on the node: {init}");
+}
+
+#[test]
+fn kind_overlay_is_deploy_with_the_service_range() {
+    let rendered = kustomize::render(&repo("testbed/kind/overlay"));
+    let deploy = kustomize::render(&repo("deploy"));
+    let keys = |v: &[serde_json::Value]| v.iter().map(kustomize::key).collect::<Vec<_>>();
+    assert_eq!(keys(&rendered), keys(&deploy), "the same objects as deploy/");
+    let service_subnet = kind_config().networking.service_subnet;
+
+    // npagent reads the variable the overlay sets as --service-cidr.
+    let cmd = Cli::command();
+    let run = cmd.find_subcommand("run").expect("run");
+    let flag = run.get_arguments().find(|a| a.get_long() == Some("service-cidr")).expect("--service-cidr");
+    let var = flag.get_env().expect("an env var").to_string_lossy().into_owned();
+
+    // Containers by name: a strategic merge patch moves the one it patches to the front.
+    let by_name = |v: &mut serde_json::Value| {
+        if let Some(cs) = v["spec"]["template"]["spec"]["containers"].as_array_mut() {
+            cs.sort_by_key(|c| c["name"].as_str().unwrap_or_default().to_owned());
+        }
+    };
+    for (got, want) in rendered.iter().zip(&deploy) {
+        let (mut got, mut want) = (got.clone(), want.clone());
+        by_name(&mut got);
+        by_name(&mut want);
+        if want["kind"] == "DaemonSet" {
+            let containers = want["spec"]["template"]["spec"]["containers"].as_array_mut().expect("containers");
+            let agent = containers.iter_mut().find(|c| c["name"] == "npagent").expect("npagent container");
+            let env = agent["env"].as_array_mut().expect("env");
+            assert!(env.iter().all(|e| e["name"] != var.as_str()), "deploy/ sets {var} itself");
+            env.insert(0, serde_json::json!({"name": var, "value": service_subnet}));
+        }
+        assert_eq!(got, want, "{:?}: the overlay changes more than the Service range", kustomize::key(&got));
+    }
+}
+
+/// scripts/kind-e2e.
+fn script() -> PathBuf {
+    repo("scripts/kind-e2e")
+}
+
+#[test]
+fn kind_e2e_is_valid_bash_and_clean_under_shellcheck() {
+    let out = Command::new("bash").arg("-n").arg(script()).output().expect("bash");
+    assert!(out.status.success(), "bash -n: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("shellcheck").arg(script()).output().unwrap_or_else(|e| {
+        panic!("cannot run shellcheck ({e}): scripts/test installs it (Debian: apt-get install shellcheck)")
+    });
+    assert!(out.status.success(), "shellcheck:\n{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn kind_e2e_documents_its_options_and_names_what_it_lacks() {
+    let out = Command::new(script()).arg("--help").output().expect("run kind-e2e --help");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && help.starts_with("Runs the upstream Kubernetes NetworkPolicy e2e suite"));
+    assert!(!help.contains("set -euo"), "the help is the header only:\n{help}");
+    // Every option the parser takes is documented, and only those.
+    let text = read(&script());
+    let parser = text.split("while (($#)); do").nth(1).and_then(|t| t.split("\ndone").next()).expect("the parser");
+    let mut taken: Vec<&str> = parser
+        .split(|c: char| c.is_whitespace() || c == '|' || c == ')')
+        .filter(|w| w.starts_with("--") && w.len() > 2 && *w != "--help")
+        .collect();
+    taken.sort_unstable();
+    taken.dedup();
+    assert_eq!(taken.len(), 8, "{taken:?}");
+    for option in &taken {
+        assert!(help.contains(&format!("\n{option} ")), "--help does not describe {option}:\n{help}");
+    }
+
+    // Without its tools it stops at once, naming the first missing one.
+    let bin = tempfile::Builder::new().prefix("npa-kind-path-").tempdir().expect("temp dir");
+    for tool in ["bash", "dirname"] {
+        let found = ["/usr/bin", "/bin"].iter().map(|d| Path::new(d).join(tool)).find(|p| p.exists()).expect(tool);
+        std::os::unix::fs::symlink(found, bin.path().join(tool)).expect("symlink");
+    }
+    let out = Command::new(bin.path().join("bash"))
+        .arg(script())
+        .arg("--no-build")
+        .env_clear()
+        .env("PATH", bin.path())
+        .output()
+        .expect("run kind-e2e");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("scripts/kind-e2e: error: docker not found"), "{err}");
+    let out = Command::new(script()).arg("--name").output().expect("run kind-e2e");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--name needs a value"));
+}
+
+#[test]
+fn kind_e2e_refers_to_files_that_exist() {
+    let text = read(&script());
+    let mut referred = Vec::new();
+    for part in text.split("\"$repo/").skip(1) {
+        let path = part.split('"').next().expect("a path");
+        referred.push(path.to_owned());
+    }
+    for want in
+        ["scripts/build-image", "scripts/build-ovs-image", "testbed/kind/kind-config.yaml", "testbed/kind/overlay"]
+    {
+        assert!(referred.iter().any(|p| p == want), "kind-e2e does not use {want}: {referred:?}");
+    }
+    for path in &referred {
+        assert!(repo(path).exists(), "kind-e2e refers to {path}, which does not exist");
+    }
+}
