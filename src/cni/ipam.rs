@@ -55,7 +55,10 @@ async fn run_plugin(plugin: &str, command: &str, env: &Env, config: &Value) -> R
     let failed = |msg: String| CniError::new(code::ATTACH_FAILED, msg);
     let path = find(plugin, &env.path)
         .ok_or_else(|| failed(format!("IPAM plugin {plugin:?} not found in CNI_PATH {:?}", env.path)))?;
-    let args: Vec<String> = env.args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    // The pod's names are npagent's to read: an IPAM plugin that checks its arguments
+    // (host-local does) is told to ignore what it does not know, as kubelet always tells it.
+    let ignore = (!env.args.contains_key("IgnoreUnknown")).then(|| "IgnoreUnknown=1".to_string());
+    let args: Vec<String> = ignore.into_iter().chain(env.args.iter().map(|(k, v)| format!("{k}={v}"))).collect();
     let search: Vec<String> = env.path.iter().map(|p| p.display().to_string()).collect();
     let mut child = tokio::process::Command::new(&path)
         .env_clear()
