@@ -366,19 +366,8 @@ fn a_new_pod_cannot_spoof() {
     assert_eq!(attack(&["udp-echo", "--dst", &target.ip, "--dport", "80", "--sport", "40100"]), "1");
     // x/b's address forged: the echo would land on x/b, where a listener counts it.
     let listener = node.tb.spawn_attack(&victim.netns, &["udp-listen", "--port", "40101", "--timeout", "2"]);
-    attack(&[
-        "udp-spoof",
-        "--src",
-        &victim.ip,
-        "--sport",
-        "40101",
-        "--dst",
-        &target.ip,
-        "--dport",
-        "80",
-        "--count",
-        "5",
-    ]);
+    let spoof = format!("udp-spoof --src {} --sport 40101 --dst {} --dport 80 --count 5", victim.ip, target.ip);
+    attack(&spoof.split(' ').collect::<Vec<_>>());
     assert_eq!(support::finish(listener), "0", "a datagram forged by the new pod was answered");
 }
 

@@ -143,12 +143,7 @@ impl Attacher {
             CniError::new(code::INVALID_NETWORK_CONFIG, "the network configuration has no ipam section")
         })?;
         let gateways = self.node_config.borrow().gateway_addrs.clone();
-        let record = Record {
-            env: env.clone(),
-            config: ipam::with_node_ranges(&conf.raw, &gateways),
-            host: veth::host_ifname(name, &env.container_id),
-            result: None,
-        };
+        let record = self.record_for(env, conf, name);
         if let Some(other) = self.records.values().find(|r| r.host == record.host) {
             return Err(CniError::new(
                 code::ATTACH_FAILED,
@@ -301,13 +296,7 @@ impl Attacher {
             return self.take_apart(&id).await;
         }
         let Some((_, name)) = env.pod() else { return Ok(()) };
-        let gateways = self.node_config.borrow().gateway_addrs.clone();
-        let record = Record {
-            env: env.clone(),
-            config: ipam::with_node_ranges(&conf.raw, &gateways),
-            host: veth::host_ifname(name, &env.container_id),
-            result: None,
-        };
+        let record = self.record_for(env, conf, name);
         // Whatever an earlier agent left under those names (its record lost).
         let ours = port::list(&self.cfg.ovsdb, &self.cfg.bridge)
             .await
@@ -476,6 +465,18 @@ impl Attacher {
             }
             false => Err(CniError::new(code::TRY_AGAIN_LATER, format!("cannot take apart port {}", record.host))
                 .with_details(errors.join("; "))),
+        }
+    }
+
+    /// The record of `env`'s attachment of pod `name` before it is made: the configuration
+    /// the IPAM plugin gets, the node's end's name.
+    fn record_for(&self, env: &Env, conf: &NetConf, name: &str) -> Record {
+        let gateways = self.node_config.borrow().gateway_addrs.clone();
+        Record {
+            env: env.clone(),
+            config: ipam::with_node_ranges(&conf.raw, &gateways),
+            host: veth::host_ifname(name, &env.container_id),
+            result: None,
         }
     }
 

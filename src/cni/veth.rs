@@ -32,13 +32,6 @@ pub enum VethError {
     NotANetns { path: PathBuf, error: nix::Error },
     #[error("cannot open a netlink socket: {0}")]
     Socket(std::io::Error),
-    #[error("network device {device:?}: cannot {what}: {error}")]
-    Netlink {
-        device: String,
-        what: String,
-        #[source]
-        error: rtnetlink::Error,
-    },
     #[error("network device {0:?} does not exist")]
     NotFound(String),
     #[error("network device {0:?} exists already in the pod's network namespace")]
@@ -98,7 +91,7 @@ pub async fn create(
     let fail = |device: &str, what: &str| {
         let device = device.to_string();
         let what = what.to_string();
-        move |error| VethError::Netlink { device, what, error }
+        move |error| VethError::Link(LinkError::Netlink { device, what, error })
     };
     node.link()
         .add(LinkVeth::new(host, &transit).build())
@@ -138,7 +131,8 @@ async fn configure_pod_end(
     }
     let end = link(pod, transit).await?.ok_or_else(|| VethError::NotFound(transit.to_string()))?;
     let index = end.header.index;
-    let fail = |what: String| move |error| VethError::Netlink { device: ifname.to_string(), what, error };
+    let fail =
+        |what: String| move |error| VethError::Link(LinkError::Netlink { device: ifname.to_string(), what, error });
     pod.link()
         .set(LinkUnspec::new_with_index(index).name(ifname.to_string()).build())
         .execute()
@@ -175,11 +169,9 @@ async fn configure_pod_end(
 /// Brings the node's end `host` up: the pod's traffic passes from now on.
 pub async fn set_up(node: &Handle, host: &str) -> Result<(), VethError> {
     let l = link(node, host).await?.ok_or_else(|| VethError::NotFound(host.to_string()))?;
-    node.link()
-        .set(LinkUnspec::new_with_index(l.header.index).up().build())
-        .execute()
-        .await
-        .map_err(|error| VethError::Netlink { device: host.to_string(), what: "bring it up".into(), error })
+    node.link().set(LinkUnspec::new_with_index(l.header.index).up().build()).execute().await.map_err(|error| {
+        VethError::Link(LinkError::Netlink { device: host.to_string(), what: "bring it up".into(), error })
+    })
 }
 
 /// Deletes the device `name` of the node's namespace (and so its peer); one that does not
@@ -188,7 +180,7 @@ pub async fn delete(node: &Handle, name: &str) -> Result<(), VethError> {
     let Some(l) = link(node, name).await? else { return Ok(()) };
     match node.link().del(l.header.index).execute().await {
         Err(e) if errno(&e) != Some(ENODEV) => {
-            Err(VethError::Netlink { device: name.to_string(), what: "delete it".into(), error: e })
+            Err(VethError::Link(LinkError::Netlink { device: name.to_string(), what: "delete it".into(), error: e }))
         }
         _ => Ok(()),
     }
@@ -262,7 +254,9 @@ async fn link(h: &Handle, name: &str) -> Result<Option<LinkMessage>, VethError> 
     match h.link().get().match_name(name.to_string()).execute().try_next().await {
         Ok(l) => Ok(l),
         Err(e) if errno(&e) == Some(ENODEV) => Ok(None),
-        Err(error) => Err(VethError::Netlink { device: name.to_string(), what: "read it".into(), error }),
+        Err(error) => {
+            Err(VethError::Link(LinkError::Netlink { device: name.to_string(), what: "read it".into(), error }))
+        }
     }
 }
 
