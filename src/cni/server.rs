@@ -75,6 +75,9 @@ async fn answer_connection(mut stream: UnixStream, attacher: &Mutex<Attacher>) -
 /// Runs one command.
 pub async fn handle(request: Request, attacher: &Mutex<Attacher>) -> Answer {
     let Request { env, config } = request;
+    if let Err(e) = env.validate() {
+        return Answer::Error(e);
+    }
     let started = std::time::Instant::now();
     let conf = match serde_json::to_vec(&config).map(|b| NetConf::parse(&b)) {
         Ok(Ok(conf)) => conf,

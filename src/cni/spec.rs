@@ -132,33 +132,45 @@ impl Env {
         let nonempty = |name: &str| var(name).filter(|v| !v.is_empty());
         let container_id = nonempty("CNI_CONTAINERID").unwrap_or_default();
         let ifname = nonempty("CNI_IFNAME").unwrap_or_default();
-        if command.is_per_attachment() {
-            if container_id.is_empty() {
-                return Err(invalid("CNI_CONTAINERID is not set".into()));
-            }
-            if ifname.is_empty() {
-                return Err(invalid("CNI_IFNAME is not set".into()));
-            }
-        }
-        if !container_id.is_empty() && !valid_container_id(&container_id) {
-            return Err(invalid(format!(
-                "CNI_CONTAINERID {container_id:?}: only letters, digits, '_', '.' and '-', starting with a letter or digit"
-            )));
-        }
-        if !ifname.is_empty() && !valid_ifname(&ifname) {
-            return Err(invalid(format!(
-                "CNI_IFNAME {ifname:?} is not a Linux interface name (1 to {MAX_IFNAME} bytes, no '/', ':' or whitespace, not '.' or '..')"
-            )));
-        }
         let netns = nonempty("CNI_NETNS").map(PathBuf::from);
-        if matches!(command, Command::Add | Command::Check) && netns.is_none() {
-            return Err(invalid("CNI_NETNS is not set".into()));
-        }
         let args = parse_args(&var("CNI_ARGS").unwrap_or_default()).map_err(invalid)?;
         let path = var("CNI_PATH")
             .map(|p| p.split(':').filter(|d| !d.is_empty()).map(PathBuf::from).collect())
             .unwrap_or_default();
-        Ok(Env { command, container_id, netns, ifname, args, path })
+        let env = Env { command, container_id, netns, ifname, args, path };
+        env.validate()?;
+        Ok(env)
+    }
+
+    /// Checks what the spec requires of the environment: the attachment's container id and
+    /// interface for ADD, DEL and CHECK, a network namespace for ADD and CHECK, and names that
+    /// cannot escape a directory or a device name. The agent checks again what reaches its
+    /// socket.
+    pub fn validate(&self) -> Result<(), CniError> {
+        let invalid = |msg: String| Err(CniError::new(code::INVALID_ENVIRONMENT, msg));
+        let Env { command, container_id, netns, ifname, .. } = self;
+        if command.is_per_attachment() {
+            if container_id.is_empty() {
+                return invalid("CNI_CONTAINERID is not set".into());
+            }
+            if ifname.is_empty() {
+                return invalid("CNI_IFNAME is not set".into());
+            }
+        }
+        if !container_id.is_empty() && !valid_container_id(container_id) {
+            return invalid(format!(
+                "CNI_CONTAINERID {container_id:?}: only letters, digits, '_', '.' and '-', starting with a letter or digit"
+            ));
+        }
+        if !ifname.is_empty() && !valid_ifname(ifname) {
+            return invalid(format!(
+                "CNI_IFNAME {ifname:?} is not a Linux interface name (1 to {MAX_IFNAME} bytes, no '/', ':' or whitespace, not '.' or '..')"
+            ));
+        }
+        if matches!(command, Command::Add | Command::Check) && netns.is_none() {
+            return invalid("CNI_NETNS is not set".into());
+        }
+        Ok(())
     }
 
     /// The Pod the runtime names in `CNI_ARGS` (`K8S_POD_NAMESPACE`, `K8S_POD_NAME`).
@@ -399,6 +411,19 @@ mod tests {
         // DEL may come without a network namespace (it may be gone already).
         assert!(env(&[("CNI_COMMAND", "DEL"), ("CNI_CONTAINERID", "c"), ("CNI_IFNAME", "eth0")]).is_ok());
         assert!(env(&[("CNI_COMMAND", "VERSION")]).is_ok());
+    }
+
+    #[test]
+    fn what_reaches_the_agents_socket_is_checked_again() {
+        let forged: Env = serde_json::from_value(serde_json::json!({
+            "command": "DEL", "containerId": "../../etc/x", "ifname": "eth0"
+        }))
+        .unwrap();
+        assert!(forged.validate().unwrap_err().msg.contains("CNI_CONTAINERID"));
+        let no_netns: Env =
+            serde_json::from_value(serde_json::json!({"command": "ADD", "containerId": "c", "ifname": "eth0"}))
+                .unwrap();
+        assert!(no_netns.validate().unwrap_err().msg.contains("CNI_NETNS"));
     }
 
     #[test]
