@@ -167,7 +167,10 @@ impl Attacher {
         match self.plumb(&id, &record, &ipam_result, namespace, name, &gateways, &conf.cni_version).await {
             Ok(result) => {
                 let record = Record { result: Some(result.clone()), ..record };
-                self.save(&id, &record)?;
+                if let Err(e) = self.save(&id, &record) {
+                    self.undo(&id).await;
+                    return Err(e);
+                }
                 self.records.insert(id.clone(), record.clone());
                 Ok(PendingAdd { id, host: record.host, result })
             }
