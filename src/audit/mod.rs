@@ -18,6 +18,7 @@ pub mod entry;
 pub mod format;
 pub mod gap;
 pub mod packet;
+pub mod staged_report;
 pub mod timefmt;
 pub mod writer;
 
