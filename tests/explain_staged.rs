@@ -12,29 +12,20 @@ use npagent::model::ObjectRef;
 use npagent::snapshot;
 use std::process::Command;
 
-const CLUSTER: &str = r#"
-apiVersion: v1
-kind: Namespace
-metadata: {name: x, labels: {kubernetes.io/metadata.name: x}}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: a, namespace: x, labels: {app: a}}
-spec: {nodeName: n1, containers: [{name: c, image: i}]}
-status: {phase: Running, podIP: 10.0.0.1}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: b, namespace: x, labels: {app: b}}
-spec: {nodeName: n1, containers: [{name: c, image: i}]}
-status: {phase: Running, podIP: 10.0.0.2}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: c, namespace: x, labels: {app: c}}
-spec: {nodeName: n1, containers: [{name: c, image: i}]}
-status: {phase: Running, podIP: 10.0.0.3}
-"#;
+/// Namespace x and its pods a, b, c (labelled `app: <name>`) at 10.0.0.1, .2, .3.
+fn cluster() -> String {
+    let mut docs =
+        vec!["apiVersion: v1\nkind: Namespace\nmetadata: {name: x, labels: {kubernetes.io/metadata.name: x}}\n"
+            .to_string()];
+    for (i, name) in ["a", "b", "c"].iter().enumerate() {
+        docs.push(format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: x, labels: {{app: {name}}}}}\n\
+             spec: {{nodeName: n1, containers: [{{name: c, image: i}}]}}\nstatus: {{phase: Running, podIP: 10.0.0.{}}}\n",
+            i + 1
+        ));
+    }
+    docs.join("---\n")
+}
 
 /// `x/allow-b` (enforced): a accepts b on TCP 80.
 const ALLOW_B: &str = r#"
@@ -73,7 +64,7 @@ spec: {podSelector: {matchLabels: {app: nobody}}, policyTypes: [Ingress, Egress]
 
 fn dir(docs: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
-    let text: Vec<&str> = [CLUSTER].iter().chain(docs).copied().collect();
+    let text: Vec<String> = std::iter::once(cluster()).chain(docs.iter().map(|d| d.to_string())).collect();
     std::fs::write(dir.path().join("all.yaml"), text.join("\n---\n")).expect("write");
     dir
 }
