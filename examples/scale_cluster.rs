@@ -168,9 +168,17 @@ fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
                 let p = convert::policy(p, &mut npagent::model::Interner::default()).map_err(|e| e.to_string())?;
                 back.policies.insert(oref(&p.namespace, &p.name), p);
             }
+            KubeObject::StagedNetworkPolicy(p) => {
+                let p = convert::staged_policy(p, &mut strings).map_err(|e| e.to_string())?;
+                back.staged_policies.insert(oref(&p.namespace, &p.name), p);
+            }
         }
     }
-    if back.namespaces != model.namespaces || back.pods != model.pods || back.policies != model.policies {
+    if back.namespaces != model.namespaces
+        || back.pods != model.pods
+        || back.policies != model.policies
+        || back.staged_policies != model.staged_policies
+    {
         return Err("the manifests read back differ from the synthetic model".into());
     }
     eprintln!("read back and checked: identical model");

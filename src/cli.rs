@@ -71,6 +71,9 @@ pub enum Command {
     /// Audit log tools.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// StagedNetworkPolicy tools.
+    #[command(subcommand)]
+    Staged(StagedCommand),
     /// Install npagent as the node's CNI plugin: copy this executable into the CNI bin
     /// directory as `npagent`, add host-local there unless the directory has one, and write
     /// the network config list `10-npagent.conflist` naming the agent's socket (each file
@@ -106,6 +109,28 @@ pub enum AuditCommand {
         #[arg(num_args = 1.., required = true)]
         files: Vec<PathBuf>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StagedCommand {
+    /// Print, per staged policy, the distinct connections (source pod or address, destination
+    /// pod or address, protocol, port) it would cut (WouldDrop) or newly allow (WouldAllow),
+    /// with packet counts and first and last seen, from the audit log's WouldDrop and
+    /// WouldAllow lines (any format) and its rotated backups. Exit status 0, 2 on error.
+    Report(StagedReportArgs),
+}
+
+/// `npagent staged report`.
+#[derive(Debug, Args)]
+pub struct StagedReportArgs {
+    /// The audit log (`run --audit-log`); its rotated backups beside it are read too.
+    #[arg(long, value_name = "PATH")]
+    pub audit_log: PathBuf,
+    /// Only connections last seen within this long before now (Go duration: 30m, 24h).
+    #[arg(long, value_name = "DURATION", value_parser = crate::audit::args::parse_go_duration)]
+    pub since: Option<std::time::Duration>,
+    #[arg(short = 'o', long, value_enum, default_value = "human")]
+    pub output: OutputFormat,
 }
 
 #[derive(Debug, Subcommand)]

@@ -6,6 +6,7 @@ use crate::agent::SourceConfig;
 use crate::cli::{ExplainArgs, OutputFormat};
 use crate::compiler::{self, Compiler, IdAllocator};
 use crate::endpoint::Endpoint;
+use crate::explain::staged::StagedExplanation;
 use crate::explain::trace::{self, TracePacket, TraceVerdict};
 use crate::explain::{self, render, ExplainError, Explanation, Query};
 use crate::model::{Model, ObjectRef};
@@ -93,14 +94,18 @@ async fn explain_and_print(args: &ExplainArgs) -> Result<Outcome, CommandError> 
     let (ports, stand_ins) = explain::ports_with_stand_ins(store.model(), &pods.iter().collect::<Vec<_>>());
     store.set_ports(&ports);
     let cfg = compiler::Config { controller_id: args.controller_id };
-    let mut compiler = Compiler::new(cfg, ids);
+    let mut compiler = Compiler::new(cfg.clone(), ids);
     compiler.full(store.model(), 0);
     let explanation = explain::explain(store.model(), &compiler, &query)?;
+    let staged = staged_explanation(store.model(), cfg, &query, &explanation)?;
     let note = note(bridge.as_ref().map(|(ofp, _)| ofp.to_string()).as_deref(), &stand_ins);
     let traced = if args.trace { Some(trace_in_ovs(args, store.model(), &stand_ins, &explanation)?) } else { None };
     match args.output {
         OutputFormat::Human => {
             print!("{}", render::human(&explanation, &note));
+            if let Some(s) = &staged {
+                print!("{}", render::staged(s));
+            }
             if let Some(t) = &traced {
                 print!("{}", render::trace(t));
             }
@@ -109,6 +114,9 @@ async fn explain_and_print(args: &ExplainArgs) -> Result<Outcome, CommandError> 
             let mut v = serde_json::to_value(&explanation)?;
             if let Some(obj) = v.as_object_mut() {
                 obj.insert("compiled".into(), serde_json::Value::String(note));
+                if let Some(s) = &staged {
+                    obj.insert("staged".into(), serde_json::to_value(s)?);
+                }
                 if let Some(t) = &traced {
                     obj.insert("trace".into(), serde_json::to_value(t)?);
                 }
@@ -125,6 +133,24 @@ async fn explain_and_print(args: &ExplainArgs) -> Result<Outcome, CommandError> 
         return Ok(Outcome::DatapathDisagrees);
     }
     Ok(if explanation.allowed { Outcome::Allowed } else { Outcome::Dropped })
+}
+
+/// The staged verdict when the model holds staged policies: the question answered against
+/// the staged view, compiled apart (its conjunction ids are its own, not the bridge's).
+pub fn staged_explanation(
+    model: &Model,
+    cfg: compiler::Config,
+    query: &Query,
+    enforced: &Explanation,
+) -> Result<Option<StagedExplanation>, ExplainError> {
+    if model.staged_policies.is_empty() {
+        return Ok(None);
+    }
+    let view = crate::model::staged::staged_view(model);
+    let mut compiler = Compiler::new(cfg, IdAllocator::new(0));
+    compiler.full(&view, 0);
+    let staged = explain::explain(&view, &compiler, query)?;
+    Ok(Some(explain::staged::compare(model, enforced, staged)))
 }
 
 /// A placeholder destination MAC for a destination that is not a pod of this bridge (OVS

@@ -1,6 +1,6 @@
 //! The Kubernetes objects as npagent reads them, at the bottom of the layers so that the model
 //! (which converts them) and the sources (which read them) share one definition: Namespaces,
-//! Pods and NetworkPolicies with only the fields npagent uses, deserialized straight from the
+//! Pods, NetworkPolicies and npagent's StagedNetworkPolicies with only the fields npagent uses, deserialized straight from the
 //! wire (manifest files, the API server's lists and watch events), and Kubernetes'
 //! conventions about them ([`NAMESPACE_NAME_LABEL`], [`namespace_or_default`]). Everything else
 //! in an object (a Pod's images, volumes, conditions, `managedFields`, owner references...) is
@@ -86,6 +86,34 @@ pub struct NetworkPolicy {
     pub spec: Option<NetworkPolicySpec>,
 }
 
+/// A StagedNetworkPolicy (`policy.npagent.io/v1alpha1`, namespaced): a NetworkPolicy that is
+/// read and judged but never enforced. Its `spec` is exactly a NetworkPolicy's; promoting it
+/// is changing `kind` and `apiVersion`. `deploy/staged-network-policy-crd.yaml` is generated
+/// from this type (`tests/deploy_manifests.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StagedNetworkPolicy {
+    #[serde(default, deserialize_with = "slim_meta")]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<NetworkPolicySpec>,
+}
+
+impl StagedNetworkPolicy {
+    /// The NetworkPolicy it would be once promoted: the same metadata and spec.
+    pub fn to_network_policy(&self) -> NetworkPolicy {
+        NetworkPolicy { metadata: self.metadata.clone(), spec: self.spec.clone() }
+    }
+}
+
+impl k8s_openapi::Resource for StagedNetworkPolicy {
+    const API_VERSION: &'static str = "policy.npagent.io/v1alpha1";
+    const GROUP: &'static str = "policy.npagent.io";
+    const KIND: &'static str = "StagedNetworkPolicy";
+    const VERSION: &'static str = "v1alpha1";
+    const URL_PATH_SEGMENT: &'static str = "stagednetworkpolicies";
+    type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
 /// The metadata fields npagent reads; every other field is skipped without being built.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -162,6 +190,7 @@ macro_rules! resource_like {
 resource_like!(Namespace, k8s_openapi::api::core::v1::Namespace);
 resource_like!(Pod, k8s_openapi::api::core::v1::Pod);
 resource_like!(NetworkPolicy, k8s_openapi::api::networking::v1::NetworkPolicy);
+resource_like!(StagedNetworkPolicy, StagedNetworkPolicy);
 
 #[cfg(test)]
 mod tests {
@@ -206,5 +235,9 @@ mod tests {
         assert_eq!(Pod::url_path(&(), None), "/api/v1/pods");
         assert_eq!(Namespace::url_path(&(), None), "/api/v1/namespaces");
         assert_eq!(NetworkPolicy::url_path(&(), Some("x")), "/apis/networking.k8s.io/v1/namespaces/x/networkpolicies");
+        assert_eq!(
+            StagedNetworkPolicy::url_path(&(), Some("x")),
+            "/apis/policy.npagent.io/v1alpha1/namespaces/x/stagednetworkpolicies"
+        );
     }
 }

@@ -2,7 +2,9 @@
 
 use clap::{CommandFactory, Parser};
 use npagent::agent::{self, AgentConfig, SourceConfig};
-use npagent::cli::{AuditCommand, Cli, Command, CommonArgs, InstallCniArgs, LogFormat, OfpCommand, RunArgs};
+use npagent::cli::{
+    AuditCommand, Cli, Command, CommonArgs, InstallCniArgs, LogFormat, OfpCommand, OutputFormat, RunArgs, StagedCommand,
+};
 use npagent::compiler::{self, Compiler, IdAllocator};
 use npagent::snapshot;
 use npagent::source::ovsdb::BridgeSpec;
@@ -50,6 +52,33 @@ fn audit_command(cmd: AuditCommand) -> std::process::ExitCode {
         }
         Err(e) => {
             eprintln!("npagent audit verify: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+/// `npagent staged report ...`: no runtime; exit status 0, 2 naming the culprit on error.
+fn staged_command(cmd: StagedCommand) -> std::process::ExitCode {
+    let StagedCommand::Report(args) = cmd;
+    let since = args.since.map(|d| std::time::SystemTime::now().checked_sub(d).unwrap_or(std::time::UNIX_EPOCH));
+    let report = npagent::audit::staged_report::log_files(&args.audit_log)
+        .and_then(|files| npagent::audit::staged_report::read_logs(&files, since));
+    match report {
+        Ok(report) => {
+            match args.output {
+                OutputFormat::Human => print!("{}", report.text()),
+                OutputFormat::Json => println!("{}", report.json()),
+            }
+            if let Some(first) = &report.first_unreadable {
+                eprintln!(
+                    "npagent staged report: {} staged line(s) could not be read, the first: {first}",
+                    report.unreadable
+                );
+            }
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("npagent staged report: {e}");
             std::process::ExitCode::from(2)
         }
     }
@@ -121,6 +150,7 @@ fn main() -> std::process::ExitCode {
     let command = match cli.command {
         Command::Ofp(cmd) => return ofp_command(cmd),
         Command::Audit(cmd) => return audit_command(cmd),
+        Command::Staged(cmd) => return staged_command(cmd),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "npagent", &mut std::io::stdout());
             return std::process::ExitCode::SUCCESS;
@@ -151,6 +181,7 @@ fn main() -> std::process::ExitCode {
             | Command::Man
             | Command::Explain(_)
             | Command::Audit(_)
+            | Command::Staged(_)
             | Command::InstallCni(_) => unreachable!("handled before the runtime starts"),
         }
     });

@@ -335,3 +335,77 @@ fn free_form_values_stay_one_field() {
     assert_eq!(f[4], "allow_web_now");
     assert_eq!(f[15], "<nil>");
 }
+
+/// `allow_tcp_80`'s entry as a staged policy's verdict: `WouldDrop` names the staged policies
+/// that would isolate the pod, `WouldAllow` the staged policy whose rule would allow.
+fn staged_entry(would: npagent::audit::LineDisposition) -> AuditEntry {
+    use npagent::audit::{LineDisposition, PolicyRef};
+    let mut e = entry(&allow_tcp_80(), t_allow());
+    e.disposition = would;
+    match would {
+        LineDisposition::WouldDrop => {
+            e.table = "IngressDefaultRule".into();
+            e.policy = PolicyRef::StagedDrop;
+            e.priority = None;
+            e.isolated_by = vec![obj("default", "deny-all"), obj("default", "web-only")];
+        }
+        _ => {
+            e.policy = PolicyRef::Staged(obj("default", "allow-staged"));
+            e.rule_name = Some("from-client".into());
+        }
+    }
+    e
+}
+
+#[test]
+fn staged_lines_in_every_format() {
+    use npagent::audit::LineDisposition::{WouldAllow, WouldDrop};
+    let drop = Record::single(staged_entry(WouldDrop));
+    let allow = Record::single(staged_entry(WouldAllow));
+    assert_eq!(
+        line(Format::Antrea, &drop),
+        "2023/07/04 12:31:02.801442 IngressDefaultRule StagedNetworkPolicy:default/deny-all,default/web-only <nil> \
+         Ingress WouldDrop <nil> default/nettool 10.10.1.13 57050 10.10.1.7 80 TCP 60 <nil>"
+    );
+    assert_eq!(
+        line(Format::Antrea, &allow),
+        "2023/07/04 12:31:02.801442 IngressRule StagedNetworkPolicy:default/allow-staged from-client \
+         Ingress WouldAllow 190 default/nettool 10.10.1.13 57050 10.10.1.7 80 TCP 60 <nil>"
+    );
+    // Both keep Antrea's field counts.
+    assert_eq!(fields(&line(Format::Antrea, &drop)).len(), 16);
+    assert_eq!(
+        line(Format::AntreaV1, &drop),
+        "2023/07/04 12:31:02.801442 IngressDefaultRule StagedNetworkPolicy:default/deny-all,default/web-only \
+         WouldDrop -1 10.10.1.13 57050 10.10.1.7 80 TCP 60"
+    );
+    assert_eq!(
+        line(Format::AntreaV1, &allow),
+        "2023/07/04 12:31:02.801442 IngressRule StagedNetworkPolicy:default/allow-staged WouldAllow 190 \
+         10.10.1.13 57050 10.10.1.7 80 TCP 60"
+    );
+    let d: Value = serde_json::from_str(&line(Format::Json, &drop)).unwrap();
+    assert_eq!(d["disposition"], "WouldDrop");
+    assert_eq!(d["policy"], json!({"kind": "StagedNetworkPolicy", "namespace": null, "name": null}));
+    assert_eq!(
+        d["isolated_by"],
+        json!([{"namespace": "default", "name": "deny-all"}, {"namespace": "default", "name": "web-only"}])
+    );
+    let a: Value = serde_json::from_str(&line(Format::Json, &allow)).unwrap();
+    assert_eq!(a["disposition"], "WouldAllow");
+    assert_eq!(a["policy"], json!({"kind": "StagedNetworkPolicy", "namespace": "default", "name": "allow-staged"}));
+    assert_eq!(a["rule"], "from-client");
+    assert!(a.get("isolated_by").is_none(), "{a}");
+}
+
+#[test]
+fn packet_ins_give_only_allow_and_drop() {
+    // No flow reports a staged verdict yet: the datapath's copies are Allow or Drop.
+    use npagent::audit::LineDisposition;
+    assert_eq!(entry(&allow_tcp_80(), t_allow()).disposition, LineDisposition::Allow);
+    assert_eq!(entry(&drop_icmp(), t_drop()).disposition, LineDisposition::Drop);
+    for d in [LineDisposition::WouldDrop, LineDisposition::WouldAllow] {
+        assert_eq!(LineDisposition::parse(d.as_str()), Some(d));
+        assert!(d.is_staged());
+    }
+}

@@ -447,3 +447,20 @@ fn man_pages_render_and_document_run_and_the_environment() {
         assert!(text.contains(needle), "the rendered pages lack {needle:?}:\n{text}");
     }
 }
+
+#[test]
+fn staged_report_errors_exit_2_naming_the_flag_or_the_file() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let missing = tmp.path().join("nowhere/np.log");
+    let missing = missing.to_str().expect("utf-8");
+    for (args, culprit) in [
+        (vec!["staged", "report"], "--audit-log"),
+        (vec!["staged", "report", "--audit-log", missing, "--since", "soon"], "--since"),
+        (vec!["staged", "report", "--audit-log", missing, "-o", "yaml"], "--output"),
+        (vec!["staged", "report", "--audit-log", missing], "nowhere"),
+    ] {
+        let (status, stderr) = npagent_exit(&args, &[], tmp.path());
+        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(culprit), "{args:?}: stderr does not name {culprit}: {stderr}");
+    }
+}

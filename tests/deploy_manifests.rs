@@ -2,8 +2,8 @@
 //! those types do not know fails, as a misspelt one would otherwise be dropped silently by the
 //! API server), the DaemonSet's containers checked against npagent's own command line (the
 //! agent and the init container that installs the CNI plugin) and against the OVS image's
-//! start script, and the ClusterRole against what the kube-rs watchers use. No root, no
-//! cluster.
+//! start script, the ClusterRole against what the kube-rs watchers use, and the
+//! StagedNetworkPolicy CRD against what its Rust type generates. No root, no cluster.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use std::collections::BTreeSet;
@@ -13,6 +13,8 @@ use clap::{CommandFactory, Parser};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Container, HTTPGetAction, Namespace, PodSpec, ServiceAccount, VolumeMount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use npagent::cli::{Cli, InstallCniArgs};
 use npagent::source::kube::{VERBS, WATCHED_RESOURCES};
@@ -31,6 +33,7 @@ enum Manifest {
     ClusterRole(ClusterRole),
     ClusterRoleBinding(ClusterRoleBinding),
     DaemonSet(Box<DaemonSet>),
+    CustomResourceDefinition(Box<CustomResourceDefinition>),
 }
 
 /// The kustomization: only `resources`, so that no transformer changes the objects between
@@ -100,6 +103,7 @@ fn manifest(doc: &serde_json::Value) -> Result<Manifest, String> {
         "ClusterRole" => Manifest::ClusterRole(typed(doc)?),
         "ClusterRoleBinding" => Manifest::ClusterRoleBinding(typed(doc)?),
         "DaemonSet" => Manifest::DaemonSet(Box::new(typed(doc)?)),
+        "CustomResourceDefinition" => Manifest::CustomResourceDefinition(Box::new(typed(doc)?)),
         other => return Err(format!("kind {other} is not one deploy/ is expected to hold")),
     })
 }
@@ -233,7 +237,7 @@ fn install_cni_args(ds: &DaemonSet) -> InstallCniArgs {
 #[test]
 fn every_manifest_reads_back_unchanged_with_the_kubernetes_types() {
     let all = load();
-    assert_eq!(all.len(), 5, "{all:#?}");
+    assert_eq!(all.len(), 6, "{all:#?}");
 }
 
 #[test]
@@ -631,4 +635,122 @@ fn rbac_grants_exactly_what_the_watchers_use() {
     assert_eq!(subjects[0].kind, "ServiceAccount");
     assert_eq!(Some(&subjects[0].name), sa.metadata.name.as_ref());
     assert_eq!(subjects[0].namespace.as_deref(), Some(ns.as_str()));
+}
+
+/// The committed StagedNetworkPolicy CRD, and the variable that rewrites it.
+const STAGED_CRD: &str = "staged-network-policy-crd.yaml";
+const REGENERATE: &str = "NPAGENT_REGENERATE_CRD";
+
+/// The CRD of [`npagent::k8s::StagedNetworkPolicy`], generated from the type: its identity
+/// from its `k8s_openapi::Resource` constants, its `spec` schema from k8s-openapi's schema of
+/// `NetworkPolicySpec`, made structural with the settings and transforms kube's
+/// `CustomResource` derive uses.
+fn staged_crd() -> CustomResourceDefinition {
+    use k8s_openapi::Resource;
+    use npagent::k8s::StagedNetworkPolicy as S;
+    let generator = schemars::generate::SchemaSettings::openapi3()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .with_transform(schemars::transform::AddNullable::default())
+        .with_transform(kube_core::schema::StructuralSchemaRewriter)
+        .with_transform(kube_core::schema::OptionalEnum)
+        .with_transform(kube_core::schema::OptionalIntOrString)
+        .into_generator();
+    let spec = generator.into_root_schema_for::<k8s_openapi::api::networking::v1::NetworkPolicySpec>();
+    let mut spec = serde_json::to_value(spec).expect("a JSON schema");
+    if let Some(obj) = spec.as_object_mut() {
+        obj.remove("title");
+    }
+    let schema: apiext::JSONSchemaProps = serde_json::from_value(serde_json::json!({
+        "description": format!("{}: a NetworkPolicy that npagent reads and judges but never enforces. \
+            Its spec is a networking.k8s.io/v1 NetworkPolicy's; promoting it is changing kind and apiVersion.", S::KIND),
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec,
+        },
+    }))
+    .expect("JSONSchemaProps");
+    let singular = S::KIND.to_lowercase();
+    CustomResourceDefinition {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(format!("{}.{}", S::URL_PATH_SEGMENT, S::GROUP)),
+            labels: Some([("app.kubernetes.io/name".to_string(), "npagent".to_string())].into()),
+            ..Default::default()
+        },
+        spec: apiext::CustomResourceDefinitionSpec {
+            group: S::GROUP.into(),
+            names: apiext::CustomResourceDefinitionNames {
+                kind: S::KIND.into(),
+                list_kind: Some(format!("{}List", S::KIND)),
+                plural: S::URL_PATH_SEGMENT.into(),
+                singular: Some(singular),
+                short_names: Some(vec!["snp".into()]),
+                ..Default::default()
+            },
+            scope: "Namespaced".into(),
+            versions: vec![apiext::CustomResourceDefinitionVersion {
+                name: S::VERSION.into(),
+                served: true,
+                storage: true,
+                schema: Some(apiext::CustomResourceValidation { open_api_v3_schema: Some(schema) }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+        status: None,
+    }
+}
+
+/// The generated CRD as the file holds it.
+fn staged_crd_yaml() -> String {
+    let header = format!(
+        "# Generated from npagent::k8s::StagedNetworkPolicy by tests/deploy_manifests.rs: do not edit.\n\
+         # Regenerate: {REGENERATE}=1 cargo test --test deploy_manifests staged_crd\n"
+    );
+    let value = serde_json::to_value(staged_crd()).expect("CRD as JSON");
+    header + &serde_saphyr::to_string(&value).expect("CRD as YAML")
+}
+
+#[test]
+fn the_staged_crd_is_what_the_type_generates() {
+    let path = deploy_dir().join(STAGED_CRD);
+    let want = staged_crd_yaml();
+    if std::env::var_os(REGENERATE).is_some() {
+        std::fs::write(&path, &want).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+    let got = read(&path);
+    assert!(
+        got == want,
+        "deploy/{STAGED_CRD} differs from what npagent::k8s::StagedNetworkPolicy generates; regenerate it with\n  \
+         {REGENERATE}=1 cargo test --test deploy_manifests staged_crd"
+    );
+    // The file is one of the kustomization's resources, and reads back typed.
+    let all = load();
+    let crd = one!(all, CustomResourceDefinition);
+    assert_eq!(**crd, staged_crd());
+}
+
+#[test]
+fn the_staged_crd_schema_accepts_a_network_policy_spec() {
+    let crd = staged_crd();
+    let version = &crd.spec.versions[0];
+    let schema = version.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("a schema");
+    let spec = &schema.properties.as_ref().expect("properties")["spec"];
+    let spec_fields: BTreeSet<&str> = spec.properties.iter().flatten().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(spec_fields, BTreeSet::from(["podSelector", "policyTypes", "ingress", "egress"]));
+    // Structural: no $ref (the API server refuses them), ports may be numbers or names.
+    let text = serde_json::to_string(schema).expect("JSON");
+    assert!(!text.contains("$ref") && !text.contains("definitions"), "{text}");
+    assert!(text.contains("\"x-kubernetes-int-or-string\":true"), "{text}");
+    assert_eq!(crd.spec.scope, "Namespaced");
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("stagednetworkpolicies.policy.npagent.io"),
+        "the name the API server requires: <plural>.<group>"
+    );
 }

@@ -74,8 +74,12 @@ fn asked(req: &Request<Body>, seen: &mut Vec<String>) -> Asked {
     Asked { path, watch, rv }
 }
 
-/// Plays the API server: returns the requests it saw (`path?query`).
-async fn api_server(mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>) -> Vec<String> {
+/// Plays the API server: returns the requests it saw (`path?query`). It serves
+/// StagedNetworkPolicies when `serve_staged`, else answers 404 for them (no CRD).
+async fn api_server(
+    mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+    serve_staged: bool,
+) -> Vec<String> {
     let mut seen = Vec::new();
     let mut hanging = Vec::new(); // watches kept open forever
     let (mut pod_lists, mut policy_lists) = (0, 0);
@@ -101,6 +105,21 @@ async fn api_server(mut handle: tower_test::mock::Handle<Request<Body>, Response
                         "spec": {"podSelector": {}}})])));
                 }
             }
+            ("/apis/policy.npagent.io/v1alpha1/stagednetworkpolicies", false) if serve_staged => {
+                send.send_response(respond(
+                    StatusCode::OK,
+                    list("StagedNetworkPolicy", "policy.npagent.io/v1alpha1", "5", vec![json!({
+                        "apiVersion": "policy.npagent.io/v1alpha1", "kind": "StagedNetworkPolicy",
+                        "metadata": {"name": "deny-staged", "namespace": "x", "resourceVersion": "5"},
+                        "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}})]),
+                ))
+            }
+            ("/apis/policy.npagent.io/v1alpha1/stagednetworkpolicies", false) => send.send_response(respond(
+                StatusCode::NOT_FOUND,
+                serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+                    "message": "the server could not find the requested resource", "reason": "NotFound", "code": 404}))
+                .unwrap_or_default(),
+            )),
             ("/api/v1/pods", false) => {
                 pod_lists += 1;
                 let body = if pod_lists == 1 {
@@ -176,7 +195,7 @@ fn kind_of(ev: &SourceEvent) -> Option<Kind> {
 #[tokio::test]
 async fn list_watch_and_resync_after_410_gone() {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let server = tokio::spawn(api_server(handle));
+    let server = tokio::spawn(api_server(handle, true));
     let client = Client::new(service, "default");
     let (tx, mut rx) = mpsc::channel(64);
     let source = tokio::spawn(watch_kube(client, tx));
@@ -191,7 +210,7 @@ async fn list_watch_and_resync_after_410_gone() {
     let mut pods = Vec::new();
     let mut others = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while pods.len() < want_pods.len() || others.len() < 2 {
+    while pods.len() < want_pods.len() || others.len() < 3 {
         let ev = tokio::time::timeout_at(deadline, rx.recv())
             .await
             .unwrap_or_else(|_| panic!("not all events within 20 s: pods {pods:#?} others {others:#?}"))
@@ -203,7 +222,10 @@ async fn list_watch_and_resync_after_410_gone() {
     }
     assert_eq!(pods, want_pods);
     others.sort();
-    assert_eq!(others, vec!["Reset [Namespace] [/x]", "Reset [NetworkPolicy] [x/deny]"]);
+    assert_eq!(
+        others,
+        vec!["Reset [Namespace] [/x]", "Reset [NetworkPolicy] [x/deny]", "Reset [StagedNetworkPolicy] [x/deny-staged]"]
+    );
 
     // Nothing more: the last watches hang, no spurious events.
     assert!(tokio::time::timeout(Duration::from_millis(300), rx.recv()).await.is_err());
@@ -229,6 +251,53 @@ async fn list_watch_and_resync_after_410_gone() {
         .filter(|r| r.starts_with("/apis/networking.k8s.io/v1/networkpolicies?") && !r.contains("watch=true"))
         .count();
     assert_eq!(policy_lists, 2, "the failed list is retried: {seen:#?}");
+    assert_watched(&seen);
+}
+
+/// Without the StagedNetworkPolicy CRD (404), the kind is listed empty, once: the store syncs,
+/// nothing is staged, the other kinds are watched as ever and the 404 is not asked again.
+#[tokio::test]
+async fn without_the_staged_crd_nothing_is_staged_and_the_rest_goes_on() {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let server = tokio::spawn(api_server(handle, false));
+    let client = Client::new(service, "default");
+    let (tx, mut rx) = mpsc::channel(64);
+    let source = tokio::spawn(watch_kube(client, tx));
+    let mut store = npagent::agent::Store::default();
+    let mut staged = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !store.is_synced() {
+        let ev = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("not synced within 20 s; staged events {staged:#?}"))
+            .expect("source ended");
+        if kind_of(&ev) == Some(Kind::StagedNetworkPolicy) {
+            staged.push(describe(&ev));
+        }
+        store.apply(ev);
+    }
+    assert_eq!(staged, vec!["Reset [StagedNetworkPolicy] []"]);
+    assert!(store.model().staged_policies.is_empty());
+    assert_eq!(store.model().policies.len(), 1, "the NetworkPolicy is read all the same");
+    // The pods' watch goes on (a relist after its 410), no staged event follows.
+    let more = tokio::time::timeout(Duration::from_secs(3), async {
+        let mut kinds = Vec::new();
+        while let Some(ev) = rx.recv().await {
+            kinds.push(kind_of(&ev));
+            if kinds.len() >= 4 {
+                break;
+            }
+        }
+        kinds
+    })
+    .await
+    .unwrap_or_default();
+    assert!(!more.contains(&Some(Kind::StagedNetworkPolicy)), "{more:?}");
+    drop(rx);
+    tokio::time::timeout(Duration::from_secs(5), source).await.expect("source stops").expect("join");
+    let seen = tokio::time::timeout(Duration::from_secs(5), server).await.expect("server ends").expect("server");
+    let staged_requests = seen.iter().filter(|r| r.contains("stagednetworkpolicies")).count();
+    assert_eq!(staged_requests, 1, "{seen:#?}");
     assert_watched(&seen);
 }
 

@@ -475,3 +475,66 @@ fn a_malformed_list_item_is_named_by_file_document_and_item_and_the_rest_is_kept
     // The Namespace is defined twice (a.json and b.yaml): reported as a duplicate.
     assert!(find(&invalid, "a.json#1.1 Namespace x").error.contains("b.yaml#1"), "{invalid:#?}");
 }
+
+/// `policy(name)` as a StagedNetworkPolicy.
+fn staged(name: &str) -> String {
+    policy(name).replace(
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy",
+        "apiVersion: policy.npagent.io/v1alpha1\nkind: StagedNetworkPolicy",
+    )
+}
+
+#[test]
+fn staged_policies_are_read_in_every_form_with_their_whole_spec() {
+    let d = tempfile::tempdir().expect("tempdir");
+    write(d.path(), "a.yaml", &format!("{NS_X}---\n{}---\n{}", policy("p"), staged("p")));
+    // JSON, in a List and in a typed list whose items carry neither kind nor apiVersion.
+    let json = r#"{"apiVersion":"v1","kind":"List","items":[
+        {"apiVersion":"policy.npagent.io/v1alpha1","kind":"StagedNetworkPolicy",
+         "metadata":{"name":"j","namespace":"x"},"spec":{"podSelector":{},"policyTypes":["Egress"]}}]}"#;
+    write(d.path(), "b.json", json);
+    let typed_list = "apiVersion: policy.npagent.io/v1alpha1\nkind: StagedNetworkPolicyList\nitems:\n\
+        - metadata: {name: t}\n  spec: {podSelector: {matchLabels: {app: t}}}\n";
+    write(d.path(), "c.yaml", typed_list);
+
+    let (objects, invalid) = load_dir(d.path());
+    assert!(invalid.is_empty(), "{invalid:#?}");
+    assert_eq!(
+        keys(&objects),
+        vec![
+            "Namespace /x",
+            "NetworkPolicy x/p",
+            "StagedNetworkPolicy default/t",
+            "StagedNetworkPolicy x/j",
+            "StagedNetworkPolicy x/p"
+        ]
+    );
+    let spec = |name: &str| {
+        objects
+            .iter()
+            .find_map(|o| match &o.object {
+                KubeObject::StagedNetworkPolicy(s) if s.metadata.name.as_deref() == Some(name) => s.spec.clone(),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("staged {name}"))
+    };
+    // The same spec as the NetworkPolicy of the same text.
+    let KubeObject::NetworkPolicy(np) = &objects[1].object else { panic!("{:?}", objects[1]) };
+    assert_eq!(Some(spec("p")), np.spec);
+    assert_eq!(spec("j").policy_types, Some(vec!["Egress".to_string()]));
+    assert!(spec("t").pod_selector.and_then(|s| s.match_labels).is_some());
+}
+
+#[test]
+fn a_staged_policy_of_the_wrong_version_or_shape_is_named_and_skipped() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let wrong_version = staged("v").replace("v1alpha1", "v1");
+    let wrong_shape = staged("s").replace("podSelector: {}", "podSelector: []");
+    write(d.path(), "a.yaml", &format!("{NS_X}---\n{wrong_version}---\n{wrong_shape}---\n{}", staged("ok")));
+    let (objects, invalid) = load_dir(d.path());
+    assert_eq!(keys(&objects), vec!["Namespace /x", "StagedNetworkPolicy x/ok"]);
+    let v = find(&invalid, "StagedNetworkPolicy x/v");
+    assert!(v.error.contains("needs apiVersion policy.npagent.io/v1alpha1"), "{v:?}");
+    let s = find(&invalid, "StagedNetworkPolicy x/s");
+    assert!(s.error.starts_with("invalid StagedNetworkPolicy"), "{s:?}");
+}

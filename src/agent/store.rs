@@ -8,7 +8,11 @@
 //!   ingress with nothing allowed, when that selector can be read; otherwise it is ignored;
 //! - an object whose name or namespace breaks Kubernetes' naming rules is refused outright
 //!   (nothing is kept under a name that could forge a log line);
-//! - deleting an object removes whatever the store held for it.
+//! - deleting an object removes whatever the store held for it;
+//! - a StagedNetworkPolicy is converted as a NetworkPolicy is and kept apart
+//!   ([`Model::staged_policies`]): it changes no enforced policy and no flow, so the store
+//!   reports no [`Change`] for it. Its invalid version leaves the last good one staged; one
+//!   that never was valid is reported and not staged (isolating nothing is its fail-closed).
 //!
 //! Only live pods own IPs: the model's pods carry just the addresses they win (see
 //! [`crate::model::liveness`]), so a finished pod is no peer and no name in the audit log, and
@@ -273,6 +277,7 @@ impl Store {
             ),
             Kind::Pod => Box::new(self.model.pods.keys().cloned()),
             Kind::NetworkPolicy => Box::new(self.model.policies.keys().cloned()),
+            Kind::StagedNetworkPolicy => Box::new(self.model.staged_policies.keys().cloned()),
         }
     }
 
@@ -290,6 +295,18 @@ impl Store {
         let unreadable_spec = unreadable.is_some();
         let converted = match (&object, unreadable) {
             (KubeObject::NetworkPolicy(np), Some(problem)) => Err(convert::unreadable_policy(np, &problem)),
+            (KubeObject::StagedNetworkPolicy(_), Some(problem)) => Err(convert::ConvertError::Invalid {
+                kind: "StagedNetworkPolicy",
+                object: key.1.to_string(),
+                path: "spec".into(),
+                message: problem,
+            }),
+            (KubeObject::StagedNetworkPolicy(snp), None) => {
+                convert::staged_policy(snp, &mut self.strings).map(|policy| {
+                    // Staged, never enforced: no change for the compiler.
+                    self.model.staged_policies.insert(key.1.clone(), policy);
+                })
+            }
             (KubeObject::Namespace(ns), _) => convert::namespace(ns, &mut self.strings).map(|ns| {
                 self.check_logging_annotation(&ns);
                 if self.model.namespaces.get(&ns.name) != Some(&ns) {
@@ -313,7 +330,8 @@ impl Store {
         match converted {
             Ok(()) => {
                 if self.invalid.remove(&key).is_some() {
-                    tracing::info!(%origin, "{} {} is valid again and in force", key.0, display_key(&key));
+                    let now = if key.0 == Kind::StagedNetworkPolicy { "staged" } else { "in force" };
+                    tracing::info!(%origin, "{} {} is valid again and {now}", key.0, display_key(&key));
                 }
             }
             Err(e) => self.invalid_version(&origin, key, &object, unreadable_spec, &e, changes),
@@ -341,9 +359,11 @@ impl Store {
             Kind::Namespace => self.model.namespaces.contains_key(&*r.name),
             Kind::Pod => self.model.pods.contains_key(r),
             Kind::NetworkPolicy => self.model.policies.contains_key(r) && !self.fail_closed.contains(r),
+            Kind::StagedNetworkPolicy => self.model.staged_policies.contains_key(r),
         };
         let (message, error) = if held {
-            (format!("{e}; the last good version of {kind} {} stays in force", display_key(&key)), false)
+            let stays = if *kind == Kind::StagedNetworkPolicy { "stays staged" } else { "stays in force" };
+            (format!("{e}; the last good version of {kind} {} {stays}", display_key(&key)), false)
         } else {
             match object {
                 KubeObject::NetworkPolicy(np) => {
@@ -370,6 +390,9 @@ impl Store {
                             (format!("{e}; NetworkPolicy {r} never was valid and its podSelector cannot be read: ignored"), true)
                         }
                     }
+                }
+                KubeObject::StagedNetworkPolicy(_) => {
+                    (format!("{e}; StagedNetworkPolicy {r} never was valid: not staged (it isolates nothing)"), true)
                 }
                 _ => (format!("{e}; {kind} {} ignored", display_key(&key)), true),
             }
@@ -445,6 +468,9 @@ impl Store {
                 if self.model.policies.remove(r).is_some() {
                     changes.push(Change::Policy(r.clone()));
                 }
+            }
+            Kind::StagedNetworkPolicy => {
+                self.model.staged_policies.remove(r);
             }
         }
     }

@@ -8,6 +8,7 @@ fn sourced(value: serde_json::Value) -> Sourced<KubeObject> {
     let object = match value["kind"].as_str() {
         Some("Namespace") => KubeObject::Namespace(serde_json::from_value(value).unwrap()),
         Some("Pod") => KubeObject::Pod(serde_json::from_value(value).unwrap()),
+        Some("StagedNetworkPolicy") => KubeObject::StagedNetworkPolicy(serde_json::from_value(value).unwrap()),
         _ => KubeObject::NetworkPolicy(serde_json::from_value(value).unwrap()),
     };
     Sourced::new("test", object)
@@ -123,6 +124,8 @@ fn not_synced_until_every_kind_is_listed() {
     store.apply(SourceEvent::Reset { kinds: vec![Kind::Namespace, Kind::Pod], objects: vec![] });
     assert!(!store.is_synced());
     store.apply(SourceEvent::Reset { kinds: vec![Kind::NetworkPolicy], objects: vec![] });
+    assert!(!store.is_synced(), "the staged policies are not listed yet");
+    store.apply(SourceEvent::Reset { kinds: vec![Kind::StagedNetworkPolicy], objects: vec![] });
     assert!(store.is_synced());
 }
 
@@ -524,4 +527,51 @@ fn a_pod_without_a_status_address_holds_its_ports_until_its_status_says_otherwis
     store.set_ports(&[]);
     assert!(store.model().pods[&oref("x", "a")].ips.is_empty());
     assert_eq!(store.pod_by_ip(&ip("10.0.0.7")), None);
+}
+
+/// `policy` as a StagedNetworkPolicy.
+fn staged(ns: &str, name: &str, cidr: &str) -> serde_json::Value {
+    let mut v = policy(ns, name, cidr);
+    v["apiVersion"] = "policy.npagent.io/v1alpha1".into();
+    v["kind"] = "StagedNetworkPolicy".into();
+    v
+}
+
+#[test]
+fn staged_policies_are_kept_apart_and_change_nothing_enforced() {
+    let mut store = Store::default();
+    store.apply(reset(vec![namespace("x"), policy("x", "p", "10.0.0.0/8")]));
+    let enforced = store.model().policies.clone();
+    // Staged: a new one and an edit of x/p. No change for the compiler, the policies intact.
+    assert!(store.apply(applied(staged("x", "p", "10.1.0.0/16"))).is_empty());
+    assert!(store.apply(applied(staged("x", "new", "10.2.0.0/16"))).is_empty());
+    assert_eq!(store.model().policies, enforced);
+    let staged_names: Vec<String> = store.model().staged_policies.keys().map(ToString::to_string).collect();
+    assert_eq!(staged_names, ["x/new", "x/p"]);
+    assert_ne!(store.model().staged_policies[&oref("x", "p")], enforced[&oref("x", "p")]);
+
+    // An invalid version keeps the last good one staged, and says so naming the kind.
+    assert!(store.apply(applied(staged("x", "p", "10.1.0.0/33"))).is_empty());
+    let warned = &store.invalid[&(Kind::StagedNetworkPolicy, oref("x", "p"))];
+    assert!(
+        warned.starts_with("StagedNetworkPolicy x/p: spec.ingress[0].from[0].ipBlock.cidr")
+            && warned.ends_with("the last good version of StagedNetworkPolicy x/p stays staged"),
+        "{warned}"
+    );
+    assert!(store.model().staged_policies.contains_key(&oref("x", "p")));
+    // One that never was valid is reported and not staged: it isolates nothing.
+    assert!(store.apply(applied(staged("x", "bad", "nonsense"))).is_empty());
+    assert!(!store.model().staged_policies.contains_key(&oref("x", "bad")));
+    assert!(store.invalid[&(Kind::StagedNetworkPolicy, oref("x", "bad"))].contains("not staged"));
+    assert_eq!(store.model().policies, enforced);
+
+    // Deleting one, and a relist without the other, unstage them; still nothing enforced moves.
+    let deleted = store.apply(SourceEvent::Deleted { kind: Kind::StagedNetworkPolicy, object: oref("x", "new") });
+    assert!(deleted.is_empty());
+    let relisted = store.apply(SourceEvent::Reset { kinds: vec![Kind::StagedNetworkPolicy], objects: vec![] });
+    assert!(relisted.is_empty(), "{relisted:?}");
+    assert!(store.model().staged_policies.is_empty());
+    assert_eq!(store.model().policies, enforced);
+    // Staged policies are not refused NetworkPolicies (the policy change log's business).
+    assert!(store.refused_policies().is_empty());
 }

@@ -19,8 +19,7 @@
 //! the lines. A wall clock stepped back (NTP, an operator) must not hold Drop lines for as
 //! long as it stepped.
 
-use super::entry::AuditEntry;
-use crate::compiler::userdata::Disposition;
+use super::entry::{AuditEntry, LineDisposition};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant, SystemTime};
@@ -152,7 +151,7 @@ impl Dedup {
             return;
         }
         let now = Moment { wall: entry.time, mono };
-        let allow = entry.disposition == Disposition::Allow;
+        let allow = entry.disposition == LineDisposition::Allow;
         let key = Key(entry);
         if let Some(p) = self.pending.get_mut(&key) {
             if mono < p.deadline {

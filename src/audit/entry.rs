@@ -50,8 +50,54 @@ pub fn disposition_str(d: Disposition) -> &'static str {
     }
 }
 
+/// What a line says of its connection: what the datapath did with it (`Allow`, `Drop`), or,
+/// for staged policies, how the staged view's verdict differs from the enforced one:
+/// `WouldDrop` (enforced allows, the staged view drops) and `WouldAllow` (enforced drops, the
+/// staged view allows). Every packet-in today is `Allow` or `Drop`: no flow reports a staged
+/// verdict yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LineDisposition {
+    Allow,
+    Drop,
+    WouldDrop,
+    WouldAllow,
+}
+
+impl LineDisposition {
+    /// The word the log prints.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LineDisposition::Allow => "Allow",
+            LineDisposition::Drop => "Drop",
+            LineDisposition::WouldDrop => "WouldDrop",
+            LineDisposition::WouldAllow => "WouldAllow",
+        }
+    }
+
+    /// The disposition named `s` ([`LineDisposition::as_str`]).
+    pub fn parse(s: &str) -> Option<LineDisposition> {
+        use LineDisposition::*;
+        [Allow, Drop, WouldDrop, WouldAllow].into_iter().find(|d| d.as_str() == s)
+    }
+
+    /// Whether it is a staged policy's verdict.
+    pub fn is_staged(self) -> bool {
+        matches!(self, LineDisposition::WouldDrop | LineDisposition::WouldAllow)
+    }
+}
+
+impl From<Disposition> for LineDisposition {
+    fn from(d: Disposition) -> LineDisposition {
+        match d {
+            Disposition::Allow => LineDisposition::Allow,
+            Disposition::Drop => LineDisposition::Drop,
+        }
+    }
+}
+
 /// What a line is about: a policy's rule, the implicit default drop of an isolated pod
-/// (which Antrea prints as the bare kind `K8sNetworkPolicy`), or a security event.
+/// (which Antrea prints as the bare kind `K8sNetworkPolicy`), a security event, or a staged
+/// policy's verdict.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum PolicyRef {
     /// A NetworkPolicy (its Allow rules).
@@ -60,6 +106,11 @@ pub enum PolicyRef {
     DefaultDrop,
     /// A drop in SpoofGuard or ConntrackState, whatever the policies.
     Security(SecurityEvent),
+    /// `WouldAllow`: the StagedNetworkPolicy whose rule would allow the connection.
+    Staged(ObjectRef),
+    /// `WouldDrop`: the staged view would isolate the pod and allow nothing of this; the
+    /// entry's `isolated_by` names the staged policies that would isolate it.
+    StagedDrop,
 }
 
 impl PolicyRef {
@@ -67,19 +118,22 @@ impl PolicyRef {
     pub const KIND: &'static str = "K8sNetworkPolicy";
     /// The kind printed in the policy field of security events.
     pub const SECURITY_KIND: &'static str = "SecurityEvent";
+    /// The kind printed in the policy field of staged lines.
+    pub const STAGED_KIND: &'static str = "StagedNetworkPolicy";
 
     /// The kind the policy field names.
     pub fn kind(&self) -> &'static str {
         match self {
             PolicyRef::Policy(_) | PolicyRef::DefaultDrop => Self::KIND,
             PolicyRef::Security(_) => Self::SECURITY_KIND,
+            PolicyRef::Staged(_) | PolicyRef::StagedDrop => Self::STAGED_KIND,
         }
     }
 
-    /// The policy, for a policy's line.
+    /// The policy, for a policy's line (enforced or staged).
     pub fn policy(&self) -> Option<&ObjectRef> {
         match self {
-            PolicyRef::Policy(p) => Some(p),
+            PolicyRef::Policy(p) | PolicyRef::Staged(p) => Some(p),
             _ => None,
         }
     }
@@ -91,6 +145,8 @@ impl std::fmt::Display for PolicyRef {
             PolicyRef::Policy(p) => write!(f, "{}:{}/{}", Self::KIND, p.namespace, p.name),
             PolicyRef::DefaultDrop => f.write_str(Self::KIND),
             PolicyRef::Security(e) => write!(f, "{}:{}", Self::SECURITY_KIND, e.as_str()),
+            PolicyRef::Staged(p) => write!(f, "{}:{}/{}", Self::STAGED_KIND, p.namespace, p.name),
+            PolicyRef::StagedDrop => f.write_str(Self::STAGED_KIND),
         }
     }
 }
@@ -105,7 +161,7 @@ pub struct AuditEntry {
     pub policy: PolicyRef,
     pub rule_name: Option<String>,
     pub direction: Direction,
-    pub disposition: Disposition,
+    pub disposition: LineDisposition,
     /// OpenFlow priority of the rule; `None` for a default drop.
     pub priority: Option<u16>,
     /// The local pod the policy applies to: the destination for ingress, the source for
@@ -122,7 +178,8 @@ pub struct AuditEntry {
     pub ip_len: u32,
     pub log_label: Option<String>,
     /// For a default drop, the policies isolating `applied_to` in this direction when the
-    /// packet-in was resolved, sorted; empty otherwise.
+    /// packet-in was resolved, sorted; for a `WouldDrop`, the staged policies that would
+    /// isolate it, sorted; empty otherwise.
     pub isolated_by: Vec<ObjectRef>,
     /// Source pod, when the model knows the source IP.
     pub src_pod: Option<ObjectRef>,
@@ -165,7 +222,7 @@ pub fn entry_from_packet_in(
         policy: judged.policy,
         rule_name,
         direction: judged.direction,
-        disposition: userdata.disposition,
+        disposition: userdata.disposition.into(),
         priority,
         // The pod the tables judged for (by port), not an address's owner in the model.
         applied_to: judged.port.and_then(|o| resolver.pod_by_ofport(o)).or_else(|| local_end.clone()),

@@ -14,6 +14,12 @@
 //! formats, `{"kind":"SecurityEvent","namespace":null,"name":"ForgedSource"}` in JSON, with
 //! the pod whose port sent it as applied-to.
 //!
+//! A staged policy's line (disposition `WouldDrop` or `WouldAllow`; no flow writes one yet)
+//! has the kind `StagedNetworkPolicy`: `StagedNetworkPolicy:x/allow` names the staged policy
+//! whose rule would allow (`WouldAllow`), `StagedNetworkPolicy:x/deny,x/other` the staged
+//! policies that would isolate the pod, comma-separated and sorted (`WouldDrop`; names hold
+//! no comma). JSON gives them as the policy and as `isolated_by`, as for a default drop.
+//!
 //! Timestamps are UTC (Antrea's agent writes its container's local time, UTC in its images).
 //! Antrea prints ports only for TCP and UDP; npagent also prints SCTP's. A rule name or log
 //! label containing whitespace or control characters has them replaced by `_` in text lines,
@@ -21,7 +27,7 @@
 //! packets ends with ` [N packets in D]`, D in Go's `time.Duration` notation.
 
 use super::dedup::Record;
-use super::entry::{disposition_str, AuditEntry, PolicyRef};
+use super::entry::{AuditEntry, PolicyRef};
 use super::packet::protocol_name;
 use super::timefmt::{push_go_duration, push_go_log_timestamp, push_padded, push_rfc3339_nanos, Fixed};
 use crate::model::ObjectRef;
@@ -138,17 +144,26 @@ fn ip(out: &mut Vec<u8>, a: std::net::IpAddr) {
 fn policy(out: &mut Vec<u8>, r: &Record) {
     let p = &r.entry.policy;
     field(out, p.kind().as_bytes());
+    let name = |out: &mut Vec<u8>, p: &ObjectRef| {
+        out.extend_from_slice(p.namespace.as_bytes());
+        out.push(b'/');
+        out.extend_from_slice(p.name.as_bytes());
+    };
     match p {
-        PolicyRef::Policy(p) => {
+        PolicyRef::Policy(p) | PolicyRef::Staged(p) => {
             out.push(b':');
-            out.extend_from_slice(p.namespace.as_bytes());
-            out.push(b'/');
-            out.extend_from_slice(p.name.as_bytes());
+            name(out, p);
         }
         PolicyRef::DefaultDrop => {}
         PolicyRef::Security(event) => {
             out.push(b':');
             out.extend_from_slice(event.as_str().as_bytes());
+        }
+        PolicyRef::StagedDrop => {
+            for (i, p) in r.entry.isolated_by.iter().enumerate() {
+                out.push(if i == 0 { b':' } else { b',' });
+                name(out, p);
+            }
         }
     }
 }
@@ -174,7 +189,7 @@ fn antrea(r: &Record, out: &mut Vec<u8>) {
     policy(out, r);
     opt_str(out, e.rule_name.as_deref());
     field(out, e.direction.as_str().as_bytes());
-    field(out, disposition_str(e.disposition).as_bytes());
+    field(out, e.disposition.as_str().as_bytes());
     opt_num(out, e.priority, NIL);
     opt_ref(out, e.applied_to.as_ref());
     connection(out, e);
@@ -187,7 +202,7 @@ fn antrea_v1(r: &Record, out: &mut Vec<u8>) {
     push_go_log_timestamp(out, r.written_at);
     field(out, e.table.as_bytes());
     policy(out, r);
-    field(out, disposition_str(e.disposition).as_bytes());
+    field(out, e.disposition.as_str().as_bytes());
     opt_num(out, e.priority, b"-1");
     connection(out, e);
     suffix(out, r);
@@ -237,7 +252,8 @@ struct JsonLine<'a> {
     protocol: &'static str,
     length: u32,
     log_label: Option<&'a str>,
-    /// Default drops only: the policies isolating the pod in this direction.
+    /// Default drops and `WouldDrop`s only: the policies (staged ones for a `WouldDrop`)
+    /// isolating the pod in this direction.
     #[serde(skip_serializing_if = "Option::is_none")]
     isolated_by: Option<Vec<JsonPolicyName<'a>>>,
     /// A connection to a Service, judged (and logged) against its backend.
@@ -286,13 +302,13 @@ fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
         node,
         table: &e.table,
         direction: e.direction.as_str(),
-        disposition: disposition_str(e.disposition),
+        disposition: e.disposition.as_str(),
         policy: JsonPolicy {
             kind: e.policy.kind(),
             namespace: e.policy.policy().map(|p| &*p.namespace),
             name: match &e.policy {
-                PolicyRef::Policy(p) => Some(&*p.name),
-                PolicyRef::DefaultDrop => None,
+                PolicyRef::Policy(p) | PolicyRef::Staged(p) => Some(&*p.name),
+                PolicyRef::DefaultDrop | PolicyRef::StagedDrop => None,
                 PolicyRef::Security(event) => Some(event.as_str()),
             },
         },
@@ -304,7 +320,7 @@ fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
         protocol: protocol(e.protocol),
         length: e.ip_len,
         log_label: e.log_label.as_deref(),
-        isolated_by: (e.policy == PolicyRef::DefaultDrop)
+        isolated_by: matches!(e.policy, PolicyRef::DefaultDrop | PolicyRef::StagedDrop)
             .then(|| e.isolated_by.iter().map(|p| JsonPolicyName { namespace: &p.namespace, name: &p.name }).collect()),
         via_service: e.via_service,
         count: r.count,

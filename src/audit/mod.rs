@@ -18,12 +18,13 @@ pub mod entry;
 pub mod format;
 pub mod gap;
 pub mod packet;
+pub mod staged_report;
 pub mod timefmt;
 pub mod writer;
 
 pub use args::AuditArgs;
 pub use dedup::{Dedup, Moment, Record};
-pub use entry::{entry_from_packet_in, AuditEntry, Direction, PolicyRef, RuleMeta, RuleResolver};
+pub use entry::{entry_from_packet_in, AuditEntry, Direction, LineDisposition, PolicyRef, RuleMeta, RuleResolver};
 pub use format::{Format, Formatter};
 pub use packet::{PacketError, PacketInfo};
 pub use writer::{RotatingWriter, WriteError, WriterConfig};

@@ -7,10 +7,14 @@
 //! policy isolates the pod ([`Compiler::isolating`]) and the connection's first packet
 //! completes none of the table's conjunctions ([`packet::completed_conjunctions`], which reads
 //! the compiled flows). The connection is allowed iff both directions allow it.
+//!
+//! With StagedNetworkPolicies, the same question is also answered against the staged view and
+//! compared ([`staged`]).
 
 pub mod packet;
 pub mod query;
 pub mod render;
+pub mod staged;
 pub mod trace;
 
 use crate::compiler::tables::priority;

@@ -1,5 +1,6 @@
 //! An [`Explanation`] as text for people.
 
+use super::staged::{StagedDifference, StagedExplanation};
 use super::trace::TraceVerdict;
 use super::{query, ConnectionEnd, DirectionAnswer, Explanation, Verdict};
 use crate::compiler::PortRange;
@@ -82,6 +83,52 @@ fn direction(out: &mut String, d: &DirectionAnswer) {
             Ok(())
         }
     };
+}
+
+/// The staged verdict: its headline (with `WouldDrop` or `WouldAllow` and why when it differs
+/// from the enforced one), then each direction as the staged view answers it.
+pub fn staged(s: &StagedExplanation) -> String {
+    let mut out = String::new();
+    let verdict = if s.allowed { "ALLOWED" } else { "DROPPED" };
+    let _ = write!(out, "staged view ({}): {verdict}", s.staged_policies.join(", "));
+    match &s.difference {
+        None => out.push_str(", as enforced\n"),
+        Some(d) => {
+            let _ = writeln!(out, ": {}", d.as_str());
+            let causes = match d {
+                StagedDifference::WouldDrop(c) | StagedDifference::WouldAllow(c) => c,
+            };
+            for c in causes {
+                let dir = c.direction.to_lowercase();
+                let _ = match d {
+                    StagedDifference::WouldDrop(_) => {
+                        writeln!(out, "  {dir} would drop, because of staged {}", c.policies.join(", "))
+                    }
+                    StagedDifference::WouldAllow(_) if c.rules.is_empty() => {
+                        writeln!(out, "  {dir} would allow: staged {} no longer isolates it", c.policies.join(", "))
+                    }
+                    StagedDifference::WouldAllow(_) => {
+                        let rules: Vec<String> = c
+                            .rules
+                            .iter()
+                            .map(|r| format!("{} {} rule {}", r.policy, r.direction.to_lowercase(), r.rule_index))
+                            .collect();
+                        writeln!(out, "  {dir} would allow, by staged {}", rules.join(", "))
+                    }
+                };
+            }
+        }
+    }
+    for d in [&s.egress, &s.ingress] {
+        let mut lines = String::new();
+        direction(&mut lines, d);
+        // The staged view's own compile: its rules' flows are not the bridge's, so only the
+        // first line of each rule is shown.
+        for l in lines.lines().filter(|l| !l.starts_with("      ")) {
+            let _ = writeln!(out, "  {l}");
+        }
+    }
+    out
 }
 
 /// OVS's verdict, one line (two when it disagrees).

@@ -39,6 +39,16 @@ impl ConvertError {
     pub fn is_identity(&self) -> bool {
         matches!(self, ConvertError::MissingName { .. } | ConvertError::BadName { .. })
     }
+
+    /// The same error about an object of kind `kind`.
+    fn of_kind(mut self, of: &'static str) -> ConvertError {
+        match &mut self {
+            ConvertError::Invalid { kind, .. }
+            | ConvertError::MissingName { kind }
+            | ConvertError::BadName { kind, .. } => *kind = of,
+        }
+        self
+    }
 }
 
 /// Names the object being converted, for error messages (formatted only for an error: most
@@ -222,6 +232,12 @@ pub fn policy(np: &k8s::NetworkPolicy, strings: &mut Interner) -> Result<Policy,
     })?;
     let annotations = logging_annotations(&np.metadata);
     Ok(Policy { namespace, name, pod_selector, affects_ingress, affects_egress, ingress, egress, annotations })
+}
+
+/// Converts a StagedNetworkPolicy exactly as the NetworkPolicy it would be once promoted
+/// ([`policy`]); errors name it as a StagedNetworkPolicy.
+pub fn staged_policy(snp: &k8s::StagedNetworkPolicy, strings: &mut Interner) -> Result<Policy, ConvertError> {
+    policy(&snp.to_network_policy(), strings).map_err(|e| e.of_kind("StagedNetworkPolicy"))
 }
 
 /// Converts each item of an optional list with its index, stopping at the first error. The

@@ -11,6 +11,7 @@ pub mod logging;
 pub mod names;
 pub mod node;
 pub mod selector;
+pub mod staged;
 
 pub use cidr::Cidr;
 pub use intern::Interner;
@@ -162,7 +163,8 @@ pub struct LocalPort {
     pub mac: Option<[u8; 6]>,
 }
 
-/// Everything the compiler needs, indexed by name.
+/// Everything the compiler needs, indexed by name, and the staged policies, which it never
+/// reads.
 #[derive(Debug, Clone, Default)]
 pub struct Model {
     pub namespaces: BTreeMap<String, Namespace>,
@@ -174,6 +176,9 @@ pub struct Model {
     pub ports: BTreeMap<u32, LocalPort>,
     /// The gateway, uplinks, the node's addresses and the Service ranges.
     pub node: Node,
+    /// The StagedNetworkPolicies, converted as NetworkPolicies are: judged ([`staged`]),
+    /// never enforced. The compiler does not read them.
+    pub staged_policies: BTreeMap<ObjectRef, Policy>,
 }
 
 impl Model {

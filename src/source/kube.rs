@@ -1,6 +1,10 @@
 //! The Kubernetes API as a source: kube-rs watchers of Namespaces, Pods (of all nodes: remote
-//! pods are policy peers) and NetworkPolicies; and of this node's Node and the ServiceCIDRs,
-//! for the node's configuration ([`node`]).
+//! pods are policy peers), NetworkPolicies and StagedNetworkPolicies; and of this node's Node
+//! and the ServiceCIDRs, for the node's configuration ([`node`]).
+//!
+//! Staging is optional: when the API server serves no StagedNetworkPolicies (404: their CRD
+//! is not installed), that is said once, their watch ends with an empty listing (nothing is
+//! staged, and the kind counts as listed), and the other watchers go on.
 //!
 //! The watchers deserialize straight into [`crate::k8s`]: only the fields npagent reads are
 //! ever built. Each watcher's (re)list (`Init`, `InitApply`..., `InitDone`) is delivered in
@@ -18,7 +22,7 @@ use kube::{Api, Client};
 use tokio::sync::mpsc;
 
 use super::{Error, Kind, KubeObject, SourceEvent, Sourced};
-use crate::k8s::{Namespace, NetworkPolicy, Pod};
+use crate::k8s::{Namespace, NetworkPolicy, Pod, StagedNetworkPolicy};
 
 pub mod node;
 
@@ -71,6 +75,13 @@ impl Watched for NetworkPolicy {
     const KIND: Kind = Kind::NetworkPolicy;
     fn wrap(self) -> KubeObject {
         KubeObject::NetworkPolicy(self)
+    }
+}
+
+impl Watched for StagedNetworkPolicy {
+    const KIND: Kind = Kind::StagedNetworkPolicy;
+    fn wrap(self) -> KubeObject {
+        KubeObject::StagedNetworkPolicy(self)
     }
 }
 
@@ -139,13 +150,29 @@ fn watch<K: Watched>(client: Client) -> impl Stream<Item = SourceEvent> + Send {
     source_events::<K, _>(stream)
 }
 
+/// The StagedNetworkPolicy watch: as [`watch`], but a 404 (the CRD is not installed) ends it
+/// with an empty listing, said once.
+fn watch_staged(client: Client) -> impl Stream<Item = SourceEvent> + Send {
+    let stream = watcher(Api::<StagedNetworkPolicy>::all(client), watcher::Config::default()).default_backoff();
+    let served = stream.take_while(|item| std::future::ready(!matches!(item, Err(e) if node::is_not_found(e))));
+    source_events::<StagedNetworkPolicy, _>(served).chain(futures::stream::once(async {
+        tracing::info!(
+            "the Kubernetes API serves no {} (its CRD, deploy/staged-network-policy-crd.yaml, is not installed): \
+             nothing is staged; install it and restart npagent to stage policies",
+            <StagedNetworkPolicy as k8s_openapi::Resource>::API_VERSION
+        );
+        SourceEvent::Reset { kinds: vec![Kind::StagedNetworkPolicy], objects: Vec::new() }
+    }))
+}
+
 /// The API group (`""` for core) and resource (plural, as in RBAC rules) of every kind
 /// [`watch_kube`] and [`node::watch_node_config`] watch: what npagent's ClusterRole must grant,
 /// with [`VERBS`], and nothing more.
-pub const WATCHED_RESOURCES: [(&str, &str); 5] = [
+pub const WATCHED_RESOURCES: [(&str, &str); 6] = [
     api_resource::<k8s_openapi::api::core::v1::Namespace>(),
     api_resource::<k8s_openapi::api::core::v1::Pod>(),
     api_resource::<k8s_openapi::api::networking::v1::NetworkPolicy>(),
+    api_resource::<StagedNetworkPolicy>(),
     api_resource::<k8s_openapi::api::core::v1::Node>(),
     api_resource::<k8s_openapi::api::networking::v1::ServiceCIDR>(),
 ];
@@ -158,13 +185,14 @@ const fn api_resource<K: k8s_openapi::Resource>() -> (&'static str, &'static str
     (K::GROUP, K::URL_PATH_SEGMENT)
 }
 
-/// Watches Namespaces, Pods and NetworkPolicies cluster-wide and sends their events to `tx`
+/// Watches Namespaces, Pods, NetworkPolicies and StagedNetworkPolicies cluster-wide and sends their events to `tx`
 /// until the receiver is gone. Never fails: API errors are retried with backoff.
 pub async fn watch_kube(client: Client, tx: mpsc::Sender<SourceEvent>) {
     let mut all = futures::stream::select_all([
         watch::<Namespace>(client.clone()).boxed(),
         watch::<Pod>(client.clone()).boxed(),
-        watch::<NetworkPolicy>(client).boxed(),
+        watch::<NetworkPolicy>(client.clone()).boxed(),
+        watch_staged(client).boxed(),
     ]);
     loop {
         tokio::select! {
@@ -204,6 +232,7 @@ mod tests {
                 ("", "namespaces"),
                 ("", "pods"),
                 ("networking.k8s.io", "networkpolicies"),
+                ("policy.npagent.io", "stagednetworkpolicies"),
                 ("", "nodes"),
                 ("networking.k8s.io", "servicecidrs")
             ]

@@ -19,13 +19,13 @@
 //! neither it nor a chunk since the previous `Reset` of those kinds. A kind counts as listed
 //! (synced) only once its `Reset` arrived. Between the parts of a listing come only
 //! [`SourceEvent::Invalid`] reports and the parts of listings of other kinds (the kube source
-//! lists its three kinds at once).
+//! lists its kinds at once).
 
 pub mod kube;
 pub mod manifests;
 pub mod ovsdb;
 
-use crate::k8s::{Namespace, NetworkPolicy, Pod};
+use crate::k8s::{Namespace, NetworkPolicy, Pod, StagedNetworkPolicy};
 
 use crate::model::ObjectRef;
 
@@ -35,6 +35,8 @@ pub enum KubeObject {
     Namespace(Namespace),
     Pod(Pod),
     NetworkPolicy(NetworkPolicy),
+    /// Read and judged, never enforced.
+    StagedNetworkPolicy(StagedNetworkPolicy),
 }
 
 /// The kinds of [`KubeObject`].
@@ -43,11 +45,12 @@ pub enum Kind {
     Namespace,
     Pod,
     NetworkPolicy,
+    StagedNetworkPolicy,
 }
 
 impl Kind {
     /// Every kind, in the order sources list them.
-    pub const ALL: [Kind; 3] = [Kind::Namespace, Kind::Pod, Kind::NetworkPolicy];
+    pub const ALL: [Kind; 4] = [Kind::Namespace, Kind::Pod, Kind::NetworkPolicy, Kind::StagedNetworkPolicy];
 
     /// The Kubernetes `kind` string.
     pub fn as_str(self) -> &'static str {
@@ -55,6 +58,7 @@ impl Kind {
             Kind::Namespace => "Namespace",
             Kind::Pod => "Pod",
             Kind::NetworkPolicy => "NetworkPolicy",
+            Kind::StagedNetworkPolicy => "StagedNetworkPolicy",
         }
     }
 
@@ -63,6 +67,7 @@ impl Kind {
         match self {
             Kind::Namespace | Kind::Pod => "v1",
             Kind::NetworkPolicy => "networking.k8s.io/v1",
+            Kind::StagedNetworkPolicy => <StagedNetworkPolicy as k8s_openapi::Resource>::API_VERSION,
         }
     }
 
@@ -90,6 +95,7 @@ impl KubeObject {
             KubeObject::Namespace(_) => Kind::Namespace,
             KubeObject::Pod(_) => Kind::Pod,
             KubeObject::NetworkPolicy(_) => Kind::NetworkPolicy,
+            KubeObject::StagedNetworkPolicy(_) => Kind::StagedNetworkPolicy,
         }
     }
 
@@ -98,6 +104,7 @@ impl KubeObject {
             KubeObject::Namespace(o) => &o.metadata,
             KubeObject::Pod(o) => &o.metadata,
             KubeObject::NetworkPolicy(o) => &o.metadata,
+            KubeObject::StagedNetworkPolicy(o) => &o.metadata,
         }
     }
 

@@ -274,7 +274,7 @@ async fn follow(
 }
 
 /// Whether a watcher error is the API server's 404: the resource is not served.
-fn is_not_found(e: &watcher::Error) -> bool {
+pub(super) fn is_not_found(e: &watcher::Error) -> bool {
     match e {
         watcher::Error::InitialListFailed(kube::Error::Api(status))
         | watcher::Error::WatchStartFailed(kube::Error::Api(status))

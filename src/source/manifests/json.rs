@@ -22,7 +22,7 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::k8s::{self, Namespace, NetworkPolicy, Pod, PodSpec, PodStatus};
+use crate::k8s::{self, Namespace, NetworkPolicy, Pod, PodSpec, PodStatus, StagedNetworkPolicy};
 use crate::source::{Kind, KubeObject};
 
 /// What a JSON document holds, when every object in it reads without a problem.
@@ -119,6 +119,10 @@ impl<'a> Fields<'a> {
                 metadata,
                 spec: self.spec.read(|p| if let Part::PolicySpec(s) = p { Some(s) } else { None })?,
             }),
+            Kind::StagedNetworkPolicy => KubeObject::StagedNetworkPolicy(StagedNetworkPolicy {
+                metadata,
+                spec: self.spec.read(|p| if let Part::PolicySpec(s) = p { Some(s) } else { None })?,
+            }),
         })
     }
 }
@@ -212,7 +216,9 @@ impl<'de> Visitor<'de> for FieldsSeed {
                     out.spec = match self.kind_now(out.kind.as_deref()) {
                         None => Part::Raw(map.next_value()?),
                         Some(Some(Kind::Pod)) => Part::PodSpec(map.next_value()?),
-                        Some(Some(Kind::NetworkPolicy)) => Part::PolicySpec(map.next_value()?),
+                        Some(Some(Kind::NetworkPolicy | Kind::StagedNetworkPolicy)) => {
+                            Part::PolicySpec(map.next_value()?)
+                        }
                         Some(_) => {
                             map.next_value::<IgnoredAny>()?;
                             Part::Skipped

@@ -35,7 +35,7 @@ use super::bounded::{self, Bounded};
 use super::json;
 use super::Invalid;
 use crate::k8s::{namespace_or_default, NAMESPACE_NAME_LABEL};
-use crate::k8s::{Namespace, NetworkPolicy, Pod};
+use crate::k8s::{Namespace, NetworkPolicy, Pod, StagedNetworkPolicy};
 use crate::model::ObjectRef;
 use crate::source::{Kind, KubeObject, Sourced};
 
@@ -300,7 +300,7 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
             format!("{origin} {kind_shown}{named}"),
             format!(
                 "kind {kind_shown} (apiVersion {api_version:?}) is not used by npagent \
-                 (Namespace, Pod, NetworkPolicy); skipped"
+                 (Namespace, Pod, NetworkPolicy, StagedNetworkPolicy); skipped"
             ),
         );
         return;
@@ -413,6 +413,9 @@ fn typed(kind: Kind, doc: Value, id: &ObjectRef) -> Result<KubeObject, serde_jso
         Kind::Namespace => KubeObject::Namespace(serde_json::from_value::<Namespace>(doc)?),
         Kind::Pod => KubeObject::Pod(serde_json::from_value::<Pod>(doc)?),
         Kind::NetworkPolicy => KubeObject::NetworkPolicy(serde_json::from_value::<NetworkPolicy>(doc)?),
+        Kind::StagedNetworkPolicy => {
+            KubeObject::StagedNetworkPolicy(serde_json::from_value::<StagedNetworkPolicy>(doc)?)
+        }
     };
     Ok(as_served(object, id))
 }
@@ -427,7 +430,9 @@ fn as_served(mut object: KubeObject, id: &ObjectRef) -> KubeObject {
                 .get_or_insert_with(Default::default)
                 .insert(NAMESPACE_NAME_LABEL.to_string(), id.name.to_string());
         }
-        KubeObject::Pod(Pod { metadata, .. }) | KubeObject::NetworkPolicy(NetworkPolicy { metadata, .. }) => {
+        KubeObject::Pod(Pod { metadata, .. })
+        | KubeObject::NetworkPolicy(NetworkPolicy { metadata, .. })
+        | KubeObject::StagedNetworkPolicy(StagedNetworkPolicy { metadata, .. }) => {
             metadata.namespace = Some(id.namespace.to_string());
         }
     }
