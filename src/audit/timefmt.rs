@@ -45,6 +45,29 @@ impl Civil {
             nanos: since.subsec_nanos(),
         }
     }
+
+    /// The time of this date and clock (the inverse of [`Civil::from_system_time`], by the
+    /// days-from-civil algorithm); `None` before the epoch or for a month outside 1..=12. The
+    /// other fields are not range-checked: a second of 60 is the next minute's first.
+    pub fn to_system_time(&self) -> Option<SystemTime> {
+        if !(1..=12).contains(&self.month) {
+            return None;
+        }
+        // i128: no year of an i64 overflows.
+        let m = i128::from(self.month);
+        let y = i128::from(self.year) - i128::from(m <= 2);
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let doy = (153 * ((m + 9) % 12) + 2) / 5 + i128::from(self.day) - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146_097 + doe - 719_468;
+        if days < 0 {
+            return None;
+        }
+        let secs =
+            days * 86_400 + i128::from(self.hour) * 3_600 + i128::from(self.minute) * 60 + i128::from(self.second);
+        UNIX_EPOCH.checked_add(Duration::new(u64::try_from(secs).ok()?, self.nanos))
+    }
 }
 
 /// Where formatted bytes go: a `Vec`, or a fixed buffer when no allocation is wanted.
@@ -282,13 +305,29 @@ mod tests {
     }
 
     #[test]
+    fn civil_to_system_time_refuses_what_has_no_time() {
+        let c = Civil { year: 1970, month: 1, day: 1, hour: 0, minute: 0, second: 0, nanos: 0 };
+        assert_eq!(c.to_system_time(), Some(UNIX_EPOCH));
+        assert_eq!(
+            Civil { year: 1969, month: 12, day: 31, hour: 23, minute: 59, second: 60, ..c }.to_system_time(),
+            None
+        );
+        assert_eq!(Civil { month: 0, ..c }.to_system_time(), None);
+        assert_eq!(Civil { month: 13, ..c }.to_system_time(), None);
+        assert_eq!(Civil { year: i64::MIN, ..c }.to_system_time(), None);
+        assert!(Civil { year: i64::MAX, ..c }.to_system_time().is_none_or(|t| t > UNIX_EPOCH));
+    }
+
+    #[test]
     fn civil_matches_a_day_by_day_count() {
         // Walk 800 years day by day with a naive calendar and compare.
         let (mut y, mut m, mut d) = (1970i64, 1u32, 1u32);
         let leap = |y: i64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
         for day in 0..(800 * 366) {
-            let c = Civil::from_system_time(at(day * 86_400 + 86_399, 0));
+            let t = at(day * 86_400 + 86_399, 7);
+            let c = Civil::from_system_time(t);
             assert_eq!((c.year, c.month, c.day, c.hour, c.minute, c.second), (y, m, d, 23, 59, 59), "day {day}");
+            assert_eq!(c.to_system_time(), Some(t), "day {day} back");
             let len = match m {
                 2 if leap(y) => 29,
                 2 => 28,
