@@ -20,7 +20,7 @@ pub struct Civil {
 
 impl Civil {
     /// Converts with the days-to-civil algorithm of the proleptic Gregorian calendar.
-    pub fn from_system_time(t: SystemTime) -> Civil {
+    pub(crate) fn from_system_time(t: SystemTime) -> Civil {
         let since = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
         let secs = since.as_secs();
         let days = secs / 86_400;
@@ -71,7 +71,7 @@ impl Civil {
 }
 
 /// Where formatted bytes go: a `Vec`, or a fixed buffer when no allocation is wanted.
-pub trait ByteSink {
+pub(crate) trait ByteSink {
     fn push(&mut self, b: u8);
     fn extend_from_slice(&mut self, s: &[u8]) {
         for &b in s {
@@ -91,7 +91,7 @@ impl ByteSink for Vec<u8> {
 
 /// A small stack buffer; bytes beyond its capacity are dropped.
 #[derive(Debug, Clone, Copy)]
-pub struct Fixed {
+pub(crate) struct Fixed {
     buf: [u8; 48],
     len: usize,
 }
@@ -104,7 +104,7 @@ impl Default for Fixed {
 
 impl Fixed {
     /// The bytes written.
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         self.buf.get(..self.len).unwrap_or_default()
     }
 }
@@ -119,7 +119,7 @@ impl ByteSink for Fixed {
 }
 
 /// Appends `YYYY/MM/DD HH:MM:SS.uuuuuu` (Go's `log.Ldate|log.Lmicroseconds`, UTC).
-pub fn push_go_log_timestamp(out: &mut impl ByteSink, t: SystemTime) {
+pub(crate) fn push_go_log_timestamp(out: &mut impl ByteSink, t: SystemTime) {
     let c = Civil::from_system_time(t);
     push_date(out, &c, b'/');
     out.push(b' ');
@@ -137,7 +137,7 @@ pub fn rfc3339_nanos(t: SystemTime) -> String {
 }
 
 /// Appends [`rfc3339_nanos`]'s text.
-pub fn push_rfc3339_nanos(out: &mut impl ByteSink, t: SystemTime) {
+pub(crate) fn push_rfc3339_nanos(out: &mut impl ByteSink, t: SystemTime) {
     let c = Civil::from_system_time(t);
     push_date(out, &c, b'-');
     out.push(b'T');
@@ -165,7 +165,7 @@ fn push_clock(out: &mut impl ByteSink, c: &Civil) {
 }
 
 /// Appends `v` in decimal, zero-padded to at least `width` digits.
-pub fn push_padded(out: &mut impl ByteSink, v: u64, width: usize) {
+pub(crate) fn push_padded(out: &mut impl ByteSink, v: u64, width: usize) {
     let mut digits = [0u8; 20];
     let mut n = 0;
     let mut v = v;
@@ -195,7 +195,7 @@ pub fn go_duration(d: Duration) -> String {
 }
 
 /// Appends [`go_duration`]'s text.
-pub fn push_go_duration(out: &mut impl ByteSink, d: Duration) {
+pub(crate) fn push_go_duration(out: &mut impl ByteSink, d: Duration) {
     const NANOS_PER_SEC: u128 = 1_000_000_000;
     let mut u = d.as_nanos();
     // Built backwards, as Go does, into a buffer large enough for u128 hours.

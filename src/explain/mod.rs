@@ -8,9 +8,9 @@
 //! completes none of the table's conjunctions ([`packet::completed_conjunctions`], which reads
 //! the compiled flows). The connection is allowed iff both directions allow it.
 
-pub mod packet;
-pub mod query;
-pub mod render;
+pub(crate) mod packet;
+pub(crate) mod query;
+pub(crate) mod render;
 pub mod trace;
 
 use crate::compiler::tables::priority;
@@ -52,7 +52,7 @@ pub struct Query {
 
 /// The pod an endpoint stands for, if any: a named pod (which must exist), or the pod holding
 /// an address.
-pub fn endpoint_pod<'m>(
+pub(crate) fn endpoint_pod<'m>(
     model: &'m Model,
     spec: &EndpointSpec,
 ) -> Result<Option<(&'m ObjectRef, &'m Pod)>, ExplainError> {
@@ -98,10 +98,10 @@ pub struct ConnectionEnd {
     /// `ns/name` for a pod, else the address.
     pub name: String,
     /// Whether it is a pod of the model.
-    pub pod: bool,
-    pub ip: IpAddr,
+    pub(crate) pod: bool,
+    pub(crate) ip: IpAddr,
     /// Its bridge port, when it is a local pod.
-    pub ofport: Option<u32>,
+    pub(crate) ofport: Option<u32>,
 }
 
 /// The destination port as resolved.
@@ -121,8 +121,8 @@ pub struct AllowingRule {
     pub policy: String,
     pub direction: &'static str,
     /// Index in the policy's `spec.ingress` or `spec.egress`.
-    pub rule_index: u32,
-    pub conjunction_id: u32,
+    pub(crate) rule_index: u32,
+    pub(crate) conjunction_id: u32,
     /// Cookie of its `conj_id` flow, in hex.
     pub cookie: String,
     /// The ports of its port group (`TCP/80`, `UDP/1000-2000`); empty: every port.
@@ -152,7 +152,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// Whether this direction lets the connection through.
-    pub fn allows(&self) -> bool {
+    pub(crate) fn allows(&self) -> bool {
         !matches!(self, Verdict::Dropped { .. })
     }
 }
