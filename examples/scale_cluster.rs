@@ -27,6 +27,7 @@
 //! agent's lines carry tracing-subscriber's UTC timestamps (microseconds), same machine.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
+use npagent::audit::timefmt::Civil;
 use npagent::compiler::synthetic::{cluster, cluster_without_egress, ns_name, oref, pod_name, tcp, ClusterSpec};
 use npagent::model::{convert, LabelSelector, Model, Peer, PortRef, PortSpec, Protocol, SelectorOp};
 use npagent::source::manifests::load_dir;
@@ -378,20 +379,13 @@ fn line_time(line: &str) -> Option<f64> {
     })?;
     let ts = line.get(start..)?.split(|c: char| c == 'Z' || c.is_whitespace()).next()?;
     let (date, time) = ts.split_once('T')?;
-    let mut d = date.split('-').map(|s| s.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut d = date.split('-').map(|s| s.parse::<u32>().ok());
+    let (year, month, day) = (d.next()??, d.next()??, d.next()??);
     let mut t = time.split(':');
-    let (h, min, sec) =
-        (t.next()?.parse::<f64>().ok()?, t.next()?.parse::<f64>().ok()?, t.next()?.parse::<f64>().ok()?);
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days as f64 * 86_400.0 + h * 3600.0 + min * 60.0 + sec)
+    let (hour, minute) = (t.next()?.parse().ok()?, t.next()?.parse().ok()?);
+    let sec = t.next()?.parse::<f64>().ok()?;
+    let civil = Civil { year: year.into(), month, day, hour, minute, second: 0, nanos: 0 };
+    Some(civil.to_system_time()?.duration_since(UNIX_EPOCH).ok()?.as_secs_f64() + sec)
 }
 
 fn now_secs() -> f64 {

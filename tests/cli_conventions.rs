@@ -244,21 +244,10 @@ fn an_agent_configured_by_the_environment_alone_enforces() {
 fn json_logs_are_one_object_a_line() {
     let (sb, tmp, manifests) = sandbox_with_manifests();
     let audit_log = tmp.path().join("np.log").to_string_lossy().into_owned();
-    let args = [
-        "--log-format",
-        "json",
-        "--log-level",
-        "debug",
-        "run",
-        "--ofp",
-        &sb.ofp,
-        "--ovsdb",
-        &sb.ovsdb,
-        "--manifests",
-        &manifests.to_string_lossy(),
-        "--audit-log",
-        &audit_log,
-    ];
+    let manifests = manifests.to_string_lossy();
+    let args =
+        [&["--log-format", "json", "--log-level", "debug"][..], &run_args(&sb.ofp, &sb.ovsdb, &manifests, &audit_log)]
+            .concat();
     let mut agent = Npagent::spawn(&args, &[("NODE_NAME", "node-b")], &tmp.path().join("stderr"));
     agent.wait_ready(START_TIMEOUT);
     // A warning with fields of its own: the switch goes away for a moment.
@@ -284,6 +273,11 @@ fn json_logs_are_one_object_a_line() {
     assert!(lines.iter().any(|l| l["level"] == "DEBUG"), "--log-level debug");
 }
 
+/// `npagent run` on these endpoints, manifests directory and audit log.
+fn run_args<'a>(ofp: &'a str, ovsdb: &'a str, manifests: &'a str, audit_log: &'a str) -> [&'a str; 9] {
+    ["run", "--ofp", ofp, "--ovsdb", ovsdb, "--manifests", manifests, "--audit-log", audit_log]
+}
+
 /// A sandbox, a temporary directory and an empty manifests directory in it.
 fn sandbox_with_manifests() -> (Sandbox, tempfile::TempDir, std::path::PathBuf) {
     let sb = Sandbox::start();
@@ -307,17 +301,8 @@ fn ovsdb_going_away_and_the_manifests_directory_vanishing_are_survived() {
     let remote = format!("punix:{}", sb.dir.join("npagent-db.sock").display());
     ovsdb_appctl(&sb, &["ovsdb-server/add-remote", &remote]);
     let ovsdb = format!("unix:{}", sb.dir.join("npagent-db.sock").display());
-    let args = [
-        "run",
-        "--ofp",
-        &sb.ofp,
-        "--ovsdb",
-        &ovsdb,
-        "--manifests",
-        &manifests.to_string_lossy(),
-        "--audit-log",
-        &audit_log,
-    ];
+    let manifests_arg = manifests.to_string_lossy();
+    let args = run_args(&sb.ofp, &ovsdb, &manifests_arg, &audit_log);
     let mut agent = Npagent::spawn(&args, &[], &tmp.path().join("stderr"));
     agent.wait_ready(START_TIMEOUT);
     let flows = sb.dump_flows();
@@ -363,19 +348,7 @@ fn sigterm_exits_0_with_the_audit_log_flushed_and_1_when_it_cannot_be() {
     };
 
     // An audit log on a full disk: every write fails, so the entries are lost.
-    let args = [
-        "run",
-        "--ofp",
-        &sb.ofp,
-        "--ovsdb",
-        &sb.ovsdb,
-        "--manifests",
-        &manifests,
-        "--audit-log",
-        "/dev/full",
-        "--audit-dedup-window",
-        "0",
-    ];
+    let args = [&run_args(&sb.ofp, &sb.ovsdb, &manifests, "/dev/full")[..], &["--audit-dedup-window", "0"]].concat();
     let mut agent = Npagent::spawn(&args, &[], &tmp.path().join("full.stderr"));
     agent.wait_ready(START_TIMEOUT);
     send_drops();

@@ -10,7 +10,9 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
+
+use npagent::audit::timefmt::Civil;
 
 use support::agent::{Agent, Metrics};
 use support::audit_log::json_lines;
@@ -293,17 +295,6 @@ struct Line {
     span: Option<Duration>,
 }
 
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// Parses `YYYY/MM/DD HH:MM:SS.uuuuuu` (UTC), strictly.
 fn parse_timestamp(date: &str, clock: &str) -> SystemTime {
     let bad = || panic!("bad timestamp {date} {clock}");
@@ -321,10 +312,17 @@ fn parse_timestamp(date: &str, clock: &str) -> SystemTime {
     if !widths_ok {
         bad();
     }
-    let n = |s: &str| -> i64 { s.parse().expect("digits") };
-    let days = days_from_civil(n(d[0]), n(d[1]), n(d[2]));
-    let secs = days * 86_400 + n(c[0]) * 3_600 + n(c[1]) * 60 + n(c[2]);
-    UNIX_EPOCH + Duration::from_secs(secs as u64) + Duration::from_micros(n(micros) as u64)
+    let n = |s: &str| -> u32 { s.parse().expect("digits") };
+    let civil = Civil {
+        year: n(d[0]).into(),
+        month: n(d[1]),
+        day: n(d[2]),
+        hour: n(c[0]),
+        minute: n(c[1]),
+        second: n(c[2]),
+        nanos: n(micros) * 1_000,
+    };
+    civil.to_system_time().unwrap_or_else(|| panic!("timestamp {date} {clock} before the epoch"))
 }
 
 /// Parses a Go duration as Antrea prints it in aggregates (`1.5s`, `250ms`, `20.1µs`).

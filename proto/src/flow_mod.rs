@@ -104,36 +104,22 @@ impl FlowMod {
     /// Parses a flow_mod body (the message after its 8-byte header).
     pub fn parse(body: &[u8]) -> Result<FlowMod> {
         let mut r = Reader::new(body, "ofp_flow_mod");
-        let cookie = r.u64()?;
-        let cookie_mask = r.u64()?;
-        let table_id = r.u8()?;
-        let command = FlowModCommand::from_u8(r.u8()?);
-        let idle_timeout = r.u16()?;
-        let hard_timeout = r.u16()?;
-        let priority = r.u16()?;
-        let buffer_id = r.u32()?;
-        let out_port = r.u32()?;
-        let out_group = r.u32()?;
-        let flags = r.u16()?;
-        let importance = r.u16()?;
-        let rest = r.rest();
-        let (match_, used) = Match::parse(rest)?;
-        let instructions = parse_instructions(rest.get(used..).unwrap_or(&[]))?;
+        // Fields in wire order (a struct expression evaluates its fields as written).
         Ok(FlowMod {
-            cookie,
-            cookie_mask,
-            table_id,
-            command,
-            idle_timeout,
-            hard_timeout,
-            priority,
-            buffer_id,
-            out_port,
-            out_group,
-            flags,
-            importance,
-            match_,
-            instructions,
+            cookie: r.u64()?,
+            cookie_mask: r.u64()?,
+            table_id: r.u8()?,
+            command: FlowModCommand::from_u8(r.u8()?),
+            idle_timeout: r.u16()?,
+            hard_timeout: r.u16()?,
+            priority: r.u16()?,
+            buffer_id: r.u32()?,
+            out_port: r.u32()?,
+            out_group: r.u32()?,
+            flags: r.u16()?,
+            importance: r.u16()?,
+            match_: Match::read(&mut r)?,
+            instructions: parse_instructions(r.rest())?,
         })
     }
 

@@ -177,16 +177,9 @@ impl FlowUpdate {
         r.take(4)?;
         let update = match ev {
             event::INITIAL | event::ADDED | event::REMOVED | event::MODIFIED => {
-                let table_id = r.u8()?;
-                let reason = r.u8()?;
-                let idle_timeout = r.u16()?;
-                let hard_timeout = r.u16()?;
-                let priority = r.u16()?;
+                let (table_id, reason) = (r.u8()?, r.u8()?);
+                let (idle_timeout, hard_timeout, priority) = (r.u16()?, r.u16()?, r.u16()?);
                 r.zeros(4)?;
-                let cookie = r.u64()?;
-                let rest = r.rest();
-                let (match_, used) = Match::parse(rest)?;
-                let instructions = parse_instructions(rest.get(used..).unwrap_or(&[]))?;
                 FlowUpdate::Full(FlowUpdateFull {
                     event: ev,
                     table_id,
@@ -194,9 +187,9 @@ impl FlowUpdate {
                     idle_timeout,
                     hard_timeout,
                     priority,
-                    cookie,
-                    match_,
-                    instructions,
+                    cookie: r.u64()?,
+                    match_: Match::read(&mut r)?,
+                    instructions: parse_instructions(r.rest())?,
                 })
             }
             event::ABBREV | event::PAUSED | event::RESUMED if len != SHORT_LEN => {

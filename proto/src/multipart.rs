@@ -318,28 +318,18 @@ impl FlowStats {
         r.zeros(2)?;
         let table_id = r.u8()?;
         r.zeros(1)?;
-        let priority = r.u16()?;
-        let idle_timeout = r.u16()?;
-        let hard_timeout = r.u16()?;
-        let flags = r.u16()?;
-        let importance = r.u16()?;
-        let cookie = r.u64()?;
-        let rest = r.rest();
-        let (match_, used) = Match::parse(rest)?;
-        let rest = rest.get(used..).unwrap_or(&[]);
-        let (stats, used) = OxsStats::parse(rest)?;
-        let instructions = parse_instructions(rest.get(used..).unwrap_or(&[]))?;
+        // The rest in wire order (a struct expression evaluates its fields as written).
         let f = FlowStats {
             table_id,
-            priority,
-            idle_timeout,
-            hard_timeout,
-            flags,
-            importance,
-            cookie,
-            match_,
-            stats,
-            instructions,
+            priority: r.u16()?,
+            idle_timeout: r.u16()?,
+            hard_timeout: r.u16()?,
+            flags: r.u16()?,
+            importance: r.u16()?,
+            cookie: r.u64()?,
+            match_: Match::read(&mut r)?,
+            stats: OxsStats::read(&mut r)?,
+            instructions: parse_instructions(r.rest())?,
         };
         Ok((f, len))
     }
@@ -407,6 +397,13 @@ impl OxsStats {
         }
         check_zero(whole.get(len..).unwrap_or(&[]), len, "ofp_oxs_stat")?;
         Ok((s, padded))
+    }
+
+    /// Parses the `ofp_oxs_stat` at the reader's position and moves past it (padding included).
+    fn read(r: &mut Reader<'_>) -> Result<OxsStats> {
+        let (s, used) = OxsStats::parse(r.peek_rest())?;
+        r.take(used)?;
+        Ok(s)
     }
 
     /// Stores a known field; false when `field`/`payload` is not one.

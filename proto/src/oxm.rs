@@ -520,6 +520,13 @@ impl Match {
         Ok((Match { fields }, padded))
     }
 
+    /// Parses the `ofp_match` at the reader's position and moves past it (padding included).
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Match> {
+        let (m, used) = Match::parse(r.peek_rest())?;
+        r.take(used)?;
+        Ok(m)
+    }
+
     /// Wire length including the padding to 8.
     pub fn buffer_len(&self) -> usize {
         pad8(4 + oxms_len(&self.fields))

@@ -564,16 +564,7 @@ fn cases() -> Vec<FlowMod> {
             0,
             300,
             vec![Oxm::EthType(0x0806), ArpOp(1), ArpTpa(Masked::exact(v4("10.0.0.254")))],
-            apply(vec![
-                Action::copy_field(OXM_OF_ETH_SRC, OXM_OF_ETH_DST, 48),
-                Action::SetField(EthSrc(Masked::exact([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]))),
-                Action::SetField(ArpOp(2)),
-                Action::copy_field(OXM_OF_ARP_SHA, OXM_OF_ARP_THA, 48),
-                Action::copy_field(OXM_OF_ARP_SPA, OXM_OF_ARP_TPA, 32),
-                Action::SetField(ArpSha(Masked::exact([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]))),
-                Action::SetField(ArpSpa(Masked::exact(v4("10.0.0.254")))),
-                Action::Output { port: ofp::port::IN_PORT, max_len: 0 },
-            ]),
+            apply(common::arp_responder([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff], v4("10.0.0.254"))),
         ),
         fm(
             0,

@@ -10,6 +10,8 @@
 //! (a shorter list is a valid list), which must parse to the leading elements.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
+mod common;
+
 use bytes::BytesMut;
 use ofp::action::{emit_actions, parse_actions, Action};
 use ofp::flow_mod::{FlowMod, FlowModCommand};
@@ -378,7 +380,6 @@ fn check_ovs_flow_mod(flow: &str, printed: &str, hex_s: &str) {
 
 #[test]
 fn ovs_encoded_arp_responder_and_vlan_flow_mods() {
-    use ofp::oxm::headers::*;
     use ofp::oxm::Masked;
     for (flow, printed, hex_s) in OVS_FLOW_MODS {
         check_ovs_flow_mod(flow, printed, hex_s);
@@ -386,19 +387,8 @@ fn ovs_encoded_arp_responder_and_vlan_flow_mods() {
     // The typed values.
     let fm = |i: usize| FlowMod::parse(&hex::decode(OVS_FLOW_MODS[i].2).unwrap()[8..]).unwrap();
     let mac = [0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff];
-    assert_eq!(
-        fm(0).instructions,
-        vec![Instruction::ApplyActions(vec![
-            Action::copy_field(OXM_OF_ETH_SRC, OXM_OF_ETH_DST, 48),
-            Action::SetField(Oxm::EthSrc(Masked::exact(mac))),
-            Action::SetField(Oxm::ArpOp(2)),
-            Action::copy_field(OXM_OF_ARP_SHA, OXM_OF_ARP_THA, 48),
-            Action::copy_field(OXM_OF_ARP_SPA, OXM_OF_ARP_TPA, 32),
-            Action::SetField(Oxm::ArpSha(Masked::exact(mac))),
-            Action::SetField(Oxm::ArpSpa(Masked::exact("10.0.0.254".parse().unwrap()))),
-            Action::Output { port: ofp::port::IN_PORT, max_len: 0 },
-        ])]
-    );
+    let responder = common::arp_responder(mac, "10.0.0.254".parse().unwrap());
+    assert_eq!(fm(0).instructions, vec![Instruction::ApplyActions(responder)]);
     assert_eq!(fm(1).match_.fields, vec![Oxm::VlanVid(Masked::exact(0))]);
     assert_eq!(fm(2).match_.fields, vec![Oxm::VlanVid(Masked::exact(0x1005))]);
     assert_eq!(fm(3).match_.fields, vec![Oxm::VlanVid(Masked::masked(0x1000, 0x1000))]);

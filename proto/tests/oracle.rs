@@ -5,6 +5,8 @@
 //! The test fails (does not skip) when ovs-ofctl is missing: install `openvswitch-common`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
+mod common;
+
 use bytes::Bytes;
 use ofp::action::{Action, Controller2, Ct, CtZoneSrc};
 use ofp::body::*;
@@ -231,16 +233,10 @@ fn cases() -> Vec<Case> {
             flow(FlowMod {
                 priority: 300,
                 match_: Match { fields: vec![Oxm::EthType(0x0806), Oxm::ArpOp(1)] },
-                instructions: vec![Instruction::ApplyActions(vec![
-                    Action::copy_field(OXM_OF_ETH_SRC, OXM_OF_ETH_DST, 48),
-                    Action::SetField(Oxm::EthSrc(Masked::exact([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]))),
-                    Action::SetField(Oxm::ArpOp(2)),
-                    Action::copy_field(OXM_OF_ARP_SHA, OXM_OF_ARP_THA, 48),
-                    Action::copy_field(OXM_OF_ARP_SPA, OXM_OF_ARP_TPA, 32),
-                    Action::SetField(Oxm::ArpSha(Masked::exact([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]))),
-                    Action::SetField(Oxm::ArpSpa(Masked::exact(Ipv4Addr::new(10, 0, 0, 1)))),
-                    Action::Output { port: ofp::port::IN_PORT, max_len: 0 },
-                ])],
+                instructions: vec![Instruction::ApplyActions(common::arp_responder(
+                    [0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff],
+                    Ipv4Addr::new(10, 0, 0, 1),
+                ))],
                 ..Default::default()
             }),
             &["priority=300,arp,arp_op=1 actions=move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],set_field:aa:bb:cc:dd:ee:ff->eth_src,set_field:2->arp_op,move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[],set_field:aa:bb:cc:dd:ee:ff->arp_sha,set_field:10.0.0.1->arp_spa,IN_PORT"],

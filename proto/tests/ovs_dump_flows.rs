@@ -13,7 +13,8 @@ use ofp::action::{Action, Controller2, Ct, CtZoneSrc};
 use ofp::flow_mod::FlowMod;
 use ofp::instruction::Instruction;
 use ofp::multipart::{
-    FlowStatsRequest, MultipartReply, MultipartReplyBody, MultipartRequest, MultipartRequestBody, MULTIPART_MORE,
+    FlowStats, FlowStatsRequest, MultipartReply, MultipartReplyBody, MultipartRequest, MultipartRequestBody,
+    MULTIPART_MORE,
 };
 use ofp::oxm::headers::*;
 use ofp::oxm::{Masked, Oxm};
@@ -22,12 +23,13 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// ovsdb-server + ovs-vswitchd in a namespace of their own; stopped on drop.
+/// A private Open vSwitch from the repository's `scripts/ovs-sandbox` (ovsdb-server and
+/// ovs-vswitchd in a network namespace and run directory of their own), its br-int with ports p1
+/// and gw0 and npagent's table names; stopped on drop.
 struct Sandbox {
     dir: PathBuf,
-    netns: String,
 }
 
 fn run(cmd: &mut Command) -> String {
@@ -36,74 +38,30 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
+/// `scripts/ovs-sandbox VERB DIR`.
+fn ovs_sandbox(verb: &str, dir: &Path) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/ovs-sandbox")).arg(verb).arg(dir);
+    cmd
+}
+
 impl Sandbox {
     fn start() -> Sandbox {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-        let tag = format!("npproto{}x{}", std::process::id(), nanos % 100_000);
-        let dir = std::env::temp_dir().join(&tag);
-        std::fs::create_dir_all(&dir).unwrap();
-        run(Command::new("ip").args(["netns", "add", &tag]));
-        let sb = Sandbox { dir, netns: tag };
-        let d = |f: &str| sb.dir.join(f).to_str().unwrap().to_string();
-        run(Command::new("ovsdb-tool").args(["create", &d("conf.db"), "/usr/share/openvswitch/vswitch.ovsschema"]));
-        run(Command::new("ip").args(["netns", "exec", &sb.netns, "ovsdb-server", &d("conf.db")]).args([
-            format!("--remote=punix:{}", d("db.sock")),
-            format!("--pidfile={}", d("db.pid")),
-            format!("--unixctl={}", d("db.ctl")),
-            format!("--log-file={}", d("db.log")),
-            "--detach".into(),
-            "--no-chdir".into(),
-        ]));
-        run(Command::new("ip")
-            .args(["netns", "exec", &sb.netns, "ovs-vswitchd", &format!("unix:{}", d("db.sock"))])
-            .args(["--enable-dummy", "--disable-system", "--disable-system-route", "--detach", "--no-chdir"])
-            .arg(format!("--pidfile={}", d("vs.pid")))
-            .arg(format!("--unixctl={}", d("vs.ctl")))
-            .arg(format!("--log-file={}", d("vs.log")))
-            .env("OVS_RUNDIR", &sb.dir));
+        let sb =
+            Sandbox { dir: std::env::temp_dir().join(format!("npproto{}x{}", std::process::id(), nanos % 100_000)) };
+        run(&mut ovs_sandbox("up", &sb.dir));
         let mut vsctl = Command::new("ovs-vsctl");
-        vsctl.arg(format!("--db=unix:{}", d("db.sock"))).args([
-            "--",
-            "add-br",
-            "br-int",
-            "--",
-            "set",
-            "bridge",
-            "br-int",
-            "datapath-type=dummy",
-            "fail-mode=secure",
-            "protocols=OpenFlow15",
-            "--",
-            "add-port",
-            "br-int",
-            "p1",
-            "--",
-            "set",
-            "interface",
-            "p1",
-            "type=dummy",
-            "ofport_request=1",
-            "--",
-            "add-port",
-            "br-int",
-            "gw0",
-            "--",
-            "set",
-            "interface",
-            "gw0",
-            "type=dummy",
-            "ofport_request=2",
-        ]);
+        vsctl.arg(format!("--db=unix:{}", sb.dir.join("db.sock").display()));
+        for (ofport, name) in [(1, "p1"), (2, "gw0")] {
+            vsctl.args(["--", "add-port", "br-int", name, "--", "set", "interface", name, "type=internal"]);
+            vsctl.arg(format!("ofport_request={ofport}"));
+        }
         for (i, name) in TABLES.iter().enumerate() {
             vsctl.args(["--", &format!("--id=@t{i}"), "create", "Flow_Table", &format!("name={name}")]);
             vsctl.args(["--", "set", "bridge", "br-int", &format!("flow_tables:{i}=@t{i}")]);
         }
         run(&mut vsctl);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !sb.mgmt().exists() {
-            assert!(Instant::now() < deadline, "no br-int.mgmt in {:?}", sb.dir);
-            std::thread::sleep(Duration::from_millis(50));
-        }
         sb
     }
 
@@ -114,13 +72,7 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
-        for pidfile in ["vs.pid", "db.pid"] {
-            if let Ok(pid) = std::fs::read_to_string(self.dir.join(pidfile)) {
-                let _ = Command::new("kill").arg(pid.trim()).status();
-            }
-        }
-        let _ = Command::new("ip").args(["netns", "del", &self.netns]).status();
-        std::thread::sleep(Duration::from_millis(100));
+        let _ = ovs_sandbox("down", &self.dir).status();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -276,16 +228,7 @@ fn pipeline() -> Vec<FlowMod> {
             0,
             300,
             vec![EthType(0x0806), ArpOp(1), ArpTpa(Masked::exact("10.0.0.254".parse().unwrap()))],
-            vec![apply(vec![
-                Action::copy_field(OXM_OF_ETH_SRC, OXM_OF_ETH_DST, 48),
-                Action::SetField(EthSrc(Masked::exact([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]))),
-                Action::SetField(ArpOp(2)),
-                Action::copy_field(OXM_OF_ARP_SHA, OXM_OF_ARP_THA, 48),
-                Action::copy_field(OXM_OF_ARP_SPA, OXM_OF_ARP_TPA, 32),
-                Action::SetField(ArpSha(Masked::exact([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]))),
-                Action::SetField(ArpSpa(Masked::exact("10.0.0.254".parse().unwrap()))),
-                Action::Output { port: ofp::port::IN_PORT, max_len: 0 },
-            ])],
+            vec![apply(common::arp_responder([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff], "10.0.0.254".parse().unwrap()))],
         ),
         // VLAN matches: untagged only, one VID, any tag.
         flow(0, 150, vec![InPort(2), VlanVid(Masked::exact(0))], vec![Instruction::GotoTable(1)]),
@@ -396,6 +339,21 @@ fn ovs_ofctl_dump(mgmt: &Path) -> Vec<String> {
     out.lines().map(str::to_string).collect()
 }
 
+/// The sandbox's table and port names.
+fn names() -> ofp::text::Names<'static> {
+    ofp::text::Names { tables: &table_name, ports: &port_name }
+}
+
+/// The dumped flows as `ofp::text` prints them, and the lines of `ovs-ofctl dump-flows
+/// --no-stats --names`; each sorted.
+fn ours_and_theirs(sb: &Sandbox, dumped: &[FlowStats]) -> (Vec<String>, Vec<String>) {
+    let mut ours: Vec<String> = dumped.iter().map(|f| ofp::text::format_flow_with(&names(), f, false)).collect();
+    let mut theirs = ovs_ofctl_dump(&sb.mgmt());
+    ours.sort();
+    theirs.sort();
+    (ours, theirs)
+}
+
 /// Connects to the bridge's management socket and says hello (OF1.5).
 fn connect(sb: &Sandbox) -> UnixStream {
     let mut s = UnixStream::connect(sb.mgmt()).unwrap();
@@ -426,7 +384,7 @@ fn install(s: &mut UnixStream, flows: &[FlowMod]) {
 
 /// Every flow, through our OF1.5 flow stats request and parser (each reply re-emitted
 /// byte-identical).
-fn dump(s: &mut UnixStream) -> Vec<ofp::multipart::FlowStats> {
+fn dump(s: &mut UnixStream) -> Vec<FlowStats> {
     let req = MultipartRequest { flags: 0, body: MultipartRequestBody::Flow(FlowStatsRequest::default()) };
     let mut body = BytesMut::new();
     req.emit(&mut body);
@@ -465,14 +423,10 @@ fn dump_flows_text_matches_ovs_ofctl() {
     assert_eq!(dumped.len(), flows.len());
 
     // Same flows, same text, per line: from the dump, and from the flow_mods we sent.
-    let names = ofp::text::Names { tables: &table_name, ports: &port_name };
-    let ours: Vec<String> = dumped.iter().map(|f| ofp::text::format_flow_with(&names, f, false)).collect();
-    let theirs = ovs_ofctl_dump(&sb.mgmt());
-    let mut desired: Vec<String> = flows.iter().map(|f| ofp::text::format_desired_flow(&names, f)).collect();
-    let mut sorted = theirs.clone();
+    let (ours, theirs) = ours_and_theirs(&sb, &dumped);
+    let mut desired: Vec<String> = flows.iter().map(|f| ofp::text::format_desired_flow(&names(), f)).collect();
     desired.sort();
-    sorted.sort();
-    assert_eq!(desired, sorted, "format_desired_flow of what we sent vs ovs-ofctl");
+    assert_eq!(desired, theirs, "format_desired_flow of what we sent vs ovs-ofctl");
     // The meter the controller2 action uses: meter stats through our request and parser.
     let req = MultipartRequest { flags: 0, body: MultipartRequestBody::MeterStats { meter_id: 0xffff_ffff } };
     let mut body = BytesMut::new();
@@ -546,11 +500,7 @@ fn ct_ports_without_ct_nw_proto_are_kept_but_not_dumped() {
         let want = if f.priority == 100 { vec![ip(), est()] } else { vec![packet_type_eth.clone(), est()] };
         assert_eq!(f.match_.fields, want, "{f:?}");
     }
-    let names = ofp::text::Names { tables: &table_name, ports: &port_name };
-    let mut ours: Vec<String> = dumped.iter().map(|f| ofp::text::format_flow_with(&names, f, false)).collect();
-    let mut theirs = ovs_ofctl_dump(&sb.mgmt());
-    ours.sort();
-    theirs.sort();
+    let (ours, theirs) = ours_and_theirs(&sb, &dumped);
     assert_eq!(ours, theirs);
     assert_eq!(
         theirs,
@@ -562,7 +512,7 @@ fn ct_ports_without_ct_nw_proto_are_kept_but_not_dumped() {
     );
     // What was sent prints as OVS prints the FLOW_MOD: ct_nw_proto=0 and the ports with it,
     // ports without a ct_nw_proto not at all; so the last flow's text differs from its dump.
-    let sent: Vec<String> = flows.iter().map(|f| ofp::text::format_desired_flow(&names, f)).collect();
+    let sent: Vec<String> = flows.iter().map(|f| ofp::text::format_desired_flow(&names(), f)).collect();
     assert_eq!(sent[1], theirs[0]);
     assert_eq!(
         sent[2],
@@ -609,11 +559,7 @@ fn ip_frag_dumps_as_ovs_ofctl_prints_it() {
         let want: Vec<Oxm> = [Some(ip()), back.map(IpFrag)].into_iter().flatten().collect();
         assert_eq!(f.match_.fields, want, "{sent:?}");
     }
-    let names = ofp::text::Names { tables: &table_name, ports: &port_name };
-    let mut ours: Vec<String> = dumped.iter().map(|f| ofp::text::format_flow_with(&names, f, false)).collect();
-    let mut theirs = ovs_ofctl_dump(&sb.mgmt());
-    ours.sort();
-    theirs.sort();
+    let (ours, theirs) = ours_and_theirs(&sb, &dumped);
     assert_eq!(ours, theirs);
     let mut want: Vec<String> = cases
         .iter()
@@ -623,7 +569,7 @@ fn ip_frag_dumps_as_ovs_ofctl_prints_it() {
     want.sort();
     assert_eq!(theirs, want);
     // What we sent prints as its dump does.
-    let mut sent: Vec<String> = flows.iter().map(|f| ofp::text::format_desired_flow(&names, f)).collect();
+    let mut sent: Vec<String> = flows.iter().map(|f| ofp::text::format_desired_flow(&names(), f)).collect();
     sent.sort();
     assert_eq!(sent, theirs);
 }
@@ -645,9 +591,8 @@ fn ports_before_later_fragments_dump_in_an_order_ovs_ofctl_refuses() {
         vec![ip(), IpFrag(Masked::exact(3)), IpProto(6), TcpDst(Masked::exact(80))],
         "{dumped:?}"
     );
-    let names = ofp::text::Names { tables: &table_name, ports: &port_name };
     assert_eq!(
-        ofp::text::format_flow_with(&names, &dumped[0], false),
+        ofp::text::format_flow_with(&names(), &dumped[0], false),
         " table=Classifier, priority=100,tcp,nw_frag=later,tp_dst=80 actions=drop"
     );
     let o = Command::new("ovs-ofctl")

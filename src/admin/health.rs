@@ -10,24 +10,24 @@ use std::time::{Duration, Instant};
 /// How long the agent's main loop may go without a beat before `/livez` fails. It beats
 /// while it waits on the switch too (whose requests have timeouts of their own), so only a
 /// loop that is blocked (a deadlock, a runaway computation) misses this.
-pub const LIVENESS_WINDOW: Duration = Duration::from_secs(30);
+pub(crate) const LIVENESS_WINDOW: Duration = Duration::from_secs(30);
 
 /// What readiness depends on, as the agent last saw it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Progress {
     /// Every kind of object has had its initial list.
-    pub sources_synced: bool,
+    pub(crate) sources_synced: bool,
     /// The bridge's ports have been read from OVSDB.
-    pub ovsdb_read: bool,
+    pub(crate) ovsdb_read: bool,
     /// The generation of the switch connection, while connected.
-    pub connection: Option<u64>,
+    pub(crate) connection: Option<u64>,
     /// The generation of the connection whose resync has been committed.
-    pub committed: Option<u64>,
+    pub(crate) committed: Option<u64>,
 }
 
 /// A change of the readiness verdict, for the agent to log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReadinessChange {
+pub(crate) enum ReadinessChange {
     /// Ready for the first time since start: the first sync is complete.
     FirstReady,
     /// Ready again (after a reconnect's resync).
@@ -38,7 +38,7 @@ pub enum ReadinessChange {
 
 /// The health of the agent, fed by its main loop.
 #[derive(Debug, Clone)]
-pub struct Health {
+pub(crate) struct Health {
     /// Where the objects come from, as said in a reason ("the Kubernetes API").
     source: &'static str,
     progress: Progress,
@@ -51,7 +51,7 @@ pub struct Health {
 impl Health {
     /// A starting agent reading its objects from `source` (a phrase such as "the Kubernetes
     /// API"); its main loop counts as having run at `now`.
-    pub fn new(source: &'static str, now: Instant) -> Health {
+    pub(crate) fn new(source: &'static str, now: Instant) -> Health {
         Health {
             source,
             progress: Progress::default(),
@@ -63,7 +63,7 @@ impl Health {
     }
 
     /// Records the agent's progress; returns the change of the verdict, if any.
-    pub fn set_progress(&mut self, progress: Progress) -> Option<ReadinessChange> {
+    pub(crate) fn set_progress(&mut self, progress: Progress) -> Option<ReadinessChange> {
         self.progress = progress;
         let ready = self.readiness();
         let change = match (&ready, self.was_ready) {
@@ -78,17 +78,17 @@ impl Health {
     }
 
     /// The main loop ran at `now`.
-    pub fn beat(&mut self, now: Instant) {
+    pub(crate) fn beat(&mut self, now: Instant) {
         self.last_beat = now;
     }
 
     /// The agent's tasks that have ended (named as in a reason: "the OVSDB client").
-    pub fn tasks_stopped(&mut self, stopped: Vec<&'static str>) {
+    pub(crate) fn tasks_stopped(&mut self, stopped: Vec<&'static str>) {
         self.stopped = stopped;
     }
 
     /// Ready, or every reason why not, joined on one line.
-    pub fn readiness(&self) -> Result<(), String> {
+    pub(crate) fn readiness(&self) -> Result<(), String> {
         let p = &self.progress;
         let mut reasons = Vec::new();
         if !p.sources_synced {
@@ -113,7 +113,7 @@ impl Health {
 
     /// Alive at `now`, or why not: the main loop has not come round within
     /// [`LIVENESS_WINDOW`], or a task has ended.
-    pub fn liveness(&self, now: Instant) -> Result<(), String> {
+    pub(crate) fn liveness(&self, now: Instant) -> Result<(), String> {
         let silent = now.saturating_duration_since(self.last_beat);
         let mut reasons = Vec::new();
         if silent > LIVENESS_WINDOW {

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The `Content-Type` of the page.
-pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+pub(crate) const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// Label of the flows gauge.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -27,7 +27,7 @@ pub struct TableLabel {
 
 /// Label of the flow_mods counter: `add`, `modify` or `delete`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabel {
+pub(crate) struct KindLabel {
     pub kind: &'static str,
 }
 
@@ -37,37 +37,37 @@ pub struct AgentMetrics {
     /// Desired flows per table name.
     pub flows: Family<TableLabel, Gauge>,
     /// Flow_mods committed, by kind.
-    pub flow_mods: Family<KindLabel, Counter>,
-    pub bundles_committed: Counter,
-    pub bundles_failed: Counter,
+    pub(crate) flow_mods: Family<KindLabel, Counter>,
+    pub(crate) bundles_committed: Counter,
+    pub(crate) bundles_failed: Counter,
     /// Flow_mods the switch refused (set aside and retried with backoff).
-    pub flow_mods_rejected: Counter,
+    pub(crate) flow_mods_rejected: Counter,
     /// Time from sending a bundle to its commit reply, seconds.
-    pub bundle_commit_seconds: Histogram,
+    pub(crate) bundle_commit_seconds: Histogram,
     /// Time the compiler took for a full or an incremental compile, seconds.
-    pub compile_seconds: Histogram,
-    pub reconnects: Counter,
+    pub(crate) compile_seconds: Histogram,
+    pub(crate) reconnects: Counter,
     /// 1 while the switch is connected.
-    pub switch_connected: Gauge,
+    pub(crate) switch_connected: Gauge,
     /// 1 while the bridge holds the committed resync of the current connection (ready).
-    pub synced: Gauge,
+    pub(crate) synced: Gauge,
     /// Failed accepts on the admin server.
-    pub admin_accept_errors: Counter,
+    pub(crate) admin_accept_errors: Counter,
     /// Admin connections refused because the server was serving its maximum.
-    pub admin_connections_refused: Counter,
+    pub(crate) admin_connections_refused: Counter,
     /// Packet-ins the switch connection shed (its queue was full); a total kept by the
     /// connection, copied here by the main loop.
     pub packet_in_dropped_by_connection: AtomicU64,
     /// Packet-ins the switch connection's strict parser rejected (a copied total).
-    pub packet_in_malformed: AtomicU64,
+    pub(crate) packet_in_malformed: AtomicU64,
     /// Packets the switch's meter dropped on their way to npagent (meter band stats).
-    pub shed_by_meter: AtomicU64,
+    pub(crate) shed_by_meter: AtomicU64,
     /// The conntrack zone limit of each local pod (0 while off or not known yet).
-    pub conntrack_pod_limit: Gauge,
+    pub(crate) conntrack_pod_limit: Gauge,
     /// Local pods whose conntrack zone limit is wanted but not known to be set.
-    pub conntrack_pods_unbounded: Gauge,
+    pub(crate) conntrack_pods_unbounded: Gauge,
     /// Commands to ovs-vswitchd's control socket that failed (zone limits, flushes).
-    pub conntrack_limit_errors: Counter,
+    pub(crate) conntrack_limit_errors: Counter,
 }
 
 /// Bucket bounds of both histograms: 100 µs doubling to about 13 s, which covers an

@@ -8,7 +8,7 @@
 //!
 //! Any other path is 404, any other method than GET 405.
 
-pub mod health;
+pub(crate) mod health;
 pub mod metrics;
 pub mod server;
 
@@ -22,25 +22,25 @@ use std::time::Instant;
 
 /// What the admin server answers from: the agent's health and its metrics.
 #[derive(Debug)]
-pub struct Admin {
+pub(crate) struct Admin {
     health: Mutex<Health>,
     registry: Registry,
 }
 
 impl Admin {
     /// An admin state for `health` and the metrics of `registry`.
-    pub fn new(health: Health, registry: Registry) -> Admin {
+    pub(crate) fn new(health: Health, registry: Registry) -> Admin {
         Admin { health: Mutex::new(health), registry }
     }
 
     /// The health, for the agent to update. A panic while it was held leaves a verdict no
     /// worse than the last one: keep answering with it.
-    pub fn health(&self) -> MutexGuard<'_, Health> {
+    pub(crate) fn health(&self) -> MutexGuard<'_, Health> {
         self.health.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The answer to a request for `path` with `method`, at `now`.
-    pub fn respond(&self, method: &Method, path: &str, now: Instant) -> Response<Full<Bytes>> {
+    pub(crate) fn respond(&self, method: &Method, path: &str, now: Instant) -> Response<Full<Bytes>> {
         let known = matches!(path, "/livez" | "/readyz" | "/metrics");
         if !known {
             // The path is not echoed: the answer's size stays the server's to choose.
@@ -80,7 +80,7 @@ fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
 }
 
 /// Serves `admin` on `listener` forever (see [`server`]).
-pub async fn serve(listener: tokio::net::TcpListener, admin: Arc<Admin>, counters: Arc<metrics::AgentMetrics>) {
+pub(crate) async fn serve(listener: tokio::net::TcpListener, admin: Arc<Admin>, counters: Arc<metrics::AgentMetrics>) {
     let respond: Arc<server::Respond> = Arc::new(move |req: &Request<hyper::body::Incoming>| {
         admin.respond(req.method(), req.uri().path(), Instant::now())
     });

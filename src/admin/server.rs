@@ -22,19 +22,19 @@ use tokio::sync::Semaphore;
 /// Connections served at once; more are refused.
 pub const MAX_CONNECTIONS: usize = 64;
 /// How long a client has to send a request head.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long one connection may stay open in all, answers included.
-pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
 /// First and longest pause after a failed accept (doubling in between).
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// Answers one request (the method and path are all the admin server looks at).
-pub type Respond = dyn Fn(&Request<Incoming>) -> Response<Full<Bytes>> + Send + Sync;
+pub(crate) type Respond = dyn Fn(&Request<Incoming>) -> Response<Full<Bytes>> + Send + Sync;
 
 /// Serves `listener` with `respond` forever, counting accept errors and refused connections
 /// in `metrics`.
-pub async fn serve(listener: TcpListener, respond: Arc<Respond>, metrics: Arc<AgentMetrics>) {
+pub(crate) async fn serve(listener: TcpListener, respond: Arc<Respond>, metrics: Arc<AgentMetrics>) {
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));

@@ -20,13 +20,13 @@ pub struct AuditArgs {
     pub dedup_window: Duration,
     /// Rotate the log before it exceeds this many megabytes (0: never).
     #[arg(long = "audit-max-size", default_value_t = 500, env = "NPAGENT_AUDIT_MAX_SIZE")]
-    pub max_size_mb: u64,
+    pub(crate) max_size_mb: u64,
     /// Rotated backups kept (0: all).
     #[arg(long = "audit-max-backups", default_value_t = 3, env = "NPAGENT_AUDIT_MAX_BACKUPS")]
     pub max_backups: usize,
     /// Days a backup is kept (0: no age limit).
     #[arg(long = "audit-max-age", default_value_t = 28, env = "NPAGENT_AUDIT_MAX_AGE")]
-    pub max_age_days: u64,
+    pub(crate) max_age_days: u64,
     /// Gzip rotated backups.
     #[arg(long = "audit-compress", default_value_t = true, action = clap::ArgAction::Set, env = "NPAGENT_AUDIT_COMPRESS")]
     pub compress: bool,
@@ -70,7 +70,7 @@ impl AuditArgs {
 
 /// Parses a Go duration (`time.ParseDuration`): a sequence of decimal numbers with units
 /// `ns`, `us`, `µs`, `ms`, `s`, `m`, `h` (`1m30s`, `1.5s`, `250ms`), or `0`. No sign.
-pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_go_duration(s: &str) -> Result<Duration, String> {
     let err = || format!("invalid duration {s:?} (examples: 1s, 500ms, 1m30s)");
     if s == "0" {
         return Ok(Duration::ZERO);

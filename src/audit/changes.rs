@@ -21,7 +21,7 @@ use std::time::SystemTime;
 
 /// What happened to a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangeKind {
+pub(crate) enum ChangeKind {
     Added,
     Modified,
     Deleted,
@@ -29,7 +29,7 @@ pub enum ChangeKind {
 }
 
 impl ChangeKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ChangeKind::Added => "added",
             ChangeKind::Modified => "modified",
@@ -41,19 +41,19 @@ impl ChangeKind {
 
 /// One event.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PolicyChange {
+pub(crate) struct PolicyChange {
     pub time: SystemTime,
     pub kind: ChangeKind,
     pub policy: ObjectRef,
     /// Content hash of the version now enforced (added, modified).
-    pub hash: Option<String>,
+    pub(crate) hash: Option<String>,
     /// Why the latest version was refused (rejected).
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 impl PolicyChange {
     /// The event's JSON line, newline included.
-    pub fn json_line(&self) -> String {
+    pub(crate) fn json_line(&self) -> String {
         let mut o = serde_json::Map::new();
         o.insert("time".into(), super::timefmt::rfc3339_nanos(self.time).into());
         o.insert("event".into(), self.kind.as_str().into());
@@ -71,7 +71,7 @@ impl PolicyChange {
 }
 
 /// Content hash of a policy as enforced.
-pub fn policy_hash(policy: &Policy) -> String {
+pub(crate) fn policy_hash(policy: &Policy) -> String {
     // The model's Debug text is deterministic (ordered maps) and covers every field.
     let digest = ring::digest::digest(&ring::digest::SHA256, format!("{policy:?}").as_bytes());
     hex::encode(digest.as_ref())
@@ -79,7 +79,7 @@ pub fn policy_hash(policy: &Policy) -> String {
 
 /// What the log last said about each policy; turns model states into events. Pure.
 #[derive(Debug, Default)]
-pub struct PolicyLedger {
+pub(crate) struct PolicyLedger {
     enforced: BTreeMap<ObjectRef, String>,
     rejected: BTreeMap<ObjectRef, String>,
 }
@@ -88,7 +88,7 @@ impl PolicyLedger {
     /// Events for the policies the bridge now enforces (`policies`, at `time`): added,
     /// modified (another hash) and deleted since the last call. Only the policies in `only`
     /// can have changed (all of them when `None`).
-    pub fn enforced(
+    pub(crate) fn enforced(
         &mut self,
         policies: &BTreeMap<ObjectRef, Policy>,
         only: Option<&BTreeSet<ObjectRef>>,
@@ -120,7 +120,7 @@ impl PolicyLedger {
 
     /// Events for policies whose latest version was refused (`invalid`: policy -> reason, at
     /// `time`), once per distinct reason; a policy no longer refused may be refused again.
-    pub fn rejected(&mut self, invalid: &BTreeMap<ObjectRef, String>, time: SystemTime) -> Vec<PolicyChange> {
+    pub(crate) fn rejected(&mut self, invalid: &BTreeMap<ObjectRef, String>, time: SystemTime) -> Vec<PolicyChange> {
         self.rejected.retain(|k, _| invalid.contains_key(k));
         let mut events = Vec::new();
         for (policy, reason) in invalid {
@@ -137,18 +137,18 @@ impl PolicyLedger {
 
 /// The change log file, appended to and flushed after every batch of events.
 #[derive(Debug)]
-pub struct ChangeLog {
+pub(crate) struct ChangeLog {
     file: File,
 }
 
 impl ChangeLog {
     /// Opens (creating its directory 0755 and the file if missing) `path` for appending.
-    pub fn open(path: &Path) -> Result<ChangeLog, super::writer::WriteError> {
+    pub(crate) fn open(path: &Path) -> Result<ChangeLog, super::writer::WriteError> {
         super::writer::open_for_append(path).map(|file| ChangeLog { file })
     }
 
     /// Appends the events.
-    pub fn write(&mut self, events: &[PolicyChange]) -> std::io::Result<()> {
+    pub(crate) fn write(&mut self, events: &[PolicyChange]) -> std::io::Result<()> {
         if events.is_empty() {
             return Ok(());
         }
@@ -160,7 +160,7 @@ impl ChangeLog {
 
 /// The ledger and its file: what the agent calls.
 #[derive(Debug)]
-pub struct ChangeAuditor {
+pub(crate) struct ChangeAuditor {
     ledger: PolicyLedger,
     log: ChangeLog,
     path: std::path::PathBuf,
@@ -170,7 +170,7 @@ pub struct ChangeAuditor {
 
 impl ChangeAuditor {
     /// Opens the change log at `path`.
-    pub fn open(path: &Path) -> Result<ChangeAuditor, super::writer::WriteError> {
+    pub(crate) fn open(path: &Path) -> Result<ChangeAuditor, super::writer::WriteError> {
         Ok(ChangeAuditor {
             ledger: PolicyLedger::default(),
             log: ChangeLog::open(path)?,
@@ -181,7 +181,7 @@ impl ChangeAuditor {
 
     /// After the sources changed: the model's `changes`, and the policies now refused
     /// (policy -> reason).
-    pub fn changed(&mut self, changes: &[Change], invalid: &BTreeMap<ObjectRef, String>) {
+    pub(crate) fn changed(&mut self, changes: &[Change], invalid: &BTreeMap<ObjectRef, String>) {
         if let Some(touched) = self.touched.as_mut() {
             touched.extend(changes.iter().filter_map(|c| match c {
                 Change::Policy(p) => Some(p.clone()),
@@ -193,7 +193,7 @@ impl ChangeAuditor {
     }
 
     /// After the bridge committed the flows of `policies`.
-    pub fn enforced(&mut self, policies: &BTreeMap<ObjectRef, Policy>) {
+    pub(crate) fn enforced(&mut self, policies: &BTreeMap<ObjectRef, Policy>) {
         let touched = self.touched.replace(BTreeSet::new());
         let events = self.ledger.enforced(policies, touched.as_ref(), SystemTime::now());
         self.write(&events);

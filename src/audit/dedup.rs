@@ -25,7 +25,7 @@ use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Default aggregation window (Antrea's fixed one second).
-pub const DEFAULT_WINDOW: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_WINDOW: Duration = Duration::from_secs(1);
 /// Default bound on pending aggregates; beyond it, new distinct entries are written at once.
 pub const DEFAULT_MAX_PENDING: usize = 65_536;
 

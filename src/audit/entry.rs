@@ -43,7 +43,7 @@ pub trait RuleResolver {
 }
 
 /// `Allow` or `Drop`.
-pub fn disposition_str(d: Disposition) -> &'static str {
+pub(crate) fn disposition_str(d: Disposition) -> &'static str {
     match d {
         Disposition::Allow => "Allow",
         Disposition::Drop => "Drop",
@@ -115,11 +115,11 @@ pub enum PolicyRef {
 
 impl PolicyRef {
     /// The kind printed in the policy field of policy lines and default drops.
-    pub const KIND: &'static str = "K8sNetworkPolicy";
+    pub(crate) const KIND: &'static str = "K8sNetworkPolicy";
     /// The kind printed in the policy field of security events.
-    pub const SECURITY_KIND: &'static str = "SecurityEvent";
+    pub(crate) const SECURITY_KIND: &'static str = "SecurityEvent";
     /// The kind printed in the policy field of staged lines.
-    pub const STAGED_KIND: &'static str = "StagedNetworkPolicy";
+    pub(crate) const STAGED_KIND: &'static str = "StagedNetworkPolicy";
 
     /// The kind the policy field names.
     pub fn kind(&self) -> &'static str {
@@ -166,7 +166,7 @@ pub struct AuditEntry {
     pub priority: Option<u16>,
     /// The local pod the policy applies to: the destination for ingress, the source for
     /// egress.
-    pub applied_to: Option<ObjectRef>,
+    pub(crate) applied_to: Option<ObjectRef>,
     pub src_ip: IpAddr,
     pub dst_ip: IpAddr,
     /// TCP, UDP and SCTP only.
@@ -182,12 +182,12 @@ pub struct AuditEntry {
     /// isolate it, sorted; empty otherwise.
     pub isolated_by: Vec<ObjectRef>,
     /// Source pod, when the model knows the source IP.
-    pub src_pod: Option<ObjectRef>,
+    pub(crate) src_pod: Option<ObjectRef>,
     /// Destination pod, when the model knows the destination IP.
-    pub dst_pod: Option<ObjectRef>,
+    pub(crate) dst_pod: Option<ObjectRef>,
     /// The packet came back from the node through the gateway with a local pod's connection
     /// (after the node's DNAT): a connection to a Service, logged with its real backend.
-    pub via_service: bool,
+    pub(crate) via_service: bool,
 }
 
 /// Builds the entry for one packet-in received at `now`.

@@ -74,7 +74,7 @@ impl Formatter {
     }
 
     /// Appends the line for `r`, newline included, to `out`.
-    pub fn write(&self, r: &Record, out: &mut Vec<u8>) {
+    pub(crate) fn write(&self, r: &Record, out: &mut Vec<u8>) {
         match self.format {
             Format::Antrea => antrea(r, out),
             Format::AntreaV1 => antrea_v1(r, out),

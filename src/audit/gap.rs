@@ -29,7 +29,7 @@ use std::time::SystemTime;
 
 /// Who shed the packet-ins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum GapCause {
+pub(crate) enum GapCause {
     /// The switch's logging meters (Allow or Drop copies over `--audit-allow-rate` or
     /// `--audit-drop-rate`).
     Meter,
@@ -41,7 +41,7 @@ pub enum GapCause {
 
 impl GapCause {
     /// Lower-case name used in both layouts.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             GapCause::Meter => "meter",
             GapCause::Connection => "connection",
@@ -52,13 +52,13 @@ impl GapCause {
 
 /// Packet-ins shed over an interval.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Gap {
-    pub cause: GapCause,
+pub(crate) struct Gap {
+    pub(crate) cause: GapCause,
     pub direction: Option<Direction>,
     pub disposition: Option<Disposition>,
     /// The pod whose copies were shed, when one meter carries only its copies.
-    pub pod: Option<ObjectRef>,
-    pub shed: u64,
+    pub(crate) pod: Option<ObjectRef>,
+    pub(crate) shed: u64,
     /// The shedding happened after `from` and no later than `to`.
     pub from: SystemTime,
     pub to: SystemTime,
@@ -87,7 +87,7 @@ struct JsonPod<'a> {
 
 impl Gap {
     /// Appends the gap's line in `format`, newline included, written at `now`.
-    pub fn write(&self, format: Format, node: &str, now: SystemTime, out: &mut Vec<u8>) {
+    pub(crate) fn write(&self, format: Format, node: &str, now: SystemTime, out: &mut Vec<u8>) {
         let direction = self.direction.map(Direction::as_str);
         let disposition = self.disposition.map(disposition_str);
         match format {
@@ -139,7 +139,7 @@ const BUCKETS: [(Option<Direction>, Option<Disposition>); 5] = [
 /// Packet-ins shed by the audit queue, by direction and disposition (read from their
 /// userdata, which costs a few bytes' decode).
 #[derive(Debug, Default)]
-pub struct ShedCounters([AtomicU64; BUCKETS.len()]);
+pub(crate) struct ShedCounters([AtomicU64; BUCKETS.len()]);
 
 impl ShedCounters {
     /// Counts one shed packet-in.
@@ -158,7 +158,8 @@ impl ShedCounters {
     }
 
     /// The total so far.
-    pub fn total(&self) -> u64 {
+    #[cfg(test)]
+    fn total(&self) -> u64 {
         self.read().iter().sum()
     }
 }
@@ -170,11 +171,11 @@ const MAX_REPORTED: usize = 256;
 /// Gaps known outside the audit logger (meter and connection sheds, found by the agent's
 /// polls), waiting for the logger to write them.
 #[derive(Debug, Default)]
-pub struct ReportedGaps(Mutex<Vec<Gap>>);
+pub(crate) struct ReportedGaps(Mutex<Vec<Gap>>);
 
 impl ReportedGaps {
     /// Queues a gap for the log; a zero count is ignored.
-    pub fn report(&self, gap: Gap) {
+    pub(crate) fn report(&self, gap: Gap) {
         if gap.shed == 0 {
             return;
         }
@@ -204,19 +205,19 @@ impl ReportedGaps {
 
 /// Turns the queue's shed counts into gaps between ticks, and collects reported ones.
 #[derive(Debug)]
-pub struct GapTracker {
+pub(crate) struct GapTracker {
     seen: [u64; BUCKETS.len()],
     since: SystemTime,
 }
 
 impl GapTracker {
     /// A tracker whose first interval starts at `now`.
-    pub fn new(now: SystemTime) -> GapTracker {
+    pub(crate) fn new(now: SystemTime) -> GapTracker {
         GapTracker { seen: [0; BUCKETS.len()], since: now }
     }
 
     /// The gaps to write at `now`: queue sheds since the last call, then reported gaps.
-    pub fn collect(&mut self, queue: &ShedCounters, reported: &ReportedGaps, now: SystemTime) -> Vec<Gap> {
+    pub(crate) fn collect(&mut self, queue: &ShedCounters, reported: &ReportedGaps, now: SystemTime) -> Vec<Gap> {
         let counts = queue.read();
         let mut gaps = Vec::new();
         for (i, (&count, &(direction, disposition))) in counts.iter().zip(BUCKETS.iter()).enumerate() {

@@ -10,13 +10,13 @@
 //! flushes the file. Nothing here can stop enforcement: a packet-in that does not decode is
 //! counted and logged at debug level, a write error is reported and retried.
 
-pub mod args;
+pub(crate) mod args;
 pub mod chain;
-pub mod changes;
+pub(crate) mod changes;
 pub mod dedup;
 pub mod entry;
 pub mod format;
-pub mod gap;
+pub(crate) mod gap;
 pub mod packet;
 pub mod staged_report;
 pub mod timefmt;
@@ -75,11 +75,11 @@ pub struct AuditStats {
     /// Packet-ins dropped because the queue was full (or the logger had stopped).
     pub shed_by_queue: AtomicU64,
     /// The same, by direction and disposition (for gap records).
-    pub shed_by_queue_kind: gap::ShedCounters,
+    pub(crate) shed_by_queue_kind: gap::ShedCounters,
     /// Sheds found outside the logger (meter, connection), waiting to be written as gaps.
-    pub reported_gaps: gap::ReportedGaps,
+    pub(crate) reported_gaps: gap::ReportedGaps,
     /// Gap records written (with `--audit-chain`).
-    pub gap_records: AtomicU64,
+    pub(crate) gap_records: AtomicU64,
 }
 
 /// A copy of [`AuditStats`] at one moment.
@@ -366,7 +366,7 @@ impl AuditSender {
     }
 
     /// Resolves once the audit task is gone (stopped, or died).
-    pub async fn closed(&self) {
+    pub(crate) async fn closed(&self) {
         self.tx.closed().await
     }
 }
@@ -398,7 +398,7 @@ impl AuditLogger {
     }
 
     /// Starts the task writing to `sink`.
-    pub fn spawn_with_sink<R, W>(cfg: AuditConfig, resolver: Arc<R>, sink: W) -> AuditLogger
+    pub(crate) fn spawn_with_sink<R, W>(cfg: AuditConfig, resolver: Arc<R>, sink: W) -> AuditLogger
     where
         R: RuleResolver + Send + Sync + ?Sized + 'static,
         W: LineSink + Send + 'static,

@@ -7,13 +7,13 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// IP protocol numbers npagent names in its log.
-pub mod proto {
-    pub const ICMP: u8 = 1;
-    pub const IGMP: u8 = 2;
-    pub const TCP: u8 = 6;
-    pub const UDP: u8 = 17;
-    pub const ICMPV6: u8 = 58;
-    pub const SCTP: u8 = 132;
+pub(crate) mod proto {
+    pub(crate) const ICMP: u8 = 1;
+    pub(crate) const IGMP: u8 = 2;
+    pub(crate) const TCP: u8 = 6;
+    pub(crate) const UDP: u8 = 17;
+    pub(crate) const ICMPV6: u8 = 58;
+    pub(crate) const SCTP: u8 = 132;
 }
 
 const ETH_HEADER: usize = 14;
@@ -59,7 +59,7 @@ pub struct PacketInfo {
 }
 
 /// The name Antrea prints for an IP protocol number, if it has one.
-pub fn protocol_name(protocol: u8) -> Option<&'static str> {
+pub(crate) fn protocol_name(protocol: u8) -> Option<&'static str> {
     Some(match protocol {
         proto::ICMP => "ICMP",
         proto::IGMP => "IGMP",

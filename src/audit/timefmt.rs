@@ -20,7 +20,7 @@ pub struct Civil {
 
 impl Civil {
     /// Converts with the days-to-civil algorithm of the proleptic Gregorian calendar.
-    pub fn from_system_time(t: SystemTime) -> Civil {
+    pub(crate) fn from_system_time(t: SystemTime) -> Civil {
         let since = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
         let secs = since.as_secs();
         let days = secs / 86_400;
@@ -45,10 +45,33 @@ impl Civil {
             nanos: since.subsec_nanos(),
         }
     }
+
+    /// The time of this date and clock (the inverse of [`Civil::from_system_time`], by the
+    /// days-from-civil algorithm); `None` before the epoch or for a month outside 1..=12. The
+    /// other fields are not range-checked: a second of 60 is the next minute's first.
+    pub fn to_system_time(&self) -> Option<SystemTime> {
+        if !(1..=12).contains(&self.month) {
+            return None;
+        }
+        // i128: no year of an i64 overflows.
+        let m = i128::from(self.month);
+        let y = i128::from(self.year) - i128::from(m <= 2);
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let doy = (153 * ((m + 9) % 12) + 2) / 5 + i128::from(self.day) - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146_097 + doe - 719_468;
+        if days < 0 {
+            return None;
+        }
+        let secs =
+            days * 86_400 + i128::from(self.hour) * 3_600 + i128::from(self.minute) * 60 + i128::from(self.second);
+        UNIX_EPOCH.checked_add(Duration::new(u64::try_from(secs).ok()?, self.nanos))
+    }
 }
 
 /// Where formatted bytes go: a `Vec`, or a fixed buffer when no allocation is wanted.
-pub trait ByteSink {
+pub(crate) trait ByteSink {
     fn push(&mut self, b: u8);
     fn extend_from_slice(&mut self, s: &[u8]) {
         for &b in s {
@@ -68,7 +91,7 @@ impl ByteSink for Vec<u8> {
 
 /// A small stack buffer; bytes beyond its capacity are dropped.
 #[derive(Debug, Clone, Copy)]
-pub struct Fixed {
+pub(crate) struct Fixed {
     buf: [u8; 48],
     len: usize,
 }
@@ -81,7 +104,7 @@ impl Default for Fixed {
 
 impl Fixed {
     /// The bytes written.
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         self.buf.get(..self.len).unwrap_or_default()
     }
 }
@@ -96,7 +119,7 @@ impl ByteSink for Fixed {
 }
 
 /// Appends `YYYY/MM/DD HH:MM:SS.uuuuuu` (Go's `log.Ldate|log.Lmicroseconds`, UTC).
-pub fn push_go_log_timestamp(out: &mut impl ByteSink, t: SystemTime) {
+pub(crate) fn push_go_log_timestamp(out: &mut impl ByteSink, t: SystemTime) {
     let c = Civil::from_system_time(t);
     push_date(out, &c, b'/');
     out.push(b' ');
@@ -114,7 +137,7 @@ pub fn rfc3339_nanos(t: SystemTime) -> String {
 }
 
 /// Appends [`rfc3339_nanos`]'s text.
-pub fn push_rfc3339_nanos(out: &mut impl ByteSink, t: SystemTime) {
+pub(crate) fn push_rfc3339_nanos(out: &mut impl ByteSink, t: SystemTime) {
     let c = Civil::from_system_time(t);
     push_date(out, &c, b'-');
     out.push(b'T');
@@ -142,7 +165,7 @@ fn push_clock(out: &mut impl ByteSink, c: &Civil) {
 }
 
 /// Appends `v` in decimal, zero-padded to at least `width` digits.
-pub fn push_padded(out: &mut impl ByteSink, v: u64, width: usize) {
+pub(crate) fn push_padded(out: &mut impl ByteSink, v: u64, width: usize) {
     let mut digits = [0u8; 20];
     let mut n = 0;
     let mut v = v;
@@ -172,7 +195,7 @@ pub fn go_duration(d: Duration) -> String {
 }
 
 /// Appends [`go_duration`]'s text.
-pub fn push_go_duration(out: &mut impl ByteSink, d: Duration) {
+pub(crate) fn push_go_duration(out: &mut impl ByteSink, d: Duration) {
     const NANOS_PER_SEC: u128 = 1_000_000_000;
     let mut u = d.as_nanos();
     // Built backwards, as Go does, into a buffer large enough for u128 hours.
@@ -282,13 +305,29 @@ mod tests {
     }
 
     #[test]
+    fn civil_to_system_time_refuses_what_has_no_time() {
+        let c = Civil { year: 1970, month: 1, day: 1, hour: 0, minute: 0, second: 0, nanos: 0 };
+        assert_eq!(c.to_system_time(), Some(UNIX_EPOCH));
+        assert_eq!(
+            Civil { year: 1969, month: 12, day: 31, hour: 23, minute: 59, second: 60, ..c }.to_system_time(),
+            None
+        );
+        assert_eq!(Civil { month: 0, ..c }.to_system_time(), None);
+        assert_eq!(Civil { month: 13, ..c }.to_system_time(), None);
+        assert_eq!(Civil { year: i64::MIN, ..c }.to_system_time(), None);
+        assert!(Civil { year: i64::MAX, ..c }.to_system_time().is_none_or(|t| t > UNIX_EPOCH));
+    }
+
+    #[test]
     fn civil_matches_a_day_by_day_count() {
         // Walk 800 years day by day with a naive calendar and compare.
         let (mut y, mut m, mut d) = (1970i64, 1u32, 1u32);
         let leap = |y: i64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
         for day in 0..(800 * 366) {
-            let c = Civil::from_system_time(at(day * 86_400 + 86_399, 0));
+            let t = at(day * 86_400 + 86_399, 7);
+            let c = Civil::from_system_time(t);
             assert_eq!((c.year, c.month, c.day, c.hour, c.minute, c.second), (y, m, d, 23, 59, 59), "day {day}");
+            assert_eq!(c.to_system_time(), Some(t), "day {day} back");
             let len = match m {
                 2 if leap(y) => 29,
                 2 => 28,

@@ -222,7 +222,7 @@ impl Compiler {
 
     /// The policies isolating local port `ofport` in `direction`, sorted: the reason its
     /// default drop exists (`npagent explain`, and the JSON audit log's default drops).
-    pub fn isolating(&self, direction: Direction, ofport: u32) -> impl Iterator<Item = &ObjectRef> {
+    pub(crate) fn isolating(&self, direction: Direction, ofport: u32) -> impl Iterator<Item = &ObjectRef> {
         self.isolated.get(&(direction, ofport)).into_iter().flatten()
     }
 

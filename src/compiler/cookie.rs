@@ -7,7 +7,7 @@ use super::rules::Direction;
 use crate::model::Protocol;
 
 /// Top 16 bits of every npagent cookie ("NP").
-pub const MARKER: u16 = 0x4e50;
+pub(crate) const MARKER: u16 = 0x4e50;
 
 /// What a flow is, in bits 40..48 of its cookie.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,7 +34,7 @@ pub fn cookie(kind: Kind, low: u64) -> u64 {
 }
 
 /// Whether `cookie` carries npagent's marker.
-pub fn is_ours(cookie: u64) -> bool {
+pub(crate) fn is_ours(cookie: u64) -> bool {
     (cookie >> 48) as u16 == MARKER
 }
 
@@ -55,13 +55,13 @@ pub fn kind(cookie: u64) -> Option<Kind> {
 }
 
 /// The 40-bit payload of a cookie.
-pub fn payload(cookie: u64) -> u64 {
+pub(crate) fn payload(cookie: u64) -> u64 {
     cookie & LOW_BITS
 }
 
 /// The cookie of a rule's `conj_id` flow: a stable hash (FNV-1a, same in every build and run)
 /// of the rule's identity.
-pub fn rule_cookie(key: &RuleKey) -> u64 {
+pub(crate) fn rule_cookie(key: &RuleKey) -> u64 {
     let mut h = Fnv::new();
     h.bytes(key.policy.namespace.as_bytes());
     h.bytes(&[0]);

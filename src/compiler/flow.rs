@@ -50,13 +50,13 @@ pub(crate) const ETH_ARP: u16 = 0x0806;
 ///   (ConnectionDestination, by `ct_nw_dst`); the ingress tables match it.
 pub mod from {
     /// From a pod's port.
-    pub const POD: u32 = 0x1;
+    pub(crate) const POD: u32 = 0x1;
     /// From the gateway port.
-    pub const GATEWAY: u32 = 0x2;
+    pub(crate) const GATEWAY: u32 = 0x2;
     /// From an uplink or tunnel port.
-    pub const UPLINK: u32 = 0x4;
+    pub(crate) const UPLINK: u32 = 0x4;
     /// From the gateway with one of the node's own addresses as source: the node's own traffic.
-    pub const NODE: u32 = 0x8;
+    pub(crate) const NODE: u32 = 0x8;
 }
 
 const LOW_HALF: u64 = 0x0000_0000_ffff_ffff;
@@ -68,55 +68,55 @@ pub fn reg1(ofport: u32) -> Oxm {
 }
 
 /// `reg2=<ofport>` (the source pod), in the form OVS reports it (high half of xreg1).
-pub fn reg2(ofport: u32) -> Oxm {
+pub(crate) fn reg2(ofport: u32) -> Oxm {
     Oxm::XReg { index: 1, value: Masked::masked(u64::from(ofport) << 32, HIGH_HALF) }
 }
 
 /// `reg4=<ofport>` (the connection's destination pod), as OVS reports it (high half of xreg2).
-pub fn reg4(ofport: u32) -> Oxm {
+pub(crate) fn reg4(ofport: u32) -> Oxm {
     Oxm::XReg { index: 2, value: Masked::masked(u64::from(ofport) << 32, HIGH_HALF) }
 }
 
 /// `reg7=<value>` (low half of xreg3): the direction of the rule whose Allow copy AllowCopy
 /// makes.
-pub fn reg7(value: u32) -> Oxm {
+pub(crate) fn reg7(value: u32) -> Oxm {
     Oxm::XReg { index: 3, value: Masked::masked(u64::from(value), LOW_HALF) }
 }
 
 /// `reg3=<flags>/<flags>`: every flag in `flags` set (low half of xreg1).
-pub fn from_flags(flags: u32) -> Oxm {
+pub(crate) fn from_flags(flags: u32) -> Oxm {
     Oxm::XReg { index: 1, value: Masked::masked(u64::from(flags), u64::from(flags)) }
 }
 
 /// `set_field:<value>->reg<index>`.
-pub fn set_reg(index: u8, value: u32) -> Action {
+pub(crate) fn set_reg(index: u8, value: u32) -> Action {
     Action::SetField(Oxm::Reg { index, value: Masked::exact(value) })
 }
 
 /// `ip,nw_src=<prefix>` or `ipv6,ipv6_src=<prefix>`.
-pub fn src_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
+pub(crate) fn src_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
     prefix(cidr, Oxm::Ipv4Src, Oxm::Ipv6Src)
 }
 
 /// `ip,nw_dst=<prefix>` or `ipv6,ipv6_dst=<prefix>`.
-pub fn dst_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
+pub(crate) fn dst_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
     prefix(cidr, Oxm::Ipv4Dst, Oxm::Ipv6Dst)
 }
 
 /// `ip,ct_nw_src=<prefix>` or `ipv6,ct_ipv6_src=<prefix>`: the source of the packet's
 /// connection in its original direction (replies and related packets included).
-pub fn ct_src_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
+pub(crate) fn ct_src_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
     tracked(prefix(cidr, Oxm::CtNwSrc, Oxm::CtIpv6Src))
 }
 
 /// `ip,ct_nw_dst=<prefix>` or `ipv6,ct_ipv6_dst=<prefix>`.
-pub fn ct_dst_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
+pub(crate) fn ct_dst_prefix(cidr: &crate::model::Cidr) -> Vec<Oxm> {
     tracked(prefix(cidr, Oxm::CtNwDst, Oxm::CtIpv6Dst))
 }
 
 /// `ct_state=-inv+trk` with `fields`: OVS takes a match on the conntrack tuple only with a
 /// ct_state that says the packet has a valid connection.
-pub fn tracked(mut fields: Vec<Oxm>) -> Vec<Oxm> {
+pub(crate) fn tracked(mut fields: Vec<Oxm>) -> Vec<Oxm> {
     fields.push(ct_state(ct::TRK, ct::INV));
     fields
 }
@@ -147,38 +147,39 @@ fn prefix(
 }
 
 /// `ct_state` bits.
-pub mod ct {
-    pub const NEW: u32 = 0x01;
-    pub const EST: u32 = 0x02;
-    pub const REL: u32 = 0x04;
-    pub const RPL: u32 = 0x08;
-    pub const INV: u32 = 0x10;
-    pub const TRK: u32 = 0x20;
+pub(crate) mod ct {
+    pub(crate) const NEW: u32 = 0x01;
+    #[allow(dead_code)] // no flow matches +est alone, but the table names every bit
+    pub(crate) const EST: u32 = 0x02;
+    pub(crate) const REL: u32 = 0x04;
+    pub(crate) const RPL: u32 = 0x08;
+    pub(crate) const INV: u32 = 0x10;
+    pub(crate) const TRK: u32 = 0x20;
 }
 
 /// `ct_state=` with the given set and cleared bits.
-pub fn ct_state(set: u32, clear: u32) -> Oxm {
+pub(crate) fn ct_state(set: u32, clear: u32) -> Oxm {
     Oxm::CtState(Masked::masked(set, set | clear))
 }
 
 /// `goto_table:<t>`.
-pub fn goto(table: u8) -> Instruction {
+pub(crate) fn goto(table: u8) -> Instruction {
     Instruction::GotoTable(table)
 }
 
 /// `output:<port>`.
-pub fn output(port: u32) -> Action {
+pub(crate) fn output(port: u32) -> Action {
     Action::Output { port, max_len: 0 }
 }
 
 /// `ct(table=<t>,zone=65520)` or `ct(commit,zone=65520)`.
-pub fn ct_action(commit: bool, table: Option<u8>) -> Action {
+pub(crate) fn ct_action(commit: bool, table: Option<u8>) -> Action {
     Action::Ct(Ct { flags: u16::from(commit), zone: CtZoneSrc::Imm(tables::CT_ZONE), table, alg: 0, actions: vec![] })
 }
 
 /// `ct(commit,zone=65520,exec(set_field:<mark>->ct_mark))`: commits a connection with the
 /// ofport of the node's port it entered by, so that its replies go back out there.
-pub fn ct_commit_marked(mark: u32) -> Action {
+pub(crate) fn ct_commit_marked(mark: u32) -> Action {
     Action::Ct(Ct {
         flags: 1,
         zone: CtZoneSrc::Imm(tables::CT_ZONE),
@@ -189,7 +190,7 @@ pub fn ct_commit_marked(mark: u32) -> Action {
 }
 
 /// `resubmit(,<table>)`: runs table `table`, then goes on with the actions after it.
-pub fn resubmit(table: u8) -> Action {
+pub(crate) fn resubmit(table: u8) -> Action {
     Action::ResubmitTable { in_port: IN_PORT_KEEP, table, ct: false }
 }
 
@@ -200,7 +201,7 @@ const IN_PORT_KEEP: u16 = 0xfff8;
 /// connection (`recirculate`), else `ct(commit,zone=<zone>)`: tracks the packet's connection
 /// in its owner's quota zone too. The recirculated packet has `ct_mark=1` only when the
 /// connection is in that zone, so a commit the zone's limit refused can be told apart.
-pub fn ct_quota(zone: u16, recirculate: bool) -> Action {
+pub(crate) fn ct_quota(zone: u16, recirculate: bool) -> Action {
     Action::Ct(Ct {
         flags: 1,
         zone: CtZoneSrc::Imm(zone),
@@ -215,24 +216,24 @@ pub fn ct_quota(zone: u16, recirculate: bool) -> Action {
 }
 
 /// `fields` with its `ct_state` match replaced by one with the given set and cleared bits.
-pub fn with_ct_state(mut fields: Vec<Oxm>, set: u32, clear: u32) -> Vec<Oxm> {
+pub(crate) fn with_ct_state(mut fields: Vec<Oxm>, set: u32, clear: u32) -> Vec<Oxm> {
     fields.retain(|f| !matches!(f, Oxm::CtState(_)));
     fields.push(ct_state(set, clear));
     fields
 }
 
 /// `set_field:<mac>->eth_dst`.
-pub fn set_eth_dst(mac: [u8; 6]) -> Action {
+pub(crate) fn set_eth_dst(mac: [u8; 6]) -> Action {
     Action::SetField(Oxm::EthDst(Masked::exact(mac)))
 }
 
 /// Bytes of a packet a logging copy carries: the audit decoder reads only the headers
 /// (Ethernet, IPv6 or IPv4 with options, then TCP/UDP/SCTP ports).
-pub const LOG_MAX_LEN: u16 = 128;
+pub(crate) const LOG_MAX_LEN: u16 = 128;
 
 /// `controller(max_len=128,id=<id>,userdata=<ud>,meter_id=<m>)` (NXAST_CONTROLLER2): a logging
 /// copy saying by its userdata what sent it.
-pub fn controller(userdata: &super::userdata::LogUserdata, meter_id: u32, controller_id: u16) -> Action {
+pub(crate) fn controller(userdata: &super::userdata::LogUserdata, meter_id: u32, controller_id: u16) -> Action {
     Action::Controller2(Controller2 {
         max_len: Some(LOG_MAX_LEN),
         controller_id: (controller_id != 0).then_some(controller_id),

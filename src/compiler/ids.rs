@@ -17,8 +17,8 @@ use std::collections::{BTreeMap, BTreeSet};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PortRange {
     pub protocol: Protocol,
-    pub first: u16,
-    pub last: u16,
+    pub(crate) first: u16,
+    pub(crate) last: u16,
 }
 
 /// The identity of a compiled rule: the policy, the direction and index of the rule, and
@@ -28,7 +28,7 @@ pub struct PortRange {
 pub struct RuleKey {
     pub policy: ObjectRef,
     pub direction: Direction,
-    pub rule: u32,
+    pub(crate) rule: u32,
     pub ports: Vec<PortRange>,
 }
 
@@ -86,7 +86,7 @@ impl IdAllocator {
     }
 
     /// The id of `key`, allocating one if it has none.
-    pub fn claim(&mut self, key: &RuleKey) -> u32 {
+    pub(crate) fn claim(&mut self, key: &RuleKey) -> u32 {
         if let Some(id) = self.live.get(key) {
             return *id;
         }
@@ -115,7 +115,7 @@ impl IdAllocator {
     }
 
     /// Releases the id of `key`: reserved until `now + grace`.
-    pub fn release(&mut self, key: &RuleKey, now: u64) {
+    pub(crate) fn release(&mut self, key: &RuleKey, now: u64) {
         if let Some(id) = self.live.remove(key) {
             self.owners.remove(&id);
             self.released.insert(id, (key.clone(), now.saturating_add(self.grace)));
@@ -125,7 +125,7 @@ impl IdAllocator {
 
     /// Ends recovery: recovered ids no rule claimed become released (reserved for the grace
     /// period from `now`).
-    pub fn finish_recovery(&mut self, now: u64) {
+    pub(crate) fn finish_recovery(&mut self, now: u64) {
         let until = now.saturating_add(self.grace);
         for id in std::mem::take(&mut self.recovered).into_values() {
             self.recovered_ids.remove(&id);
@@ -142,7 +142,7 @@ impl IdAllocator {
     }
 
     /// Forgets released ids whose grace period is over; returns them.
-    pub fn expire(&mut self, now: u64) -> Vec<u32> {
+    pub(crate) fn expire(&mut self, now: u64) -> Vec<u32> {
         let gone: Vec<u32> = self.released.iter().filter(|(_, (_, until))| *until <= now).map(|(id, _)| *id).collect();
         for id in &gone {
             if let Some((key, _)) = self.released.remove(id) {

@@ -10,25 +10,25 @@
 use super::userdata::Disposition;
 
 /// The meter of the security events' copies.
-pub const SECURITY: u32 = 3;
+pub(crate) const SECURITY: u32 = 3;
 const ALLOW_BASE: u32 = 0x1_0000;
 const DROP_BASE: u32 = 0x2_0000;
 /// Ofports are below this (OpenFlow's reserved ports start at 0xff00).
 const MAX_PORT: u32 = 0xff00;
 
 /// The meter of the Allow copies of the pod on port `ofport`.
-pub fn allow(ofport: u32) -> u32 {
+pub(crate) fn allow(ofport: u32) -> u32 {
     ALLOW_BASE + ofport
 }
 
 /// The meter of the Drop copies of the pod on port `ofport`.
-pub fn drop(ofport: u32) -> u32 {
+pub(crate) fn drop(ofport: u32) -> u32 {
     DROP_BASE + ofport
 }
 
 /// Whose copies a meter carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum MeterOwner {
+pub(crate) enum MeterOwner {
     /// The copies of one disposition for the pod on an ofport.
     Pod { disposition: Disposition, ofport: u32 },
     /// The security events.
@@ -36,7 +36,7 @@ pub enum MeterOwner {
 }
 
 /// The owner of meter `id`, if it is one of npagent's.
-pub fn owner(id: u32) -> Option<MeterOwner> {
+pub(crate) fn owner(id: u32) -> Option<MeterOwner> {
     let pod = |disposition, base: u32| {
         let ofport = id.checked_sub(base).filter(|o| *o < MAX_PORT)?;
         Some(MeterOwner::Pod { disposition, ofport })

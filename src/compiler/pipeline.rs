@@ -140,7 +140,7 @@ fn neighbor_flows(
 
 /// The fixed flows of the pipeline; security events are copied to controller
 /// `controller_id`.
-pub fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
+pub(crate) fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
     use tables::*;
     let v = |instructions: Vec<Instruction>| FlowValue { cookie: cookie::cookie(Kind::Pipeline, 0), instructions };
     let k = FlowKey::new;
@@ -266,7 +266,7 @@ fn quota_flows(o: u32, host: &Cidr, v: impl Fn(Vec<Instruction>) -> FlowValue) -
 /// Two ports may claim the same address or MAC (OVSDB between a pod's removal and its
 /// successor's creation): their forwarding flows then share a key, which the compiler
 /// resolves (see `Compiler::refresh_port_key`).
-pub fn port_flows(p: &LocalPort, controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
+pub(crate) fn port_flows(p: &LocalPort, controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
     use tables::*;
     let o = p.ofport;
     let v =
@@ -369,7 +369,7 @@ pub fn port_flows(p: &LocalPort, controller_id: u16) -> Vec<(FlowKey, FlowValue)
 /// connections to Service ranges sent to the gateway, other pod traffic routed to it, replies
 /// sent back out the node's port the connection entered by, and neighbour discovery for the
 /// gateway's addresses. Without a gateway port only uplinks have flows.
-pub fn node_flows(node: &Node) -> Vec<(FlowKey, FlowValue)> {
+pub(crate) fn node_flows(node: &Node) -> Vec<(FlowKey, FlowValue)> {
     let mut out = Vec::new();
     if let Some(gw) = &node.gateway {
         out.extend(node_port_flows(gw, from::GATEWAY));

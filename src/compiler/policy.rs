@@ -24,28 +24,28 @@ use std::net::IpAddr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) struct Conj {
     pub id: u32,
-    pub clause: u8,
-    pub n: u8,
+    pub(crate) clause: u8,
+    pub(crate) n: u8,
 }
 
 /// What one policy contributes.
 #[derive(Debug, Default)]
 pub(super) struct Compiled {
-    pub clauses: BTreeSet<(FlowKey, Conj)>,
-    pub owned: BTreeMap<FlowKey, FlowValue>,
+    pub(crate) clauses: BTreeSet<(FlowKey, Conj)>,
+    pub(crate) owned: BTreeMap<FlowKey, FlowValue>,
     /// Local ports it isolates, per direction.
-    pub isolates: BTreeSet<(Direction, u32)>,
+    pub(crate) isolates: BTreeSet<(Direction, u32)>,
     /// Pods its peers selected.
-    pub peer_pods: BTreeSet<ObjectRef>,
+    pub(crate) peer_pods: BTreeSet<ObjectRef>,
     pub namespaces: BTreeSet<String>,
-    pub rules: BTreeMap<RuleKey, RuleInfo>,
+    pub(crate) rules: BTreeMap<RuleKey, RuleInfo>,
     /// Rules with peers that produced flows and whose flows a peer pod change can patch.
-    pub rule_states: Vec<RuleState>,
+    pub(crate) rule_states: Vec<RuleState>,
 }
 
 impl Compiled {
     /// Whether the policy contributes or read nothing.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.clauses.is_empty()
             && self.owned.is_empty()
             && self.isolates.is_empty()
@@ -61,16 +61,16 @@ pub(super) struct RuleState {
     pub direction: Direction,
     pub index: u32,
     /// (conjunction id, number of clauses) of each port group.
-    pub groups: Vec<(u32, u8)>,
-    pub peers: RulePeers,
+    pub(crate) groups: Vec<(u32, u8)>,
+    pub(crate) peers: RulePeers,
 }
 
 /// Peer prefixes of a rule with how many reasons each has (a peer pod's address, an ipBlock
 /// prefix), and the peer pods counted with the addresses they were counted with.
 #[derive(Debug, Default)]
 pub(super) struct RulePeers {
-    pub prefixes: BTreeMap<Cidr, u32>,
-    pub members: BTreeMap<ObjectRef, Vec<IpAddr>>,
+    pub(crate) prefixes: BTreeMap<Cidr, u32>,
+    pub(crate) members: BTreeMap<ObjectRef, Vec<IpAddr>>,
 }
 
 impl RulePeers {
@@ -96,7 +96,7 @@ impl RulePeers {
 
     /// Sets pod `r`'s addresses (`None`: not a member); returns the prefixes that disappeared
     /// and those that appeared.
-    pub fn set_member(&mut self, r: &ObjectRef, ips: Option<&Vec<IpAddr>>) -> (Vec<Cidr>, Vec<Cidr>) {
+    pub(crate) fn set_member(&mut self, r: &ObjectRef, ips: Option<&Vec<IpAddr>>) -> (Vec<Cidr>, Vec<Cidr>) {
         let mut removed = Vec::new();
         let mut added = Vec::new();
         if let Some(old) = self.members.remove(r) {
@@ -123,9 +123,9 @@ impl RulePeers {
 
 /// The model indexes a policy's translation reads.
 pub(super) struct Lookup<'a> {
-    pub model: &'a Model,
+    pub(crate) model: &'a Model,
     pub ports: &'a BTreeMap<u32, LocalPort>,
-    pub local_by_ns: &'a BTreeMap<crate::model::SharedStr, BTreeSet<u32>>,
+    pub(crate) local_by_ns: &'a BTreeMap<crate::model::SharedStr, BTreeSet<u32>>,
 }
 
 /// A rule's peers as a clause flow match, on the connection's original direction

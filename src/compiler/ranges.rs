@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 /// The fewest value/mask pairs that together match exactly the ports `first..=last`.
 /// A mask of 0xffff is an exact port; the full range is one pair with mask 0.
-pub fn port_range_masks(first: u16, last: u16) -> Vec<(u16, u16)> {
+pub(crate) fn port_range_masks(first: u16, last: u16) -> Vec<(u16, u16)> {
     let mut out = Vec::new();
     if first > last {
         return out;
@@ -26,7 +26,7 @@ pub fn port_range_masks(first: u16, last: u16) -> Vec<(u16, u16)> {
 }
 
 /// `cidr` minus every prefix in `except`, as a minimal sorted list of prefixes.
-pub fn subtract(cidr: Cidr, except: &[Cidr]) -> Vec<Cidr> {
+pub(crate) fn subtract(cidr: Cidr, except: &[Cidr]) -> Vec<Cidr> {
     let mut out = Vec::new();
     subtract_into(cidr, except, &mut out);
     out.sort();

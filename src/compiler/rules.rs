@@ -13,7 +13,7 @@ pub enum Direction {
 
 impl Direction {
     /// Both directions, ingress first.
-    pub const BOTH: [Direction; 2] = [Direction::Ingress, Direction::Egress];
+    pub(crate) const BOTH: [Direction; 2] = [Direction::Ingress, Direction::Egress];
 
     /// The table of the direction's rules (conjunctions and their `conj_id` flows).
     pub fn rule_table(self) -> u8 {
@@ -32,12 +32,12 @@ impl Direction {
     }
 
     /// The direction whose rules or default drops live in table `id`.
-    pub fn of_table(id: u8) -> Option<Direction> {
+    pub(crate) fn of_table(id: u8) -> Option<Direction> {
         Direction::BOTH.into_iter().find(|d| d.rule_table() == id || d.default_table() == id)
     }
 
     /// `Ingress` or `Egress`, as np.log prints it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Direction::Ingress => "Ingress",
             Direction::Egress => "Egress",
@@ -83,7 +83,7 @@ impl RuleTable {
     }
 
     /// The local pod on `ofport`.
-    pub fn pod(&self, ofport: u32) -> Option<&ObjectRef> {
+    pub(crate) fn pod(&self, ofport: u32) -> Option<&ObjectRef> {
         self.ports.get(&ofport)
     }
 

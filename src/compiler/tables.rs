@@ -7,17 +7,17 @@
 pub const CLASSIFIER: u8 = 0;
 /// From a pod's port, only that pod's own MAC and addresses pass (IP, ARP, ND), untagged;
 /// else drop.
-pub const SPOOF_GUARD: u8 = 1;
+pub(crate) const SPOOF_GUARD: u8 = 1;
 /// Drops invalid connections and ICMP errors a pod sends about connections it is no end of;
 /// marks the node's own traffic; sends pods' connections to Service ranges to the gateway
 /// without a policy verdict (and their replies on without one).
-pub const CONNTRACK_STATE: u8 = 2;
+pub(crate) const CONNTRACK_STATE: u8 = 2;
 /// The local pod that is the source of the packet's connection (its original direction,
 /// `ct_nw_src`) into `reg2`: the pod whose egress policy judges every packet of it.
-pub const CONNECTION_SOURCE: u8 = 3;
+pub(crate) const CONNECTION_SOURCE: u8 = 3;
 /// The local pod that is the destination of the packet's connection (`ct_nw_dst`) into
 /// `reg4`: the pod whose ingress policy judges every packet of it.
-pub const CONNECTION_DESTINATION: u8 = 4;
+pub(crate) const CONNECTION_DESTINATION: u8 = 4;
 /// Kubernetes NetworkPolicy egress rules (conjunctive matches on the connection's source pod
 /// and its original destination and port), for every packet of a connection.
 pub const EGRESS_RULE: u8 = 5;
@@ -26,7 +26,7 @@ pub const EGRESS_DEFAULT_RULE: u8 = 6;
 /// The destination port into `reg1`: replies of connections that entered by a node's port go
 /// back out there; IP to a local pod's address goes to that pod (its MAC as destination);
 /// other IP from a pod is routed to the gateway; anything else is dropped.
-pub const L2_FORWARDING_CALC: u8 = 7;
+pub(crate) const L2_FORWARDING_CALC: u8 = 7;
 /// Kubernetes NetworkPolicy ingress rules (conjunctive matches), for every packet of a
 /// connection; the node's own connections pass.
 pub const INGRESS_RULE: u8 = 8;
@@ -36,19 +36,19 @@ pub const INGRESS_DEFAULT_RULE: u8 = 9;
 /// owns its connection (its original source, else its original destination; the zone is the
 /// pod's ofport), so that a pod's zone limit bounds the connections it holds; a new
 /// connection is committed there and recirculated to [`CONNTRACK_QUOTA`].
-pub const CONNTRACK_COMMIT: u8 = 10;
+pub(crate) const CONNTRACK_COMMIT: u8 = 10;
 /// Output to the port in `reg1`; nothing else leaves.
 pub const OUTPUT: u8 = 11;
 /// ARP and neighbour discovery, forwarded by the address they ask about or answer to (the
 /// owner's port only, never flooded).
-pub const NEIGHBOR_FORWARD: u8 = 12;
+pub(crate) const NEIGHBOR_FORWARD: u8 = 12;
 /// The Allow copies for the audit log, each through the meter of the pod its rule applies to
 /// (`reg7` the direction, `reg2` or `reg4` the pod); the rule flows resubmit here.
 pub const ALLOW_COPY: u8 = 13;
 /// A new connection whose commit into its owner's zone succeeded (`ct_mark=1` there) is
 /// committed into [`CT_ZONE`] (with the ofport of the node's port it entered by) and
 /// resubmitted to [`OUTPUT`]; one that its owner's full zone refused is dropped.
-pub const CONNTRACK_QUOTA: u8 = 14;
+pub(crate) const CONNTRACK_QUOTA: u8 = 14;
 
 /// Every table, in pipeline order: (id, name).
 pub const TABLES: [(u8, &str); 15] = [
@@ -70,7 +70,7 @@ pub const TABLES: [(u8, &str); 15] = [
 ];
 
 /// The name of table `id`, if it is one of npagent's.
-pub fn table_name(id: u8) -> Option<&'static str> {
+pub(crate) fn table_name(id: u8) -> Option<&'static str> {
     TABLES.iter().find(|(t, _)| *t == id).map(|(_, n)| *n)
 }
 
@@ -82,51 +82,51 @@ pub fn table_id(name: &str) -> Option<u8> {
 /// Priorities npagent uses (Antrea's values where it has them).
 pub mod priority {
     /// Replies of connections that entered by a node's port, back out there.
-    pub const REPLY: u16 = 220;
+    pub(crate) const REPLY: u16 = 220;
     /// A pod's neighbour discovery in SpoofGuard; the node's own traffic skips the ingress
     /// rules; a node port's ARP, ND and IP in the Classifier; invalid connections dropped.
-    pub const SKIP: u16 = 210;
+    pub(crate) const SKIP: u16 = 210;
     /// Clause flows, default drops, per-port flows (classification, spoof guard, forwarding
     /// by IP address, output).
-    pub const NORMAL: u16 = 200;
+    pub(crate) const NORMAL: u16 = 200;
     /// `conj_id` flows: the priority printed on Allow log lines.
-    pub const CONJ: u16 = 190;
+    pub(crate) const CONJ: u16 = 190;
     /// ICMP errors from a pod about connections it is no end of.
-    pub const FOREIGN_ERROR: u16 = 195;
+    pub(crate) const FOREIGN_ERROR: u16 = 195;
     /// The gateway's and the node's addresses (above any pod's: a pod cannot claim them);
     /// a source pod behind the gateway.
-    pub const NODE: u16 = 205;
+    pub(crate) const NODE: u16 = 205;
     /// Pods' new connections to Service ranges.
-    pub const SERVICE: u16 = 185;
+    pub(crate) const SERVICE: u16 = 185;
     /// Routing to the gateway (below any local destination); the rest of Service connections.
-    pub const ROUTE: u16 = 180;
+    pub(crate) const ROUTE: u16 = 180;
     /// Tagged frames in SpoofGuard, a security event.
-    pub const TAGGED_DROP: u16 = 3;
+    pub(crate) const TAGGED_DROP: u16 = 3;
     /// Packets SpoofGuard drops without a security event (IPv6 from a link-local or the
     /// unspecified address: multicast listener reports and the like).
-    pub const QUIET_DROP: u16 = 2;
+    pub(crate) const QUIET_DROP: u16 = 2;
     /// IP SpoofGuard drops as a security event (a forged source address or MAC).
-    pub const LOGGED_DROP: u16 = 1;
+    pub(crate) const LOGGED_DROP: u16 = 1;
     /// A connection owned by the local pod that is its original destination (below the one
     /// owned by its original source).
-    pub const BY_DESTINATION: u16 = 190;
+    pub(crate) const BY_DESTINATION: u16 = 190;
     /// New connections with no local pod at either end.
-    pub const UNOWNED: u16 = 100;
+    pub(crate) const UNOWNED: u16 = 100;
     /// Table-miss flows.
-    pub const MISS: u16 = 0;
+    pub(crate) const MISS: u16 = 0;
 }
 
 /// The conntrack zone of npagent's connections.
-pub const CT_ZONE: u16 = 65520;
+pub(crate) const CT_ZONE: u16 = 65520;
 
 /// The `ct_mark` a connection gets in its owner's zone when it is committed there: the
 /// recirculated packet carries it only when the commit succeeded.
-pub const QUOTA_MARK: u32 = 1;
+pub(crate) const QUOTA_MARK: u32 = 1;
 
 /// The conntrack zone that counts the connections of the local pod on port `ofport`: the
 /// ofport itself, when it fits a zone and is not [`CT_ZONE`] (OVS gives ports numbers below
 /// 0xff00, so every real one does).
-pub fn quota_zone(ofport: u32) -> Option<u16> {
+pub(crate) fn quota_zone(ofport: u32) -> Option<u16> {
     u16::try_from(ofport).ok().filter(|z| *z != 0 && *z != CT_ZONE)
 }
 

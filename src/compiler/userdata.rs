@@ -11,11 +11,11 @@
 //! conjunction id travels in `reg6`, which the packet-in's metadata carries.
 
 /// Userdata format version.
-pub const USERDATA_VERSION: u8 = 1;
+pub(crate) const USERDATA_VERSION: u8 = 1;
 /// Category: Kubernetes NetworkPolicy.
-pub const CATEGORY_NETWORK_POLICY: u8 = 1;
+pub(crate) const CATEGORY_NETWORK_POLICY: u8 = 1;
 /// Length of the userdata on the wire.
-pub const USERDATA_LEN: usize = 8;
+pub(crate) const USERDATA_LEN: usize = 8;
 
 /// What a logging flow did with the packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -39,7 +39,7 @@ pub enum SecurityEvent {
 
 impl SecurityEvent {
     /// Every event, by code.
-    pub const ALL: [SecurityEvent; 4] = [
+    pub(crate) const ALL: [SecurityEvent; 4] = [
         SecurityEvent::ForgedSource,
         SecurityEvent::TaggedFrame,
         SecurityEvent::InvalidConnection,
@@ -47,12 +47,12 @@ impl SecurityEvent {
     ];
 
     /// The event of userdata code `code`.
-    pub fn from_code(code: u32) -> Option<SecurityEvent> {
+    pub(crate) fn from_code(code: u32) -> Option<SecurityEvent> {
         SecurityEvent::ALL.into_iter().find(|e| *e as u32 == code)
     }
 
     /// The name the log prints.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SecurityEvent::ForgedSource => "ForgedSource",
             SecurityEvent::TaggedFrame => "TaggedFrame",
@@ -98,7 +98,7 @@ impl LogUserdata {
     }
 
     /// Reads userdata back from a packet-in.
-    pub fn decode(bytes: &[u8]) -> Result<Self, UserdataError> {
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, UserdataError> {
         let b: [u8; USERDATA_LEN] = bytes.try_into().map_err(|_| UserdataError::BadLength(bytes.len()))?;
         if b[0] != USERDATA_VERSION {
             return Err(UserdataError::BadVersion(b[0]));

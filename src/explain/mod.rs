@@ -11,9 +11,9 @@
 //! With StagedNetworkPolicies, the same question is also answered against the staged view and
 //! compared ([`staged`]).
 
-pub mod packet;
-pub mod query;
-pub mod render;
+pub(crate) mod packet;
+pub(crate) mod query;
+pub(crate) mod render;
 pub mod staged;
 pub mod trace;
 
@@ -56,7 +56,7 @@ pub struct Query {
 
 /// The pod an endpoint stands for, if any: a named pod (which must exist), or the pod holding
 /// an address.
-pub fn endpoint_pod<'m>(
+pub(crate) fn endpoint_pod<'m>(
     model: &'m Model,
     spec: &EndpointSpec,
 ) -> Result<Option<(&'m ObjectRef, &'m Pod)>, ExplainError> {
@@ -102,10 +102,10 @@ pub struct ConnectionEnd {
     /// `ns/name` for a pod, else the address.
     pub name: String,
     /// Whether it is a pod of the model.
-    pub pod: bool,
-    pub ip: IpAddr,
+    pub(crate) pod: bool,
+    pub(crate) ip: IpAddr,
     /// Its bridge port, when it is a local pod.
-    pub ofport: Option<u32>,
+    pub(crate) ofport: Option<u32>,
 }
 
 /// The destination port as resolved.
@@ -126,7 +126,7 @@ pub struct AllowingRule {
     pub direction: &'static str,
     /// Index in the policy's `spec.ingress` or `spec.egress`.
     pub rule_index: u32,
-    pub conjunction_id: u32,
+    pub(crate) conjunction_id: u32,
     /// Cookie of its `conj_id` flow, in hex.
     pub cookie: String,
     /// The ports of its port group (`TCP/80`, `UDP/1000-2000`); empty: every port.
@@ -156,7 +156,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// Whether this direction lets the connection through.
-    pub fn allows(&self) -> bool {
+    pub(crate) fn allows(&self) -> bool {
         !matches!(self, Verdict::Dropped { .. })
     }
 }

@@ -12,7 +12,7 @@ use std::net::IpAddr;
 /// The fields of a connection's first packet the policy tables can match (its conntrack
 /// tuple is its own addresses and ports).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet {
+pub(crate) struct Packet {
     /// The source pod's local port, as ConnectionSource sets it in `reg2` (egress tables).
     pub src_port: Option<u32>,
     /// The destination pod's local port, as ConnectionDestination sets it in `reg4` (ingress
@@ -27,13 +27,13 @@ pub struct Packet {
 
 /// A conjunction the packet completes: its id and the clause flows it matched.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Completed {
+pub(crate) struct Completed {
     pub id: u32,
-    pub clauses: Vec<FlowKey>,
+    pub(crate) clauses: Vec<FlowKey>,
 }
 
 /// The conjunctions of `table` whose every clause has a flow matching `pkt`.
-pub fn completed_conjunctions(flows: &FlowTable, table: u8, pkt: &Packet) -> Vec<Completed> {
+pub(crate) fn completed_conjunctions(flows: &FlowTable, table: u8, pkt: &Packet) -> Vec<Completed> {
     // id -> (number of clauses, clause -> matching flows)
     let mut seen: BTreeMap<u32, (u8, BTreeMap<u8, Vec<FlowKey>>)> = BTreeMap::new();
     for (key, value) in flows.iter().filter(|(k, _)| k.table == table && k.priority == priority::NORMAL) {
@@ -92,7 +92,7 @@ fn field_matches(f: &Oxm, pkt: &Packet) -> bool {
 
 /// Whether a match field on the conntrack state holds for a connection's first packet
 /// (`+new+trk`, not a reply); any other field: false.
-pub fn first_packet_state(f: &Oxm) -> bool {
+pub(crate) fn first_packet_state(f: &Oxm) -> bool {
     const NEW_TRACKED: u32 = 0x21;
     match f {
         Oxm::CtState(m) => {

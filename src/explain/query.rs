@@ -83,7 +83,7 @@ fn is_port_name(s: &str) -> bool {
 }
 
 /// The protocol's name as Kubernetes writes it.
-pub fn protocol_name(p: Protocol) -> &'static str {
+pub(crate) fn protocol_name(p: Protocol) -> &'static str {
     match p {
         Protocol::Tcp => "TCP",
         Protocol::Udp => "UDP",
@@ -92,7 +92,7 @@ pub fn protocol_name(p: Protocol) -> &'static str {
 }
 
 /// The IP protocol number of `p`.
-pub fn ip_proto(p: Protocol) -> u8 {
+pub(crate) fn ip_proto(p: Protocol) -> u8 {
     match p {
         Protocol::Tcp => 6,
         Protocol::Udp => 17,

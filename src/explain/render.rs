@@ -7,7 +7,7 @@ use crate::compiler::PortRange;
 use std::fmt::Write;
 
 /// `TCP/80`, `UDP/1000-2000`, `SCTP` (every port).
-pub fn port_range(r: &PortRange) -> String {
+pub(crate) fn port_range(r: &PortRange) -> String {
     let proto = query::protocol_name(r.protocol);
     match (r.first, r.last) {
         (0, u16::MAX) => proto.to_string(),
@@ -18,7 +18,7 @@ pub fn port_range(r: &PortRange) -> String {
 
 /// The explanation in a few lines: the verdict first, then each direction and, for allowed
 /// ones, the rules and their flows. `note` (where the compiled state came from) ends it.
-pub fn human(e: &Explanation, note: &str) -> String {
+pub(crate) fn human(e: &Explanation, note: &str) -> String {
     let mut out = String::new();
     let port = match &e.port {
         Some(p) => match &p.name {
@@ -132,7 +132,7 @@ pub fn staged(s: &StagedExplanation) -> String {
 }
 
 /// OVS's verdict, one line (two when it disagrees).
-pub fn trace(t: &TraceVerdict) -> String {
+pub(crate) fn trace(t: &TraceVerdict) -> String {
     let verdict = if t.allowed { "delivers" } else { "drops" };
     let mut out = format!("  datapath (ofproto/trace {}): {verdict} the packet: {}\n", t.flow, t.datapath_actions);
     out.push_str(if t.agrees {

@@ -13,7 +13,7 @@ use serde::Serialize;
 use std::net::IpAddr;
 
 /// The conntrack state `ofproto/trace` gives the packet after `ct()`.
-pub const CT_NEXT: &str = "trk,new";
+pub(crate) const CT_NEXT: &str = "trk,new";
 
 /// The packet to trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,12 +93,12 @@ pub fn outputs(actions: &str) -> bool {
 /// OVS's verdict beside npagent's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TraceVerdict {
-    pub flow: String,
-    pub datapath_actions: String,
+    pub(crate) flow: String,
+    pub(crate) datapath_actions: String,
     /// The datapath delivers the packet.
     pub allowed: bool,
     /// And that is what the explanation says.
-    pub agrees: bool,
+    pub(crate) agrees: bool,
 }
 
 /// Reads a trace's verdict; `None` when it has no datapath actions.

@@ -6,29 +6,29 @@ use bytes::BytesMut;
 use ofp::{bundle_ctrl, FlowMod};
 
 /// Bundle flags npagent uses on OPEN, every ADD and COMMIT (OVS requires them equal).
-pub const BUNDLE_FLAGS: u16 = bundle_ctrl::FLAG_ATOMIC | bundle_ctrl::FLAG_ORDERED;
+pub(crate) const BUNDLE_FLAGS: u16 = bundle_ctrl::FLAG_ATOMIC | bundle_ctrl::FLAG_ORDERED;
 
 /// A bundle being sent or committed.
 #[derive(Debug)]
 pub(crate) struct Bundle {
-    pub bundle_id: u32,
+    pub(crate) bundle_id: u32,
     /// xid of the BUNDLE_ADD carrying flow `i` (and of that flow_mod) is `xid_base + i`.
-    pub xid_base: u32,
+    pub(crate) xid_base: u32,
     pub flows: Vec<FlowMod>,
     /// How many BUNDLE_ADDs have been encoded so far.
-    pub encoded: usize,
+    pub(crate) encoded: usize,
     /// Errors the switch gave for flows, in arrival order: (index, error). OVS checks each
     /// BUNDLE_ADD on arrival and goes on with the next, so all refused adds are reported;
     /// at commit it stops at the first failing flow_mod.
-    pub flow_errors: Vec<(usize, OfpError)>,
+    pub(crate) flow_errors: Vec<(usize, OfpError)>,
     /// An error for the OPEN request itself.
-    pub open_error: Option<OfpError>,
+    pub(crate) open_error: Option<OfpError>,
 }
 
 impl Bundle {
     /// Checks every flow can be encoded into a BUNDLE_ADD (<= 65535 bytes, every field within
     /// its length) before anything is sent.
-    pub fn validate(flows: &[FlowMod]) -> Result<(), SwitchError> {
+    pub(crate) fn validate(flows: &[FlowMod]) -> Result<(), SwitchError> {
         for (index, flow) in flows.iter().enumerate() {
             if let Err(e) = ofp::body::bundled_flow_mod_len(flow) {
                 let len = flow.buffer_len().saturating_add(ofp::Header::LEN);
@@ -44,7 +44,7 @@ impl Bundle {
     }
 
     /// Index of the flow whose BUNDLE_ADD has `xid`, if it is one of this bundle's.
-    pub fn index_of(&self, xid: u32) -> Option<usize> {
+    pub(crate) fn index_of(&self, xid: u32) -> Option<usize> {
         let offset = usize::try_from(xid.wrapping_sub(self.xid_base)).ok()?;
         (offset < self.flows.len()).then_some(offset)
     }
@@ -52,7 +52,7 @@ impl Bundle {
     /// Encodes further BUNDLE_ADDs into `out` until it holds `limit` bytes or all are
     /// encoded; returns true when all are.
     /// Written straight from each flow_mod (no `Message` copy of it).
-    pub fn encode_adds(&mut self, out: &mut BytesMut, limit: usize) -> bool {
+    pub(crate) fn encode_adds(&mut self, out: &mut BytesMut, limit: usize) -> bool {
         while out.len() < limit {
             let index = self.encoded;
             let Some(flow) = self.flows.get(index) else { break };
@@ -66,7 +66,7 @@ impl Bundle {
     }
 
     /// The error to report for this bundle, if the switch objected to anything in it.
-    pub fn failure(&self, commit_error: Option<OfpError>) -> Option<SwitchError> {
+    pub(crate) fn failure(&self, commit_error: Option<OfpError>) -> Option<SwitchError> {
         if let Some(((index, error), others)) = self.flow_errors.split_first() {
             let flow = self.flows.get(*index).map(describe_flow).unwrap_or_default();
             return Some(SwitchError::BundleFailed {

@@ -9,16 +9,16 @@ pub struct OfpError {
     /// OVS's name, e.g. `OFPBFC_MSG_FAILED` or `NXBAC_BAD_CONJUNCTION`.
     pub name: Option<&'static str>,
     /// Standard error type, or 0xffff for an experimenter error.
-    pub error_type: u16,
+    pub(crate) error_type: u16,
     /// Standard code, or the experimenter's own code.
-    pub code: u16,
+    pub(crate) code: u16,
     /// Experimenter id of an experimenter error.
-    pub experimenter: Option<u32>,
+    pub(crate) experimenter: Option<u32>,
 }
 
 impl OfpError {
     /// Summarises a decoded OFPT_ERROR.
-    pub fn from_msg(msg: &ofp::ErrorMsg) -> Self {
+    pub(crate) fn from_msg(msg: &ofp::ErrorMsg) -> Self {
         let name = msg.name();
         match msg {
             ofp::ErrorMsg::Standard { error_type, code, .. } => {
@@ -31,7 +31,7 @@ impl OfpError {
     }
 
     /// Whether this is the given OVS error name.
-    pub fn is(&self, name: &str) -> bool {
+    pub(crate) fn is(&self, name: &str) -> bool {
         self.name == Some(name)
     }
 }

@@ -24,11 +24,11 @@ pub enum ConnState {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     /// Packet-ins dropped because the packet-in stream was full (or its receiver gone).
-    pub packet_ins_dropped: AtomicU64,
+    pub(crate) packet_ins_dropped: AtomicU64,
     /// Packet-ins the strict parser rejected.
-    pub packet_ins_malformed: AtomicU64,
+    pub(crate) packet_ins_malformed: AtomicU64,
     /// Other messages from the switch that did not decode and answered no request.
-    pub other_malformed: AtomicU64,
+    pub(crate) other_malformed: AtomicU64,
 }
 
 /// A request for the connection task.
@@ -41,8 +41,8 @@ pub(crate) enum Op {
 }
 
 pub(crate) struct Command {
-    pub op: Op,
-    pub reply: oneshot::Sender<Result<Reply, SwitchError>>,
+    pub(crate) op: Op,
+    pub(crate) reply: oneshot::Sender<Result<Reply, SwitchError>>,
 }
 
 /// Talks to the switch through the connection task. Cheap to clone; every method may be called
@@ -108,7 +108,7 @@ impl SwitchHandle {
     }
 
     /// Packet-ins the strict parser rejected (a malformed NXT_PACKET_IN2 or OFPT_PACKET_IN).
-    pub fn packet_in_malformed(&self) -> u64 {
+    pub(crate) fn packet_in_malformed(&self) -> u64 {
         self.counters.packet_ins_malformed.load(Ordering::Relaxed)
     }
 
@@ -136,7 +136,7 @@ impl SwitchHandle {
 
     /// Sends one message that gets no reply on success (the xid is chosen here), followed by a
     /// barrier; returns the switch's error for it if there is one.
-    pub async fn send(&self, msg: Message) -> Result<(), SwitchError> {
+    pub(crate) async fn send(&self, msg: Message) -> Result<(), SwitchError> {
         let what = super::session::describe_payload(&msg.payload);
         self.call(Op::Send(msg.payload), what, self.request_timeout).await.map(|_| ())
     }

@@ -14,11 +14,11 @@
 //! ```
 
 mod bundle;
-pub mod connection;
-pub mod error;
+pub(crate) mod connection;
+pub(crate) mod error;
 mod handle;
 pub mod session;
-pub mod unixctl;
+pub(crate) mod unixctl;
 
 pub use crate::endpoint::{Endpoint, EndpointError};
 pub use bundle::describe_flow;

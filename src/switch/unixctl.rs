@@ -13,12 +13,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The largest reply npagent takes (OVS's own answers to the commands npagent sends are far
 /// smaller; `dpctl/ct-get-limits` for every zone of a full node is some kilobytes).
-pub const MAX_REPLY: usize = 1 << 20;
+pub(crate) const MAX_REPLY: usize = 1 << 20;
 
 /// What can go wrong talking to the control socket.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum UnixctlError {
+pub(crate) enum UnixctlError {
     #[error("cannot read the pidfile {path}: {error}")]
     Pidfile {
         path: PathBuf,
@@ -55,7 +55,7 @@ pub enum UnixctlError {
 }
 
 /// The bytes of one request. Every parameter is a string, as unixctl wants them.
-pub fn encode_request(id: u64, method: &str, params: &[String]) -> Vec<u8> {
+pub(crate) fn encode_request(id: u64, method: &str, params: &[String]) -> Vec<u8> {
     serde_json::json!({ "method": method, "params": params, "id": id }).to_string().into_bytes()
 }
 
@@ -63,7 +63,7 @@ pub fn encode_request(id: u64, method: &str, params: &[String]) -> Vec<u8> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     pub id: u64,
-    pub outcome: Result<String, String>,
+    pub(crate) outcome: Result<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -77,7 +77,7 @@ struct Wire {
 
 /// Splits the byte stream from the socket into replies (JSON objects, back to back).
 #[derive(Debug)]
-pub struct ReplyDecoder {
+pub(crate) struct ReplyDecoder {
     stream: JsonStream,
 }
 
@@ -89,12 +89,12 @@ impl Default for ReplyDecoder {
 
 impl ReplyDecoder {
     /// Takes bytes read from the socket.
-    pub fn push(&mut self, bytes: &[u8]) -> Result<(), UnixctlError> {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> Result<(), UnixctlError> {
         self.stream.push(bytes).map_err(stream_error)
     }
 
     /// The next complete reply, if the bytes so far hold one.
-    pub fn next_reply(&mut self) -> Result<Option<Reply>, UnixctlError> {
+    pub(crate) fn next_reply(&mut self) -> Result<Option<Reply>, UnixctlError> {
         match self.stream.peek() {
             None | Some(b'{') => {}
             Some(b) => return Err(UnixctlError::Malformed(format!("byte {:?} outside an object", char::from(b)))),
@@ -121,7 +121,7 @@ fn stream_error(e: StreamError) -> UnixctlError {
 /// The socket a target names: a pidfile (`…/ovs-vswitchd.pid`, as `ovs-appctl -t` takes it)
 /// stands for `…/ovs-vswitchd.<pid>.ctl` beside it, read anew at each call (the pid changes
 /// when ovs-vswitchd restarts); any other path is the socket itself.
-pub fn socket_path(target: &Path) -> Result<PathBuf, UnixctlError> {
+pub(crate) fn socket_path(target: &Path) -> Result<PathBuf, UnixctlError> {
     if target.extension().is_none_or(|e| e != "pid") {
         return Ok(target.to_path_buf());
     }
@@ -137,7 +137,12 @@ pub fn socket_path(target: &Path) -> Result<PathBuf, UnixctlError> {
 
 /// Runs one command on the daemon at `target` (a socket or a pidfile, [`socket_path`]):
 /// its output, or why not.
-pub async fn call(target: &Path, method: &str, params: &[String], timeout: Duration) -> Result<String, UnixctlError> {
+pub(crate) async fn call(
+    target: &Path,
+    method: &str,
+    params: &[String],
+    timeout: Duration,
+) -> Result<String, UnixctlError> {
     let path = socket_path(target)?;
     let io = |error| UnixctlError::Io { path: path.clone(), error };
     let exchange = async {

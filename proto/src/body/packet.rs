@@ -45,8 +45,7 @@ impl PacketOut {
         let buffer_id = r.u32()?;
         let actions_len = usize::from(r.u16()?);
         r.zeros(2)?;
-        let (match_, used) = Match::parse(r.peek_rest())?;
-        r.take(used)?;
+        let match_ = Match::read(&mut r)?;
         let actions = action::parse_actions(r.take(actions_len)?)?;
         Ok(PacketOut { buffer_id, match_, actions, data: Bytes::copy_from_slice(r.rest()) })
     }
@@ -79,8 +78,7 @@ impl PacketIn {
         let reason = r.u8()?;
         let table_id = r.u8()?;
         let cookie = r.u64()?;
-        let (match_, used) = Match::parse(r.peek_rest())?;
-        r.take(used)?;
+        let match_ = Match::read(&mut r)?;
         r.zeros(2)?;
         Ok(PacketIn { buffer_id, total_len, reason, table_id, cookie, match_, data: Bytes::copy_from_slice(r.rest()) })
     }

@@ -1,11 +1,14 @@
-//! Shared helpers of the integration tests: the vector file, small text extractors, and a
-//! FLOW_MOD builder.
+//! Shared helpers of the integration tests: the vector file, small text extractors, a FLOW_MOD
+//! builder and the ARP responder's actions.
 #![allow(dead_code)]
 
+use ofp::action::Action;
 use ofp::flow_mod::FlowMod;
 use ofp::instruction::Instruction;
-use ofp::oxm::{Match, Oxm};
+use ofp::oxm::headers::*;
+use ofp::oxm::{Masked, Match, Oxm};
 use serde_json::Value;
+use std::net::Ipv4Addr;
 
 /// One line of `tests/data/ofp-vectors.jsonl`.
 pub struct Vector {
@@ -84,4 +87,20 @@ pub fn dotted(s: &str) -> Vec<u8> {
 /// table `table_id`.
 pub fn flow_mod(table_id: u8, priority: u16, fields: Vec<Oxm>, instructions: Vec<Instruction>) -> FlowMod {
     FlowMod { table_id, priority, match_: Match::new(fields), instructions, ..FlowMod::default() }
+}
+
+/// The actions of an ARP responder (npagent's gateway answers so): the request for `ip` becomes
+/// the reply from `mac`, sent back out the port it came in on. OF1.5's `move` is
+/// OFPAT_COPY_FIELD (OVS refuses NXAST_REG_MOVE there).
+pub fn arp_responder(mac: [u8; 6], ip: Ipv4Addr) -> Vec<Action> {
+    vec![
+        Action::copy_field(OXM_OF_ETH_SRC, OXM_OF_ETH_DST, 48),
+        Action::SetField(Oxm::EthSrc(Masked::exact(mac))),
+        Action::SetField(Oxm::ArpOp(2)),
+        Action::copy_field(OXM_OF_ARP_SHA, OXM_OF_ARP_THA, 48),
+        Action::copy_field(OXM_OF_ARP_SPA, OXM_OF_ARP_TPA, 32),
+        Action::SetField(Oxm::ArpSha(Masked::exact(mac))),
+        Action::SetField(Oxm::ArpSpa(Masked::exact(ip))),
+        Action::Output { port: ofp::port::IN_PORT, max_len: 0 },
+    ]
 }

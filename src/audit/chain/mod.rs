@@ -21,7 +21,7 @@
 //! This file holds the format and the hashes; [`sidecar`] keeps a log's sidecar as the writer
 //! writes, [`verify`] checks files against theirs (`npagent audit verify`).
 
-pub mod sidecar;
+pub(crate) mod sidecar;
 pub mod verify;
 
 use ring::digest::{Context, SHA256};
@@ -29,19 +29,19 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Bytes of one chain hash.
-pub const HASH_LEN: usize = 32;
+pub(crate) const HASH_LEN: usize = 32;
 /// One chain hash.
-pub type Hash = [u8; HASH_LEN];
+pub(crate) type Hash = [u8; HASH_LEN];
 /// `prev` of the very first file.
-pub const GENESIS: Hash = [0; HASH_LEN];
+pub(crate) const GENESIS: Hash = [0; HASH_LEN];
 /// First word of a sidecar, naming the layout.
-pub const MAGIC: &str = "npagent-chain v1";
+pub(crate) const MAGIC: &str = "npagent-chain v1";
 /// What a sidecar's name adds to its log's name (before any `.gz`).
-pub const SUFFIX: &str = ".chain";
+pub(crate) const SUFFIX: &str = ".chain";
 
 /// The sidecar of the log file `log`: `np.log` -> `np.log.chain`; a gzipped backup shares the
 /// sidecar of its uncompressed name (`np-T.log.gz` -> `np-T.log.chain`).
-pub fn sidecar_path(log: &Path) -> PathBuf {
+pub(crate) fn sidecar_path(log: &Path) -> PathBuf {
     let mut s = log.as_os_str().to_owned();
     if let Some(plain) = log.to_str().and_then(|p| p.strip_suffix(".gz")) {
         s = plain.into();
@@ -51,7 +51,7 @@ pub fn sidecar_path(log: &Path) -> PathBuf {
 }
 
 /// The hash a file's chain starts from: its header, committed to by its first record.
-pub fn start_hash(file_index: u64, prev: &Hash) -> Hash {
+pub(crate) fn start_hash(file_index: u64, prev: &Hash) -> Hash {
     let mut c = Context::new(&SHA256);
     c.update(MAGIC.as_bytes());
     c.update(&file_index.to_be_bytes());
@@ -60,7 +60,7 @@ pub fn start_hash(file_index: u64, prev: &Hash) -> Hash {
 }
 
 /// `SHA-256(prev || line)`.
-pub fn next_hash(prev: &Hash, line: &[u8]) -> Hash {
+pub(crate) fn next_hash(prev: &Hash, line: &[u8]) -> Hash {
     let mut c = Context::new(&SHA256);
     c.update(prev);
     c.update(line);
@@ -75,11 +75,11 @@ fn finish(c: Context) -> Hash {
 
 /// The first line of a sidecar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Header {
+pub(crate) struct Header {
     /// 1 for the first file of a chain, one more for each file after it.
     pub file_index: u64,
     /// Last hash of the file before (GENESIS for the first).
-    pub prev: Hash,
+    pub(crate) prev: Hash,
 }
 
 impl Header {
@@ -89,7 +89,7 @@ impl Header {
     }
 
     /// Parses a header line (without its newline).
-    pub fn parse(line: &str) -> Result<Header, String> {
+    pub(crate) fn parse(line: &str) -> Result<Header, String> {
         let rest = line
             .strip_prefix(MAGIC)
             .and_then(|r| r.strip_prefix(' '))
@@ -106,7 +106,7 @@ impl Header {
 }
 
 /// Parses 64 hex digits.
-pub fn parse_hash(s: &str) -> Result<Hash, String> {
+pub(crate) fn parse_hash(s: &str) -> Result<Hash, String> {
     let mut h = GENESIS;
     hex::decode_to_slice(s, &mut h).map_err(|_| format!("{s:?} is not a hash of {} hex digits", 2 * HASH_LEN))?;
     Ok(h)
@@ -115,14 +115,14 @@ pub fn parse_hash(s: &str) -> Result<Hash, String> {
 /// A parsed sidecar: its header and the recorded hash of every line, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sidecar {
-    pub header: Header,
+    pub(crate) header: Header,
     /// `records[i]` is the hash after line `i + 1`.
-    pub records: Vec<Hash>,
+    pub(crate) records: Vec<Hash>,
 }
 
 impl Sidecar {
     /// Parses a sidecar's text; the error names the sidecar line at fault.
-    pub fn parse(text: &[u8]) -> Result<Sidecar, String> {
+    pub(crate) fn parse(text: &[u8]) -> Result<Sidecar, String> {
         let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8 at byte {}", e.valid_up_to()))?;
         let mut lines = text.split_inclusive('\n');
         let first = lines.next().ok_or("empty (no header)")?;
@@ -143,7 +143,7 @@ impl Sidecar {
     }
 
     /// The hash the next file commits to.
-    pub fn last(&self) -> Hash {
+    pub(crate) fn last(&self) -> Hash {
         self.records.last().copied().unwrap_or_else(|| start_hash(self.header.file_index, &self.header.prev))
     }
 }
@@ -154,10 +154,10 @@ impl Sidecar {
 pub struct ChainState {
     pub file_index: u64,
     /// `prev` of the current file's header.
-    pub prev: Hash,
+    pub(crate) prev: Hash,
     /// Lines chained in the current file.
-    pub seq: u64,
-    pub head: Hash,
+    pub(crate) seq: u64,
+    pub(crate) head: Hash,
     partial: Option<Context>,
 }
 
@@ -174,31 +174,31 @@ impl std::fmt::Debug for ChainState {
 
 impl ChainState {
     /// The state at the start of file `header.file_index`.
-    pub fn start(header: Header) -> ChainState {
+    pub(crate) fn start(header: Header) -> ChainState {
         let head = start_hash(header.file_index, &header.prev);
         ChainState { file_index: header.file_index, prev: header.prev, seq: 0, head, partial: None }
     }
 
     /// The state after the lines of `sidecar`.
-    pub fn resume(sidecar: &Sidecar) -> ChainState {
+    pub(crate) fn resume(sidecar: &Sidecar) -> ChainState {
         let Header { file_index, prev } = sidecar.header;
         ChainState { file_index, prev, seq: sidecar.records.len() as u64, head: sidecar.last(), partial: None }
     }
 
     /// The header of the current file.
-    pub fn header(&self) -> Header {
+    pub(crate) fn header(&self) -> Header {
         Header { file_index: self.file_index, prev: self.prev }
     }
 
     /// The header of the file after this one.
-    pub fn next_header(&self) -> Header {
+    pub(crate) fn next_header(&self) -> Header {
         // A sidecar read back may claim any index: never overflow on it.
         Header { file_index: self.file_index.saturating_add(1), prev: self.head }
     }
 
     /// Chains `bytes` as written to the log (whole lines or pieces of them), appending one
     /// `<seq> <hash>` record to `records` for every line completed.
-    pub fn append(&mut self, mut bytes: &[u8], records: &mut Vec<u8>) {
+    pub(crate) fn append(&mut self, mut bytes: &[u8], records: &mut Vec<u8>) {
         while !bytes.is_empty() {
             let end = bytes.iter().position(|&b| b == b'\n').map(|i| i + 1);
             let (piece, rest) = bytes.split_at(end.unwrap_or(bytes.len()));

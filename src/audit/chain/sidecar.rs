@@ -12,19 +12,19 @@ use std::path::{Path, PathBuf};
 
 /// How the chain goes on when the writer first opens the log.
 #[derive(Debug)]
-pub struct Recovery {
+pub(crate) struct Recovery {
     /// The log (and sidecar) on disk cannot be continued: the writer moves them aside as a
     /// backup, where `npagent audit verify` will show what is wrong with them.
-    pub move_aside: bool,
+    pub(crate) move_aside: bool,
     /// The chain to continue.
-    pub state: ChainState,
+    pub(crate) state: ChainState,
     /// Whether `state` continues the sidecar on disk (else a new one is started).
-    pub resume: bool,
+    pub(crate) resume: bool,
 }
 
 /// The sidecar of one log path.
 #[derive(Debug)]
-pub struct ChainFile {
+pub(crate) struct ChainFile {
     path: PathBuf,
     file: Option<File>,
     /// `None` until the chain on disk has been read.
@@ -36,12 +36,12 @@ pub struct ChainFile {
 
 impl ChainFile {
     /// The sidecar of the log at `log`; nothing is read until [`ChainFile::recover`].
-    pub fn new(log: &Path) -> ChainFile {
+    pub(crate) fn new(log: &Path) -> ChainFile {
         ChainFile { path: sidecar_path(log), file: None, state: None, header: None, records: Vec::new() }
     }
 
     /// Whether the chain on disk has been read.
-    pub fn recovered(&self) -> bool {
+    pub(crate) fn recovered(&self) -> bool {
         self.state.is_some()
     }
 
@@ -52,7 +52,7 @@ impl ChainFile {
 
     /// Reads the chain on disk for the log at `log` and decides how to go on (see
     /// [`Recovery`]); the caller moves the files aside if asked, then calls [`Self::adopt`].
-    pub fn recover(&self, log: &Path) -> Recovery {
+    pub(crate) fn recover(&self, log: &Path) -> Recovery {
         let after_backups =
             || Recovery { move_aside: false, state: ChainState::start(newest_backup_header(log)), resume: false };
         let log_len = fs::metadata(log).map(|m| m.len()).ok();
@@ -85,7 +85,7 @@ impl ChainFile {
     }
 
     /// Takes the decision of [`Self::recover`].
-    pub fn adopt(&mut self, r: Recovery) {
+    pub(crate) fn adopt(&mut self, r: Recovery) {
         if !r.resume {
             self.header = Some(r.state.header());
         }
@@ -93,7 +93,7 @@ impl ChainFile {
     }
 
     /// Opens the sidecar (creating it with its header for a new file) if not open.
-    pub fn open(&mut self) -> Result<(), WriteError> {
+    pub(crate) fn open(&mut self) -> Result<(), WriteError> {
         if self.file.is_some() {
             return Ok(());
         }
@@ -116,14 +116,14 @@ impl ChainFile {
     }
 
     /// Chains bytes just written to the log.
-    pub fn wrote(&mut self, bytes: &[u8]) {
+    pub(crate) fn wrote(&mut self, bytes: &[u8]) {
         if let Some(s) = self.state.as_mut() {
             s.append(bytes, &mut self.records);
         }
     }
 
     /// Writes the records of the lines written so far; kept for a retry on error.
-    pub fn flush(&mut self) -> Result<(), WriteError> {
+    pub(crate) fn flush(&mut self) -> Result<(), WriteError> {
         if self.records.is_empty() {
             return Ok(());
         }
@@ -144,7 +144,7 @@ impl ChainFile {
     }
 
     /// Flushes and syncs the sidecar.
-    pub fn sync(&mut self) -> Result<(), WriteError> {
+    pub(crate) fn sync(&mut self) -> Result<(), WriteError> {
         self.flush()?;
         if let Some(f) = &self.file {
             f.sync_data().map_err(|source| WriteError::Sync { path: self.path.clone(), source })?;
@@ -154,7 +154,7 @@ impl ChainFile {
 
     /// The log was renamed to `backup`: the sidecar follows, and the next file's chain starts
     /// from this one's last hash.
-    pub fn rotate(&mut self, backup: &Path) -> Result<(), WriteError> {
+    pub(crate) fn rotate(&mut self, backup: &Path) -> Result<(), WriteError> {
         self.flush()?;
         self.file = None;
         let Some(state) = self.state.as_ref() else { return Ok(()) };

@@ -239,7 +239,7 @@ where
 
 /// Checks one file's lines against its sidecar: the number of lines, or the first break's
 /// line and kind.
-pub fn verify_lines(sidecar: &Sidecar, log: &mut dyn BufRead) -> Result<u64, (u64, BreakKind)> {
+pub(crate) fn verify_lines(sidecar: &Sidecar, log: &mut dyn BufRead) -> Result<u64, (u64, BreakKind)> {
     let start = start_hash(sidecar.header.file_index, &sidecar.header.prev);
     let records = &sidecar.records;
     let recorded = records.len() as u64;

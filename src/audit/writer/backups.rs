@@ -5,7 +5,7 @@ use crate::audit::timefmt::{push_padded, Civil};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 /// The directory, stem and extension (with its dot) of `path`.
 fn split_name(path: &Path) -> (PathBuf, String, String) {
@@ -41,7 +41,7 @@ fn parse_backup_timestamp(s: &str) -> Option<SystemTime> {
     if b.len() != 23 {
         return None;
     }
-    let num = |from: usize, to: usize| -> Option<u64> { s.get(from..to)?.parse().ok() };
+    let num = |from: usize, to: usize| -> Option<u32> { s.get(from..to)?.parse().ok() };
     let seps = [(4, b'-'), (7, b'-'), (10, b'T'), (13, b'-'), (16, b'-'), (19, b'.')];
     if seps.iter().any(|&(i, c)| b.get(i) != Some(&c)) {
         return None;
@@ -51,15 +51,8 @@ fn parse_backup_timestamp(s: &str) -> Option<SystemTime> {
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
         return None;
     }
-    // Days from civil (inverse of Civil::from_system_time), for years >= 1970.
-    let (y, m) = if mo <= 2 { (y.checked_sub(1)?, mo + 9) } else { (y, mo - 3) };
-    let era = y / 400;
-    let yoe = y % 400;
-    let doy = (153 * m + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = (era * 146_097 + doe).checked_sub(719_468)?;
-    let secs = days * 86_400 + h * 3_600 + mi * 60 + sec;
-    UNIX_EPOCH.checked_add(Duration::from_secs(secs) + Duration::from_millis(ms))
+    let c = Civil { year: y.into(), month: mo, day: d, hour: h, minute: mi, second: sec, nanos: ms * 1_000_000 };
+    c.to_system_time()
 }
 
 /// A backup name for a rotation at `t` that no existing file (plain or gzipped) has, and the
@@ -118,6 +111,7 @@ pub fn list_backups(path: &Path) -> io::Result<Vec<Backup>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn backup_timestamps_round_trip() {

@@ -113,7 +113,7 @@ impl RotatingWriter {
     }
 
     /// Creates the directory (0755) and opens the file for appending if not open yet.
-    pub fn ensure_open(&mut self) -> Result<(), WriteError> {
+    pub(crate) fn ensure_open(&mut self) -> Result<(), WriteError> {
         if self.file.is_some() {
             return Ok(());
         }

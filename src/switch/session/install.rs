@@ -16,7 +16,7 @@ impl Session {
     /// [`SwitchError::BundleFailed`] naming the offending flows (every refused ADD; at commit
     /// time OVS names only the first flow_mod that failed); either way the tables hold all or
     /// nothing of the batch.
-    pub fn install(&mut self, flows: Vec<FlowMod>) -> Result<RequestId, SwitchError> {
+    pub(crate) fn install(&mut self, flows: Vec<FlowMod>) -> Result<RequestId, SwitchError> {
         self.check_ready()?;
         Bundle::validate(&flows)?;
         let n = u32::try_from(flows.len())

@@ -180,7 +180,7 @@ pub struct Session {
 
 impl Session {
     /// A new session on a fresh connection; its HELLO is queued for sending.
-    pub fn new(config: SessionConfig, now: Instant) -> Self {
+    pub(crate) fn new(config: SessionConfig, now: Instant) -> Self {
         let mut s = Session {
             config,
             phase: Phase::AwaitHello,
@@ -204,7 +204,7 @@ impl Session {
     }
 
     /// Whether the handshake is done and the session not closed.
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.phase == Phase::Ready
     }
 
@@ -224,18 +224,18 @@ impl Session {
     }
 
     /// The next event, if any.
-    pub fn poll_event(&mut self) -> Option<Event> {
+    pub(crate) fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
 
     /// Whether bytes are waiting to be sent.
-    pub fn has_output(&self) -> bool {
+    pub(crate) fn has_output(&self) -> bool {
         !self.urgent.is_empty() || !self.queue.is_empty()
     }
 
     /// Appends bytes to send to `out`, whole messages only, until `out` holds at least
     /// `limit` bytes or nothing is left. Echo replies go first.
-    pub fn poll_transmit(&mut self, out: &mut BytesMut, limit: usize) {
+    pub(crate) fn poll_transmit(&mut self, out: &mut BytesMut, limit: usize) {
         if !self.urgent.is_empty() {
             out.extend_from_slice(&self.urgent);
             self.urgent.clear();
@@ -266,7 +266,7 @@ impl Session {
     }
 
     /// Processes one whole message from the switch (a frame as the framing codec yields it).
-    pub fn handle_frame(&mut self, frame: &[u8], now: Instant) {
+    pub(crate) fn handle_frame(&mut self, frame: &[u8], now: Instant) {
         if self.phase == Phase::Closed {
             return;
         }

@@ -13,7 +13,7 @@ use ofp::{
 
 impl Session {
     /// A barrier: completes when the switch has processed everything sent before it.
-    pub fn barrier(&mut self) -> Result<RequestId, SwitchError> {
+    pub(crate) fn barrier(&mut self) -> Result<RequestId, SwitchError> {
         self.check_ready()?;
         let id = self.new_request("barrier".into(), RequestKind::Plain);
         let xid = self.alloc_xids(1);
@@ -24,7 +24,7 @@ impl Session {
 
     /// Sends a message that gets no reply on success (meter_mod, group_mod, packet_out,
     /// flow_mod...) followed by a barrier: completes `Done`, or with the switch's error.
-    pub fn send(&mut self, payload: Payload) -> Result<RequestId, SwitchError> {
+    pub(crate) fn send(&mut self, payload: Payload) -> Result<RequestId, SwitchError> {
         self.check_ready()?;
         let what = describe_payload(&payload);
         let xid = self.alloc_xids(1);
@@ -40,7 +40,7 @@ impl Session {
     }
 
     /// Dumps the flows of one table (or all): completes with [`Reply::Flows`].
-    pub fn dump_flows(&mut self, table: Option<u8>) -> Result<RequestId, SwitchError> {
+    pub(crate) fn dump_flows(&mut self, table: Option<u8>) -> Result<RequestId, SwitchError> {
         let body = MultipartRequestBody::Flow(FlowStatsRequest {
             table_id: table.unwrap_or(ofp::TABLE_ALL),
             out_port: ofp::port::ANY,
@@ -57,12 +57,12 @@ impl Session {
     }
 
     /// Meter statistics of one meter (0xffffffff: all): completes with [`Reply::MeterStats`].
-    pub fn meter_stats(&mut self, meter_id: u32) -> Result<RequestId, SwitchError> {
+    pub(crate) fn meter_stats(&mut self, meter_id: u32) -> Result<RequestId, SwitchError> {
         self.multipart(format!("meter stats of meter {meter_id}"), MultipartRequestBody::MeterStats { meter_id })
     }
 
     /// Any multipart request: completes with the reassembled parts.
-    pub fn multipart(&mut self, what: String, body: MultipartRequestBody) -> Result<RequestId, SwitchError> {
+    pub(crate) fn multipart(&mut self, what: String, body: MultipartRequestBody) -> Result<RequestId, SwitchError> {
         self.check_ready()?;
         let id = self.new_request(what, RequestKind::Multipart(Vec::new()));
         let xid = self.alloc_xids(1);
