@@ -338,7 +338,20 @@ fn a_pod_attached_by_the_plugin_is_enforced_from_its_first_packet_and_taken_apar
     let readd = node.cni("ADD", "c-n-2", Some(&netns), "n", &conf);
     assert!(readd.ok, "{}", readd.json);
     tx_checksums_off(&netns);
-    assert!(node.reaches("x/b", &address_of(&readd.json)));
+    let readd_ip = address_of(&readd.json);
+    assert!(node.reaches("x/b", &readd_ip));
+    // No gratuitous ARP is needed when an address changes hands: the node's neighbour entry
+    // pinned to a MAC that is not the pod's (an earlier holder's) still reaches the pod, as
+    // the switch forwards by address and writes the holder's MAC.
+    let gw = node.tb.sandbox.netns.clone();
+    run(Command::new("ip").args(["-n", &gw, "neigh", "replace", &readd_ip, "lladdr", "02:00:00:00:00:99"]).args([
+        "dev",
+        "gw0",
+        "nud",
+        "permanent",
+    ]));
+    let from_node = node.tb.probe_from_netns(&gw, "node", &[("t".into(), readd_ip.clone())]);
+    assert!(from_node[&("t".to_string(), support::Port::Tcp80)], "a stale neighbour entry cut the node off the pod");
     // GC with only another attachment valid takes this one apart.
     let mut gc = conf.clone();
     gc["cni.dev/valid-attachments"] = json!([{"containerID": "other", "ifname": "eth0"}]);

@@ -6,8 +6,9 @@
 //! (`setns`) and ends with its work, so no thread of the agent's runtime ever changes
 //! namespace. The node's end stays down until the pod is enforced ([`set_up`]): until then no
 //! packet passes either way. No gratuitous ARP is sent: the switch answers every ARP for a
-//! pod's address itself (docs/pipeline.md, NeighborForward), so a neighbour whose entry still
-//! names an earlier holder of the address learns the new MAC at its next probe.
+//! pod's address itself (docs/pipeline.md, NeighborForward) and forwards by destination
+//! address, writing the holder's MAC (L2ForwardingCalc), so a neighbour whose entry still
+//! names an earlier holder of the address reaches the new one all the same.
 
 use std::fs::File;
 use std::future::Future;
