@@ -7,6 +7,7 @@
 //! unchanged inputs sends nothing, and a switch restart is repaired by the same diff.
 
 mod claims;
+mod cni;
 mod conntrack_quota;
 mod first_sync;
 mod gaps;
@@ -26,7 +27,7 @@ use crate::admin::metrics::{self, AgentMetrics};
 use crate::admin::Admin;
 use crate::audit::writer::WriteError;
 use crate::audit::{AuditConfig, AuditLogger, AuditSender};
-use crate::cni::attach::{AgentView, AttachConfig, Attacher};
+use crate::cni::attach::AgentView;
 use crate::compiler::{tables, Compiler};
 use crate::endpoint::Endpoint;
 use crate::model::node::NodeConfig;
@@ -36,7 +37,6 @@ use crate::source::ovsdb::BridgeSpec;
 use crate::source::SourceEvent;
 use crate::switch::{self, ConnectionConfig};
 use ofp::packet_in2::PacketIn2;
-use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -184,7 +184,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
         }
     };
     let (view_tx, view_rx) = watch::channel(AgentView::default());
-    let (cni_task, mut withdrawn_rx) = spawn_cni(&cfg, node_rx.clone(), view_rx)?;
+    let (cni_task, mut withdrawn_rx) = cni::spawn(&cfg, node_rx.clone(), view_rx)?;
     let mut withdrawals_open = true;
     let (ports_tx, mut ports_rx) = watch::channel(BridgePorts::default());
     let names = tables::TABLES.iter().map(|(id, name)| (*id, name.to_string())).collect();
@@ -243,14 +243,14 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
                     break Err(RunError::OvsdbStopped);
                 }
                 ports_seen = true;
-                let ports = without_withdrawn(&ports_rx.borrow_and_update(), &withdrawn_rx.borrow());
+                let ports = cni::without_withdrawn(&ports_rx.borrow_and_update(), &withdrawn_rx.borrow());
                 reconciler.set_ports(&ports);
                 quota.set_ports(&ports);
             }
             changed = withdrawn_rx.changed(), if withdrawals_open => {
                 // The CNI server ended (it is reported as a stopped task); nothing is withdrawn.
                 withdrawals_open = changed.is_ok();
-                let ports = without_withdrawn(&ports_rx.borrow(), &withdrawn_rx.borrow_and_update());
+                let ports = cni::without_withdrawn(&ports_rx.borrow(), &withdrawn_rx.borrow_and_update());
                 reconciler.set_ports(&ports);
                 quota.set_ports(&ports);
             }
@@ -299,7 +299,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
         }
         admin.health().beat(Instant::now());
         report_progress(&admin, &metrics, &reconciler, ports_seen, &state, started);
-        publish_view(&view_tx, &admin, &reconciler, &state);
+        cni::publish_view(&view_tx, &admin, &reconciler, &state);
     };
 
     tracing::info!("shutting down: flushing the audit log; flows stay installed");
@@ -320,81 +320,6 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     drop(audit_alive);
     let flushed = audit.shutdown().await.map_err(RunError::AuditNotFlushed);
     outcome.and(flushed)
-}
-
-/// Starts the CNI server when `cfg` asks for one: binds its socket (a failure ends `run`:
-/// pods could not be attached), restores the attachments of an earlier run, then serves.
-/// Returns the task (one that never ends without CNI) and the ports it withdraws.
-fn spawn_cni(
-    cfg: &AgentConfig,
-    node: watch::Receiver<NodeConfig>,
-    view: watch::Receiver<AgentView>,
-) -> Result<(tokio::task::JoinHandle<()>, watch::Receiver<BTreeSet<String>>), RunError> {
-    let Some(cni) = &cfg.cni else {
-        let (never, withdrawn) = watch::channel(BTreeSet::new());
-        return Ok((
-            tokio::spawn(async move {
-                std::future::pending::<()>().await;
-                drop(never)
-            }),
-            withdrawn,
-        ));
-    };
-    let failed = |error| RunError::CniSocket { path: cni.socket.clone(), error };
-    let listener = crate::cni::server::bind(&cni.socket).map_err(failed)?;
-    let (connection, handle, _) = rtnetlink::new_connection().map_err(failed)?;
-    let attach =
-        AttachConfig { ovsdb: cfg.ovsdb.clone(), bridge: cfg.bridge.name.clone(), state_dir: cni.state_dir.clone() };
-    let mut attacher = Attacher::new(attach, handle, node, view);
-    let withdrawn = attacher.withdrawn();
-    let task = tokio::spawn(async move {
-        let netlink = tokio::spawn(connection);
-        let mut backoff = Duration::from_secs(1);
-        while let Err(e) = attacher.restore().await {
-            tracing::warn!("CNI: {e}; retrying in {backoff:?}");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(30));
-        }
-        crate::cni::server::serve(listener, Arc::new(tokio::sync::Mutex::new(attacher))).await;
-        netlink.abort();
-    });
-    tracing::info!("CNI plugin served on {}", cni.socket.display());
-    Ok((task, withdrawn))
-}
-
-/// `ports` without the pod ports the CNI server is taking apart (their flows go first).
-fn without_withdrawn(ports: &BridgePorts, withdrawn: &BTreeSet<String>) -> BridgePorts {
-    let mut ports = ports.clone();
-    if !withdrawn.is_empty() {
-        ports.pods.retain(|p| !withdrawn.contains(&p.interface));
-    }
-    ports
-}
-
-/// Tells the CNI server whether the agent is ready and, once the reconciler has caught up
-/// with every change, which pod ports are enforced (flows installed, Pod known with an
-/// address).
-fn publish_view(view: &watch::Sender<AgentView>, admin: &Admin, reconciler: &Reconciler, state: &RwLock<State>) {
-    let readiness = admin.health().readiness();
-    let enforced = reconciler.caught_up().then(|| {
-        let state = state.read().unwrap_or_else(|p| p.into_inner());
-        let model = state.store.model();
-        model
-            .ports
-            .values()
-            .filter(|p| model.pods.get(&p.pod).is_some_and(|pod| !pod.ips.is_empty()))
-            .map(|p| p.interface.clone())
-            .collect::<BTreeSet<String>>()
-    });
-    view.send_if_modified(|v| {
-        let before = v.clone();
-        v.ready = readiness.is_ok();
-        v.not_ready = readiness.err().unwrap_or_default();
-        if let Some(enforced) = enforced {
-            v.enforced = enforced;
-        }
-        *v != before
-    });
 }
 
 /// Runs `work` unless `shutdown` resolves first (then `None`): a reconcile or a request to a
