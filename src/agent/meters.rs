@@ -50,28 +50,15 @@ impl LoggingMeters {
     }
 
     /// Adds the meters the pods on `ports` need that this connection has not set yet (an
-    /// existing one is modified to the configured rate).
+    /// existing one is modified to the configured rate). The requests go out together, not one
+    /// round trip after another: a start with many local pods waits for one.
     pub async fn add_missing(&mut self, switch: &SwitchHandle, ports: &BTreeSet<u32>) -> Result<(), SwitchError> {
-        for (id, rate) in self.desired(ports) {
-            if self.installed.contains(&id) {
-                continue;
-            }
-            let add = MeterMod {
-                command: meter::ADD,
-                flags: METER_FLAGS,
-                meter_id: id,
-                bands: vec![MeterBand::Drop { rate, burst_size: rate.saturating_mul(2) }],
-            };
-            match switch.meter_mod(add.clone()).await {
-                Ok(()) => {}
-                Err(SwitchError::Rejected { error, .. }) if error.is("OFPMMFC_METER_EXISTS") => {
-                    switch.meter_mod(MeterMod { command: meter::MODIFY, ..add }).await?
-                }
-                Err(e) => return Err(e),
-            }
-            self.installed.insert(id);
-        }
-        Ok(())
+        let missing: Vec<(u32, u32)> =
+            self.desired(ports).into_iter().filter(|(id, _)| !self.installed.contains(id)).collect();
+        let sent = futures::future::join_all(missing.iter().map(|&(id, rate)| add_or_modify(switch, id, rate))).await;
+        self.settle(missing.iter().map(|(id, _)| *id).zip(sent), |installed, id| {
+            installed.insert(id);
+        })
     }
 
     /// Deletes npagent's meters on the switch that no pod on `ports` needs (after their flows
@@ -89,12 +76,46 @@ impl LoggingMeters {
             .copied()
             .filter(|id| meters::owner(*id).is_some() && !desired.contains_key(id))
             .collect();
-        for id in unused {
-            let delete = MeterMod { command: meter::DELETE, flags: 0, meter_id: id, bands: Vec::new() };
-            switch.meter_mod(delete).await?;
-            self.installed.remove(&id);
+        let delete = |id| MeterMod { command: meter::DELETE, flags: 0, meter_id: id, bands: Vec::new() };
+        let sent = futures::future::join_all(unused.iter().map(|&id| switch.meter_mod(delete(id)))).await;
+        self.settle(unused.iter().copied().zip(sent), |installed, id| {
+            installed.remove(&id);
+        })
+    }
+
+    /// Records the meters whose request succeeded (`done`); the first failure, if any, is the
+    /// outcome (the others stay as they were, for the next round to retry).
+    fn settle(
+        &mut self,
+        outcomes: impl Iterator<Item = (u32, Result<(), SwitchError>)>,
+        done: impl Fn(&mut BTreeSet<u32>, u32),
+    ) -> Result<(), SwitchError> {
+        let mut first_error = None;
+        for (id, outcome) in outcomes {
+            match outcome {
+                Ok(()) => done(&mut self.installed, id),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Adds meter `id` at `rate` (burst twice that), or modifies it to that when it exists.
+async fn add_or_modify(switch: &SwitchHandle, id: u32, rate: u32) -> Result<(), SwitchError> {
+    let add = MeterMod {
+        command: meter::ADD,
+        flags: METER_FLAGS,
+        meter_id: id,
+        bands: vec![MeterBand::Drop { rate, burst_size: rate.saturating_mul(2) }],
+    };
+    match switch.meter_mod(add.clone()).await {
+        Err(SwitchError::Rejected { error, .. }) if error.is("OFPMMFC_METER_EXISTS") => {
+            switch.meter_mod(MeterMod { command: meter::MODIFY, ..add }).await
+        }
+        outcome => outcome,
     }
 }
 
