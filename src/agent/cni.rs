@@ -82,13 +82,14 @@ pub(super) fn publish_view(
             .map(|p| p.interface.clone())
             .collect::<BTreeSet<String>>()
     });
+    let (ready, not_ready) = (readiness.is_ok(), readiness.err().unwrap_or_default());
     view.send_if_modified(|v| {
-        let before = v.clone();
-        v.ready = readiness.is_ok();
-        v.not_ready = readiness.err().unwrap_or_default();
-        if let Some(enforced) = enforced {
+        let mut changed = v.ready != ready || v.not_ready != not_ready;
+        (v.ready, v.not_ready) = (ready, not_ready);
+        if let Some(enforced) = enforced.filter(|e| *e != v.enforced) {
             v.enforced = enforced;
+            changed = true;
         }
-        *v != before
+        changed
     });
 }

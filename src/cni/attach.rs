@@ -28,6 +28,7 @@ use super::spec::{code, AddResult, AttachmentId, CniError, Env, Interface, IpCon
 use super::{ipam, port, veth};
 use crate::endpoint::Endpoint;
 use crate::model::node::{InterfaceAddr, NodeConfig};
+use crate::source::ovsdb::db::format_mac;
 
 /// How long an ADD waits for the pod's flows.
 pub const ENFORCED_WITHIN: Duration = Duration::from_secs(30);
@@ -100,29 +101,24 @@ impl Attacher {
         self.withdrawn.subscribe()
     }
 
-    /// The agent's view, for STATUS.
+    /// STATUS: whether the agent can take ADDs.
     pub fn status(&self) -> Result<(), CniError> {
+        self.ready(code::NOT_AVAILABLE)
+    }
+
+    /// Whether the agent is ready; when not, an error with `code` saying why.
+    fn ready(&self, code: u32) -> Result<(), CniError> {
         let view = self.view.borrow();
         match view.ready {
             true => Ok(()),
-            false => {
-                Err(CniError::new(code::NOT_AVAILABLE, format!("the npagent agent is not ready: {}", view.not_ready)))
-            }
+            false => Err(CniError::new(code, format!("the npagent agent is not ready: {}", view.not_ready))),
         }
     }
 
     /// ADD's first half: the address, the veth (node's end down) and the port. The pod is
     /// not reachable yet; [`Attacher::wait_enforced`] finishes.
     pub async fn add(&mut self, env: &Env, conf: &NetConf) -> Result<PendingAdd, CniError> {
-        {
-            let view = self.view.borrow();
-            if !view.ready {
-                return Err(CniError::new(
-                    code::TRY_AGAIN_LATER,
-                    format!("the npagent agent is not ready: {}", view.not_ready),
-                ));
-            }
-        }
+        self.ready(code::TRY_AGAIN_LATER)?;
         let id = AttachmentId { container_id: env.container_id.clone(), ifname: env.ifname.clone() };
         if let Some(Record { host, result: Some(result), .. }) = self.records.get(&id) {
             // A repeated ADD of a made attachment (a runtime retrying after a lost answer).
@@ -517,16 +513,6 @@ impl Attacher {
             .and_then(|()| std::fs::rename(&tmp, &path))
             .map_err(|e| CniError::new(code::IO_FAILURE, format!("cannot write {}", path.display())).with_details(e))
     }
-
-    /// How many attachments the agent holds.
-    pub fn len(&self) -> usize {
-        self.records.len()
-    }
-
-    /// Whether the agent holds none.
-    pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
-    }
 }
 
 /// The default routes' gateways: per family, the IPAM result's gateway, else the node's
@@ -543,8 +529,4 @@ fn default_gateways(result: &AddResult, addrs: &[InterfaceAddr], node: &[Interfa
         }
     }
     out
-}
-
-fn format_mac(mac: [u8; 6]) -> String {
-    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }

@@ -79,10 +79,9 @@ pub async fn handle(request: Request, attacher: &Mutex<Attacher>) -> Answer {
         return Answer::Error(e);
     }
     let started = std::time::Instant::now();
-    let conf = match serde_json::to_vec(&config).map(|b| NetConf::parse(&b)) {
-        Ok(Ok(conf)) => conf,
-        Ok(Err(e)) => return Answer::Error(e),
-        Err(e) => return Answer::Error(CniError::new(code::DECODE_FAILURE, "configuration").with_details(e)),
+    let conf = match NetConf::from_value(config) {
+        Ok(conf) => conf,
+        Err(e) => return Answer::Error(e),
     };
     let who = format!("{:?} container {} {}", env.command, env.container_id, env.ifname);
     let outcome: Result<Value, CniError> = match env.command {

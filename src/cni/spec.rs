@@ -255,6 +255,11 @@ impl NetConf {
         let raw: Value = serde_json::from_slice(bytes).map_err(|e| {
             CniError::new(code::DECODE_FAILURE, "the network configuration on stdin is not JSON").with_details(e)
         })?;
+        NetConf::from_value(raw)
+    }
+
+    /// Reads a configuration already parsed as JSON (what reaches the agent's socket).
+    pub fn from_value(raw: Value) -> Result<NetConf, CniError> {
         let fields: ConfFields = serde_json::from_value(raw.clone()).map_err(|e| {
             CniError::new(code::INVALID_NETWORK_CONFIG, "the network configuration is malformed").with_details(e)
         })?;

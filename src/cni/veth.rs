@@ -16,13 +16,11 @@ use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use futures::TryStreamExt;
-use rtnetlink::packet_route::link::LinkMessage;
 use rtnetlink::{Handle, LinkUnspec, LinkVeth, RouteMessageBuilder};
 use tokio::sync::oneshot;
 
 use crate::model::node::InterfaceAddr;
-use crate::source::ovsdb::link::{errno, read_device, LinkError, EEXIST, ENODEV};
+use crate::source::ovsdb::link::{errno, find_link, read_device, LinkError, EEXIST, ENODEV};
 
 /// Why a veth could not be made, read or removed; names the device or namespace.
 #[derive(Debug, thiserror::Error)]
@@ -100,7 +98,7 @@ pub async fn create(
         .await
         .map_err(fail(host, &format!("create it with its peer {transit}")))?;
     let made = async {
-        let peer = link(node, &transit).await?.ok_or_else(|| VethError::NotFound(transit.clone()))?;
+        let peer = find_link(node, &transit).await?.ok_or_else(|| VethError::NotFound(transit.clone()))?;
         let moved = LinkUnspec::new_with_index(peer.header.index).setns_by_fd(ns.as_raw_fd()).build();
         node.link().set(moved).execute().await.map_err(fail(&transit, "move it into the pod's network namespace"))?;
         let (ifname, addrs, gateways) = (ifname.to_string(), addrs.to_vec(), gateways.to_vec());
@@ -127,10 +125,10 @@ async fn configure_pod_end(
     addrs: &[InterfaceAddr],
     gateways: &[IpAddr],
 ) -> Result<[u8; 6], VethError> {
-    if link(pod, ifname).await?.is_some() {
+    if find_link(pod, ifname).await?.is_some() {
         return Err(VethError::Exists(ifname.to_string()));
     }
-    let end = link(pod, transit).await?.ok_or_else(|| VethError::NotFound(transit.to_string()))?;
+    let end = find_link(pod, transit).await?.ok_or_else(|| VethError::NotFound(transit.to_string()))?;
     let index = end.header.index;
     let fail =
         |what: String| move |error| VethError::Link(LinkError::Netlink { device: ifname.to_string(), what, error });
@@ -169,7 +167,7 @@ async fn configure_pod_end(
 
 /// Brings the node's end `host` up: the pod's traffic passes from now on.
 pub async fn set_up(node: &Handle, host: &str) -> Result<(), VethError> {
-    let l = link(node, host).await?.ok_or_else(|| VethError::NotFound(host.to_string()))?;
+    let l = find_link(node, host).await?.ok_or_else(|| VethError::NotFound(host.to_string()))?;
     node.link().set(LinkUnspec::new_with_index(l.header.index).up().build()).execute().await.map_err(|error| {
         VethError::Link(LinkError::Netlink { device: host.to_string(), what: "bring it up".into(), error })
     })
@@ -178,18 +176,13 @@ pub async fn set_up(node: &Handle, host: &str) -> Result<(), VethError> {
 /// Deletes the device `name` of the node's namespace (and so its peer); one that does not
 /// exist is no error.
 pub async fn delete(node: &Handle, name: &str) -> Result<(), VethError> {
-    let Some(l) = link(node, name).await? else { return Ok(()) };
+    let Some(l) = find_link(node, name).await? else { return Ok(()) };
     match node.link().del(l.header.index).execute().await {
         Err(e) if errno(&e) != Some(ENODEV) => {
             Err(VethError::Link(LinkError::Netlink { device: name.to_string(), what: "delete it".into(), error: e }))
         }
         _ => Ok(()),
     }
-}
-
-/// Whether the node has a device `name`.
-pub async fn exists(node: &Handle, name: &str) -> Result<bool, VethError> {
-    Ok(link(node, name).await?.is_some())
 }
 
 /// The pod's end `ifname` in `netns`, if it is there.
@@ -249,16 +242,6 @@ where
     });
     spawned.map_err(VethError::Socket)?;
     rx.await.unwrap_or_else(|_| Err(VethError::Socket(std::io::Error::other("the namespace thread ended early"))))
-}
-
-async fn link(h: &Handle, name: &str) -> Result<Option<LinkMessage>, VethError> {
-    match h.link().get().match_name(name.to_string()).execute().try_next().await {
-        Ok(l) => Ok(l),
-        Err(e) if errno(&e) == Some(ENODEV) => Ok(None),
-        Err(error) => {
-            Err(VethError::Link(LinkError::Netlink { device: name.to_string(), what: "read it".into(), error }))
-        }
-    }
 }
 
 #[cfg(test)]

@@ -237,6 +237,11 @@ pub fn parse_ip(s: &str) -> Option<IpAddr> {
     Some(ip)
 }
 
+/// `aa:bb:cc:dd:ee:ff`, as OVSDB's `attached-mac` and `mac_in_use` hold a MAC.
+pub fn format_mac(mac: [u8; 6]) -> String {
+    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
 /// `aa:bb:cc:dd:ee:ff` (either case).
 pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
     let mut mac = [0u8; 6];

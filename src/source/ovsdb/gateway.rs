@@ -202,7 +202,7 @@ impl Gateway {
         let name = &port.interface;
         match configure_device(name, addrs).await {
             Ok(()) => {
-                let mac = port.mac.map(|m| format!(", MAC {}", mac_text(m))).unwrap_or_default();
+                let mac = port.mac.map(|m| format!(", MAC {}", super::db::format_mac(m))).unwrap_or_default();
                 self.say(
                     tracing::Level::INFO,
                     format!("gateway {name} created (ofport {}{mac}) with {}, up", port.ofport, list(addrs)),
@@ -307,10 +307,6 @@ fn list(addrs: &[InterfaceAddr]) -> String {
         return "no address".into();
     }
     addrs.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
-}
-
-fn mac_text(mac: [u8; 6]) -> String {
-    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
 #[cfg(test)]

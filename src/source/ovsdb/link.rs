@@ -6,7 +6,7 @@
 
 use futures::TryStreamExt;
 use rtnetlink::packet_route::address::AddressAttribute;
-use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags};
+use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use rtnetlink::Handle;
 
 use crate::model::node::InterfaceAddr;
@@ -94,12 +94,7 @@ impl Drop for Netlink {
 /// The device named `name` in the network namespace of `handle`'s socket, with its addresses.
 pub async fn read_device(handle: &Handle, name: &str) -> Result<Device, LinkError> {
     let fail = |what: &str, error| LinkError::Netlink { device: name.to_string(), what: what.to_string(), error };
-    let link = match handle.link().get().match_name(name.to_string()).execute().try_next().await {
-        Ok(Some(link)) => link,
-        Ok(None) => return Err(LinkError::NotFound(name.to_string())),
-        Err(e) if errno(&e) == Some(ENODEV) => return Err(LinkError::NotFound(name.to_string())),
-        Err(e) => return Err(fail("read it", e)),
-    };
+    let link = find_link(handle, name).await?.ok_or_else(|| LinkError::NotFound(name.to_string()))?;
     let index = link.header.index;
     let mut addrs = Vec::new();
     let mut stream = handle.address().get().set_link_index_filter(index).execute();
@@ -123,6 +118,15 @@ pub async fn read_device(handle: &Handle, name: &str) -> Result<Device, LinkErro
         _ => None,
     });
     Ok(Device { name: name.to_string(), index, up: link.header.flags.contains(LinkFlags::Up), mac, addrs })
+}
+
+/// The link named `name` in the network namespace of `handle`'s socket, if there is one.
+pub async fn find_link(handle: &Handle, name: &str) -> Result<Option<LinkMessage>, LinkError> {
+    match handle.link().get().match_name(name.to_string()).execute().try_next().await {
+        Ok(link) => Ok(link),
+        Err(e) if errno(&e) == Some(ENODEV) => Ok(None),
+        Err(error) => Err(LinkError::Netlink { device: name.to_string(), what: "read it".into(), error }),
+    }
 }
 
 /// The errno of a netlink error message.
