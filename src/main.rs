@@ -331,16 +331,15 @@ async fn flows(args: CommonArgs) -> anyhow::Result<()> {
     store.set_bridge_ports(&ports?);
 
     // Use the bridge's conjunction ids when it can be reached, so the text matches it.
-    let ids = match dump {
-        Ok(dump) => IdAllocator::recover(&dump, 0),
+    let cfg = compiler::Config { controller_id: args.controller_id };
+    let mut compiler = match dump {
+        Ok(dump) => Compiler::recovering(cfg, &dump, 0),
         Err(e) => {
             let e = anyhow::Error::from(e);
             tracing::warn!("{e:#}; conjunction ids are freshly allocated and may differ from the bridge's");
-            IdAllocator::new(0)
+            Compiler::new(cfg, IdAllocator::new(0))
         }
     };
-    let cfg = compiler::Config { controller_id: args.controller_id };
-    let mut compiler = Compiler::new(cfg, ids);
     compiler.full(store.model(), 0);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for line in compiler::flows_text(compiler.flows(), &compiler.port_names()) {

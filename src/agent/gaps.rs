@@ -121,14 +121,15 @@ impl ShedPolls {
         if let Some((before, since)) = &self.meter {
             for (id, &t) in &total {
                 let (disposition, pod) = match owner(*id) {
-                    Some(MeterOwner::Pod { disposition, ofport }) => (disposition, reconciler.pod_on(ofport)),
-                    Some(MeterOwner::Security) => (Disposition::Drop, None),
+                    Some(MeterOwner::Pod { disposition, ofport }) => (Some(disposition), reconciler.pod_on(ofport)),
+                    Some(MeterOwner::Security) => (Some(Disposition::Drop), None),
+                    Some(MeterOwner::Staged) => (None, None),
                     None => continue,
                 };
                 // A meter new since (a new pod's) starts at zero; a switch restart resets all.
                 let b = before.get(id).copied().unwrap_or(0);
                 let shed = if t >= b { t - b } else { t };
-                self.report(GapCause::Meter, Some(disposition), pod, shed, *since, now);
+                self.report(GapCause::Meter, disposition, pod, shed, *since, now);
             }
         }
         self.meter = Some((total, now));

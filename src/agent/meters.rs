@@ -35,7 +35,7 @@ impl LoggingMeters {
 
     /// The meters the pods on `ports` need, with their rates.
     fn desired(&self, ports: &BTreeSet<u32>) -> BTreeMap<u32, u32> {
-        let mut out = BTreeMap::from([(meters::SECURITY, self.drop_rate)]);
+        let mut out = BTreeMap::from([(meters::SECURITY, self.drop_rate), (meters::STAGED, self.drop_rate)]);
         for &o in ports {
             out.insert(meters::allow(o), self.allow_rate);
             out.insert(meters::drop(o), self.drop_rate);

@@ -15,7 +15,7 @@ use super::{AgentConfig, State};
 use crate::admin::health::Progress;
 use crate::admin::metrics::{AgentMetrics, KindLabel, TableLabel};
 use crate::audit::changes::ChangeAuditor;
-use crate::compiler::{self, tables, Change, Compiler, FlowTable, IdAllocator};
+use crate::compiler::{self, tables, Change, Compiler, FlowTable};
 use crate::source::ovsdb::db::BridgePorts;
 use crate::source::SourceEvent;
 use crate::switch::{ConnState, OfpError, SwitchError, SwitchHandle};
@@ -241,9 +241,9 @@ impl Reconciler {
         let mods = {
             let mut guard = write(&self.state);
             let state = &mut *guard;
-            let compiler = state.compiler.get_or_insert_with(|| {
-                Compiler::new(self.compiler_cfg.clone(), IdAllocator::recover(&dump, ID_GRACE_SECS))
-            });
+            let compiler = state
+                .compiler
+                .get_or_insert_with(|| Compiler::recovering(self.compiler_cfg.clone(), &dump, ID_GRACE_SECS));
             let started = Instant::now();
             compiler.full(state.store.model(), now);
             self.metrics.compile_seconds.observe(started.elapsed().as_secs_f64());

@@ -4,6 +4,7 @@
 
 use super::State;
 use crate::audit::{RuleMeta, RuleResolver};
+use crate::compiler::userdata::Disposition;
 use crate::compiler::Direction;
 use crate::model::ObjectRef;
 use std::net::IpAddr;
@@ -25,13 +26,7 @@ impl StateResolver {
 impl RuleResolver for StateResolver {
     fn allow_rule(&self, conj_id: u32) -> Option<RuleMeta> {
         let state = self.state.read().ok()?;
-        let rule = state.compiler.as_ref()?.rules().rule(conj_id)?;
-        Some(RuleMeta {
-            policy: rule.policy.clone(),
-            rule_name: rule.name.clone(),
-            priority: rule.priority,
-            log_label: rule.log_label.clone(),
-        })
+        Some(rule_meta(state.compiler.as_ref()?.rules().rule(conj_id)?))
     }
 
     fn pod_by_ofport(&self, ofport: u32) -> Option<ObjectRef> {
@@ -49,5 +44,39 @@ impl RuleResolver for StateResolver {
     fn isolating_policies(&self, direction: Direction, ofport: u32) -> Vec<ObjectRef> {
         let Ok(state) = self.state.read() else { return Vec::new() };
         state.compiler.as_ref().map(|c| c.isolating(direction, ofport).cloned().collect()).unwrap_or_default()
+    }
+
+    fn staged_rule(&self, conj_id: u32) -> Option<RuleMeta> {
+        let state = self.state.read().ok()?;
+        Some(rule_meta(state.compiler.as_ref()?.staged()?.rules().rule(conj_id)?))
+    }
+
+    fn staged_isolating(&self, direction: Direction, ofport: u32, disposition: Disposition) -> Vec<ObjectRef> {
+        let Ok(state) = self.state.read() else { return Vec::new() };
+        let Some(compiler) = state.compiler.as_ref() else { return Vec::new() };
+        let staged = &state.store.model().staged_policies;
+        // WouldDrop: who isolates the pod in the staged view; WouldAllow by no rule: whose
+        // enforced isolation the staged view ends.
+        let isolating: Vec<ObjectRef> = match disposition {
+            Disposition::WouldDrop => compiler.staged().map(|s| s.isolating(direction, ofport).cloned().collect()),
+            _ => Some(compiler.isolating(direction, ofport).cloned().collect()),
+        }
+        .unwrap_or_default();
+        let (staged_ones, enforced): (Vec<ObjectRef>, Vec<ObjectRef>) =
+            isolating.into_iter().partition(|r| staged.contains_key(r));
+        if staged_ones.is_empty() {
+            enforced
+        } else {
+            staged_ones
+        }
+    }
+}
+
+fn rule_meta(rule: &crate::compiler::RuleInfo) -> RuleMeta {
+    RuleMeta {
+        policy: rule.policy.clone(),
+        rule_name: rule.name.clone(),
+        priority: rule.priority,
+        log_label: rule.log_label.clone(),
     }
 }

@@ -303,8 +303,11 @@ impl Store {
             }),
             (KubeObject::StagedNetworkPolicy(snp), None) => {
                 convert::staged_policy(snp, &mut self.strings).map(|policy| {
-                    // Staged, never enforced: no change for the compiler.
-                    self.model.staged_policies.insert(key.1.clone(), policy);
+                    // Staged, never enforced: a change of the staged view only.
+                    if self.model.staged_policies.get(&key.1) != Some(&policy) {
+                        changes.push(Change::StagedPolicy(key.1.clone()));
+                        self.model.staged_policies.insert(key.1.clone(), policy);
+                    }
                 })
             }
             (KubeObject::Namespace(ns), _) => convert::namespace(ns, &mut self.strings).map(|ns| {
@@ -470,7 +473,9 @@ impl Store {
                 }
             }
             Kind::StagedNetworkPolicy => {
-                self.model.staged_policies.remove(r);
+                if self.model.staged_policies.remove(r).is_some() {
+                    changes.push(Change::StagedPolicy(r.clone()));
+                }
             }
         }
     }

@@ -40,21 +40,30 @@ pub trait RuleResolver {
         let _ = (direction, ofport);
         Vec::new()
     }
+    /// The staged rule behind a staged conjunction id (a `WouldAllow`). None known by
+    /// default.
+    fn staged_rule(&self, conj_id: u32) -> Option<RuleMeta> {
+        let _ = conj_id;
+        None
+    }
+    /// The staged policies that would isolate the local pod on `ofport` in `direction` (a
+    /// `WouldDrop`), or, for a `WouldAllow` by no rule, those that would end its isolation
+    /// (the staged edits of the enforced policies isolating it), sorted. None known by default.
+    fn staged_isolating(&self, direction: Direction, ofport: u32, disposition: Disposition) -> Vec<ObjectRef> {
+        let _ = (direction, ofport, disposition);
+        Vec::new()
+    }
 }
 
 /// `Allow` or `Drop`.
 pub(crate) fn disposition_str(d: Disposition) -> &'static str {
-    match d {
-        Disposition::Allow => "Allow",
-        Disposition::Drop => "Drop",
-    }
+    LineDisposition::from(d).as_str()
 }
 
 /// What a line says of its connection: what the datapath did with it (`Allow`, `Drop`), or,
 /// for staged policies, how the staged view's verdict differs from the enforced one:
 /// `WouldDrop` (enforced allows, the staged view drops) and `WouldAllow` (enforced drops, the
-/// staged view allows). Every packet-in today is `Allow` or `Drop`: no flow reports a staged
-/// verdict yet.
+/// staged view allows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum LineDisposition {
     Allow,
@@ -91,6 +100,8 @@ impl From<Disposition> for LineDisposition {
         match d {
             Disposition::Allow => LineDisposition::Allow,
             Disposition::Drop => LineDisposition::Drop,
+            Disposition::WouldDrop => LineDisposition::WouldDrop,
+            Disposition::WouldAllow => LineDisposition::WouldAllow,
         }
     }
 }
@@ -292,5 +303,46 @@ fn judgement(
             port,
             isolated_by: resolver.isolating_policies(direction, userdata.subject),
         },
+        Disposition::WouldDrop | Disposition::WouldAllow => staged_judgement(pi, userdata, direction, resolver)?,
+    })
+}
+
+/// A staged verdict's copy: its pod is the one the direction's tables judged for (`reg2` or
+/// `reg4`), a `WouldAllow`'s staged rule is in the direction's rule register (0: the staged
+/// view does not isolate the pod).
+fn staged_judgement(
+    pi: &ofp::packet_in2::PacketIn2,
+    userdata: &LogUserdata,
+    direction: Direction,
+    resolver: &(impl RuleResolver + ?Sized),
+) -> Result<Judgement, AuditError> {
+    let judged_reg = match direction {
+        Direction::Egress => 2,
+        Direction::Ingress => 4,
+    };
+    let port = pi.register(judged_reg).filter(|o| *o != 0);
+    let isolated_by = |d| port.map(|o| resolver.staged_isolating(direction, o, d)).unwrap_or_default();
+    if userdata.disposition == Disposition::WouldDrop {
+        return Ok(Judgement {
+            policy: PolicyRef::StagedDrop,
+            rule: None,
+            direction,
+            port,
+            isolated_by: isolated_by(Disposition::WouldDrop),
+        });
+    }
+    let id = pi.register(crate::compiler::staged::rule_reg(direction)).unwrap_or(0);
+    if id == 0 {
+        let ended_by = isolated_by(Disposition::WouldAllow);
+        let policy = ended_by.first().cloned().map_or(PolicyRef::StagedDrop, PolicyRef::Staged);
+        return Ok(Judgement { policy, rule: None, direction, port, isolated_by: ended_by });
+    }
+    let rule = resolver.staged_rule(id).ok_or(AuditError::UnknownRule(id))?;
+    Ok(Judgement {
+        policy: PolicyRef::Staged(rule.policy.clone()),
+        rule: Some(rule),
+        direction,
+        port,
+        isolated_by: Vec::new(),
     })
 }

@@ -14,7 +14,8 @@ use super::ids::IdAllocator;
 use super::meters;
 use super::pipeline::{node_flows, pipeline_flows, port_flows};
 use super::policy::{self, compile_policy, namespace_logging, policy_logging, Compiled, Conj, Lookup};
-use super::rules::{Direction, RuleTable};
+use super::rules::{Direction, RuleTable, Stage};
+use super::staged::{self, Touched};
 use super::tables::priority;
 use super::userdata::{Disposition, LogUserdata};
 use crate::model::{LocalPort, Model, NodePort, ObjectRef, Peer, Policy, SharedStr};
@@ -44,6 +45,46 @@ pub enum Change {
     Port(u32),
     /// The node: its gateway, uplinks, addresses or Service ranges.
     Node,
+    /// A StagedNetworkPolicy (which never changes an enforced flow).
+    StagedPolicy(ObjectRef),
+}
+
+/// The model as one compiler reads it: the enforced policies, or the staged view (the staged
+/// policies over them); and the local ports it compiles for (all of them, or those a staged
+/// policy touches).
+#[derive(Clone, Copy)]
+pub(super) struct View<'a> {
+    pub(super) model: &'a Model,
+    stage: Stage,
+    ports: &'a BTreeMap<u32, LocalPort>,
+}
+
+impl<'a> View<'a> {
+    fn enforced(model: &'a Model) -> Self {
+        View { model, stage: Stage::Enforced, ports: &model.ports }
+    }
+
+    /// Policy `r` of this view.
+    fn policy(&self, r: &ObjectRef) -> Option<&'a Policy> {
+        match self.stage {
+            Stage::Enforced => self.model.policies.get(r),
+            Stage::Staged => self.model.staged_policies.get(r).or_else(|| self.model.policies.get(r)),
+        }
+    }
+
+    /// Every policy of this view.
+    fn policies(self) -> impl Iterator<Item = (&'a ObjectRef, &'a Policy)> {
+        let staged = (self.stage == Stage::Staged).then_some(&self.model.staged_policies);
+        let enforced = self.model.policies.iter().filter(move |(r, _)| staged.is_none_or(|s| !s.contains_key(*r)));
+        enforced.chain(staged.into_iter().flatten())
+    }
+}
+
+/// The staged view's compiler and the ports it compiles for.
+#[derive(Debug)]
+struct Staging {
+    compiler: Compiler,
+    touched: Touched,
 }
 
 /// Indexes of the model the compiler keeps in step with the changes it is told about.
@@ -67,6 +108,9 @@ struct Index {
 #[derive(Debug)]
 pub struct Compiler {
     cfg: Config,
+    stage: Stage,
+    /// The staged view's compiler (none in the staged compiler itself).
+    staging: Option<Box<Staging>>,
     ids: IdAllocator,
     idx: Index,
     compiled: BTreeMap<ObjectRef, Compiled>,
@@ -88,10 +132,31 @@ pub struct Compiler {
 }
 
 impl Compiler {
-    /// A compiler with no flows yet; call [`Compiler::full`] first.
+    /// A compiler with no flows yet; call [`Compiler::full`] first. The staged view's rules
+    /// get ids of their own, from a fresh allocator (see [`Compiler::recovering`]).
     pub fn new(cfg: Config, ids: IdAllocator) -> Self {
+        let staged_ids = ids.with_same_grace();
+        let staged = Compiler::of_stage(cfg.clone(), Stage::Staged, staged_ids);
+        let mut c = Compiler::of_stage(cfg, Stage::Enforced, ids);
+        c.staging = Some(Box::new(Staging { compiler: staged, touched: Touched::default() }));
+        c
+    }
+
+    /// A compiler whose rules, enforced and staged, keep the conjunction ids of the installed
+    /// flows `dump` ([`IdAllocator::recover`]); released ids stay reserved for `grace` seconds.
+    pub fn recovering(cfg: Config, dump: &[ofp::FlowStats], grace: u64) -> Self {
+        let mut c = Compiler::new(cfg, IdAllocator::recover(dump, grace));
+        if let Some(s) = c.staging.as_mut() {
+            s.compiler.ids = IdAllocator::recover_staged(dump, grace);
+        }
+        c
+    }
+
+    fn of_stage(cfg: Config, stage: Stage, ids: IdAllocator) -> Self {
         Compiler {
             cfg,
+            stage,
+            staging: None,
             ids,
             idx: Index::default(),
             compiled: BTreeMap::new(),
@@ -111,45 +176,99 @@ impl Compiler {
     /// Recompiles everything from `model`; returns the flow keys whose flows changed.
     /// Ends id recovery: recovered ids no rule claimed are released.
     pub fn full(&mut self, model: &Model, now: u64) -> BTreeSet<FlowKey> {
+        if let Some(s) = self.staging.as_mut() {
+            let ofports: BTreeSet<u32> = s.touched.ports.keys().chain(model.ports.keys()).copied().collect();
+            s.touched.recheck(model, ofports);
+        }
+        self.full_view(View::enforced(model), now);
+        self.with_staging(|s| {
+            let v = View { model, stage: Stage::Staged, ports: &s.touched.ports };
+            s.compiler.full_view(v, now)
+        });
+        std::mem::take(&mut self.touched)
+    }
+
+    /// Recompiles everything of view `v`; the flows it changed are in `self.touched`.
+    fn full_view(&mut self, v: View<'_>, now: u64) {
+        let model = v.model;
         self.idx.policies_by_ns.clear();
         self.idx.ns_selecting.clear();
         self.idx.active_ns_selecting.clear();
-        for (r, p) in &model.policies {
+        for (r, p) in v.policies() {
             self.index_policy(r, Some(p));
         }
-        for (k, v) in pipeline_flows(self.cfg.controller_id) {
-            self.set_flow(k, Some(v));
+        if self.stage == Stage::Enforced {
+            for (k, value) in pipeline_flows(self.cfg.controller_id) {
+                self.set_flow(k, Some(value));
+            }
+            self.node_changed(model);
         }
-        self.node_changed(model);
-        let ports: BTreeSet<u32> = self.idx.ports.keys().chain(model.ports.keys()).copied().collect();
+        let ports: BTreeSet<u32> = self.idx.ports.keys().chain(v.ports.keys()).copied().collect();
         for o in ports {
-            self.port_changed(model, o);
+            self.port_changed(v, o);
         }
-        let policies: BTreeSet<ObjectRef> = self.compiled.keys().chain(model.policies.keys()).cloned().collect();
+        let policies: BTreeSet<ObjectRef> =
+            self.compiled.keys().cloned().chain(v.policies().map(|(r, _)| r.clone())).collect();
         for p in &policies {
-            self.recompile(model, p, now);
+            self.recompile(v, p, now);
         }
         let drops: Vec<u32> = self.idx.ports.keys().copied().collect();
         for o in drops {
-            self.refresh_drops(model, o);
+            self.refresh_drops(v, o);
         }
         self.ids.finish_recovery(now);
-        std::mem::take(&mut self.touched)
+    }
+
+    /// Runs `f` on the staged view's compiler and takes the flows it changed into this one's.
+    fn with_staging(&mut self, f: impl FnOnce(&mut Staging)) {
+        let Some(mut s) = self.staging.take() else { return };
+        f(&mut s);
+        for k in std::mem::take(&mut s.compiler.touched) {
+            self.set_flow(k.clone(), s.compiler.flows.get(&k).cloned());
+        }
+        self.staging = Some(s);
     }
 
     /// Applies `changes` (objects that changed in `model`, which is already their new state);
     /// returns the flow keys whose flows changed.
     pub fn update(&mut self, model: &Model, changes: &[Change], now: u64) -> BTreeSet<FlowKey> {
+        let mut retouched = Vec::new();
+        if let Some(s) = self.staging.as_mut() {
+            let ofports = ports_to_recheck(model, &s.touched, changes);
+            retouched = s.touched.recheck(model, ofports);
+        }
+        self.update_view(View::enforced(model), changes, now);
+        // The WouldAllow checks beside their default drops.
+        for o in &retouched {
+            self.refresh_drops(View::enforced(model), *o);
+        }
+        self.with_staging(|s| {
+            let mut changes = changes.to_vec();
+            changes.extend(retouched.iter().map(|o| Change::Port(*o)));
+            let v = View { model, stage: Stage::Staged, ports: &s.touched.ports };
+            s.compiler.update_view(v, &changes, now)
+        });
+        std::mem::take(&mut self.touched)
+    }
+
+    /// Applies `changes` to view `v`; the flows it changed are in `self.touched`.
+    fn update_view(&mut self, v: View<'_>, changes: &[Change], now: u64) {
+        let model = v.model;
         let mut policies = BTreeSet::new();
         let mut patch = BTreeSet::new();
         let mut drops = BTreeSet::new();
         for ch in changes {
             match ch {
                 Change::Policy(r) => {
-                    self.index_policy(r, model.policies.get(r));
+                    self.index_policy(r, v.policy(r));
                     policies.insert(r.clone());
                 }
-                Change::Pod(r) => self.pod_changed(model, r, &mut policies, &mut patch),
+                Change::StagedPolicy(r) if self.stage == Stage::Staged => {
+                    self.index_policy(r, v.policy(r));
+                    policies.insert(r.clone());
+                }
+                Change::StagedPolicy(_) => {}
+                Change::Pod(r) => self.pod_changed(v, r, &mut policies, &mut patch),
                 Change::Namespace(n) => {
                     // Only policies with applied-to local pods have flows; namespace labels and
                     // annotations never change which local pods a policy selects.
@@ -164,7 +283,7 @@ impl Compiler {
                     policies.extend(self.ns_index.get(n).into_iter().flatten().cloned());
                     if let Some(ns) = model.namespaces.get(n) {
                         for p in &self.idx.active_ns_selecting {
-                            let hit = model.policies.get(p).is_some_and(|pol| {
+                            let hit = v.policy(p).is_some_and(|pol| {
                                 pol.peers().any(|peer| match peer {
                                     Peer::Pods { namespace_selector: Some(s), .. } => s.matches(&ns.labels),
                                     _ => false,
@@ -178,31 +297,34 @@ impl Compiler {
                     drops.extend(self.idx.local_by_ns.get(n.as_str()).into_iter().flatten().copied());
                 }
                 Change::Port(o) => {
-                    for ns in self.port_namespaces(model, *o) {
+                    for ns in self.port_namespaces(v, *o) {
                         policies.extend(self.idx.policies_by_ns.get(&ns).into_iter().flatten().cloned());
                     }
-                    self.port_changed(model, *o);
+                    self.port_changed(v, *o);
                     drops.insert(*o);
                 }
-                Change::Node => self.node_changed(model),
+                Change::Node if self.stage == Stage::Enforced => self.node_changed(model),
+                Change::Node => {}
             }
         }
         for p in &policies {
-            self.recompile(model, p, now);
+            self.recompile(v, p, now);
         }
         for (p, r) in &patch {
-            if !policies.contains(p) && !self.patch_pod(model, p, r) {
-                self.recompile(model, p, now);
+            if !policies.contains(p) && !self.patch_pod(v, p, r) {
+                self.recompile(v, p, now);
             }
         }
         for o in drops {
-            self.refresh_drops(model, o);
+            self.refresh_drops(v, o);
         }
-        std::mem::take(&mut self.touched)
     }
 
     /// Forgets deleted rules and released ids whose grace period ended at `now`.
     pub fn expire(&mut self, now: u64) {
+        if let Some(s) = self.staging.as_mut() {
+            s.compiler.expire(now);
+        }
         for id in self.ids.expire(now) {
             if self.rules.rules.get(&id).is_some_and(|r| r.deleted) {
                 self.rules.rules.remove(&id);
@@ -218,6 +340,12 @@ impl Compiler {
     /// Conjunction id -> rule, ofport -> pod.
     pub fn rules(&self) -> &RuleTable {
         &self.rules
+    }
+
+    /// The staged view's compiler: its rule table names the staged rules behind `WouldAllow`
+    /// lines, and [`Compiler::isolating`] the policies that would isolate a pod.
+    pub fn staged(&self) -> Option<&Compiler> {
+        self.staging.as_ref().map(|s| &s.compiler)
     }
 
     /// The policies isolating local port `ofport` in `direction`, sorted: the reason its
@@ -261,11 +389,12 @@ impl Compiler {
     /// change what a policy applies to) or `patch` (only its membership in peers changes).
     fn pod_changed(
         &mut self,
-        model: &Model,
+        v: View<'_>,
         r: &ObjectRef,
         full: &mut BTreeSet<ObjectRef>,
         patch: &mut BTreeSet<(ObjectRef, ObjectRef)>,
     ) {
+        let model = v.model;
         let pod = model.pods.get(r);
         let local = self.idx.local_by_pod.contains_key(r);
         let mut affected: BTreeSet<ObjectRef> = self.peer_index.get(r).into_iter().flatten().cloned().collect();
@@ -281,7 +410,7 @@ impl Compiler {
                 if affected.contains(p) || !self.compiled.contains_key(p) {
                     continue;
                 }
-                let Some(pol) = model.policies.get(p) else { continue };
+                let Some(pol) = v.policy(p) else { continue };
                 if policy::selects_peer(pol, &r.namespace, ns_labels, &pod.labels) {
                     affected.insert(p.clone());
                 }
@@ -299,8 +428,9 @@ impl Compiler {
     /// Updates policy `p`'s flows for remote pod `r`'s membership in its peers without
     /// recompiling it. Returns false when only a recompile can do it (a rule gains its first
     /// or loses its last peer, or its flows depend on the peers' named ports).
-    fn patch_pod(&mut self, model: &Model, p: &ObjectRef, r: &ObjectRef) -> bool {
-        let Some(pol) = model.policies.get(p) else { return false };
+    fn patch_pod(&mut self, v: View<'_>, p: &ObjectRef, r: &ObjectRef) -> bool {
+        let model = v.model;
+        let Some(pol) = v.policy(p) else { return false };
         if policy::has_named_egress(pol) {
             return false;
         }
@@ -344,7 +474,7 @@ impl Compiler {
                 continue;
             };
             for (cidr, add) in removed.iter().map(|c| (c, false)).chain(added.iter().map(|c| (c, true))) {
-                let key = FlowKey::new(dir.rule_table(), priority::NORMAL, policy::peer_match(dir, cidr));
+                let key = FlowKey::new(self.stage.rule_table(dir), priority::NORMAL, policy::peer_match(dir, cidr));
                 for (id, n) in &groups {
                     let conj = Conj { id: *id, clause: 0, n: *n };
                     if add {
@@ -372,13 +502,22 @@ impl Compiler {
         true
     }
 
-    fn port_namespaces(&self, model: &Model, o: u32) -> BTreeSet<SharedStr> {
-        self.idx.ports.get(&o).into_iter().chain(model.ports.get(&o)).map(|p| p.pod.namespace.clone()).collect()
+    fn port_namespaces(&self, v: View<'_>, o: u32) -> BTreeSet<SharedStr> {
+        self.idx.ports.get(&o).into_iter().chain(v.ports.get(&o)).map(|p| p.pod.namespace.clone()).collect()
+    }
+
+    /// The per-port flows of `p`: its forwarding, or in the staged compiler its entry into the
+    /// staged tables.
+    fn port_flows(&self, p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
+        match self.stage {
+            Stage::Enforced => port_flows(p, self.cfg.controller_id),
+            Stage::Staged => staged::entry_flows(p),
+        }
     }
 
     /// Re-indexes port `o` and refreshes its per-port flows.
-    fn port_changed(&mut self, model: &Model, o: u32) {
-        if self.idx.ports.get(&o) == model.ports.get(&o) {
+    fn port_changed(&mut self, v: View<'_>, o: u32) {
+        if self.idx.ports.get(&o) == v.ports.get(&o) {
             return;
         }
         let mut keys = BTreeSet::new();
@@ -388,20 +527,20 @@ impl Compiler {
             }
             index_remove(&mut self.idx.local_by_pod, &old.pod, &o);
             self.rules.ports.remove(&o);
-            for (k, _) in port_flows(&old, self.cfg.controller_id) {
+            for (k, _) in self.port_flows(&old) {
                 if let Some(claims) = self.port_claims.get_mut(&k) {
                     claims.remove(&o);
                 }
                 keys.insert(k);
             }
         }
-        if let Some(new) = model.ports.get(&o) {
+        if let Some(new) = v.ports.get(&o) {
             self.idx.local_by_ns.entry(new.pod.namespace.clone()).or_default().insert(o);
             self.idx.local_by_pod.entry(new.pod.clone()).or_default().insert(o);
             self.idx.ports.insert(o, new.clone());
             self.rules.ports.insert(o, new.pod.clone());
-            for (k, v) in port_flows(new, self.cfg.controller_id) {
-                self.port_claims.entry(k.clone()).or_default().insert(o, v);
+            for (k, value) in self.port_flows(new) {
+                self.port_claims.entry(k.clone()).or_default().insert(o, value);
                 keys.insert(k);
             }
         }
@@ -436,10 +575,15 @@ impl Compiler {
         self.set_flow(k, value);
     }
 
-    fn recompile(&mut self, model: &Model, r: &ObjectRef, now: u64) {
-        let new = match model.policies.get(r) {
+    fn recompile(&mut self, v: View<'_>, r: &ObjectRef, now: u64) {
+        let new = match v.policy(r) {
             Some(p) => {
-                let lk = Lookup { model, ports: &self.idx.ports, local_by_ns: &self.idx.local_by_ns };
+                let lk = Lookup {
+                    model: v.model,
+                    stage: self.stage,
+                    ports: &self.idx.ports,
+                    local_by_ns: &self.idx.local_by_ns,
+                };
                 compile_policy(&lk, &mut self.ids, r, p)
             }
             None => Compiled::default(),
@@ -476,7 +620,7 @@ impl Compiler {
             self.isolated.entry(*o).or_default().insert(r.clone());
         }
         for (dir, o) in drops {
-            self.refresh_drop(model, dir, o);
+            self.refresh_drop(v, dir, o);
         }
         // Reverse indexes.
         reindex(&mut self.peer_index, &old.peer_pods, &new.peer_pods, r);
@@ -519,22 +663,29 @@ impl Compiler {
         self.set_flow(k.clone(), value);
     }
 
-    fn refresh_drops(&mut self, model: &Model, o: u32) {
+    fn refresh_drops(&mut self, v: View<'_>, o: u32) {
         for dir in Direction::BOTH {
-            self.refresh_drop(model, dir, o);
+            self.refresh_drop(v, dir, o);
         }
     }
 
     /// The default drop of port `o` in `direction`: there while a policy isolates it, with a
-    /// logging copy while its namespace logs or one of the policies isolating it there does.
-    fn refresh_drop(&mut self, model: &Model, direction: Direction, o: u32) {
-        let table = direction.default_table();
+    /// logging copy while its namespace logs or one of the policies isolating it there does,
+    /// and beside it the `WouldAllow` check while a staged policy touches the port. In the
+    /// staged compiler, the port's staged Drop verdict.
+    fn refresh_drop(&mut self, v: View<'_>, direction: Direction, o: u32) {
+        let table = self.stage.default_table(direction);
         let key = FlowKey::new(table, priority::NORMAL, vec![policy::applied_match(direction, o)]);
         let port = self.idx.ports.get(&o);
-        let value = match (port, self.isolated.get(&(direction, o))) {
-            (Some(port), Some(set)) if !set.is_empty() => {
-                let logging = namespace_logging(model, &port.pod.namespace)
-                    || set.iter().any(|p| model.policies.get(p).is_some_and(policy_logging));
+        let isolated = port.zip(self.isolated.get(&(direction, o)).filter(|set| !set.is_empty()));
+        let value = isolated.map(|(port, set)| match self.stage {
+            Stage::Staged => FlowValue {
+                cookie: cookie::cookie(Kind::Staged, u64::from(o)),
+                instructions: vec![Instruction::ApplyActions(staged::isolated(direction))],
+            },
+            Stage::Enforced => {
+                let logging = namespace_logging(v.model, &port.pod.namespace)
+                    || set.iter().any(|p| v.policy(p).is_some_and(policy_logging));
                 let instructions = if logging {
                     let ud = LogUserdata { disposition: Disposition::Drop, table_id: table, subject: o };
                     vec![Instruction::ApplyActions(vec![flow::controller(
@@ -545,10 +696,19 @@ impl Compiler {
                 } else {
                     vec![]
                 };
-                Some(FlowValue { cookie: cookie::cookie(Kind::DefaultDrop, u64::from(o)), instructions })
+                FlowValue { cookie: cookie::cookie(Kind::DefaultDrop, u64::from(o)), instructions }
             }
-            _ => None,
-        };
+        });
+        if self.stage == Stage::Enforced {
+            let touched = self.staging.as_ref().is_some_and(|s| s.touched.ports.contains_key(&o));
+            let (check, check_value) = staged::would_allow_check(
+                direction,
+                o,
+                value.as_ref().map(|d| d.instructions.as_slice()).unwrap_or_default(),
+                self.cfg.controller_id,
+            );
+            self.set_flow(check, value.as_ref().filter(|_| touched).map(|_| check_value));
+        }
         self.set_flow(key, value);
     }
 
@@ -567,6 +727,26 @@ impl Compiler {
             }
         }
     }
+}
+
+/// The local ports whose touch by a staged policy `changes` may change: every port of the
+/// namespace of a changed policy (enforced or staged), a changed pod's, a changed port.
+fn ports_to_recheck(model: &Model, touched: &Touched, changes: &[Change]) -> BTreeSet<u32> {
+    let mut out = BTreeSet::new();
+    let ports = || model.ports.values().chain(touched.ports.values());
+    for ch in changes {
+        match ch {
+            Change::Policy(r) | Change::StagedPolicy(r) => {
+                out.extend(ports().filter(|p| p.pod.namespace == r.namespace).map(|p| p.ofport));
+            }
+            Change::Pod(r) => out.extend(ports().filter(|p| &p.pod == r).map(|p| p.ofport)),
+            Change::Port(o) => {
+                out.insert(*o);
+            }
+            Change::Namespace(_) | Change::Node => {}
+        }
+    }
+    out
 }
 
 /// Removes `v` from the set of `k` in a reverse index, and the set once it is empty.

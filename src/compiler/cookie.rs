@@ -24,6 +24,10 @@ pub enum Kind {
     Port = 4,
     /// The node's flows (gateway, uplinks, Services); low bits = ofport of the node's port.
     Node = 5,
+    /// The staged view's flows outside its rules' `conj_id` flows (which are [`Kind::Rule`]):
+    /// a touched pod's entry into the staged tables, its staged isolation and its `WouldAllow`
+    /// check; low bits = ofport.
+    Staged = 6,
 }
 
 const LOW_BITS: u64 = (1 << 40) - 1;
@@ -50,6 +54,7 @@ pub fn kind(cookie: u64) -> Option<Kind> {
         3 => Kind::DefaultDrop,
         4 => Kind::Port,
         5 => Kind::Node,
+        6 => Kind::Staged,
         _ => return None,
     })
 }

@@ -7,8 +7,7 @@
 //! identity ([`super::cookie::rule_cookie`]).
 
 use super::cookie::{self, Kind};
-use super::rules::Direction;
-use super::tables;
+use super::rules::{Direction, Stage};
 use crate::model::{ObjectRef, Protocol};
 use ofp::{FlowStats, Oxm};
 use std::collections::{BTreeMap, BTreeSet};
@@ -62,12 +61,26 @@ impl IdAllocator {
         }
     }
 
-    /// An allocator that hands each rule the id its installed `conj_id` flow carries. Flows
-    /// that are not npagent's rule flows are ignored.
+    /// A fresh allocator with this one's grace period.
+    pub(crate) fn with_same_grace(&self) -> Self {
+        IdAllocator::new(self.grace)
+    }
+
+    /// An allocator that hands each enforced rule the id its installed `conj_id` flow
+    /// carries. Flows that are not npagent's enforced rule flows are ignored.
     pub fn recover(flows: &[FlowStats], grace: u64) -> Self {
+        Self::recover_stage(flows, grace, Stage::Enforced)
+    }
+
+    /// [`IdAllocator::recover`] for the staged view's rules.
+    pub fn recover_staged(flows: &[FlowStats], grace: u64) -> Self {
+        Self::recover_stage(flows, grace, Stage::Staged)
+    }
+
+    fn recover_stage(flows: &[FlowStats], grace: u64, stage: Stage) -> Self {
         let mut a = IdAllocator::new(grace);
         for f in flows {
-            let rule_table = [tables::INGRESS_RULE, tables::EGRESS_RULE].contains(&f.table_id);
+            let rule_table = Direction::BOTH.iter().any(|d| stage.rule_table(*d) == f.table_id);
             if !rule_table || cookie::kind(f.cookie) != Some(Kind::Rule) {
                 continue;
             }

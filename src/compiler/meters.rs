@@ -1,7 +1,8 @@
 //! The logging meters' ids. Every local pod has two meters of its own, one for the Allow
 //! copies of the connections its policies judge and one for the Drop copies of its default
 //! drops, so that a pod that floods the log sheds only its own lines; security events
-//! (SpoofGuard and conntrack drops) pass one meter of their own.
+//! (SpoofGuard and conntrack drops) pass one meter of their own, and so do the staged
+//! verdicts (`WouldDrop`, `WouldAllow`).
 //!
 //! The ids are derived from the pod's ofport (below 0xff00, so the ranges never overlap), which
 //! lets every flow name its meter without a table of allocations, and a meter's statistics
@@ -11,6 +12,8 @@ use super::userdata::Disposition;
 
 /// The meter of the security events' copies.
 pub(crate) const SECURITY: u32 = 3;
+/// The meter of the staged verdicts' copies.
+pub(crate) const STAGED: u32 = 4;
 const ALLOW_BASE: u32 = 0x1_0000;
 const DROP_BASE: u32 = 0x2_0000;
 /// Ofports are below this (OpenFlow's reserved ports start at 0xff00).
@@ -33,6 +36,8 @@ pub(crate) enum MeterOwner {
     Pod { disposition: Disposition, ofport: u32 },
     /// The security events.
     Security,
+    /// The staged verdicts.
+    Staged,
 }
 
 /// The owner of meter `id`, if it is one of npagent's.
@@ -43,6 +48,7 @@ pub(crate) fn owner(id: u32) -> Option<MeterOwner> {
     };
     match id {
         SECURITY => Some(MeterOwner::Security),
+        STAGED => Some(MeterOwner::Staged),
         _ => pod(Disposition::Allow, ALLOW_BASE).or_else(|| pod(Disposition::Drop, DROP_BASE)),
     }
 }
@@ -60,7 +66,8 @@ mod tests {
             assert_ne!(allow(ofport), SECURITY);
         }
         assert_eq!(owner(SECURITY), Some(MeterOwner::Security));
-        for foreign in [0, 1, 2, 4, ALLOW_BASE - 1, ALLOW_BASE + MAX_PORT, DROP_BASE + MAX_PORT, u32::MAX] {
+        assert_eq!(owner(STAGED), Some(MeterOwner::Staged));
+        for foreign in [0, 1, 2, 5, ALLOW_BASE - 1, ALLOW_BASE + MAX_PORT, DROP_BASE + MAX_PORT, u32::MAX] {
             assert_eq!(owner(foreign), None, "meter {foreign:#x}");
         }
     }

@@ -14,6 +14,7 @@ pub(crate) mod pipeline;
 mod policy;
 pub(crate) mod ranges;
 pub(crate) mod rules;
+pub(crate) mod staged;
 #[cfg(feature = "testing")]
 pub mod synthetic;
 pub mod tables;
@@ -25,5 +26,6 @@ pub use diff::{apply, diff, diff_keys, installed_from_stats};
 pub use flow::{DesiredFlows, FlowKey, FlowTable, FlowValue};
 pub use ids::{IdAllocator, PortRange, RuleKey};
 pub use normalize::{normalize_instructions, normalize_match};
-pub use rules::{Direction, RuleInfo, RuleTable};
+pub use rules::{Direction, RuleInfo, RuleTable, Stage};
+pub use staged::is_staged_flow;
 pub use text::flows_text;

@@ -223,6 +223,7 @@ pub(crate) fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
         ));
     }
     out.push((k(CONNTRACK_QUOTA, priority::MISS, vec![]), drop()));
+    out.extend(super::staged::fixed_flows(controller_id));
     out
 }
 

@@ -13,7 +13,8 @@ use super::cookie;
 use super::flow::{self, ct, FlowKey, FlowValue, ETH_IP, ETH_IPV6};
 use super::ids::{IdAllocator, PortRange, RuleKey};
 use super::ranges::{port_range_masks, subtract};
-use super::rules::{Direction, RuleInfo};
+use super::rules::{Direction, RuleInfo, Stage};
+use super::staged;
 use super::tables::{self, priority};
 use crate::model::{Cidr, Labels, LocalPort, Model, ObjectRef, Peer, Pod, Policy, PortRef, PortSpec, Protocol};
 use ofp::{Action, Instruction, Masked, Oxm};
@@ -124,6 +125,8 @@ impl RulePeers {
 /// The model indexes a policy's translation reads.
 pub(super) struct Lookup<'a> {
     pub(crate) model: &'a Model,
+    /// Enforced flows, or the staged view's (in the staged tables, recording a verdict).
+    pub(crate) stage: Stage,
     pub ports: &'a BTreeMap<u32, LocalPort>,
     pub(crate) local_by_ns: &'a BTreeMap<crate::model::SharedStr, BTreeSet<u32>>,
 }
@@ -264,7 +267,8 @@ pub(super) fn compile_policy(lk: &Lookup<'_>, ids: &mut IdAllocator, r: &ObjectR
         policy,
         applied,
         unreadable,
-        logging: namespace_logging(lk.model, &policy.namespace) || policy_logging(policy),
+        logging: lk.stage == Stage::Enforced
+            && (namespace_logging(lk.model, &policy.namespace) || policy_logging(policy)),
         c: &mut c,
     };
     if policy.affects_ingress {
@@ -396,7 +400,7 @@ impl PolicyCompiler<'_, '_> {
     /// the ofports of the local pods it applies to.
     fn conjunction(&mut self, key: RuleKey, peer_clause: &[Vec<Oxm>], applied: &[u32]) -> (u32, u8) {
         let dir = key.direction;
-        let table = dir.rule_table();
+        let table = self.lk.stage.rule_table(dir);
         let id = self.ids.claim(&key);
         let n: u8 = if key.ports.is_empty() { 2 } else { 3 };
         let mut add = |fields: Vec<Oxm>, clause: u8| {
@@ -418,24 +422,7 @@ impl PolicyCompiler<'_, '_> {
             }
         }
         let rule_cookie = cookie::rule_cookie(&key);
-        // Two `conj_id` flows: a connection's first packet, logged when logging is on, and the
-        // rest (every packet of a connection is judged), never logged. Logging toggles modify
-        // the first in place.
-        let allow = vec![flow::goto(after_allow(dir))];
-        let mut first = Vec::with_capacity(2);
-        if self.logging {
-            first.push(Instruction::ApplyActions(allow_copy(id, dir)));
-        }
-        first.extend(allow.iter().cloned());
-        let conj = |state: Oxm| vec![Oxm::ConjId(id), state];
-        self.c.owned.insert(
-            FlowKey::new(table, priority::CONJ, conj(flow::ct_state(ct::NEW | ct::TRK, 0))),
-            FlowValue { cookie: rule_cookie, instructions: first },
-        );
-        self.c.owned.insert(
-            FlowKey::new(table, priority::CONJ, conj(flow::ct_state(ct::TRK, ct::NEW))),
-            FlowValue { cookie: rule_cookie, instructions: allow },
-        );
+        self.c.owned.extend(conj_flows(self.lk.stage, dir, id, rule_cookie, self.logging));
         let info = RuleInfo {
             id,
             policy: self.r.clone(),
@@ -489,6 +476,30 @@ impl PolicyCompiler<'_, '_> {
         }
         rp
     }
+}
+
+/// The `conj_id` flows of rule `id`. Enforced, two: a connection's first packet, logged when
+/// `logging`, and the rest (every packet of a connection is judged), never logged; logging
+/// toggles modify the first in place. Staged, one: only first packets enter the staged
+/// tables, and it records the verdict.
+fn conj_flows(stage: Stage, dir: Direction, id: u32, rule_cookie: u64, logging: bool) -> Vec<(FlowKey, FlowValue)> {
+    let table = stage.rule_table(dir);
+    let value = |instructions| FlowValue { cookie: rule_cookie, instructions };
+    if stage == Stage::Staged {
+        let key = FlowKey::new(table, priority::CONJ, vec![Oxm::ConjId(id)]);
+        return vec![(key, value(vec![Instruction::ApplyActions(staged::allowed_by(dir, id))]))];
+    }
+    let allow = vec![flow::goto(after_allow(dir))];
+    let mut first = Vec::with_capacity(2);
+    if logging {
+        first.push(Instruction::ApplyActions(allow_copy(id, dir)));
+    }
+    first.extend(allow.iter().cloned());
+    let conj = |state: Oxm| vec![Oxm::ConjId(id), state];
+    vec![
+        (FlowKey::new(table, priority::CONJ, conj(flow::ct_state(ct::NEW | ct::TRK, 0))), value(first)),
+        (FlowKey::new(table, priority::CONJ, conj(flow::ct_state(ct::TRK, ct::NEW))), value(allow)),
+    ]
 }
 
 /// The peer clause's matches: the prefixes, or any IPv4 and IPv6 when the rule has no peers.

@@ -31,9 +31,11 @@ impl Direction {
         }
     }
 
-    /// The direction whose rules or default drops live in table `id`.
+    /// The direction whose rules or default drops, enforced or staged, live in table `id`.
     pub(crate) fn of_table(id: u8) -> Option<Direction> {
-        Direction::BOTH.into_iter().find(|d| d.rule_table() == id || d.default_table() == id)
+        Direction::BOTH
+            .into_iter()
+            .find(|d| Stage::BOTH.into_iter().any(|s| s.rule_table(*d) == id || s.default_table(*d) == id))
     }
 
     /// `Ingress` or `Egress`, as np.log prints it.
@@ -41,6 +43,40 @@ impl Direction {
         match self {
             Direction::Ingress => "Ingress",
             Direction::Egress => "Egress",
+        }
+    }
+}
+
+/// Which policies a compiler's flows carry out: the enforced ones, or the staged view's
+/// (every StagedNetworkPolicy over them), whose flows only record a verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Stage {
+    Enforced,
+    Staged,
+}
+
+impl Stage {
+    pub(crate) const BOTH: [Stage; 2] = [Stage::Enforced, Stage::Staged];
+
+    /// The table of `direction`'s rules.
+    pub fn rule_table(self, direction: Direction) -> u8 {
+        match self {
+            Stage::Enforced => direction.rule_table(),
+            Stage::Staged => match direction {
+                Direction::Ingress => super::tables::STAGED_INGRESS_RULE,
+                Direction::Egress => super::tables::STAGED_EGRESS_RULE,
+            },
+        }
+    }
+
+    /// The table of `direction`'s isolation (default drops, or the staged Drop verdicts).
+    pub fn default_table(self, direction: Direction) -> u8 {
+        match self {
+            Stage::Enforced => direction.default_table(),
+            Stage::Staged => match direction {
+                Direction::Ingress => super::tables::STAGED_INGRESS_DEFAULT_RULE,
+                Direction::Egress => super::tables::STAGED_EGRESS_DEFAULT_RULE,
+            },
         }
     }
 }

@@ -50,8 +50,21 @@ pub const ALLOW_COPY: u8 = 13;
 /// resubmitted to [`OUTPUT`]; one that its owner's full zone refused is dropped.
 pub(crate) const CONNTRACK_QUOTA: u8 = 14;
 
+/// The staged view's egress rules ([`crate::model::staged`]), for the first packet of a
+/// connection whose source pod a staged policy touches: a `conj_id` flow records the verdict
+/// Allow and the rule in `reg8`/`reg9`; its miss goes on to [`STAGED_EGRESS_DEFAULT_RULE`].
+pub const STAGED_EGRESS_RULE: u8 = 15;
+/// The staged view's egress isolation: an isolated pod's verdict is Drop (`reg8=1`), any
+/// other pod's Allow (`reg8=2`).
+pub const STAGED_EGRESS_DEFAULT_RULE: u8 = 16;
+/// The staged view's ingress rules (verdict and rule in `reg10`/`reg11`); the node's own
+/// connections are allowed, as in [`INGRESS_RULE`].
+pub const STAGED_INGRESS_RULE: u8 = 17;
+/// The staged view's ingress isolation (`reg10`).
+pub const STAGED_INGRESS_DEFAULT_RULE: u8 = 18;
+
 /// Every table, in pipeline order: (id, name).
-pub const TABLES: [(u8, &str); 15] = [
+pub const TABLES: [(u8, &str); 19] = [
     (CLASSIFIER, "Classifier"),
     (SPOOF_GUARD, "SpoofGuard"),
     (CONNTRACK_STATE, "ConntrackState"),
@@ -67,6 +80,10 @@ pub const TABLES: [(u8, &str); 15] = [
     (NEIGHBOR_FORWARD, "NeighborForward"),
     (ALLOW_COPY, "AllowCopy"),
     (CONNTRACK_QUOTA, "ConntrackQuota"),
+    (STAGED_EGRESS_RULE, "StagedEgressRule"),
+    (STAGED_EGRESS_DEFAULT_RULE, "StagedEgressDefaultRule"),
+    (STAGED_INGRESS_RULE, "StagedIngressRule"),
+    (STAGED_INGRESS_DEFAULT_RULE, "StagedIngressDefaultRule"),
 ];
 
 /// The name of table `id`, if it is one of npagent's.
@@ -112,6 +129,12 @@ pub mod priority {
     pub(crate) const BY_DESTINATION: u16 = 190;
     /// New connections with no local pod at either end.
     pub(crate) const UNOWNED: u16 = 100;
+    /// A connection's first packet that the staged view judges differently from the
+    /// enforced verdict (a `WouldDrop` copy, then the table again), above every other flow.
+    pub(crate) const STAGED_CHECK: u16 = 230;
+    /// A connection's first packet whose pod a staged policy touches: judged by the staged
+    /// tables, then as by the flows below.
+    pub(crate) const STAGED_ENTRY: u16 = 201;
     /// Table-miss flows.
     pub(crate) const MISS: u16 = 0;
 }

@@ -3,12 +3,15 @@
 //!
 //! Layout (8 bytes, big-endian):
 //! `[0]` format version (1), `[1]` category (1 = NetworkPolicy), `[2]` disposition
-//! (0 allow, 1 drop), `[3]` OpenFlow table id of the rule or drop, `[4..8]` the applied-to
-//! pod's ofport for an Allow copy or a default drop (whose meter the copy passed), the
-//! [`SecurityEvent`] for a drop in SpoofGuard or ConntrackState.
+//! (0 allow, 1 drop, 2 would drop, 3 would allow), `[3]` OpenFlow table id of the rule or
+//! drop, `[4..8]` the applied-to pod's ofport for an Allow copy, a default drop (whose meter
+//! the copy passed) or a `WouldAllow`, the [`SecurityEvent`] for a drop in SpoofGuard or
+//! ConntrackState, 0 for a `WouldDrop`.
 //!
 //! An Allow copy is made in AllowCopy, where the rule flow resubmitted it: the rule's
-//! conjunction id travels in `reg6`, which the packet-in's metadata carries.
+//! conjunction id travels in `reg6`, which the packet-in's metadata carries. A staged
+//! verdict's copy finds its pod in `reg2` (egress) or `reg4` (ingress) and the staged rule
+//! in `reg9` or `reg11` (see [`super::staged`]).
 
 /// Userdata format version.
 pub(crate) const USERDATA_VERSION: u8 = 1;
@@ -22,6 +25,24 @@ pub(crate) const USERDATA_LEN: usize = 8;
 pub enum Disposition {
     Allow,
     Drop,
+    /// Enforced allows; the staged view would drop.
+    WouldDrop,
+    /// Enforced drops; the staged view would allow.
+    WouldAllow,
+}
+
+impl Disposition {
+    const ALL: [Disposition; 4] =
+        [Disposition::Allow, Disposition::Drop, Disposition::WouldDrop, Disposition::WouldAllow];
+
+    fn code(self) -> u8 {
+        match self {
+            Disposition::Allow => 0,
+            Disposition::Drop => 1,
+            Disposition::WouldDrop => 2,
+            Disposition::WouldAllow => 3,
+        }
+    }
 }
 
 /// What a security event's drop caught, in the userdata's `[4..8]`.
@@ -90,11 +111,7 @@ impl LogUserdata {
     /// The 8 bytes for NXAC2PT_USERDATA.
     pub fn encode(&self) -> [u8; USERDATA_LEN] {
         let id = self.subject.to_be_bytes();
-        let disposition = match self.disposition {
-            Disposition::Allow => 0,
-            Disposition::Drop => 1,
-        };
-        [USERDATA_VERSION, CATEGORY_NETWORK_POLICY, disposition, self.table_id, id[0], id[1], id[2], id[3]]
+        [USERDATA_VERSION, CATEGORY_NETWORK_POLICY, self.disposition.code(), self.table_id, id[0], id[1], id[2], id[3]]
     }
 
     /// Reads userdata back from a packet-in.
@@ -106,11 +123,8 @@ impl LogUserdata {
         if b[1] != CATEGORY_NETWORK_POLICY {
             return Err(UserdataError::BadCategory(b[1]));
         }
-        let disposition = match b[2] {
-            0 => Disposition::Allow,
-            1 => Disposition::Drop,
-            other => return Err(UserdataError::BadDisposition(other)),
-        };
+        let disposition =
+            Disposition::ALL.into_iter().find(|d| d.code() == b[2]).ok_or(UserdataError::BadDisposition(b[2]))?;
         Ok(LogUserdata { disposition, table_id: b[3], subject: u32::from_be_bytes([b[4], b[5], b[6], b[7]]) })
     }
 }
@@ -124,6 +138,10 @@ mod tests {
         let u = LogUserdata { disposition: Disposition::Drop, table_id: 4, subject: 0x0102_0304 };
         assert_eq!(u.encode(), [1, 1, 1, 4, 1, 2, 3, 4]);
         assert_eq!(LogUserdata::decode(&u.encode()), Ok(u));
+        for disposition in Disposition::ALL {
+            let u = LogUserdata { disposition, table_id: 16, subject: 0 };
+            assert_eq!(LogUserdata::decode(&u.encode()), Ok(u));
+        }
     }
 
     #[test]
@@ -131,5 +149,6 @@ mod tests {
         assert_eq!(LogUserdata::decode(&[1, 0x01]), Err(UserdataError::BadLength(2)));
         assert_eq!(LogUserdata::decode(&[2, 1, 0, 0, 0, 0, 0, 0]), Err(UserdataError::BadVersion(2)));
         assert_eq!(LogUserdata::decode(&[1, 1, 9, 0, 0, 0, 0, 0]), Err(UserdataError::BadDisposition(9)));
+        assert_eq!(LogUserdata::decode(&[1, 1, 4, 0, 0, 0, 0, 0]), Err(UserdataError::BadDisposition(4)));
     }
 }

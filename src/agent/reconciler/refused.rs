@@ -125,6 +125,7 @@ pub fn owner(m: &FlowMod, rules: Option<&RuleTable>) -> String {
         Some(cookie::Kind::Port) => format!("forwarding of ofport {}", cookie::payload(m.cookie)),
         Some(cookie::Kind::Node) => format!("the node's flows of ofport {}", cookie::payload(m.cookie)),
         Some(cookie::Kind::Pipeline) => "pipeline flow".to_string(),
+        Some(cookie::Kind::Staged) => format!("staged flow of ofport {}", cookie::payload(m.cookie)),
         None => "flow of someone else".to_string(),
     }
 }
