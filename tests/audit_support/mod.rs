@@ -203,6 +203,7 @@ pub fn packet_in(frame: Vec<u8>, disposition: Disposition, table_id: u8, id: u32
     let (subject, metadata) = match disposition {
         Disposition::Allow => (0, vec![ofp::Oxm::XReg { index: 3, value: ofp::Masked::exact(u64::from(id) << 32) }]),
         Disposition::Drop => (id, Vec::new()),
+        Disposition::WouldDrop | Disposition::WouldAllow => panic!("a staged copy names its pod in a register"),
     };
     let ud = LogUserdata { disposition, table_id, subject };
     PacketIn2 {
