@@ -7,6 +7,11 @@
 //! reverse indexes from pods and namespaces to the policies that read them. A change names the objects that changed; the compiler
 //! recompiles only the policies that read them (or could now read them), applies the
 //! difference of their contributions, and reports the flow keys that changed.
+//!
+//! The enforced compiler owns a second one, of [`Stage::Staged`], which compiles the staged
+//! view (every StagedNetworkPolicy over the NetworkPolicies) for the local pods a staged
+//! policy touches only, into the staged tables ([`super::staged`]); its flows join this
+//! one's.
 
 use super::cookie::{self, Kind};
 use super::flow::{self, DesiredFlows, FlowKey, FlowValue};
