@@ -369,6 +369,18 @@ fn staged_template(ns: &str, t: usize, edit: bool) -> npagent::model::Policy {
     p
 }
 
+/// The flows holding two instructions of one kind (OVS refuses them: OFPBIC_DUP_INST).
+fn duplicate_instructions(flows: &FlowTable) -> Vec<String> {
+    flows
+        .iter()
+        .filter(|(_, v)| {
+            let kinds: Vec<_> = v.instructions.iter().map(std::mem::discriminant).collect();
+            kinds.iter().collect::<std::collections::HashSet<_>>().len() != kinds.len()
+        })
+        .map(|(k, v)| format!("{k:?} {v:?}"))
+        .collect()
+}
+
 /// The flows that are not the staged view's.
 fn enforced(flows: &FlowTable) -> FlowTable {
     flows.iter().filter(|(k, v)| !is_staged_flow(k, v)).map(|(k, v)| (k.clone(), v.clone())).collect()
@@ -401,11 +413,21 @@ proptest! {
     #[test]
     fn staged_policies_change_no_flow(
         ops in proptest::collection::vec(op(), 0..15),
+        policies in proptest::collection::vec((0..3usize, 0..9usize), 0..4),
+        logging in proptest::collection::vec(any::<bool>(), 3),
         staged in proptest::collection::vec((0..3usize, 0..9usize, any::<bool>()), 1..6),
     ) {
         let mut m = prop_base();
         for op in &ops {
             mutate(&mut m, op);
+        }
+        // Enforced policies and logging switches beside the staged ones (a touched pod's
+        // logging default drop gets a WouldAllow check).
+        for (n, t) in &policies {
+            mutate(&mut m, &Op::AddPolicy(*n, *t));
+        }
+        for (n, on) in logging.iter().enumerate() {
+            mutate(&mut m, &Op::Logging(n, *on));
         }
         let without = compile(&m, Config::default(), IdAllocator::new(60), 0);
         for (n, t, edit) in &staged {
@@ -413,6 +435,7 @@ proptest! {
             m.staged_policies.insert(oref(NS[*n], &p.name), p);
         }
         let with = compile(&m, Config::default(), IdAllocator::new(60), 0);
+        prop_assert_eq!(duplicate_instructions(with.flows()), Vec::<String>::new());
         prop_assert_eq!(enforced(with.flows()), enforced(without.flows()));
         prop_assert_eq!(with.rules().rules(), without.rules().rules());
         // Every local pod a staged policy selects enters the staged tables.

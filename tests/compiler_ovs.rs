@@ -454,3 +454,48 @@ fn synthetic_cluster_on_real_ovs() {
     conn.flow_mods(&mods);
     assert_eq!(diff(c.flows(), &installed(&mut conn)), vec![]);
 }
+
+/// The staged view's flows, sent as raw flow_mods, beside a default drop that logs (x logs):
+/// OVS accepts every one (a flow with two apply-actions instructions is refused with
+/// OFPBIC_DUP_INST), and its own traces copy the verdicts: the staged edit of x/allow-b
+/// (port 81 instead of 80) makes b -> a on 81 a WouldAllow beside its logged Drop, and on 80
+/// a WouldDrop beside its logged Allow.
+#[test]
+fn staged_flows_on_real_ovs() {
+    let mut model = small_model();
+    let mut edit = model.policies[&oref("x", "allow-b")].clone();
+    edit.ingress[0].ports = vec![tcp(81)];
+    model.staged_policies.insert(oref("x", "allow-b"), edit);
+    let Some(sb) = Sandbox::start(&port_list(&model)) else { return };
+    let c = npagent::compiler::compile(&model, Config::default(), IdAllocator::new(60), 0);
+    let mut conn = Conn::open(&sb.mgmt());
+    conn.flow_mods(&diff(c.flows(), &FlowTable::new()));
+    assert_eq!(diff(c.flows(), &installed(&mut conn)), vec![], "OVS holds every desired flow");
+
+    // The userdata of the copies a new connection's trace makes: Allow 00, Drop 01, WouldDrop
+    // 02, WouldAllow 03 (the third byte).
+    let copies = |flow: &str| -> Vec<String> {
+        let out = run(Command::new("ovs-appctl").args([
+            "-t",
+            sb.dir().join("vs.ctl").to_str().unwrap(),
+            "ofproto/trace",
+            "br-int",
+            &with_ct_tuple(flow),
+            "--ct-next",
+            "trk,new",
+        ]));
+        let mut seen: Vec<String> = out
+            .split("userdata=")
+            .skip(1)
+            .filter_map(|s| s.get(..8))
+            .map(|u| u.split('.').nth(2).unwrap_or_default().to_string())
+            .collect();
+        seen.dedup();
+        seen
+    };
+    let b_to_a = |port: u16| {
+        copies(&format!("in_port=uplink0,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst={port}"))
+    };
+    assert_eq!(b_to_a(81), ["03", "01"], "WouldAllow, then the Drop's own copy");
+    assert_eq!(b_to_a(80), ["00", "02"], "the Allow's copy, then WouldDrop");
+}

@@ -91,11 +91,13 @@ fn copy(disposition: Disposition, table_id: u8, subject: u32, controller_id: u16
 }
 
 /// The `WouldAllow` check beside the enforced default drop of touched port `o`, which drops
-/// with `drop_actions` (its logging copy, or nothing).
+/// with `drop_instructions` (its logging copy, or nothing): the `WouldAllow` copy, then what
+/// the drop does. A flow holds at most one instruction of a kind (OVS refuses a second
+/// apply-actions with OFPBIC_DUP_INST), so the drop's actions join the copy's.
 pub(super) fn would_allow_check(
     direction: Direction,
     o: u32,
-    drop_actions: &[Instruction],
+    drop_instructions: &[Instruction],
     controller_id: u16,
 ) -> (FlowKey, FlowValue) {
     let key = FlowKey::new(
@@ -104,9 +106,16 @@ pub(super) fn would_allow_check(
         vec![applied_match(direction, o), verdict_match(direction, Verdict::Allow)],
     );
     let table = Stage::Staged.rule_table(direction);
-    let mut instructions =
-        vec![Instruction::ApplyActions(vec![copy(Disposition::WouldAllow, table, o, controller_id)])];
-    instructions.extend(drop_actions.iter().cloned());
+    let mut actions = vec![copy(Disposition::WouldAllow, table, o, controller_id)];
+    let mut others = Vec::new();
+    for i in drop_instructions {
+        match i {
+            Instruction::ApplyActions(a) => actions.extend(a.iter().cloned()),
+            other => others.push(other.clone()),
+        }
+    }
+    let mut instructions = vec![Instruction::ApplyActions(actions)];
+    instructions.extend(others);
     (key, staged_value(o, instructions))
 }
 
@@ -221,5 +230,43 @@ impl Touched {
             }
         }
         changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The userdata of every copy to npagent in `actions`, in order.
+    fn copies(actions: &[Action]) -> Vec<LogUserdata> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Controller2(c) => c.userdata.as_deref().and_then(|u| LogUserdata::decode(u).ok()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_would_allow_check_beside_a_logging_drop_is_one_apply_actions() {
+        let drop_copy =
+            LogUserdata { disposition: Disposition::Drop, table_id: tables::INGRESS_DEFAULT_RULE, subject: 7 };
+        for (drop, logged) in [
+            (vec![], vec![]),
+            (vec![Instruction::ApplyActions(vec![flow::controller(&drop_copy, meters::drop(7), 9)])], vec![drop_copy]),
+        ] {
+            let (key, value) = would_allow_check(Direction::Ingress, 7, &drop, 9);
+            assert_eq!(key.table, tables::INGRESS_DEFAULT_RULE);
+            // One instruction of each kind at most: OVS refuses a flow with two apply-actions.
+            let [Instruction::ApplyActions(actions)] = value.instructions.as_slice() else {
+                panic!("not a single apply-actions: {:?}", value.instructions);
+            };
+            let would_allow =
+                LogUserdata { disposition: Disposition::WouldAllow, table_id: tables::STAGED_INGRESS_RULE, subject: 7 };
+            let mut want = vec![would_allow];
+            want.extend(logged);
+            assert_eq!(copies(actions), want, "the WouldAllow copy, then the drop's own");
+        }
     }
 }
