@@ -26,18 +26,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use harness::{flows_command_diff, trace_all};
-use scenario::{
-    all_probes, docs_yaml, mismatches, obj_key, split_docs, truth_table, Base, ObjKey, Observed, PodId, PortKey, Probe,
-    Proto, Scenario, Step,
-};
+use harness::{flows_command_diff, probed_port, scenarios_dir, selected, trace_all, ManifestDir};
+use scenario::{all_probes, mismatches, obj_key, truth_table, Base, Observed, PodId, PortKey, Probe, Scenario, Step};
 use support::agent::Agent;
-use support::{write_atomic, Port, Testbed};
-
-/// The repository's scenario directory.
-fn scenarios_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/scenarios")
-}
+use support::Testbed;
 
 /// The testbed's standard manifests in the repository.
 fn repo_manifests_dir() -> PathBuf {
@@ -50,98 +42,6 @@ const SETTLE: Duration = Duration::from_millis(1200);
 /// Give up on a step this long after writing its manifests.
 const DEADLINE: Duration = Duration::from_secs(5);
 
-/// The agent's manifests directory: the testbed's own Namespace and Pod files, the scenario's
-/// policies in one extra file, and patched copies of the testbed's files while a step
-/// patches their objects.
-struct ManifestDir {
-    dir: PathBuf,
-    /// Original text and documents of every testbed file.
-    files: BTreeMap<PathBuf, (String, Vec<(ObjKey, Value)>)>,
-    /// What each file holds now, where it differs from the original.
-    changed: BTreeMap<PathBuf, String>,
-    policies: PathBuf,
-}
-
-impl ManifestDir {
-    fn open(dir: &Path) -> ManifestDir {
-        let mut files = BTreeMap::new();
-        for entry in std::fs::read_dir(dir).expect("read manifests dir") {
-            let path = entry.expect("dir entry").path();
-            if !path.extension().is_some_and(|x| x == "yaml" || x == "yml") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).expect("read manifest");
-            let docs = split_docs(&text)
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-                .into_iter()
-                .map(|d| (obj_key(&d).unwrap_or_else(|e| panic!("{}: {e}", path.display())), d))
-                .collect();
-            files.insert(path, (text, docs));
-        }
-        ManifestDir { dir: dir.to_path_buf(), files, changed: BTreeMap::new(), policies: dir.join("zz-scenario.yaml") }
-    }
-
-    /// The testbed's objects, as the scenarios' base.
-    fn base(&self) -> Base {
-        let mut base = Base::default();
-        for (_, docs) in self.files.values() {
-            for (k, v) in docs {
-                base.objects.insert(k.clone(), v.clone());
-            }
-        }
-        base
-    }
-
-    /// Makes the directory hold `step`'s state (only files that change are written).
-    fn apply(&mut self, step: &Step) {
-        for (path, (text, docs)) in &self.files {
-            let patched = docs.iter().any(|(k, _)| step.patched.contains_key(k));
-            let want = if patched {
-                let objs: Vec<Value> = docs.iter().map(|(k, v)| step.patched.get(k).unwrap_or(v).clone()).collect();
-                docs_yaml(&objs)
-            } else {
-                text.clone()
-            };
-            let now = self.changed.get(path).unwrap_or(text);
-            if *now != want {
-                write_atomic(path, &want);
-            }
-            if patched {
-                self.changed.insert(path.clone(), want);
-            } else {
-                self.changed.remove(path);
-            }
-        }
-        if step.policies.is_empty() {
-            let _ = std::fs::remove_file(&self.policies);
-        } else {
-            let want = step.policies_yaml();
-            if std::fs::read_to_string(&self.policies).ok().as_deref() != Some(want.as_str()) {
-                write_atomic(&self.policies, &want);
-            }
-        }
-    }
-
-    /// Back to the testbed's own files and no policies.
-    fn reset(&mut self) {
-        for path in std::mem::take(&mut self.changed).into_keys() {
-            if let Some((text, _)) = self.files.get(&path) {
-                write_atomic(&path, text);
-            }
-        }
-        let _ = std::fs::remove_file(&self.policies);
-    }
-}
-
-fn support_port(k: PortKey) -> Option<Port> {
-    match (k.proto, k.port) {
-        (Proto::Tcp, 80) => Some(Port::Tcp80),
-        (Proto::Tcp, 81) => Some(Port::Tcp81),
-        (Proto::Udp, 80) => Some(Port::Udp80),
-        _ => None,
-    }
-}
-
 /// Probes everything `probes` names (among `endpoints`): real traffic for the probed ports,
 /// traces for the rest.
 fn observe(tb: &Testbed, endpoints: &BTreeSet<PodId>, probes: &[Probe]) -> (Observed, Vec<String>) {
@@ -152,7 +52,7 @@ fn observe(tb: &Testbed, endpoints: &BTreeSet<PodId>, probes: &[Probe]) -> (Obse
     let mut observed = Observed::new();
     let mut traced = Vec::new();
     for p in probes {
-        match support_port(p.port) {
+        match probed_port(p.port) {
             Some(port) => {
                 observed.insert(p.clone(), reach.get(&p.from.to_string(), &p.to.to_string(), port));
             }
@@ -226,13 +126,6 @@ fn run_step(tb: &Testbed, agent: &Agent, base: &Base, dir: &mut ManifestDir, ste
             report.push_str(&format!("agent log (tail):\n{}\n", agent.log_tail(30)));
             return StepResult { ok: false, elapsed, report };
         }
-    }
-}
-
-fn selected(s: &Scenario) -> bool {
-    match std::env::var("NPA_SCENARIOS") {
-        Ok(words) if !words.trim().is_empty() => words.split(',').any(|w| s.file.contains(w.trim())),
-        _ => true,
     }
 }
 

@@ -1,17 +1,26 @@
 //! What the end-to-end tests need beside the npagent fixture (`support::agent`): a lock that
 //! serialises the timed tests, verdicts beyond the prober: SCTP (the test kernel has none)
 //! and quick per-pair checks through `ofproto/trace`, which reads the switch's flow tables,
-//! not its datapath cache; and `npagent flows` held against the bridge.
+//! not its datapath cache; `npagent flows` held against the bridge; and the agent's manifests
+//! directory as a scenario's steps make it ([`ManifestDir`]).
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::scenario::{PodId, Probe, Proto};
+use serde_json::Value;
+
+use crate::scenario::{docs_yaml, obj_key, split_docs, Base, ObjKey, PodId, PortKey, Probe, Proto, Scenario, Step};
 use crate::support::agent::{npagent_bin, Agent};
 use crate::support::testbed::{Pod, Port, Testbed};
+
+/// The repository's scenario directory.
+pub fn scenarios_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/scenarios")
+}
 
 /// An exclusive lock shared by every end-to-end test that measures convergence, across test
 /// processes (cargo-nextest runs each test in a process of its own): on two cores, a second
@@ -54,6 +63,25 @@ pub fn timing_lock() -> TimingLock {
 impl Drop for TimingLock {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Whether `$NPA_SCENARIOS` (words, comma-separated) selects scenario `s`: its file name
+/// contains one of the words, or the variable is unset or empty.
+pub fn selected(s: &Scenario) -> bool {
+    match std::env::var("NPA_SCENARIOS") {
+        Ok(words) if !words.trim().is_empty() => words.split(',').any(|w| s.file.contains(w.trim())),
+        _ => true,
+    }
+}
+
+/// The prober's port for a scenario's port, if the prober probes it (TCP 80 and 81, UDP 80).
+pub fn probed_port(k: PortKey) -> Option<Port> {
+    match (k.proto, k.port) {
+        (Proto::Tcp, 80) => Some(Port::Tcp80),
+        (Proto::Tcp, 81) => Some(Port::Tcp81),
+        (Proto::Udp, 80) => Some(Port::Udp80),
+        _ => None,
     }
 }
 
@@ -290,4 +318,88 @@ impl Enforcing {
 /// the sandbox's directory; returns at once.
 pub fn spawn_agent(tb: &Testbed, extra: &[&str]) -> Agent {
     Agent::spawn(&tb.sandbox, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"), extra)
+}
+
+/// The agent's manifests directory: the testbed's own Namespace and Pod files, the scenario's
+/// policies in one extra file, and patched copies of the testbed's files while a step
+/// patches their objects.
+pub struct ManifestDir {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Original text and documents of every testbed file.
+    files: BTreeMap<PathBuf, (String, Vec<(ObjKey, Value)>)>,
+    /// What each file holds now, where it differs from the original.
+    changed: BTreeMap<PathBuf, String>,
+    policies: PathBuf,
+}
+
+impl ManifestDir {
+    pub fn open(dir: &Path) -> ManifestDir {
+        let mut files = BTreeMap::new();
+        for entry in std::fs::read_dir(dir).expect("read manifests dir") {
+            let path = entry.expect("dir entry").path();
+            if !path.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("read manifest");
+            let docs = split_docs(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+                .into_iter()
+                .map(|d| (obj_key(&d).unwrap_or_else(|e| panic!("{}: {e}", path.display())), d))
+                .collect();
+            files.insert(path, (text, docs));
+        }
+        ManifestDir { dir: dir.to_path_buf(), files, changed: BTreeMap::new(), policies: dir.join("zz-scenario.yaml") }
+    }
+
+    /// The testbed's objects, as the scenarios' base.
+    pub fn base(&self) -> Base {
+        let mut base = Base::default();
+        for (_, docs) in self.files.values() {
+            for (k, v) in docs {
+                base.objects.insert(k.clone(), v.clone());
+            }
+        }
+        base
+    }
+
+    /// Makes the directory hold `step`'s state (only files that change are written).
+    pub fn apply(&mut self, step: &Step) {
+        for (path, (text, docs)) in &self.files {
+            let patched = docs.iter().any(|(k, _)| step.patched.contains_key(k));
+            let want = if patched {
+                let objs: Vec<Value> = docs.iter().map(|(k, v)| step.patched.get(k).unwrap_or(v).clone()).collect();
+                docs_yaml(&objs)
+            } else {
+                text.clone()
+            };
+            let now = self.changed.get(path).unwrap_or(text);
+            if *now != want {
+                crate::support::write_atomic(path, &want);
+            }
+            if patched {
+                self.changed.insert(path.clone(), want);
+            } else {
+                self.changed.remove(path);
+            }
+        }
+        if step.policies.is_empty() {
+            let _ = std::fs::remove_file(&self.policies);
+        } else {
+            let want = step.policies_yaml();
+            if std::fs::read_to_string(&self.policies).ok().as_deref() != Some(want.as_str()) {
+                crate::support::write_atomic(&self.policies, &want);
+            }
+        }
+    }
+
+    /// Back to the testbed's own files and no policies.
+    pub fn reset(&mut self) {
+        for path in std::mem::take(&mut self.changed).into_keys() {
+            if let Some((text, _)) = self.files.get(&path) {
+                crate::support::write_atomic(&path, text);
+            }
+        }
+        let _ = std::fs::remove_file(&self.policies);
+    }
 }

@@ -142,6 +142,12 @@ impl Sandbox {
         self.appctl(&["revalidator/wait"]);
     }
 
+    /// Forgets every connection the switch's conntrack tracks (all zones): the next packet
+    /// of any flow starts a new connection.
+    pub fn flush_conntrack(&self) {
+        self.appctl(&["dpctl/flush-conntrack"]);
+    }
+
     /// Stops ovs-vswitchd (SIGTERM) and starts it again on the same database: the flow
     /// tables are empty afterwards, the ports come back.
     pub fn restart_vswitchd(&self) {
