@@ -40,13 +40,16 @@ fn text(flows: &FlowTable) -> Vec<String> {
 
 /// The policy flows that send a copy to npagent: default drops, and rule flows through
 /// AllowCopy (which copies through the pod's meter; it and the security events' flows are
-/// there whatever the policies).
+/// there whatever the policies, and so are the staged verdicts' checks, whose copies of
+/// what a staged policy marked go through the staged meter, 4, whatever the logging switch).
 fn logging(flows: &FlowTable) -> Vec<String> {
     let always = ["table=AllowCopy", "table=SpoofGuard", "table=ConntrackState"];
+    let logging_copy =
+        |l: &str| l.split("controller(").skip(1).any(|c| !c.split(')').next().unwrap_or(c).ends_with(",meter_id=4"));
     text(flows)
         .into_iter()
         .filter(|l| !always.iter().any(|t| l.contains(t)))
-        .filter(|l| l.contains("controller(") || l.contains("resubmit(,AllowCopy)"))
+        .filter(|l| logging_copy(l) || l.contains("resubmit(,AllowCopy)"))
         .collect()
 }
 

@@ -201,10 +201,13 @@ fn dump_flows(sb: &Sandbox) -> BTreeMap<String, FlowStat> {
 
 /// Whether a policy flow sends copies to npagent: a default drop its own, a rule's first
 /// packet through AllowCopy (AllowCopy and the security events' flows are there whatever the
-/// policies).
+/// policies, and so are the staged verdicts' checks, whose copies of what a staged policy
+/// marked go through the staged meter, 4, whatever the logging switch).
 fn sends_copies(f: &FlowStat) -> bool {
+    let logging_copy =
+        f.actions.split("controller(").skip(1).any(|c| !c.split(')').next().unwrap_or(c).ends_with(",meter_id=4"));
     !["AllowCopy", "SpoofGuard", "ConntrackState"].contains(&f.table.as_str())
-        && (f.actions.contains("controller(") || f.actions.contains("resubmit(,AllowCopy)"))
+        && (logging_copy || f.actions.contains("resubmit(,AllowCopy)"))
 }
 
 /// The default drop flow of the pod on `ofport`.
