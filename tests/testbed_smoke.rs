@@ -335,6 +335,12 @@ fn examples_are_kubernetes_objects() {
             Some("Namespace") => {
                 let _: Namespace = yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             }
+            Some("StagedNetworkPolicy") => {
+                assert_eq!(v["apiVersion"], "policy.npagent.io/v1alpha1", "{}", path.display());
+                let snp: npagent::k8s::StagedNetworkPolicy =
+                    yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                assert!(snp.spec.is_some(), "{}", path.display());
+            }
             other => panic!("{}: unexpected kind {other:?}", path.display()),
         }
     }
