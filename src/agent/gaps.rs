@@ -3,7 +3,7 @@
 //! poll becomes gap records for the audit log (see [`crate::audit::gap`]; the audit logger's
 //! own queue counts its sheds itself), metrics and rate-limited warnings.
 
-use super::meters::{self, MeterShed};
+use super::meters::{self, MeterRates, MeterShed};
 use super::{AgentConfig, RateLimitedWarning, Reconciler};
 use crate::admin::metrics::AgentMetrics;
 use crate::audit::gap::{Gap, GapCause};
@@ -22,8 +22,8 @@ pub struct ShedPolls {
     switch: SwitchHandle,
     audit: Arc<AuditStats>,
     metrics: Arc<AgentMetrics>,
-    /// The meters' rates, Allow and Drop packets per second per pod (for the warning).
-    meter_rates: (u32, u32),
+    /// The meters' rates (for the warning).
+    meter_rates: MeterRates,
     last_meter_poll: Option<Instant>,
     /// The meters' counts and when they were read; `None` until the baseline is known.
     meter: Option<(MeterShed, SystemTime)>,
@@ -43,7 +43,7 @@ impl ShedPolls {
             switch,
             audit,
             metrics,
-            meter_rates: meters::rates(cfg.allow_rate, cfg.drop_rate),
+            meter_rates: cfg.meter_rates(),
             last_meter_poll: None,
             meter: None,
             connection: (0, SystemTime::now()),
@@ -104,10 +104,10 @@ impl ShedPolls {
         let shed = meters::read_shed(&self.switch).await.ok()?;
         let dropped = shed.values().sum();
         self.metrics.shed_by_meter.store(dropped, Ordering::Relaxed);
-        let (allow, drop) = self.meter_rates;
+        let MeterRates { allow, drop, staged } = self.meter_rates;
         self.meter_warning.total(dropped, |n| {
             tracing::warn!(
-                "the logging meters ({allow} Allow and {drop} Drop packets/s per pod) dropped {n} packet-ins so far: audit entries were shed (see npagent_audit_shed_by_meter_total and the gap records)"
+                "the logging meters ({allow} Allow and {drop} Drop packets/s per pod, {staged} staged verdicts/s for the node) dropped {n} packet-ins so far: audit entries were shed (see npagent_audit_shed_by_meter_total and the gap records)"
             )
         });
         Some(shed)
