@@ -153,3 +153,15 @@ fn the_endpoint_survives_running_out_of_file_descriptors() {
     assert!(agent.log_text().contains("accept failed"), "the failure is reported:\n{}", agent.log_text());
     assert!(agent.child.try_wait().ok().flatten().is_none(), "npagent still runs");
 }
+
+/// Every meter's shed count is served from the start, each under its own `meter` label (the
+/// staged verdicts' meter apart from the pods' and the security events').
+#[test]
+fn the_page_names_each_meters_sheds() {
+    let mut agent = Standalone::start(None);
+    let (metrics, _) = agent.scrape_within(Duration::from_secs(6));
+    for meter in ["allow", "drop", "security", "staged"] {
+        assert_eq!(metrics.count(&format!("npagent_audit_shed_by_meter_total{{meter=\"{meter}\"}}")), 0, "{meter}");
+    }
+    assert_eq!(metrics.sum("npagent_audit_shed_by_meter_total"), 0);
+}
