@@ -260,6 +260,13 @@ impl Collector for Scraped {
             "npagent_audit_shed_by_meter",
             "Logging packets the switch's meters dropped, by meter: every pod's Allow or Drop meters, the security events' or the staged verdicts' meter.",
             shed,
+        )?;
+        let verdicts = self.audit.staged_verdicts.snapshot();
+        labelled_counters(
+            &mut encoder,
+            "npagent_staged_verdicts",
+            "Staged verdicts (WouldDrop, WouldAllow) in audit entries, by staged policy (namespace/name; \"\" when none is known) and disposition: one series per staged policy with a verdict since npagent started, not per connection.",
+            verdicts.iter().map(|(policy, d, n)| ([("policy", policy.as_str()), ("disposition", d.as_str())], *n)),
         )
     }
 }

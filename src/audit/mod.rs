@@ -20,6 +20,7 @@ pub(crate) mod gap;
 pub mod packet;
 pub mod staged_report;
 pub mod timefmt;
+pub(crate) mod verdicts;
 pub mod writer;
 
 pub use args::AuditArgs;
@@ -80,6 +81,8 @@ pub struct AuditStats {
     pub(crate) reported_gaps: gap::ReportedGaps,
     /// Gap records written (with `--audit-chain`).
     pub(crate) gap_records: AtomicU64,
+    /// Staged verdicts resolved, by staged policy and disposition.
+    pub(crate) staged_verdicts: verdicts::StagedVerdicts,
 }
 
 /// A copy of [`AuditStats`] at one moment.
@@ -288,6 +291,7 @@ impl<R: RuleResolver + ?Sized, W: LineSink> Pipeline<R, W> {
         match entry_from_packet_in(pi, &*self.resolver, now.wall) {
             Ok(entry) => {
                 bump(&stats.decoded);
+                stats.staged_verdicts.count(&entry);
                 let out = &mut self.out;
                 self.dedup.offer(entry, now.mono, &mut |r| out.emit(r));
                 Ok(())
