@@ -233,7 +233,7 @@ impl Collector for Scraped {
             ),
             (
                 "npagent_packet_ins_unresolved",
-                "Packet-ins of an Allow rule npagent no longer knows (deleted beyond the grace period).",
+                "Packet-ins of an Allow rule or a staged rule npagent no longer knows (deleted beyond the grace period).",
                 snap.unresolved,
             ),
             ("npagent_audit_entries_written", "Audit log lines written.", snap.entries_written),
