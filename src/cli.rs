@@ -247,7 +247,7 @@ pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9496";
 pub struct RunArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Default of --audit-allow-rate and --audit-drop-rate.
+    /// Default of --audit-allow-rate, --audit-drop-rate and --audit-staged-rate.
     #[arg(long, default_value_t = 5000, env = "NPAGENT_PACKET_IN_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub packet_in_rate: u32,
     /// Allow copies per second the switch sends to npagent for logging, per pod the rule
@@ -261,6 +261,11 @@ pub struct RunArgs {
     /// conntrack drops, one meter). Default: --packet-in-rate.
     #[arg(long, value_name = "PACKETS_PER_S", env = "NPAGENT_AUDIT_DROP_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub audit_drop_rate: Option<u32>,
+    /// Staged policies' verdict copies per second (WouldDrop and WouldAllow, one meter for
+    /// the node apart from the Allow and Drop ones, so a flood of would-dropped packets cannot
+    /// crowd out Allow or Drop lines; burst twice that). Default: --packet-in-rate.
+    #[arg(long, value_name = "PACKETS_PER_S", env = "NPAGENT_AUDIT_STAGED_RATE", value_parser = clap::value_parser!(u32).range(1..))]
+    pub audit_staged_rate: Option<u32>,
     /// Serve the admin server on HOST:PORT: /livez, /readyz (for probes) and /metrics
     /// (Prometheus). Port 9496 by default, on loopback; port 0 picks a free one (logged).
     #[arg(long, value_name = "HOST:PORT", default_value = DEFAULT_ADMIN_ADDR, env = "NPAGENT_ADMIN_ADDR")]

@@ -275,6 +275,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         node: node.clone(),
         allow_rate: args.audit_allow_rate.unwrap_or(args.packet_in_rate),
         drop_rate: args.audit_drop_rate.unwrap_or(args.packet_in_rate),
+        staged_rate: args.audit_staged_rate.unwrap_or(args.packet_in_rate),
         controller_id: args.common.controller_id,
         audit: args.audit.config(node.clone()),
         admin_addr: args.metrics_addr.unwrap_or(args.admin_addr),

@@ -5,7 +5,7 @@ mod audit_support;
 
 use audit_support::*;
 use npagent::audit::format::{Format, Formatter};
-use npagent::audit::{entry_from_packet_in, AuditEntry, AuditError, Record};
+use npagent::audit::{entry_from_packet_in, AuditEntry, AuditError, Direction, PolicyRef, Record, RuleMeta};
 use npagent::compiler::tables;
 use npagent::compiler::userdata::Disposition;
 use ofp::packet_in2::PacketIn2;
@@ -336,76 +336,229 @@ fn free_form_values_stay_one_field() {
     assert_eq!(f[15], "<nil>");
 }
 
-/// `allow_tcp_80`'s entry as a staged policy's verdict: `WouldDrop` names the staged policies
-/// that would isolate the pod, `WouldAllow` the staged policy whose rule would allow.
-fn staged_entry(would: npagent::audit::LineDisposition) -> AuditEntry {
-    use npagent::audit::{LineDisposition, PolicyRef};
-    let mut e = entry(&allow_tcp_80(), t_allow());
-    e.disposition = would;
-    match would {
-        LineDisposition::WouldDrop => {
-            e.table = "IngressDefaultRule".into();
-            e.policy = PolicyRef::StagedDrop;
-            e.priority = None;
-            e.isolated_by = vec![obj("default", "deny-all"), obj("default", "web-only")];
-        }
-        _ => {
-            e.policy = PolicyRef::Staged(obj("default", "allow-staged"));
-            e.rule_name = Some("from-client".into());
-        }
-    }
-    e
-}
-
+/// Staged verdicts' copies, as the staged flows send them, resolved: the pod from `reg4`
+/// (ingress) and the policies from the resolver. `WouldDrop` names the staged policies that
+/// would isolate the pod, `WouldAllow` the staged policy whose rule would allow, in every
+/// format.
 #[test]
 fn staged_lines_in_every_format() {
-    use npagent::audit::LineDisposition::{WouldAllow, WouldDrop};
-    let drop = Record::single(staged_entry(WouldDrop));
-    let allow = Record::single(staged_entry(WouldAllow));
+    let drop = Record::single(entry(&would_drop_tcp_80(), t_allow()));
+    let allow = Record::single(entry(&would_allow_tcp_80(), t_allow()));
     assert_eq!(
         line(Format::Antrea, &drop),
-        "2023/07/04 12:31:02.801442 IngressDefaultRule StagedNetworkPolicy:default/deny-all,default/web-only <nil> \
-         Ingress WouldDrop <nil> default/nettool 10.10.1.13 57050 10.10.1.7 80 TCP 60 <nil>"
+        "2023/07/04 12:31:02.801442 StagedIngressDefaultRule StagedNetworkPolicy:default/deny-all,default/web-only \
+         <nil> Ingress WouldDrop <nil> default/nettool 10.10.1.13 57050 10.10.1.7 80 TCP 60 <nil>"
     );
     assert_eq!(
         line(Format::Antrea, &allow),
-        "2023/07/04 12:31:02.801442 IngressRule StagedNetworkPolicy:default/allow-staged from-client \
+        "2023/07/04 12:31:02.801442 StagedIngressRule StagedNetworkPolicy:default/allow-staged from-client \
          Ingress WouldAllow 190 default/nettool 10.10.1.13 57050 10.10.1.7 80 TCP 60 <nil>"
     );
     // Both keep Antrea's field counts.
     assert_eq!(fields(&line(Format::Antrea, &drop)).len(), 16);
+    assert_eq!(fields(&line(Format::Antrea, &allow)).len(), 16);
     assert_eq!(
         line(Format::AntreaV1, &drop),
-        "2023/07/04 12:31:02.801442 IngressDefaultRule StagedNetworkPolicy:default/deny-all,default/web-only \
+        "2023/07/04 12:31:02.801442 StagedIngressDefaultRule StagedNetworkPolicy:default/deny-all,default/web-only \
          WouldDrop -1 10.10.1.13 57050 10.10.1.7 80 TCP 60"
     );
     assert_eq!(
         line(Format::AntreaV1, &allow),
-        "2023/07/04 12:31:02.801442 IngressRule StagedNetworkPolicy:default/allow-staged WouldAllow 190 \
+        "2023/07/04 12:31:02.801442 StagedIngressRule StagedNetworkPolicy:default/allow-staged WouldAllow 190 \
          10.10.1.13 57050 10.10.1.7 80 TCP 60"
     );
     let d: Value = serde_json::from_str(&line(Format::Json, &drop)).unwrap();
-    assert_eq!(d["disposition"], "WouldDrop");
-    assert_eq!(d["policy"], json!({"kind": "StagedNetworkPolicy", "namespace": null, "name": null}));
     assert_eq!(
-        d["isolated_by"],
-        json!([{"namespace": "default", "name": "deny-all"}, {"namespace": "default", "name": "web-only"}])
+        d,
+        json!({
+            "time": "2023-07-04T12:31:02.801442000Z",
+            "node": "node-1",
+            "table": "StagedIngressDefaultRule",
+            "direction": "Ingress",
+            "disposition": "WouldDrop",
+            "policy": {"kind": "StagedNetworkPolicy", "namespace": null, "name": null},
+            "rule": null,
+            "priority": null,
+            "applied_to": {"namespace": "default", "pod": "nettool"},
+            "source": {"ip": "10.10.1.13", "port": 57050, "namespace": "default", "pod": "client"},
+            "destination": {"ip": "10.10.1.7", "port": 80, "namespace": "default", "pod": "nettool"},
+            "protocol": "TCP",
+            "length": 60,
+            "log_label": null,
+            "isolated_by": [{"namespace": "default", "name": "deny-all"}, {"namespace": "default", "name": "web-only"}],
+            "count": 1,
+            "first_seen": "2023-07-04T12:31:02.801442000Z",
+            "last_seen": "2023-07-04T12:31:02.801442000Z",
+        })
     );
     let a: Value = serde_json::from_str(&line(Format::Json, &allow)).unwrap();
+    assert_eq!(a["table"], "StagedIngressRule");
     assert_eq!(a["disposition"], "WouldAllow");
     assert_eq!(a["policy"], json!({"kind": "StagedNetworkPolicy", "namespace": "default", "name": "allow-staged"}));
-    assert_eq!(a["rule"], "from-client");
+    assert_eq!((&a["rule"], &a["priority"]), (&json!("from-client"), &json!(190)));
+    assert_eq!(a["applied_to"], json!({"namespace": "default", "pod": "nettool"}));
     assert!(a.get("isolated_by").is_none(), "{a}");
 }
 
+/// A WouldDrop of either direction finds its pod in the direction's register (`reg2` egress,
+/// `reg4` ingress) even when the other one holds another pod, and the staged policies by that
+/// pod's port: the copy's subject is 0, and the addresses are not asked.
 #[test]
-fn packet_ins_give_only_allow_and_drop() {
-    // No flow reports a staged verdict yet: the datapath's copies are Allow or Drop.
-    use npagent::audit::LineDisposition;
-    assert_eq!(entry(&allow_tcp_80(), t_allow()).disposition, LineDisposition::Allow);
-    assert_eq!(entry(&drop_icmp(), t_drop()).disposition, LineDisposition::Drop);
-    for d in [LineDisposition::WouldDrop, LineDisposition::WouldAllow] {
-        assert_eq!(LineDisposition::parse(d.as_str()), Some(d));
-        assert!(d.is_staged());
+fn a_would_drop_names_the_pod_of_its_directions_register() {
+    let mut res = resolver();
+    res.ports.insert(6, obj("default", "client"));
+    res.staged_isolating.insert((Direction::Egress, 6, Disposition::WouldDrop), vec![obj("default", "deny-egress")]);
+    // Egress from client (port 6) at an address the model does not know, to a remote address;
+    // reg4 holds no pod.
+    let egress = staged_packet_in(
+        ipv4("10.10.1.99", "10.20.0.5", UDP, &udp(40000, 53, 32)),
+        Disposition::WouldDrop,
+        Direction::Egress,
+        6,
+        0,
+    );
+    let e = entry_from_packet_in(&egress, &res, t_allow()).unwrap();
+    assert_eq!(
+        line(Format::Antrea, &Record::single(e.clone())),
+        "2023/07/04 12:31:02.801442 StagedEgressDefaultRule StagedNetworkPolicy:default/deny-egress <nil> Egress \
+         WouldDrop <nil> default/client 10.10.1.99 40000 10.20.0.5 53 UDP 60 <nil>"
+    );
+    assert_eq!(e.isolated_by, [obj("default", "deny-egress")]);
+    // Ingress into nettool (port 5) from client, whose port is in reg2: reg4 decides.
+    let mut regs = staged_registers(Disposition::WouldDrop, Direction::Ingress, 5, 0);
+    regs.push((2, 6));
+    let ingress = staged_packet_in_with(
+        ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(57050, 80, true)),
+        Disposition::WouldDrop,
+        Direction::Ingress,
+        regs,
+    );
+    let e = entry_from_packet_in(&ingress, &res, t_allow()).unwrap();
+    let l = line(Format::Antrea, &Record::single(e.clone()));
+    assert_eq!(
+        fields(&l)[3..9],
+        [
+            "StagedNetworkPolicy:default/deny-all,default/web-only",
+            "<nil>",
+            "Ingress",
+            "WouldDrop",
+            "<nil>",
+            "default/nettool"
+        ],
+        "{l}"
+    );
+    assert_eq!(e.isolated_by, [obj("default", "deny-all"), obj("default", "web-only")]);
+    // The pod's port, not an address: with nettool's address unknown, still nettool.
+    res.ips.remove(&ip("10.10.1.7"));
+    let e = entry_from_packet_in(&ingress, &res, t_allow()).unwrap();
+    assert_eq!(fields(&line(Format::Antrea, &Record::single(e)))[8], "default/nettool");
+}
+
+/// A WouldAllow's staged rule is in the direction's rule register (`reg9` egress, `reg11`
+/// ingress), beside the verdict in the same `xreg` (exact, both halves set).
+#[test]
+fn a_would_allow_names_the_staged_rule_of_its_directions_register() {
+    let mut res = resolver();
+    res.ports.insert(6, obj("default", "client"));
+    res.staged_rules.insert(
+        8,
+        RuleMeta {
+            policy: obj("default", "egress-staged"),
+            rule_name: None,
+            priority: 190,
+            log_label: Some("dns".into()),
+        },
+    );
+    let egress = staged_packet_in(
+        ipv4("10.10.1.13", "10.20.0.5", UDP, &udp(40000, 53, 32)),
+        Disposition::WouldAllow,
+        Direction::Egress,
+        6,
+        8,
+    );
+    let e = entry_from_packet_in(&egress, &res, t_allow()).unwrap();
+    assert_eq!(
+        line(Format::Antrea, &Record::single(e)),
+        "2023/07/04 12:31:02.801442 StagedEgressRule StagedNetworkPolicy:default/egress-staged <nil> Egress \
+         WouldAllow 190 default/client 10.10.1.13 40000 10.20.0.5 53 UDP 60 dns"
+    );
+    let e = entry_from_packet_in(&would_allow_tcp_80(), &res, t_allow()).unwrap();
+    assert_eq!(e.policy, PolicyRef::Staged(obj("default", "allow-staged")));
+    assert_eq!((e.rule_name.as_deref(), e.priority), (Some("from-client"), Some(190)));
+    assert!(e.isolated_by.is_empty());
+}
+
+/// Rule 0: the staged view does not isolate the pod at all. The line names the staged edit
+/// whose isolation of the pod the staged view ends, with no rule and no priority.
+#[test]
+fn a_would_allow_by_no_rule_names_the_policy_whose_isolation_ends() {
+    let pi = staged_packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(57050, 80, true)),
+        Disposition::WouldAllow,
+        Direction::Ingress,
+        5,
+        0,
+    );
+    let r = Record::single(entry(&pi, t_allow()));
+    assert_eq!(r.entry.policy, PolicyRef::Staged(obj("default", "allow-tcp-80")));
+    assert_eq!(
+        line(Format::Antrea, &r),
+        "2023/07/04 12:31:02.801442 StagedIngressRule StagedNetworkPolicy:default/allow-tcp-80 <nil> Ingress \
+         WouldAllow <nil> default/nettool 10.10.1.13 57050 10.10.1.7 80 TCP 60 <nil>"
+    );
+    assert_eq!(
+        line(Format::AntreaV1, &r),
+        "2023/07/04 12:31:02.801442 StagedIngressRule StagedNetworkPolicy:default/allow-tcp-80 WouldAllow -1 \
+         10.10.1.13 57050 10.10.1.7 80 TCP 60"
+    );
+    let j: Value = serde_json::from_str(&line(Format::Json, &r)).unwrap();
+    assert_eq!(j["policy"], json!({"kind": "StagedNetworkPolicy", "namespace": "default", "name": "allow-tcp-80"}));
+    assert_eq!((&j["rule"], &j["priority"]), (&Value::Null, &Value::Null));
+}
+
+/// A staged rule the resolver does not know (its staged policy deleted beyond the grace
+/// period) is an error naming the staged id, not the enforced rules'; nothing panics on a
+/// staged copy without its registers either.
+#[test]
+fn an_unknown_staged_rule_is_a_clear_error() {
+    let frame = || ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(57050, 80, true));
+    let pi = staged_packet_in(frame(), Disposition::WouldAllow, Direction::Ingress, 5, 4242);
+    let err = entry_from_packet_in(&pi, &resolver(), t_allow()).unwrap_err();
+    assert_eq!(err, AuditError::UnknownStagedRule(4242));
+    assert_eq!(err.to_string(), "no staged rule known for staged conjunction id 4242");
+    // The enforced rule 17 is not a staged rule.
+    let pi = staged_packet_in(frame(), Disposition::WouldAllow, Direction::Ingress, 5, 17);
+    assert_eq!(entry_from_packet_in(&pi, &resolver(), t_allow()), Err(AuditError::UnknownStagedRule(17)));
+    // No registers at all: no pod by port, no policy known; the line still says what it is.
+    for disposition in [Disposition::WouldDrop, Disposition::WouldAllow] {
+        let pi = staged_packet_in_with(frame(), disposition, Direction::Ingress, Vec::new());
+        let e = entry_from_packet_in(&pi, &resolver(), t_allow()).unwrap();
+        assert_eq!((e.policy, e.isolated_by.len()), (PolicyRef::StagedDrop, 0), "{disposition:?}");
     }
+}
+
+/// The registers the test support builds are read back as OVS means them: even registers in
+/// the high half of their `xreg`, zero ones absent.
+#[test]
+fn staged_registers_read_back_as_ovs_reports_them() {
+    let pi = staged_packet_in(frame_for_registers(), Disposition::WouldAllow, Direction::Egress, 6, 9);
+    let regs: Vec<Option<u32>> = [2, 3, 4, 8, 9, 10, 11].into_iter().map(|n| pi.register(n)).collect();
+    assert_eq!(regs, [Some(6), Some(1), None, Some(2), Some(9), None, None]);
+    assert_eq!(
+        pi.metadata,
+        [
+            ofp::Oxm::XReg { index: 1, value: ofp::Masked::exact((6 << 32) | 1) },
+            ofp::Oxm::XReg { index: 4, value: ofp::Masked::exact((2 << 32) | 9) },
+        ]
+    );
+    let pi = staged_packet_in(frame_for_registers(), Disposition::WouldDrop, Direction::Ingress, 5, 0);
+    assert_eq!(pi.register(4), Some(5));
+    assert_eq!(pi.register(11), None);
+    assert!(pi
+        .metadata
+        .contains(&ofp::Oxm::XReg { index: 5, value: ofp::Masked::masked(1 << 32, 0xffff_ffff_0000_0000) }));
+}
+
+fn frame_for_registers() -> Vec<u8> {
+    ipv4("10.10.1.13", "10.10.1.7", ICMP, &icmp_echo(8))
 }

@@ -158,6 +158,8 @@ fn bad_configuration_exits_2_naming_the_flag_before_anything_connects() {
         ("NPAGENT_OVSDB=unix:", vec![], vec![("NPAGENT_OVSDB", "unix:")], "--ovsdb"),
         ("--packet-in-rate 0", vec!["--packet-in-rate", "0"], vec![], "--packet-in-rate"),
         ("NPAGENT_PACKET_IN_RATE=0", vec![], vec![("NPAGENT_PACKET_IN_RATE", "0")], "--packet-in-rate"),
+        ("--audit-staged-rate 0", vec!["--audit-staged-rate", "0"], vec![], "--audit-staged-rate"),
+        ("NPAGENT_AUDIT_STAGED_RATE=x", vec![], vec![("NPAGENT_AUDIT_STAGED_RATE", "x")], "--audit-staged-rate"),
         ("NPAGENT_LOG_LEVEL=verbose", vec![], vec![("NPAGENT_LOG_LEVEL", "verbose")], "--log-level"),
         ("--log-level info,warning", vec!["--log-level", "info,warning"], vec![], "--log-level"),
         ("NPAGENT_LOG_FORMAT=xml", vec![], vec![("NPAGENT_LOG_FORMAT", "xml")], "--log-format"),

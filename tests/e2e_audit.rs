@@ -584,7 +584,9 @@ fn antrea_acceptance_cases_and_metrics() {
     assert_eq!(metrics.count("npagent_packet_ins_decoded_total"), meter_in);
     assert_eq!(metrics.count("npagent_packet_ins_undecodable_total"), 0);
     assert_eq!(metrics.count("npagent_audit_entries_written_total"), lines.len() as u64);
-    assert_eq!(metrics.count("npagent_audit_shed_by_meter_total"), 0);
+    for meter in ["allow", "drop", "security", "staged"] {
+        assert_eq!(metrics.count(&format!("npagent_audit_shed_by_meter_total{{meter=\"{meter}\"}}")), 0);
+    }
     assert_eq!(metrics.count("npagent_audit_shed_by_queue_total"), 0);
     assert_eq!(metrics.count("npagent_audit_write_errors_total"), 0);
 }
@@ -750,7 +752,7 @@ fn packet_in_rate_limits_entries_never_allowed_traffic() {
     assert!(meter_dropped > 0, "the meter dropped nothing");
     // The agent reads the meter stats every 10 s.
     wait_until(Duration::from_secs(15), "shed count reported", || {
-        agent.metrics().count("npagent_audit_shed_by_meter_total") == meter_dropped
+        agent.metrics().sum("npagent_audit_shed_by_meter_total") == meter_dropped
     });
     let m = agent.metrics();
     assert_eq!(m.count("npagent_packet_ins_received_total"), meter_in - meter_dropped);

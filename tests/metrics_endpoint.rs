@@ -153,3 +153,21 @@ fn the_endpoint_survives_running_out_of_file_descriptors() {
     assert!(agent.log_text().contains("accept failed"), "the failure is reported:\n{}", agent.log_text());
     assert!(agent.child.try_wait().ok().flatten().is_none(), "npagent still runs");
 }
+
+/// Every meter's shed count is served from the start, each under its own `meter` label (the
+/// staged verdicts' meter apart from the pods' and the security events'), and the staged
+/// verdicts' family is described before any staged line exists.
+#[test]
+fn the_page_names_each_meters_sheds_and_describes_the_staged_verdicts() {
+    let mut agent = Standalone::start(None);
+    let (metrics, _) = agent.scrape_within(Duration::from_secs(6));
+    for meter in ["allow", "drop", "security", "staged"] {
+        assert_eq!(metrics.count(&format!("npagent_audit_shed_by_meter_total{{meter=\"{meter}\"}}")), 0, "{meter}");
+    }
+    assert_eq!(metrics.sum("npagent_audit_shed_by_meter_total"), 0);
+    assert_eq!(metrics.sum("npagent_staged_verdicts_total"), 0, "no staged line yet: no series");
+    let text = scrape(agent.addr).expect("GET /metrics");
+    assert!(text.contains("# TYPE npagent_staged_verdicts_total counter\n"), "{text}");
+    let help = text.lines().find(|l| l.starts_with("# HELP npagent_staged_verdicts_total ")).expect("its help");
+    assert!(help.contains("per staged policy"), "the help says what bounds it: {help}");
+}

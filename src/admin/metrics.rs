@@ -5,6 +5,7 @@
 //! and the switch connection's and the meter's are copied in by the agent's main loop.
 
 use crate::audit::AuditStats;
+use crate::compiler::meters::MeterKind;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -12,6 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::info::Info;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,6 +31,25 @@ pub struct TableLabel {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct KindLabel {
     pub kind: &'static str,
+}
+
+/// Packets the switch's logging meters dropped, by [`MeterKind`] (totals the switch keeps,
+/// copied in by the meter polls).
+#[derive(Debug, Default)]
+pub(crate) struct ShedByMeter([AtomicU64; MeterKind::ALL.len()]);
+
+impl ShedByMeter {
+    /// Sets the totals, by kind of meter.
+    pub(crate) fn store(&self, totals: [u64; MeterKind::ALL.len()]) {
+        for (c, t) in self.0.iter().zip(totals) {
+            c.store(t, Ordering::Relaxed);
+        }
+    }
+
+    /// The totals, by kind of meter.
+    fn read(&self) -> [u64; MeterKind::ALL.len()] {
+        std::array::from_fn(|i| self.0.get(i).map_or(0, |c| c.load(Ordering::Relaxed)))
+    }
 }
 
 /// What the reconciler, the main loop and the admin server count.
@@ -60,8 +81,9 @@ pub struct AgentMetrics {
     pub packet_in_dropped_by_connection: AtomicU64,
     /// Packet-ins the switch connection's strict parser rejected (a copied total).
     pub(crate) packet_in_malformed: AtomicU64,
-    /// Packets the switch's meter dropped on their way to npagent (meter band stats).
-    pub(crate) shed_by_meter: AtomicU64,
+    /// Packets the switch's logging meters dropped on their way to npagent (meter band
+    /// stats), by kind of meter.
+    pub(crate) shed_by_meter: ShedByMeter,
     /// The conntrack zone limit of each local pod (0 while off or not known yet).
     pub(crate) conntrack_pod_limit: Gauge,
     /// Local pods whose conntrack zone limit is wanted but not known to be set.
@@ -93,7 +115,7 @@ impl Default for AgentMetrics {
             admin_connections_refused: Counter::default(),
             packet_in_dropped_by_connection: AtomicU64::default(),
             packet_in_malformed: AtomicU64::default(),
-            shed_by_meter: AtomicU64::default(),
+            shed_by_meter: ShedByMeter::default(),
             conntrack_pod_limit: Gauge::default(),
             conntrack_pods_unbounded: Gauge::default(),
             conntrack_limit_errors: Counter::default(),
@@ -211,7 +233,7 @@ impl Collector for Scraped {
             ),
             (
                 "npagent_packet_ins_unresolved",
-                "Packet-ins of an Allow rule npagent no longer knows (deleted beyond the grace period).",
+                "Packet-ins of an Allow rule or a staged rule npagent no longer knows (deleted beyond the grace period).",
                 snap.unresolved,
             ),
             ("npagent_audit_entries_written", "Audit log lines written.", snap.entries_written),
@@ -221,7 +243,6 @@ impl Collector for Scraped {
                 "Audit lines discarded while the log was unwritable.",
                 snap.lines_discarded,
             ),
-            ("npagent_audit_shed_by_meter", "Logging packets the switch's meter dropped.", get(&m.shed_by_meter)),
             (
                 "npagent_audit_shed_by_queue",
                 "Packet-ins shed because npagent's queues were full (or the audit logger had stopped).",
@@ -233,8 +254,35 @@ impl Collector for Scraped {
             let family = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
             counter.encode(family)?;
         }
-        Ok(())
+        let shed = MeterKind::ALL.into_iter().zip(m.shed_by_meter.read()).map(|(k, n)| ([("meter", k.as_str())], n));
+        labelled_counters(
+            &mut encoder,
+            "npagent_audit_shed_by_meter",
+            "Logging packets the switch's meters dropped, by meter: every pod's Allow or Drop meters, the security events' or the staged verdicts' meter.",
+            shed,
+        )?;
+        let verdicts = self.audit.staged_verdicts.snapshot();
+        labelled_counters(
+            &mut encoder,
+            "npagent_staged_verdicts",
+            "Staged verdicts (WouldDrop, WouldAllow) in audit entries, by staged policy (namespace/name; \"\" when none is known) and disposition: one series per staged policy with a verdict since npagent started, not per connection.",
+            verdicts.iter().map(|(policy, d, n)| ([("policy", policy.as_str()), ("disposition", d.as_str())], *n)),
+        )
     }
+}
+
+/// A counter family of constant values, one per label set.
+fn labelled_counters<L: EncodeLabelSet>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    values: impl IntoIterator<Item = (L, u64)>,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, value) in values {
+        ConstCounter::new(value).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -262,12 +310,15 @@ mod tests {
     fn counters_get_total_and_every_flow_mod_kind_is_there_from_the_start() {
         let m = Arc::new(AgentMetrics::default());
         m.flow_mods.get_or_create(&KindLabel { kind: "add" }).inc();
-        m.shed_by_meter.store(7, Ordering::Relaxed);
+        m.shed_by_meter.store([7, 0, 0, 3]);
         let text = page(m);
         assert!(text.contains("npagent_flow_mods_total{kind=\"add\"} 1\n"), "{text}");
         assert!(text.contains("npagent_flow_mods_total{kind=\"delete\"} 0\n"), "{text}");
-        assert!(text.contains("npagent_audit_shed_by_meter_total 7\n"), "{text}");
         assert!(text.contains("# TYPE npagent_audit_shed_by_meter_total counter"), "{text}");
+        for (meter, n) in [("allow", 7), ("drop", 0), ("security", 0), ("staged", 3)] {
+            let sample = format!("npagent_audit_shed_by_meter_total{{meter=\"{meter}\"}} {n}\n");
+            assert!(text.contains(&sample), "{sample} in {text}");
+        }
     }
 
     #[test]

@@ -3,12 +3,12 @@
 //! poll becomes gap records for the audit log (see [`crate::audit::gap`]; the audit logger's
 //! own queue counts its sheds itself), metrics and rate-limited warnings.
 
-use super::meters::{self, MeterShed};
+use super::meters::{self, MeterRates, MeterShed};
 use super::{AgentConfig, RateLimitedWarning, Reconciler};
 use crate::admin::metrics::AgentMetrics;
 use crate::audit::gap::{Gap, GapCause};
 use crate::audit::AuditStats;
-use crate::compiler::meters::{owner, MeterOwner};
+use crate::compiler::meters::{owner, MeterKind, MeterOwner};
 use crate::compiler::userdata::Disposition;
 use crate::model::ObjectRef;
 use crate::switch::SwitchHandle;
@@ -22,8 +22,8 @@ pub struct ShedPolls {
     switch: SwitchHandle,
     audit: Arc<AuditStats>,
     metrics: Arc<AgentMetrics>,
-    /// The meters' rates, Allow and Drop packets per second per pod (for the warning).
-    meter_rates: (u32, u32),
+    /// The meters' rates (for the warning).
+    meter_rates: MeterRates,
     last_meter_poll: Option<Instant>,
     /// The meters' counts and when they were read; `None` until the baseline is known.
     meter: Option<(MeterShed, SystemTime)>,
@@ -43,7 +43,7 @@ impl ShedPolls {
             switch,
             audit,
             metrics,
-            meter_rates: meters::rates(cfg.allow_rate, cfg.drop_rate),
+            meter_rates: cfg.meter_rates(),
             last_meter_poll: None,
             meter: None,
             connection: (0, SystemTime::now()),
@@ -102,34 +102,41 @@ impl ShedPolls {
             return None;
         }
         let shed = meters::read_shed(&self.switch).await.ok()?;
-        let dropped = shed.values().sum();
-        self.metrics.shed_by_meter.store(dropped, Ordering::Relaxed);
-        let (allow, drop) = self.meter_rates;
-        self.meter_warning.total(dropped, |n| {
+        let by_kind = shed_by_kind(&shed);
+        self.metrics.shed_by_meter.store(by_kind);
+        let MeterRates { allow, drop, staged } = self.meter_rates;
+        self.meter_warning.total(by_kind.iter().sum(), |n| {
+            let which = MeterKind::ALL
+                .iter()
+                .zip(by_kind)
+                .filter(|(_, n)| *n > 0)
+                .map(|(k, n)| format!("{} {n}", k.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ");
             tracing::warn!(
-                "the logging meters ({allow} Allow and {drop} Drop packets/s per pod) dropped {n} packet-ins so far: audit entries were shed (see npagent_audit_shed_by_meter_total and the gap records)"
+                "the logging meters ({allow} Allow and {drop} Drop packets/s per pod, {staged} staged verdicts/s for the node) dropped {n} packet-ins so far ({which}): audit entries were shed (see npagent_audit_shed_by_meter_total and the gap records)"
             )
         });
         Some(shed)
     }
 
-    /// The meters' counts were read (`None`: they could not be); the gap of each names the
-    /// pod on its ofport.
+    /// The meters' counts were read (`None`: they could not be); the gap of a pod's meter
+    /// names the pod on its ofport, the staged verdicts' meter's has a cause of its own.
     fn meter_polled(&mut self, total: Option<MeterShed>, reconciler: &Reconciler) {
         let Some(total) = total else { return };
         let now = SystemTime::now();
         if let Some((before, since)) = &self.meter {
             for (id, &t) in &total {
-                let (disposition, pod) = match owner(*id) {
-                    Some(MeterOwner::Pod { disposition, ofport }) => (Some(disposition), reconciler.pod_on(ofport)),
-                    Some(MeterOwner::Security) => (Some(Disposition::Drop), None),
-                    Some(MeterOwner::Staged) => (None, None),
-                    None => continue,
+                let Some(owner) = owner(*id) else { continue };
+                let (cause, disposition) = meter_gap(owner);
+                let pod = match owner {
+                    MeterOwner::Pod { ofport, .. } => reconciler.pod_on(ofport),
+                    MeterOwner::Security | MeterOwner::Staged => None,
                 };
                 // A meter new since (a new pod's) starts at zero; a switch restart resets all.
                 let b = before.get(id).copied().unwrap_or(0);
                 let shed = if t >= b { t - b } else { t };
-                self.report(GapCause::Meter, disposition, pod, shed, *since, now);
+                self.report(cause, disposition, pod, shed, *since, now);
             }
         }
         self.meter = Some((total, now));
@@ -154,5 +161,56 @@ impl ShedPolls {
     ) {
         let gap = Gap { cause, direction: None, disposition, pod, shed, from, to };
         self.audit.reported_gaps.report(gap);
+    }
+}
+
+/// What a meter's gap record says shed: the cause and the disposition of the copies it
+/// carries (a pod's Allow or Drop meter, the security events' drops; the staged verdicts'
+/// meter carries both staged dispositions, so its cause names it instead).
+fn meter_gap(owner: MeterOwner) -> (GapCause, Option<Disposition>) {
+    match owner {
+        MeterOwner::Pod { disposition, .. } => (GapCause::Meter, Some(disposition)),
+        MeterOwner::Security => (GapCause::Meter, Some(Disposition::Drop)),
+        MeterOwner::Staged => (GapCause::StagedMeter, None),
+    }
+}
+
+/// The switch's shed counts summed by kind of meter, in the order of [`MeterKind::ALL`].
+fn shed_by_kind(shed: &MeterShed) -> [u64; MeterKind::ALL.len()] {
+    let mut out = [0u64; MeterKind::ALL.len()];
+    for (id, n) in shed {
+        if let Some(slot) = owner(*id).and_then(|o| out.get_mut(o.kind().index())) {
+            *slot = slot.saturating_add(*n);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compiler::meters::{allow, drop, SECURITY, STAGED};
+
+    #[test]
+    fn the_staged_meter_is_named_apart_from_the_pods_and_security_meters() {
+        let pod = |disposition| MeterOwner::Pod { disposition, ofport: 5 };
+        assert_eq!(meter_gap(pod(Disposition::Allow)), (GapCause::Meter, Some(Disposition::Allow)));
+        assert_eq!(meter_gap(pod(Disposition::Drop)), (GapCause::Meter, Some(Disposition::Drop)));
+        assert_eq!(meter_gap(MeterOwner::Security), (GapCause::Meter, Some(Disposition::Drop)));
+        assert_eq!(meter_gap(MeterOwner::Staged), (GapCause::StagedMeter, None));
+    }
+
+    #[test]
+    fn shed_counts_add_up_by_kind_of_meter() {
+        let shed = MeterShed::from([
+            (allow(1), 1),
+            (allow(2), 2),
+            (drop(1), 10),
+            (SECURITY, 100),
+            (STAGED, 1000),
+            // Not npagent's: not counted.
+            (7, 5),
+        ]);
+        assert_eq!(shed_by_kind(&shed), [3, 10, 100, 1000]);
     }
 }

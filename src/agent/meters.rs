@@ -1,6 +1,7 @@
-//! The logging meters on the switch: an Allow and a Drop meter for every local pod and the
-//! security events' meter (their ids: [`crate::compiler::meters`]), kept in step with the
-//! pods, and their shed counts read for the gap records and the metrics.
+//! The logging meters on the switch: an Allow and a Drop meter for every local pod, the
+//! security events' meter and the staged verdicts' meter (their ids:
+//! [`crate::compiler::meters`]), kept in step with the pods, and their shed counts read for
+//! the gap records and the metrics.
 //!
 //! A meter is added before the flows that name it and deleted after them (deleting a meter
 //! deletes the flows that use it).
@@ -16,29 +17,45 @@ const METER_FLAGS: u16 = meter::FLAG_PKTPS | meter::FLAG_BURST | meter::FLAG_STA
 /// Packets each of npagent's meters dropped, by meter id, as the switch counts them.
 pub type MeterShed = BTreeMap<u32, u64>;
 
+/// The rates of the logging meters, packets per second (burst: twice that).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MeterRates {
+    /// Allow copies per pod (`--audit-allow-rate`).
+    pub allow: u32,
+    /// Drop copies per pod, and the security events (`--audit-drop-rate`).
+    pub drop: u32,
+    /// Staged verdicts (`WouldDrop`, `WouldAllow`), for the node (`--audit-staged-rate`).
+    pub staged: u32,
+}
+
+impl MeterRates {
+    /// The rates the meters are set to from the configured ones: at least one each.
+    pub fn new(allow: u32, drop: u32, staged: u32) -> MeterRates {
+        MeterRates { allow: allow.max(1), drop: drop.max(1), staged: staged.max(1) }
+    }
+}
+
 /// The meters npagent keeps on the switch.
 pub struct LoggingMeters {
-    /// Allow copies per second per pod.
-    allow_rate: u32,
-    /// Drop copies (and security events) per second per meter.
-    drop_rate: u32,
+    rates: MeterRates,
     /// The meters on the switch as far as this connection knows.
     installed: BTreeSet<u32>,
 }
 
 impl LoggingMeters {
-    /// Meters of `allow_rate` and `drop_rate` packets per second (burst: twice that).
-    pub fn new(allow_rate: u32, drop_rate: u32) -> LoggingMeters {
-        let (allow_rate, drop_rate) = rates(allow_rate, drop_rate);
-        LoggingMeters { allow_rate, drop_rate, installed: BTreeSet::new() }
+    /// Meters at `rates` (each at least one packet per second; burst: twice that).
+    pub fn new(rates: MeterRates) -> LoggingMeters {
+        let MeterRates { allow, drop, staged } = rates;
+        LoggingMeters { rates: MeterRates::new(allow, drop, staged), installed: BTreeSet::new() }
     }
 
     /// The meters the pods on `ports` need, with their rates.
     fn desired(&self, ports: &BTreeSet<u32>) -> BTreeMap<u32, u32> {
-        let mut out = BTreeMap::from([(meters::SECURITY, self.drop_rate), (meters::STAGED, self.drop_rate)]);
+        let rates = &self.rates;
+        let mut out = BTreeMap::from([(meters::SECURITY, rates.drop), (meters::STAGED, rates.staged)]);
         for &o in ports {
-            out.insert(meters::allow(o), self.allow_rate);
-            out.insert(meters::drop(o), self.drop_rate);
+            out.insert(meters::allow(o), rates.allow);
+            out.insert(meters::drop(o), rates.drop);
         }
         out
     }
@@ -119,12 +136,6 @@ async fn add_or_modify(switch: &SwitchHandle, id: u32, rate: u32) -> Result<(), 
     }
 }
 
-/// The rates the meters are set to from the configured ones (`--audit-allow-rate`,
-/// `--audit-drop-rate`): Allow and Drop packets per second per pod, at least one each.
-pub fn rates(allow_rate: u32, drop_rate: u32) -> (u32, u32) {
-    (allow_rate.max(1), drop_rate.max(1))
-}
-
 /// How many packets each of npagent's meters on the switch dropped.
 pub async fn read_shed(switch: &SwitchHandle) -> Result<MeterShed, SwitchError> {
     let stats = switch.meter_stats(meter::ALL).await?;
@@ -133,4 +144,25 @@ pub async fn read_shed(switch: &SwitchHandle) -> Result<MeterShed, SwitchError> 
         .filter(|s| meters::owner(s.meter_id).is_some())
         .map(|s| (s.meter_id, s.bands.iter().map(|(packets, _)| packets).sum()))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_meter_has_its_own_rate_and_none_is_zero() {
+        let m = LoggingMeters::new(MeterRates { allow: 10, drop: 20, staged: 30 });
+        let want = BTreeMap::from([
+            (meters::SECURITY, 20),
+            (meters::STAGED, 30),
+            (meters::allow(5), 10),
+            (meters::drop(5), 20),
+            (meters::allow(7), 10),
+            (meters::drop(7), 20),
+        ]);
+        assert_eq!(m.desired(&BTreeSet::from([5, 7])), want);
+        let m = LoggingMeters::new(MeterRates { allow: 0, drop: 0, staged: 0 });
+        assert_eq!(m.desired(&BTreeSet::new()), BTreeMap::from([(meters::SECURITY, 1), (meters::STAGED, 1)]));
+    }
 }

@@ -73,6 +73,9 @@ pub struct AgentConfig {
     /// Drop copies per second each pod's Drop meter lets through, and the security events'
     /// meter (burst: twice that).
     pub drop_rate: u32,
+    /// Staged verdict copies (`WouldDrop`, `WouldAllow`) per second the staged meter lets
+    /// through, for the whole node (burst: twice that).
+    pub staged_rate: u32,
     pub controller_id: u16,
     pub audit: AuditConfig,
     /// Where the admin server (`/livez`, `/readyz`, `/metrics`) listens (`--admin-addr`).
@@ -81,6 +84,13 @@ pub struct AgentConfig {
     pub conntrack: QuotaConfig,
     /// The CNI plugin's socket, when the agent attaches pods itself (`--cni-socket`).
     pub cni: Option<CniConfig>,
+}
+
+impl AgentConfig {
+    /// The logging meters' rates (each at least one packet per second).
+    fn meter_rates(&self) -> meters::MeterRates {
+        meters::MeterRates::new(self.allow_rate, self.drop_rate, self.staged_rate)
+    }
 }
 
 /// The CNI plugin's socket and the attachments' records (`--cni-socket`, `--cni-state-dir`).

@@ -70,7 +70,7 @@ impl Reconciler {
             state,
             metrics,
             compiler_cfg: compiler::Config { controller_id: cfg.controller_id },
-            meters: LoggingMeters::new(cfg.allow_rate, cfg.drop_rate),
+            meters: LoggingMeters::new(cfg.meter_rates()),
             started: Instant::now(),
             installed: FlowTable::new(),
             pending: Vec::new(),

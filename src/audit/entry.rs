@@ -55,7 +55,7 @@ pub trait RuleResolver {
     }
 }
 
-/// `Allow` or `Drop`.
+/// The word the log prints for `d`: `Allow`, `Drop`, `WouldDrop` or `WouldAllow`.
 pub(crate) fn disposition_str(d: Disposition) -> &'static str {
     LineDisposition::from(d).as_str()
 }
@@ -337,7 +337,7 @@ fn staged_judgement(
         let policy = ended_by.first().cloned().map_or(PolicyRef::StagedDrop, PolicyRef::Staged);
         return Ok(Judgement { policy, rule: None, direction, port, isolated_by: ended_by });
     }
-    let rule = resolver.staged_rule(id).ok_or(AuditError::UnknownRule(id))?;
+    let rule = resolver.staged_rule(id).ok_or(AuditError::UnknownStagedRule(id))?;
     Ok(Judgement {
         policy: PolicyRef::Staged(rule.policy.clone()),
         rule: Some(rule),

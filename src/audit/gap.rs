@@ -13,7 +13,10 @@
 //!   packet.
 //!
 //! A meter's gap names the pod whose copies it shed (each pod has meters of its own); the
-//! security events' meter and the queues name none.
+//! security events' meter and the queues name none. The staged verdicts' meter (`WouldDrop`
+//! and `WouldAllow` copies, `--audit-staged-rate`) is a cause of its own, `staged-meter`: it
+//! carries both staged dispositions and no pod's alone, so its gap names neither. The queue's
+//! gaps give the direction and the disposition, staged ones included.
 
 use super::entry::{disposition_str, Direction};
 use super::format::Format;
@@ -31,8 +34,11 @@ use std::time::SystemTime;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum GapCause {
     /// The switch's logging meters (Allow or Drop copies over `--audit-allow-rate` or
-    /// `--audit-drop-rate`).
+    /// `--audit-drop-rate`, security events over `--audit-drop-rate`).
     Meter,
+    /// The switch's meter of the staged verdicts (`WouldDrop` and `WouldAllow` copies over
+    /// `--audit-staged-rate`).
+    StagedMeter,
     /// npagent's OpenFlow connection (its packet-in channel was full).
     Connection,
     /// The audit logger's queue was full.
@@ -44,6 +50,7 @@ impl GapCause {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             GapCause::Meter => "meter",
+            GapCause::StagedMeter => "staged-meter",
             GapCause::Connection => "connection",
             GapCause::Queue => "queue",
         }
@@ -126,13 +133,17 @@ impl Gap {
     }
 }
 
-/// The buckets of [`ShedCounters`]: (direction, disposition), and one for packet-ins whose
-/// userdata does not say.
-const BUCKETS: [(Option<Direction>, Option<Disposition>); 5] = [
+/// The buckets of [`ShedCounters`]: (direction, disposition), staged verdicts included, and
+/// one for packet-ins whose userdata does not say.
+const BUCKETS: [(Option<Direction>, Option<Disposition>); 9] = [
     (Some(Direction::Ingress), Some(Disposition::Allow)),
     (Some(Direction::Ingress), Some(Disposition::Drop)),
     (Some(Direction::Egress), Some(Disposition::Allow)),
     (Some(Direction::Egress), Some(Disposition::Drop)),
+    (Some(Direction::Ingress), Some(Disposition::WouldDrop)),
+    (Some(Direction::Ingress), Some(Disposition::WouldAllow)),
+    (Some(Direction::Egress), Some(Disposition::WouldDrop)),
+    (Some(Direction::Egress), Some(Disposition::WouldAllow)),
     (None, None),
 ];
 
@@ -165,7 +176,9 @@ impl ShedCounters {
 }
 
 /// Most gaps reported from outside the logger kept until its next tick; beyond, the shed
-/// counts are merged into the last one (never dropped).
+/// counts are merged into the last one of the same cause (never dropped, never counted as
+/// another shedder's: a cause not queued yet still gets a gap of its own, so at most one more
+/// per cause is kept).
 const MAX_REPORTED: usize = 256;
 
 /// Gaps known outside the audit logger (meter and connection sheds, found by the agent's
@@ -181,11 +194,11 @@ impl ReportedGaps {
         }
         let mut q = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if q.len() >= MAX_REPORTED {
-            if let Some(last) = q.last_mut() {
+            if let Some(last) = q.iter_mut().rev().find(|g| g.cause == gap.cause) {
                 last.shed = last.shed.saturating_add(gap.shed);
                 last.from = last.from.min(gap.from);
                 last.to = last.to.max(gap.to);
-                if (last.cause, last.direction, last.disposition) != (gap.cause, gap.direction, gap.disposition) {
+                if (last.direction, last.disposition) != (gap.direction, gap.disposition) {
                     last.direction = None;
                     last.disposition = None;
                 }
@@ -332,6 +345,90 @@ mod tests {
         );
         assert_eq!(q.total(), 5);
         assert!(tracker.collect(&q, &reported, t(3)).is_empty(), "each shed is written once");
+    }
+
+    #[test]
+    fn the_staged_meter_and_the_queues_staged_sheds_are_named() {
+        let staged_meter = Gap {
+            cause: GapCause::StagedMeter,
+            direction: None,
+            disposition: None,
+            pod: None,
+            shed: 40,
+            from: t(0),
+            to: t(10),
+        };
+        let mut out = Vec::new();
+        staged_meter.write(Format::Antrea, "n1", t(10), &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "2023/07/04 12:31:12.000000 AuditGap staged-meter <nil> <nil> <nil> shed=40 from=2023-07-04T12:31:02.000000000Z to=2023-07-04T12:31:12.000000000Z\n"
+        );
+        let mut out = Vec::new();
+        staged_meter.write(Format::Json, "n1", t(10), &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            (v["type"].as_str(), v["cause"].as_str(), v["shed"].as_u64()),
+            (Some("gap"), Some("staged-meter"), Some(40))
+        );
+        assert!(v["disposition"].is_null() && v["direction"].is_null() && v["pod"].is_null(), "{v}");
+
+        // The audit queue's sheds of staged copies, by direction and staged disposition.
+        let q = ShedCounters::default();
+        let reported = ReportedGaps::default();
+        let mut tracker = GapTracker::new(t(0));
+        for _ in 0..2 {
+            q.count(&pi(Disposition::WouldDrop, tables::STAGED_EGRESS_DEFAULT_RULE));
+        }
+        q.count(&pi(Disposition::WouldDrop, tables::STAGED_INGRESS_DEFAULT_RULE));
+        q.count(&pi(Disposition::WouldAllow, tables::STAGED_INGRESS_RULE));
+        q.count(&pi(Disposition::WouldAllow, tables::STAGED_EGRESS_RULE));
+        q.count(&pi(Disposition::Drop, tables::EGRESS_DEFAULT_RULE));
+        let gaps = tracker.collect(&q, &reported, t(1));
+        let summary: Vec<_> = gaps.iter().map(|g| (g.cause, g.direction, g.disposition, g.shed)).collect();
+        assert_eq!(
+            summary,
+            vec![
+                (GapCause::Queue, Some(Direction::Egress), Some(Disposition::Drop), 1),
+                (GapCause::Queue, Some(Direction::Ingress), Some(Disposition::WouldDrop), 1),
+                (GapCause::Queue, Some(Direction::Ingress), Some(Disposition::WouldAllow), 1),
+                (GapCause::Queue, Some(Direction::Egress), Some(Disposition::WouldDrop), 2),
+                (GapCause::Queue, Some(Direction::Egress), Some(Disposition::WouldAllow), 1),
+            ]
+        );
+        let mut out = Vec::new();
+        gaps[3].write(Format::Antrea, "n1", t(1), &mut out);
+        let line = String::from_utf8(out).unwrap();
+        assert!(line.contains(" AuditGap queue Egress WouldDrop <nil> shed=2 "), "{line}");
+        assert_eq!(line.split(' ').count(), 2 + 8, "{line}");
+    }
+
+    #[test]
+    fn a_flood_of_reports_is_merged_by_cause_not_lost() {
+        let reported = ReportedGaps::default();
+        let gap = |cause, disposition, shed| Gap {
+            cause,
+            direction: None,
+            disposition,
+            pod: None,
+            shed,
+            from: t(0),
+            to: t(1),
+        };
+        for _ in 0..MAX_REPORTED {
+            reported.report(gap(GapCause::Meter, Some(Disposition::Drop), 1));
+        }
+        // Full: the staged meter's sheds are not merged into a pod's meter's gap.
+        reported.report(gap(GapCause::StagedMeter, None, 5));
+        reported.report(gap(GapCause::Meter, Some(Disposition::Allow), 1));
+        reported.report(gap(GapCause::StagedMeter, None, 7));
+        let gaps = reported.take();
+        assert_eq!(gaps.len(), MAX_REPORTED + 1);
+        let staged = gaps.last().unwrap();
+        assert_eq!((staged.cause, staged.disposition, staged.shed), (GapCause::StagedMeter, None, 12));
+        let meter = &gaps[MAX_REPORTED - 1];
+        assert_eq!((meter.cause, meter.disposition, meter.shed), (GapCause::Meter, None, 2), "mixed dispositions");
+        assert_eq!(gaps.iter().map(|g| g.shed).sum::<u64>(), MAX_REPORTED as u64 + 13);
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub(crate) mod gap;
 pub mod packet;
 pub mod staged_report;
 pub mod timefmt;
+pub(crate) mod verdicts;
 pub mod writer;
 
 pub use args::AuditArgs;
@@ -49,6 +50,10 @@ pub enum AuditError {
     Packet(#[from] PacketError),
     #[error("no rule known for conjunction id {0}")]
     UnknownRule(u32),
+    /// A `WouldAllow` whose staged rule is unknown (its staged policy deleted beyond the grace
+    /// period, or the staged view not compiled).
+    #[error("no staged rule known for staged conjunction id {0}")]
+    UnknownStagedRule(u32),
     #[error("packet-in from table {0}, which holds no logging flows of npagent's")]
     UnknownTable(u8),
     #[error("security event {0} is unknown")]
@@ -64,7 +69,7 @@ pub struct AuditStats {
     pub decoded: AtomicU64,
     /// Packet-ins without valid userdata or with a frame that does not decode.
     pub undecodable: AtomicU64,
-    /// Packet-ins whose Allow rule is unknown (deleted beyond the grace period).
+    /// Packet-ins whose Allow rule or staged rule is unknown (deleted beyond the grace period).
     pub unresolved: AtomicU64,
     /// Lines handed to the writer.
     pub entries_written: AtomicU64,
@@ -80,6 +85,8 @@ pub struct AuditStats {
     pub(crate) reported_gaps: gap::ReportedGaps,
     /// Gap records written (with `--audit-chain`).
     pub(crate) gap_records: AtomicU64,
+    /// Staged verdicts resolved, by staged policy and disposition.
+    pub(crate) staged_verdicts: verdicts::StagedVerdicts,
 }
 
 /// A copy of [`AuditStats`] at one moment.
@@ -288,12 +295,13 @@ impl<R: RuleResolver + ?Sized, W: LineSink> Pipeline<R, W> {
         match entry_from_packet_in(pi, &*self.resolver, now.wall) {
             Ok(entry) => {
                 bump(&stats.decoded);
+                stats.staged_verdicts.count(&entry);
                 let out = &mut self.out;
                 self.dedup.offer(entry, now.mono, &mut |r| out.emit(r));
                 Ok(())
             }
             Err(e) => {
-                if matches!(e, AuditError::UnknownRule(_)) {
+                if matches!(e, AuditError::UnknownRule(_) | AuditError::UnknownStagedRule(_)) {
                     bump(&stats.unresolved);
                 } else {
                     bump(&stats.undecodable);

@@ -40,6 +40,51 @@ pub(crate) enum MeterOwner {
     Staged,
 }
 
+impl MeterOwner {
+    /// The kind of meter this owner's is.
+    pub(crate) fn kind(self) -> MeterKind {
+        match self {
+            MeterOwner::Pod { disposition: Disposition::Allow, .. } => MeterKind::Allow,
+            MeterOwner::Pod { .. } => MeterKind::Drop,
+            MeterOwner::Security => MeterKind::Security,
+            MeterOwner::Staged => MeterKind::Staged,
+        }
+    }
+}
+
+/// What a meter carries, whoever's it is: the label of a meter's counts in the metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum MeterKind {
+    /// A pod's Allow copies.
+    Allow,
+    /// A pod's Drop copies (its default drops).
+    Drop,
+    /// The security events.
+    Security,
+    /// The staged verdicts (`WouldDrop`, `WouldAllow`).
+    Staged,
+}
+
+impl MeterKind {
+    /// Every kind, in the order of [`MeterKind::index`].
+    pub(crate) const ALL: [MeterKind; 4] = [MeterKind::Allow, MeterKind::Drop, MeterKind::Security, MeterKind::Staged];
+
+    /// The kind's place in [`MeterKind::ALL`].
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The lower-case name the metrics and the warnings give it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            MeterKind::Allow => "allow",
+            MeterKind::Drop => "drop",
+            MeterKind::Security => "security",
+            MeterKind::Staged => "staged",
+        }
+    }
+}
+
 /// The owner of meter `id`, if it is one of npagent's.
 pub(crate) fn owner(id: u32) -> Option<MeterOwner> {
     let pod = |disposition, base: u32| {
@@ -67,6 +112,10 @@ mod tests {
         }
         assert_eq!(owner(SECURITY), Some(MeterOwner::Security));
         assert_eq!(owner(STAGED), Some(MeterOwner::Staged));
+        let kinds: Vec<MeterKind> =
+            [allow(1), drop(1), SECURITY, STAGED].into_iter().filter_map(owner).map(MeterOwner::kind).collect();
+        assert_eq!(kinds, MeterKind::ALL);
+        assert!(MeterKind::ALL.iter().enumerate().all(|(i, k)| k.index() == i));
         for foreign in [0, 1, 2, 5, ALLOW_BASE - 1, ALLOW_BASE + MAX_PORT, DROP_BASE + MAX_PORT, u32::MAX] {
             assert_eq!(owner(foreign), None, "meter {foreign:#x}");
         }

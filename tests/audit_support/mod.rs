@@ -51,6 +51,10 @@ pub struct FakeResolver {
     pub ips: HashMap<IpAddr, ObjectRef>,
     /// (direction, ofport) -> the policies isolating that port, sorted.
     pub isolating: HashMap<(Direction, u32), Vec<ObjectRef>>,
+    /// Staged conjunction id -> the staged rule.
+    pub staged_rules: HashMap<u32, RuleMeta>,
+    /// (direction, ofport, WouldDrop or WouldAllow) -> the staged policies named, sorted.
+    pub staged_isolating: HashMap<(Direction, u32, Disposition), Vec<ObjectRef>>,
 }
 
 impl RuleResolver for FakeResolver {
@@ -66,10 +70,19 @@ impl RuleResolver for FakeResolver {
     fn isolating_policies(&self, direction: Direction, ofport: u32) -> Vec<ObjectRef> {
         self.isolating.get(&(direction, ofport)).cloned().unwrap_or_default()
     }
+    fn staged_rule(&self, conj_id: u32) -> Option<RuleMeta> {
+        self.staged_rules.get(&conj_id).cloned()
+    }
+    fn staged_isolating(&self, direction: Direction, ofport: u32, disposition: Disposition) -> Vec<ObjectRef> {
+        self.staged_isolating.get(&(direction, ofport, disposition)).cloned().unwrap_or_default()
+    }
 }
 
 /// The cluster of the audit format examples: default/nettool at 10.10.1.7 on ofport 5, a client
 /// pod default/client at 10.10.1.13, and policy default/allow-tcp-80 behind conjunction 17.
+/// Staged: default/deny-all and default/web-only would isolate nettool's ingress, staged rule
+/// 7 (`from-client` of default/allow-staged) would allow, and the staged edit of
+/// default/allow-tcp-80 would end nettool's ingress isolation.
 pub fn resolver() -> FakeResolver {
     let mut r = FakeResolver::default();
     r.rules.insert(
@@ -86,6 +99,20 @@ pub fn resolver() -> FakeResolver {
         },
     );
     r.ports.insert(5, obj("default", "nettool"));
+    r.staged_rules.insert(
+        7,
+        RuleMeta {
+            policy: obj("default", "allow-staged"),
+            rule_name: Some("from-client".into()),
+            priority: 190,
+            log_label: None,
+        },
+    );
+    r.staged_isolating.insert(
+        (Direction::Ingress, 5, Disposition::WouldDrop),
+        vec![obj("default", "deny-all"), obj("default", "web-only")],
+    );
+    r.staged_isolating.insert((Direction::Ingress, 5, Disposition::WouldAllow), vec![obj("default", "allow-tcp-80")]);
     r.isolating.insert((Direction::Ingress, 5), vec![obj("default", "allow-tcp-80"), obj("default", "deny-all")]);
     r.ips.insert(ip("10.10.1.7"), obj("default", "nettool"));
     r.ips.insert(ip("10.10.1.13"), obj("default", "client"));
@@ -203,7 +230,9 @@ pub fn packet_in(frame: Vec<u8>, disposition: Disposition, table_id: u8, id: u32
     let (subject, metadata) = match disposition {
         Disposition::Allow => (0, vec![ofp::Oxm::XReg { index: 3, value: ofp::Masked::exact(u64::from(id) << 32) }]),
         Disposition::Drop => (id, Vec::new()),
-        Disposition::WouldDrop | Disposition::WouldAllow => panic!("a staged copy names its pod in a register"),
+        Disposition::WouldDrop | Disposition::WouldAllow => {
+            panic!("a staged copy names its pod in a register: use staged_packet_in")
+        }
     };
     let ud = LogUserdata { disposition, table_id, subject };
     PacketIn2 {
@@ -224,4 +253,109 @@ pub fn allow_tcp_80() -> PacketIn2 {
 /// A ping from default/client to the isolated default/nettool (ofport 5), default drop.
 pub fn drop_icmp() -> PacketIn2 {
     packet_in(ipv4("10.10.1.13", "10.10.1.7", ICMP, &icmp_echo(56)), Disposition::Drop, tables::INGRESS_DEFAULT_RULE, 5)
+}
+
+/// Registers as OVS reports them in an NXT_PACKET_IN2's metadata over OpenFlow 1.5
+/// (`nx_put_raw`): the nonzero ones only, as packet registers, two to an `xreg` (`reg<2k>` in
+/// the high 32 bits of `xreg<k>`, `reg<2k+1>` in the low ones), exact when both halves are
+/// set, else masked to the half that is.
+pub fn ovs_registers(regs: &[(u8, u32)]) -> Vec<ofp::Oxm> {
+    let mut xregs: std::collections::BTreeMap<u8, (u64, u64)> = Default::default();
+    for &(n, value) in regs.iter().filter(|(_, v)| *v != 0) {
+        let shift = if n % 2 == 0 { 32 } else { 0 };
+        let (v, mask) = xregs.entry(n / 2).or_default();
+        *v |= u64::from(value) << shift;
+        *mask |= u64::from(u32::MAX) << shift;
+    }
+    xregs
+        .into_iter()
+        .map(|(index, (value, mask))| ofp::Oxm::XReg {
+            index,
+            value: if mask == u64::MAX { ofp::Masked::exact(value) } else { ofp::Masked::masked(value, mask) },
+        })
+        .collect()
+}
+
+/// The registers of a staged verdict's copy of `direction` for the pod on ofport `pod`, as the
+/// staged flows leave them when the copy is made: the pod in `reg2` (egress) or `reg4`
+/// (ingress), the staged verdict in `reg8`/`reg10` (1 drop, 2 allow), a `WouldAllow`'s staged
+/// rule in `reg9`/`reg11` (0: the staged view does not isolate the pod), and `reg3` = from a
+/// pod's port.
+pub fn staged_registers(disposition: Disposition, direction: Direction, pod: u32, rule: u32) -> Vec<(u8, u32)> {
+    let (pod_reg, verdict_reg) = match direction {
+        Direction::Egress => (2, 8),
+        Direction::Ingress => (4, 10),
+    };
+    let verdict = match disposition {
+        Disposition::WouldDrop => 1,
+        Disposition::WouldAllow => 2,
+        Disposition::Allow | Disposition::Drop => panic!("not a staged verdict: use packet_in"),
+    };
+    let rule = if disposition == Disposition::WouldAllow { rule } else { 0 };
+    vec![(3, 1), (pod_reg, pod), (verdict_reg, verdict), (verdict_reg + 1, rule)]
+}
+
+/// A staged verdict's copy of `frame` as the staged flows send it: a `WouldDrop` from the
+/// direction's staged default table with subject 0, a `WouldAllow` from its staged rule table
+/// with the pod as subject, and the registers of [`staged_registers`].
+pub fn staged_packet_in(
+    frame: Vec<u8>,
+    disposition: Disposition,
+    direction: Direction,
+    pod: u32,
+    rule: u32,
+) -> PacketIn2 {
+    staged_packet_in_with(frame, disposition, direction, staged_registers(disposition, direction, pod, rule))
+}
+
+/// [`staged_packet_in`] with the registers `regs` (see [`staged_registers`]).
+pub fn staged_packet_in_with(
+    frame: Vec<u8>,
+    disposition: Disposition,
+    direction: Direction,
+    regs: Vec<(u8, u32)>,
+) -> PacketIn2 {
+    let (table_id, subject) = match (disposition, direction) {
+        (Disposition::WouldDrop, Direction::Egress) => (tables::STAGED_EGRESS_DEFAULT_RULE, 0),
+        (Disposition::WouldDrop, Direction::Ingress) => (tables::STAGED_INGRESS_DEFAULT_RULE, 0),
+        (Disposition::WouldAllow, d) => {
+            let pod_reg = if d == Direction::Egress { 2 } else { 4 };
+            let pod = regs.iter().find(|(n, _)| *n == pod_reg).map_or(0, |(_, v)| *v);
+            let table = if d == Direction::Egress { tables::STAGED_EGRESS_RULE } else { tables::STAGED_INGRESS_RULE };
+            (table, pod)
+        }
+        (Disposition::Allow | Disposition::Drop, _) => panic!("not a staged verdict: use packet_in"),
+    };
+    let ud = LogUserdata { disposition, table_id, subject };
+    PacketIn2 {
+        packet: Bytes::from(frame),
+        table_id: Some(table_id),
+        reason: Some(1),
+        userdata: Some(Bytes::copy_from_slice(&ud.encode())),
+        metadata: ovs_registers(&regs),
+        ..Default::default()
+    }
+}
+
+/// A SYN from default/client (10.10.1.13:57050) to default/nettool (ofport 5) port 80 that the
+/// staged view would drop (`WouldDrop`, ingress).
+pub fn would_drop_tcp_80() -> PacketIn2 {
+    staged_packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(57050, 80, true)),
+        Disposition::WouldDrop,
+        Direction::Ingress,
+        5,
+        0,
+    )
+}
+
+/// The same SYN, dropped today, that staged rule 7 would allow (`WouldAllow`, ingress).
+pub fn would_allow_tcp_80() -> PacketIn2 {
+    staged_packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(57050, 80, true)),
+        Disposition::WouldAllow,
+        Direction::Ingress,
+        5,
+        7,
+    )
 }

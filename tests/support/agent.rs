@@ -325,6 +325,12 @@ impl Metrics {
         v as u64
     }
 
+    /// Sum of the samples of `name` over all its label sets (0 when it has none).
+    pub fn sum(&self, name: &str) -> u64 {
+        let labelled = format!("{name}{{");
+        self.0.keys().filter(|k| *k == name || k.starts_with(&labelled)).map(|k| self.count(k)).sum()
+    }
+
     /// Sum of `npagent_flow_mods_total` over its kinds.
     pub fn flow_mods(&self) -> u64 {
         ["add", "modify", "delete"]
