@@ -21,7 +21,9 @@
 //!   `egress-pod` (ns110/pod5 relabelled into and out of that rule's `to` selector,
 //!   app5 <-> app4); the last two need the cluster with egress. Prints one line per change:
 //!   `i rename_to_scan_ms rename_to_commit_ms flow_mods` and checks every 10th change on the
-//!   bridge with `ovs-ofctl dump-flows` when OFP is given.
+//!   bridge with `ovs-ofctl dump-flows` when OFP is given (the clause flow with the changed
+//!   `ct_tp_dst`, `ct_nw_src` or `ct_nw_dst` and a `conjunction()` is there exactly when it
+//!   should be).
 //!
 //! Timestamps: the rename is timed with the wall clock right after `rename(2)` returns; the
 //! agent's lines carry tracing-subscriber's UTC timestamps (microseconds), same machine.
@@ -410,25 +412,25 @@ fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Resu
     for i in 1..=n {
         // Odd changes move away from the generated state, even ones back to it.
         let away = i % 2 == 1;
-        let (marker, filter) = match kind {
+        let marker = match kind {
             "policy" => {
                 let p = model.policies.get_mut(&oref(&ns, "np0")).ok_or("np0")?;
                 p.ingress[0].ports = vec![tcp(if away { 8080 } else { 80 })];
-                ("tp_dst=8080", "tcp,tp_dst=8080")
+                "ct_tp_dst=8080,"
             }
             "egress" => {
                 let p = model.policies.get_mut(&oref(&ns, "np9")).ok_or("np9")?;
                 p.egress[0].ports = vec![tcp(if away { 5433 } else { 5432 })];
-                ("tp_dst=5433", "tcp,tp_dst=5433")
+                "ct_tp_dst=5433,"
             }
             "pod" | "egress-pod" => {
                 let p = model.pods.get_mut(&oref(&ns, &pod_name(5))).ok_or("pod5")?;
                 let into = if kind == "pod" { "app1" } else { "app4" };
                 p.labels.insert("app", if away { into } else { "app5" });
                 if kind == "pod" {
-                    ("nw_src=10.0.0.5", "ip,nw_src=10.0.0.5")
+                    "ct_nw_src=10.0.0.5,"
                 } else {
-                    ("nw_dst=10.0.110.5", "ip,nw_dst=10.0.110.5")
+                    "ct_nw_dst=10.0.110.5,"
                 }
             }
             _ => unreachable!("checked above"),
@@ -453,13 +455,17 @@ fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Resu
 
         if let Some(ofp) = ofp.filter(|_| i % 10 == 0 || i == 1) {
             let dump = std::process::Command::new("ovs-ofctl")
-                .args(["-O", "OpenFlow15", "--no-stats", "dump-flows", ofp, filter])
+                .args(["-O", "OpenFlow15", "--no-stats", "dump-flows", ofp])
                 .output()
                 .map_err(|e| format!("ovs-ofctl: {e}"))?;
             let text = String::from_utf8_lossy(&dump.stdout);
             let present = text.lines().any(|l| l.contains(marker) && l.contains("conjunction("));
             if present != away {
-                return Err(format!("change {i}: the bridge does not show it ({marker} present: {present}):\n{text}"));
+                let lines: Vec<&str> = text.lines().filter(|l| l.contains(marker)).collect();
+                return Err(format!(
+                    "change {i}: the bridge does not show it ({marker} with conjunction() present: {present}):\n{}",
+                    lines.join("\n")
+                ));
             }
         }
         // Let the next change be a change of its own (not coalesced with this one).
