@@ -17,14 +17,21 @@
 //!   `named_egress_pod_relabel` (ns111/pod4, a destination of that rule, relabelled out of and
 //!   back into its `to`: the policy is recompiled, not patched).
 //!
+//! - `BENCH_STAGED=N` (N > 0): every case above also runs on the same cluster with N
+//!   StagedNetworkPolicies (`synthetic::add_staged`; ids `.../egress+staged1000`), in the same
+//!   process, one after the other, and one more case runs there: `staged_change` (the staged
+//!   edit of ns0/np0, which touches ns0's local pod, toggles its first ingress port 8443 <-> 8444).
+//!
 //! After the criterion groups, a plain loop prints p50/p99/max of the incremental paths and
 //! the process's peak RSS (VmHWM), which criterion does not report.
 //! `BENCH_SCALE=small` runs a 10x smaller cluster.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use criterion::{BenchmarkId, Criterion};
-use npagent::compiler::synthetic::{cluster, cluster_without_egress, ns_name, oref, pod_name, tcp, ClusterSpec};
-use npagent::compiler::{compile, diff_keys, Change, Compiler, Config, FlowTable, IdAllocator};
+use npagent::compiler::synthetic::{
+    add_staged, cluster, cluster_without_egress, ns_name, oref, pod_name, tcp, touched_ports, ClusterSpec,
+};
+use npagent::compiler::{compile, diff_keys, is_staged_flow, Change, Compiler, Config, FlowTable, IdAllocator};
 use npagent::model::Model;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -43,6 +50,11 @@ fn egress() -> bool {
         Ok("egress") | Err(_) => true,
         Ok(other) => panic!("BENCH_CLUSTER={other:?}: egress or baseline"),
     }
+}
+
+/// `BENCH_STAGED`: how many StagedNetworkPolicies the second cluster gets (0: no second cluster).
+fn staged() -> usize {
+    std::env::var("BENCH_STAGED").ok().map(|s| s.parse().expect("BENCH_STAGED=N")).unwrap_or(0)
 }
 
 type Case = (&'static str, fn(&mut Toggle) -> usize);
@@ -86,6 +98,15 @@ impl Toggle {
         let tier = if self.n % 2 == 0 { "front" } else { "back" };
         self.model.pods.get_mut(&r).expect("pod3").labels.insert("tier", tier);
         self.apply(&[Change::Pod(r)])
+    }
+
+    /// Toggles the first ingress port of the staged edit of ns0/np0 between TCP 8443 and 8444.
+    fn staged_change(&mut self) -> usize {
+        self.n += 1;
+        let r = oref(&ns_name(0), "np0");
+        let p = self.model.staged_policies.get_mut(&r).expect("staged ns0/np0");
+        p.ingress[0].ports = vec![tcp(if self.n % 2 == 0 { 8443 } else { 8444 })];
+        self.apply(&[Change::StagedPolicy(r)])
     }
 
     /// Toggles the first egress rule of ns110/np9 (to app4 pods) between TCP 5432 and 5433.
@@ -152,7 +173,9 @@ fn vm_hwm_kib() -> u64 {
 fn main() {
     let spec = spec();
     let egress = egress();
+    let staged = staged();
     let name = if egress { "egress" } else { "baseline" };
+    let staged_name = format!("{name}+staged{staged}");
     let t = Instant::now();
     let model = if egress { cluster(spec) } else { cluster_without_egress(spec) };
     let gen = t.elapsed();
@@ -170,6 +193,26 @@ fn main() {
         rss_compiled / 1024
     );
     drop(first);
+    // The same cluster with staged policies.
+    let staged_model = (staged > 0).then(|| {
+        let mut m = model.clone();
+        add_staged(&mut m, spec, staged);
+        let t = Instant::now();
+        let c = compile(&m, Config::default(), IdAllocator::new(60), 0);
+        let first_compile = t.elapsed();
+        let staged_flows = c.flows().iter().filter(|(k, v)| is_staged_flow(k, v)).count();
+        println!(
+            "cluster {staged_name}: {} staged policies touching {} of {} local pods; first full compile {first_compile:?}: {} flows ({staged_flows} staged), {} rules + {} staged rules; peak RSS {} MiB",
+            m.staged_policies.len(),
+            touched_ports(&m).len(),
+            m.ports.len(),
+            c.flows().len(),
+            c.rules().rules().len(),
+            c.staged().map_or(0, |s| s.rules().rules().len()),
+            vm_hwm_kib() / 1024
+        );
+        m
+    });
 
     let mut c = Criterion::default().configure_from_args();
     {
@@ -178,10 +221,14 @@ fn main() {
         g.bench_with_input(BenchmarkId::new("full_compile", name), &model, |b, m| {
             b.iter(|| black_box(compile(m, Config::default(), IdAllocator::new(60), 0)))
         });
+        if let Some(m) = &staged_model {
+            g.bench_with_input(BenchmarkId::new("full_compile", &staged_name), m, |b, m| {
+                b.iter(|| black_box(compile(m, Config::default(), IdAllocator::new(60), 0)))
+            });
+        }
         g.finish();
     }
     // A policy in ns0 allowing the front tier of every namespace into every pod.
-    let mut model = model;
     let broad = npagent::compiler::synthetic::policy(
         &ns_name(0),
         "broad",
@@ -194,9 +241,14 @@ fn main() {
             ports: vec![tcp(80)],
         }],
     );
-    model.policies.insert(oref(&ns_name(0), "broad"), broad);
-    let mut tog = Toggle::new(model);
-    println!("with the broad policy: {} flows", tog.compiler.flows().len());
+    let mut toggles = Vec::new();
+    for (label, m) in [(name.to_string(), Some(model)), (staged_name.clone(), staged_model)] {
+        let Some(mut m) = m else { continue };
+        m.policies.insert(oref(&ns_name(0), "broad"), broad.clone());
+        let tog = Toggle::new(m);
+        println!("{label} with the broad policy: {} flows", tog.compiler.flows().len());
+        toggles.push((label, tog));
+    }
 
     let mut cases: Vec<Case> = vec![
         ("policy_change", Toggle::policy_change),
@@ -212,26 +264,41 @@ fn main() {
             ("named_egress_pod_relabel", Toggle::named_egress_pod_relabel),
         ]);
     }
+    if staged > 0 {
+        cases.push(("staged_change", Toggle::staged_change));
+    }
+    // The staged case only where there are staged policies.
+    let runs = |case: &str, label: &str| case != "staged_change" || label != name;
     {
         let mut g = c.benchmark_group("compiler");
         g.sample_size(100);
         for (case, f) in &cases {
-            g.bench_function(BenchmarkId::new(*case, name), |b| b.iter(|| black_box(f(&mut tog))));
+            for (label, tog) in toggles.iter_mut().filter(|(label, _)| runs(case, label)) {
+                g.bench_function(BenchmarkId::new(*case, &*label), |b| b.iter(|| black_box(f(tog))));
+            }
         }
         g.finish();
     }
     c.final_summary();
 
     for (case, f) in &cases {
-        let mut times = Vec::with_capacity(2000);
-        let mut mods = 0;
-        for _ in 0..2000 {
-            let t = Instant::now();
-            mods = f(&mut tog);
-            times.push(t.elapsed());
+        for (label, tog) in toggles.iter_mut().filter(|(label, _)| runs(case, label)) {
+            let mut times = Vec::with_capacity(2000);
+            let mut mods = 0;
+            for _ in 0..2000 {
+                let t = Instant::now();
+                mods = f(tog);
+                times.push(t.elapsed());
+            }
+            let (p50, p99, max) = percentiles(times);
+            println!(
+                "{case}/{label}: recompute + diff p50 {p50:?} p99 {p99:?} max {max:?} ({mods} flow_mods per change)"
+            );
         }
-        let (p50, p99, max) = percentiles(times);
-        println!("{case}/{name}: recompute + diff p50 {p50:?} p99 {p99:?} max {max:?} ({mods} flow_mods per change)");
     }
-    println!("peak RSS at end ({name}): {} MiB", vm_hwm_kib() / 1024);
+    println!(
+        "peak RSS at end ({}): {} MiB",
+        toggles.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>().join(", "),
+        vm_hwm_kib() / 1024
+    );
 }

@@ -1,11 +1,12 @@
 //! Helper of `scripts/bench-scale`: the compiler's synthetic cluster as manifests, and the
 //! manifest-change latency loop.
 //!
-//! - `scale_cluster gen DIR [small] [baseline|egress] [json]` writes
+//! - `scale_cluster gen DIR [small] [baseline|egress] [staged=N] [json]` writes
 //!   `npagent::compiler::synthetic::cluster` (the scale target, or a 10x smaller cluster; with
-//!   `baseline` the same cluster without its egress sections, `cluster_without_egress`) as
-//!   YAML, one file per namespace (`DIR/nsI.yaml`: the Namespace, its Pods, its
-//!   NetworkPolicies, as YAML documents), or with `json` as JSON (`DIR/nsI.json`: the same
+//!   `baseline` the same cluster without its egress sections, `cluster_without_egress`; with
+//!   `staged=N`, N StagedNetworkPolicies from `synthetic::add_staged`) as YAML, one file per
+//!   namespace (`DIR/nsI.yaml`: the Namespace, its Pods, its NetworkPolicies and
+//!   StagedNetworkPolicies, as YAML documents), or with `json` as JSON (`DIR/nsI.json`: the same
 //!   objects, one compact JSON object per line, which the manifest loader reads as concatenated
 //!   JSON objects; a `nsI.yaml` left by an earlier `gen` is removed, and the other way round).
 //!   It then reads the directory back through npagent's own manifest loader and conversion and
@@ -19,19 +20,27 @@
 //!   relabelled into and out of np0's peer selector, app5 <-> app1), `egress` (the first egress
 //!   rule of ns110/np9, which selects ns110's local pod: TCP 5432 <-> 5433, in ns110's file) or
 //!   `egress-pod` (ns110/pod5 relabelled into and out of that rule's `to` selector,
-//!   app5 <-> app4); the last two need the cluster with egress. Prints one line per change:
+//!   app5 <-> app4), the two of which need the cluster with egress, or `staged` (the staged
+//!   edit of ns0/np0, which touches ns0's local pod: its first ingress rule TCP 8443 <-> 8444;
+//!   needs `staged=N`). Prints one line per change:
 //!   `i rename_to_scan_ms rename_to_commit_ms flow_mods` and checks every 10th change on the
 //!   bridge with `ovs-ofctl dump-flows` when OFP is given (the clause flow with the changed
 //!   `ct_tp_dst`, `ct_nw_src` or `ct_nw_dst` and a `conjunction()` is there exactly when it
 //!   should be).
+//! - `scale_cluster count DIR` compiles the cluster of DIR (as `gen` wrote it) and prints
+//!   `flows staged_flows touched_pods local_pods staged_policies` (staged flows by
+//!   `npagent::compiler::is_staged_flow`; the node's flows are not in the synthetic model).
 //!
 //! Timestamps: the rename is timed with the wall clock right after `rename(2)` returns; the
 //! agent's lines carry tracing-subscriber's UTC timestamps (microseconds), same machine.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use npagent::audit::timefmt::Civil;
-use npagent::compiler::synthetic::{cluster, cluster_without_egress, ns_name, oref, pod_name, tcp, ClusterSpec};
-use npagent::model::{convert, LabelSelector, Model, Peer, PortRef, PortSpec, Protocol, SelectorOp};
+use npagent::compiler::synthetic::{
+    add_staged, cluster, cluster_without_egress, ns_name, oref, pod_name, tcp, touched_ports, ClusterSpec,
+};
+use npagent::compiler::{compile, is_staged_flow, Config, IdAllocator};
+use npagent::model::{convert, LabelSelector, Model, ObjectRef, Peer, Policy, PortRef, PortSpec, Protocol, SelectorOp};
 use npagent::source::manifests::load_dir;
 use npagent::source::KubeObject;
 use serde_json::{json, Value};
@@ -43,13 +52,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["gen", dir, opts @ ..] if opts.iter().all(|o| ["small", "baseline", "egress", "json"].contains(o)) => {
-            let spec = Spec { small: opts.contains(&"small"), egress: !opts.contains(&"baseline") };
+        ["gen", dir, opts @ ..] if opts.iter().all(|o| ["small", "baseline", "egress", "json"].contains(o) || staged_opt(o).is_some()) => {
+            let staged = opts.iter().find_map(|o| staged_opt(o)).unwrap_or(0);
+            let spec = Spec { small: opts.contains(&"small"), egress: !opts.contains(&"baseline"), staged };
             let format = if opts.contains(&"json") { Format::Json } else { Format::Yaml };
             gen(Path::new(dir), spec, format)
         }
         ["churn", dir, log, n, kind, rest @ ..] => churn(Path::new(dir), Path::new(log), n, kind, rest.first().copied()),
-        _ => Err("usage: scale_cluster gen DIR [small] [baseline|egress] [json] | churn DIR LOG N policy|pod|egress|egress-pod [OFP]".into()),
+        ["count", dir] => count(Path::new(dir)),
+        _ => Err("usage: scale_cluster gen DIR [small] [baseline|egress] [staged=N] [json] | churn DIR LOG N policy|pod|egress|egress-pod|staged [OFP] | count DIR".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -60,11 +71,18 @@ fn main() -> ExitCode {
     }
 }
 
-/// Which cluster: the scale target or 10x smaller, with or without egress sections.
+/// `staged=N`: N StagedNetworkPolicies.
+fn staged_opt(o: &str) -> Option<usize> {
+    o.strip_prefix("staged=")?.parse().ok()
+}
+
+/// Which cluster: the scale target or 10x smaller, with or without egress sections, with
+/// `staged` StagedNetworkPolicies (`synthetic::add_staged`).
 #[derive(Clone, Copy)]
 struct Spec {
     small: bool,
     egress: bool,
+    staged: usize,
 }
 
 impl Spec {
@@ -74,15 +92,18 @@ impl Spec {
         } else {
             ClusterSpec::TARGET
         };
-        if self.egress {
-            cluster(size)
-        } else {
-            cluster_without_egress(size)
-        }
+        let mut m = if self.egress { cluster(size) } else { cluster_without_egress(size) };
+        add_staged(&mut m, size, self.staged);
+        m
     }
 
     fn marker(self) -> String {
-        format!("{}{}\n", if self.small { "small" } else { "target" }, if self.egress { "" } else { " baseline" })
+        format!(
+            "{}{}{}\n",
+            if self.small { "small" } else { "target" },
+            if self.egress { "" } else { " baseline" },
+            if self.staged > 0 { format!(" staged={}", self.staged) } else { String::new() }
+        )
     }
 }
 
@@ -124,7 +145,8 @@ impl Format {
 fn spec_for(dir: &Path) -> Spec {
     // `gen` leaves a marker so `churn` rebuilds the same model.
     let marker = std::fs::read_to_string(dir.join(".spec")).unwrap_or_default();
-    Spec { small: marker.starts_with("small"), egress: !marker.contains("baseline") }
+    let staged = marker.split_whitespace().find_map(staged_opt).unwrap_or(0);
+    Spec { small: marker.starts_with("small"), egress: !marker.contains("baseline"), staged }
 }
 
 fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
@@ -143,10 +165,11 @@ fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
     }
     std::fs::write(dir.join(".spec"), spec.marker()).map_err(|e| e.to_string())?;
     eprintln!(
-        "wrote {} namespaces, {} pods, {} policies in {:?}",
+        "wrote {} namespaces, {} pods, {} policies, {} staged policies in {:?}",
         model.namespaces.len(),
         model.pods.len(),
         model.policies.len(),
+        model.staged_policies.len(),
         started.elapsed()
     );
 
@@ -219,33 +242,14 @@ fn namespace_file(model: &Model, ns: &str, format: Format) -> Result<String, Str
             "status": {"phase": "Running", "podIP": p.ips.first().map(|ip| ip.to_string()), "podIPs": ips},
         }));
     }
-    for p in model.policies.range(oref(ns, "")..).take_while(|(r, _)| &*r.namespace == ns).map(|(_, p)| p) {
-        let mut types = Vec::new();
-        if p.affects_ingress {
-            types.push("Ingress");
-        }
-        if p.affects_egress {
-            types.push("Egress");
-        }
-        let ingress: Vec<Value> = p
-            .ingress
-            .iter()
-            .map(|r| json!({"from": r.from.iter().map(peer).collect::<Vec<_>>(), "ports": ports(&r.ports)}))
-            .collect();
-        let egress: Vec<Value> = p
-            .egress
-            .iter()
-            .map(|r| json!({"to": r.to.iter().map(peer).collect::<Vec<_>>(), "ports": ports(&r.ports)}))
-            .collect();
-        let mut spec = json!({"podSelector": selector(&p.pod_selector), "policyTypes": types, "ingress": ingress});
-        if p.affects_egress {
-            spec["egress"] = json!(egress);
-        }
-        docs.push(json!({
-            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-            "metadata": {"namespace": p.namespace, "name": p.name},
-            "spec": spec,
-        }));
+    let in_ns = |m: &'_ std::collections::BTreeMap<ObjectRef, Policy>| {
+        m.range(oref(ns, "")..).take_while(|(r, _)| &*r.namespace == ns).map(|(_, p)| p).cloned().collect::<Vec<_>>()
+    };
+    for p in in_ns(&model.policies) {
+        docs.push(policy_doc(&p, "networking.k8s.io/v1", "NetworkPolicy"));
+    }
+    for p in in_ns(&model.staged_policies) {
+        docs.push(policy_doc(&p, "policy.npagent.io/v1alpha1", "StagedNetworkPolicy"));
     }
     let mut text = String::new();
     for d in docs {
@@ -261,6 +265,36 @@ fn namespace_file(model: &Model, ns: &str, format: Format) -> Result<String, Str
         }
     }
     Ok(text)
+}
+
+/// A NetworkPolicy, or with `kind` StagedNetworkPolicy its staged twin (the same spec).
+fn policy_doc(p: &Policy, api_version: &str, kind: &str) -> Value {
+    let mut types = Vec::new();
+    if p.affects_ingress {
+        types.push("Ingress");
+    }
+    if p.affects_egress {
+        types.push("Egress");
+    }
+    let ingress: Vec<Value> = p
+        .ingress
+        .iter()
+        .map(|r| json!({"from": r.from.iter().map(peer).collect::<Vec<_>>(), "ports": ports(&r.ports)}))
+        .collect();
+    let egress: Vec<Value> = p
+        .egress
+        .iter()
+        .map(|r| json!({"to": r.to.iter().map(peer).collect::<Vec<_>>(), "ports": ports(&r.ports)}))
+        .collect();
+    let mut spec = json!({"podSelector": selector(&p.pod_selector), "policyTypes": types, "ingress": ingress});
+    if p.affects_egress {
+        spec["egress"] = json!(egress);
+    }
+    json!({
+        "apiVersion": api_version, "kind": kind,
+        "metadata": {"namespace": p.namespace, "name": p.name},
+        "spec": spec,
+    })
 }
 
 fn ports(specs: &[PortSpec]) -> Vec<Value> {
@@ -396,10 +430,13 @@ fn now_secs() -> f64 {
 
 fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Result<(), String> {
     let n: usize = n.parse().map_err(|_| format!("bad count {n:?}"))?;
-    if !["policy", "pod", "egress", "egress-pod"].contains(&kind) {
+    if !["policy", "pod", "egress", "egress-pod", "staged"].contains(&kind) {
         return Err(format!("unknown change kind {kind:?}"));
     }
     let mut model = spec_for(dir).model();
+    if kind == "staged" && !model.staged_policies.contains_key(&oref(&ns_name(0), "np0")) {
+        return Err("staged: the cluster has no staged edit of ns0/np0 (gen ... staged=N)".into());
+    }
     let ns = ns_name(if kind.starts_with("egress") { 110 } else { 0 });
     if kind.starts_with("egress") && model.policies.get(&oref(&ns, "np9")).is_none_or(|p| p.egress.is_empty()) {
         return Err(format!("{kind}: {ns}/np9 has no egress rule in this cluster"));
@@ -417,6 +454,11 @@ fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Resu
                 let p = model.policies.get_mut(&oref(&ns, "np0")).ok_or("np0")?;
                 p.ingress[0].ports = vec![tcp(if away { 8080 } else { 80 })];
                 "ct_tp_dst=8080,"
+            }
+            "staged" => {
+                let p = model.staged_policies.get_mut(&oref(&ns, "np0")).ok_or("staged np0")?;
+                p.ingress[0].ports = vec![tcp(if away { 8444 } else { 8443 })];
+                "ct_tp_dst=8444,"
             }
             "egress" => {
                 let p = model.policies.get_mut(&oref(&ns, "np9")).ok_or("np9")?;
@@ -471,5 +513,23 @@ fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Resu
         // Let the next change be a change of its own (not coalesced with this one).
         std::thread::sleep(Duration::from_millis(30 + (i as u64 * 7) % 40));
     }
+    Ok(())
+}
+
+/// `count DIR`: the flows of the cluster of DIR as the compiler gives them (without the node's
+/// flows, which the synthetic model has none of), how many are the staged view's
+/// (`is_staged_flow`), and how many local pods a staged policy touches:
+/// `flows staged_flows touched_pods local_pods staged_policies`.
+fn count(dir: &Path) -> Result<(), String> {
+    let model = spec_for(dir).model();
+    let c = compile(&model, Config::default(), IdAllocator::new(60), 0);
+    let staged = c.flows().iter().filter(|(k, v)| is_staged_flow(k, v)).count();
+    println!(
+        "{} {staged} {} {} {}",
+        c.flows().len(),
+        touched_ports(&model).len(),
+        model.ports.len(),
+        model.staged_policies.len()
+    );
     Ok(())
 }

@@ -10,7 +10,8 @@
 //! each destination pod); to an ipBlock with except on TCP 443 plus to every pod of one other
 //! namespace (namespaceSelector alone) on any port; to anywhere (empty `to`) on TCP 80 and
 //! the range 8000-8100; and `egress: []` (egress isolation only). [`cluster_without_egress`]
-//! is the same cluster without them, the baseline of the benchmarks.
+//! is the same cluster without them, the baseline of the benchmarks. [`add_staged`] adds
+//! StagedNetworkPolicies to either (edits of enforced policies, default-denies and allows).
 //!
 //! Built only with the `testing` feature (the crate's tests, benches and examples enable it).
 //! Its inputs are literals of the tests, so a malformed one may panic.
@@ -324,6 +325,91 @@ fn add_egress(p: &mut Policy, i: usize, k: usize, namespaces: usize) {
         }],
         _ => vec![],
     };
+}
+
+/// Adds `count` StagedNetworkPolicies to `m`, a cluster of `spec` from [`cluster`] or
+/// [`cluster_without_egress`]: staged policy `s` goes to namespace `s % namespaces` (the
+/// `s / namespaces`-th there), so 1,000 at the scale target put one in every namespace, and
+/// only those of the local pods' namespaces (every tenth) can touch a local pod. Ten kinds by
+/// turn, `(i + i / 10 + t) % 10` for the `t`-th of namespace `i` (so the local pods'
+/// namespaces get every kind too):
+/// - 0, 1: a staged edit of enforced `np{e}` (`e = (i / 10 + 3t) % policies_per_ns`) that
+///   moves its first ingress rule to TCP 8443 (ns0's is np0's: it selects ns0's local pod);
+/// - 2, 3: a staged edit of `np{e}` that adds egress isolation with DNS (UDP/TCP 53) allowed;
+/// - 4, 5: a new default-deny of ingress, `staged-deny-ingress-{t}` (every pod, no rule);
+/// - 6: a new default-deny of both directions with DNS allowed, `staged-deny-all-{t}`;
+/// - 7, 8, 9: a new allow, `staged-allow-{t}`: pods `app{(i / 7 + t) % 10}` from the same
+///   namespace's `app{(i / 7 + t + 1) % 10}` and from the front tier of the namespaces of team
+///   `team{(i + 1) % 50}` (a namespaceSelector on a label, not a name) on TCP 9090.
+///
+/// [`touched_ports`] says which local pods they touch.
+pub fn add_staged(m: &mut Model, spec: ClusterSpec, count: usize) {
+    let namespaces = spec.namespaces.max(1);
+    let dns = || vec![port_spec(Protocol::Udp, 53), port_spec(Protocol::Tcp, 53)];
+    for s in 0..count {
+        let (i, t) = (s % namespaces, s / namespaces);
+        let ns = ns_name(i);
+        let kind = (i + i / 10 + t) % 10;
+        let edited = || {
+            let e = (i / 10 + 3 * t) % spec.policies_per_ns.max(1);
+            m.policies.get(&oref(&ns, &format!("np{e}"))).cloned()
+        };
+        let p = match kind {
+            0 | 1 => edited().map(|mut p| {
+                if let Some(rule) = p.ingress.first_mut() {
+                    rule.ports = vec![tcp(8443)];
+                }
+                p
+            }),
+            2 | 3 => edited().map(|mut p| {
+                p.affects_egress = true;
+                p.egress = vec![EgressRule { to: vec![], ports: dns() }];
+                p
+            }),
+            4 | 5 => Some(policy(&ns, &format!("staged-deny-ingress-{t}"), LabelSelector::everything(), vec![])),
+            6 => Some(Policy {
+                affects_egress: true,
+                egress: vec![EgressRule { to: vec![], ports: dns() }],
+                ..policy(&ns, &format!("staged-deny-all-{t}"), LabelSelector::everything(), vec![])
+            }),
+            _ => {
+                let app = |n: usize| format!("app{}", (i / 7 + t + n) % 10);
+                let same_ns = Peer::Pods { pod_selector: Some(sel(&[("app", &app(1))])), namespace_selector: None };
+                let team = Peer::Pods {
+                    pod_selector: Some(sel(&[("tier", "front")])),
+                    namespace_selector: Some(sel(&[("team", &format!("team{}", (i + 1) % 50))])),
+                };
+                let rule = IngressRule { from: vec![same_ns, team], ports: vec![tcp(9090)] };
+                Some(policy(&ns, &format!("staged-allow-{t}"), sel(&[("app", &app(0))]), vec![rule]))
+            }
+        };
+        if let Some(p) = p {
+            m.staged_policies.insert(oref(&p.namespace, &p.name), p);
+        }
+    }
+}
+
+/// The local ports a staged policy touches: one selects the port's pod, or replaces an
+/// enforced policy that selects it (the pods the staged view's flows are compiled for).
+pub fn touched_ports(m: &Model) -> Vec<u32> {
+    let selects =
+        |p: &Policy, pod: &Pod| (p.affects_ingress || p.affects_egress) && p.pod_selector.matches(&pod.labels);
+    m.ports
+        .values()
+        .filter(|port| {
+            m.pods.get(&port.pod).is_some_and(|pod| {
+                m.staged_policies
+                    .iter()
+                    .filter(|(r, _)| r.namespace == port.pod.namespace)
+                    .any(|(r, p)| selects(p, pod) || m.policies.get(r).is_some_and(|e| selects(e, pod)))
+            })
+        })
+        .map(|port| port.ofport)
+        .collect()
+}
+
+fn port_spec(protocol: Protocol, n: u16) -> PortSpec {
+    PortSpec { protocol, port: Some(PortRef::Number(n)), end_port: None }
 }
 
 /// The gateway's MAC in [`node`].
