@@ -7,7 +7,7 @@ mod audit_support;
 use audit_support::*;
 use npagent::audit::dedup::{Dedup, Moment, Record};
 use npagent::audit::format::{Format, Formatter};
-use npagent::audit::{entry_from_packet_in, AuditEntry};
+use npagent::audit::{entry_from_packet_in, AuditEntry, Direction};
 use npagent::compiler::tables;
 use npagent::compiler::userdata::Disposition;
 use ofp::packet_in2::PacketIn2;
@@ -93,6 +93,62 @@ fn drops_are_aggregated_over_the_window() {
          10.10.1.13 <nil> 10.10.1.7 <nil> ICMP 84 <nil> [4 packets in 1s]"
     );
     assert_eq!(run.dedup.pending(), 0);
+}
+
+/// Staged verdicts are deduplicated like Drop lines: nothing is written before the window
+/// ends, then one line with the count; a WouldAllow is not an Allow (not written at once), and
+/// neither merges with the enforced Drop of the same connection.
+#[test]
+fn staged_verdicts_are_aggregated_like_drops() {
+    let t0 = t_drop();
+    let mut run = Run::new(SEC);
+    for offset in [0, 100, 250, 900] {
+        run.offer(entry(&would_drop_tcp_80(), t0 + ms(offset)));
+    }
+    run.offer(entry(&would_allow_tcp_80(), t0 + ms(5)));
+    let enforced_drop = packet_in(
+        ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(57050, 80, true)),
+        Disposition::Drop,
+        tables::INGRESS_DEFAULT_RULE,
+        5,
+    );
+    run.offer(entry(&enforced_drop, t0 + ms(10)));
+    run.tick(t0 + ms(999));
+    assert!(run.out.is_empty(), "nothing before the window ends: {:?}", run.out);
+    run.tick(t0 + ms(1_010));
+    let f = Formatter::new(Format::Antrea, "n");
+    let lines: Vec<String> = run.out.iter().map(|r| f.line(r)).collect();
+    assert_eq!(
+        lines,
+        [
+            "2023/07/04 12:33:27.231413 StagedIngressDefaultRule StagedNetworkPolicy:default/deny-all,default/web-only \
+             <nil> Ingress WouldDrop <nil> default/nettool 10.10.1.13 57050 10.10.1.7 80 TCP 60 <nil> [4 packets in 1.01s]",
+            "2023/07/04 12:33:27.231413 StagedIngressRule StagedNetworkPolicy:default/allow-staged from-client \
+             Ingress WouldAllow 190 default/nettool 10.10.1.13 57050 10.10.1.7 80 TCP 60 <nil>",
+            "2023/07/04 12:33:27.231413 IngressDefaultRule K8sNetworkPolicy <nil> Ingress Drop <nil> \
+             default/nettool 10.10.1.13 57050 10.10.1.7 80 TCP 60 <nil>",
+        ]
+    );
+    let r = &run.out[0];
+    assert_eq!((r.count, r.first_seen, r.last_seen), (4, t0, t0 + ms(900)));
+    assert_eq!(run.dedup.pending(), 0);
+}
+
+/// WouldDrop lines of the same connection naming other staged policies (one was staged in
+/// between) are separate lines.
+#[test]
+fn would_drops_naming_other_staged_policies_are_separate() {
+    let t0 = t_drop();
+    let mut run = Run::new(SEC);
+    let res = resolver();
+    let mut more = resolver();
+    more.staged_isolating.get_mut(&(Direction::Ingress, 5, Disposition::WouldDrop)).unwrap().push(obj("default", "z"));
+    for (i, r) in [&res, &more, &res].into_iter().enumerate() {
+        run.offer(entry_from_packet_in(&would_drop_tcp_80(), r, t0 + ms(i as u64)).unwrap());
+    }
+    run.flush(t0 + SEC);
+    let counts: Vec<(usize, u64)> = run.out.iter().map(|r| (r.entry.isolated_by.len(), r.count)).collect();
+    assert_eq!(counts, [(2, 2), (3, 1)]);
 }
 
 #[test]

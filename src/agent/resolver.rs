@@ -6,7 +6,8 @@ use super::State;
 use crate::audit::{RuleMeta, RuleResolver};
 use crate::compiler::userdata::Disposition;
 use crate::compiler::Direction;
-use crate::model::ObjectRef;
+use crate::model::{ObjectRef, Policy};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
 
@@ -55,21 +56,30 @@ impl RuleResolver for StateResolver {
         let Ok(state) = self.state.read() else { return Vec::new() };
         let Some(compiler) = state.compiler.as_ref() else { return Vec::new() };
         let staged = &state.store.model().staged_policies;
-        // WouldDrop: who isolates the pod in the staged view; WouldAllow by no rule: whose
-        // enforced isolation the staged view ends.
-        let isolating: Vec<ObjectRef> = match disposition {
-            Disposition::WouldDrop => compiler.staged().map(|s| s.isolating(direction, ofport).cloned().collect()),
-            _ => Some(compiler.isolating(direction, ofport).cloned().collect()),
-        }
-        .unwrap_or_default();
-        let (staged_ones, enforced): (Vec<ObjectRef>, Vec<ObjectRef>) =
-            isolating.into_iter().partition(|r| staged.contains_key(r));
-        if staged_ones.is_empty() {
-            enforced
-        } else {
-            staged_ones
+        // The staged edits of the enforced policies isolating the pod: for a WouldAllow by no
+        // rule, those that end its isolation; for a WouldDrop no staged policy isolates, those
+        // that edit away the rule allowing it today (an allowing rule's policy isolates the
+        // pod too), as `npagent explain` names them.
+        let edited = || staged_only(compiler.isolating(direction, ofport), staged);
+        match disposition {
+            Disposition::WouldDrop => {
+                let isolating =
+                    compiler.staged().map(|s| staged_only(s.isolating(direction, ofport), staged)).unwrap_or_default();
+                if isolating.is_empty() {
+                    edited()
+                } else {
+                    isolating
+                }
+            }
+            _ => edited(),
         }
     }
+}
+
+/// The policies of `refs` that are staged ones (or staged edits), in their order: an enforced
+/// policy is never named as a staged one.
+fn staged_only<'a>(refs: impl Iterator<Item = &'a ObjectRef>, staged: &BTreeMap<ObjectRef, Policy>) -> Vec<ObjectRef> {
+    refs.filter(|r| staged.contains_key(*r)).cloned().collect()
 }
 
 fn rule_meta(rule: &crate::compiler::RuleInfo) -> RuleMeta {

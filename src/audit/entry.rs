@@ -47,8 +47,10 @@ pub trait RuleResolver {
         None
     }
     /// The staged policies that would isolate the local pod on `ofport` in `direction` (a
-    /// `WouldDrop`), or, for a `WouldAllow` by no rule, those that would end its isolation
-    /// (the staged edits of the enforced policies isolating it), sorted. None known by default.
+    /// `WouldDrop`; when none would, the staged edits of the policies isolating it today, one
+    /// of which edits away the rule allowing it), or, for a `WouldAllow` by no rule, those that
+    /// would end its isolation (the staged edits of the enforced policies isolating it),
+    /// sorted. Staged policies only: an enforced one is never named. None known by default.
     fn staged_isolating(&self, direction: Direction, ofport: u32, disposition: Disposition) -> Vec<ObjectRef> {
         let _ = (direction, ofport, disposition);
         Vec::new()
@@ -190,7 +192,9 @@ pub struct AuditEntry {
     pub log_label: Option<String>,
     /// For a default drop, the policies isolating `applied_to` in this direction when the
     /// packet-in was resolved, sorted; for a `WouldDrop`, the staged policies that would
-    /// isolate it, sorted; empty otherwise.
+    /// isolate it ([`RuleResolver::staged_isolating`]), sorted; for a `WouldAllow` by no rule,
+    /// the staged policies that would end its isolation (the first is the entry's policy);
+    /// empty otherwise.
     pub isolated_by: Vec<ObjectRef>,
     /// Source pod, when the model knows the source IP.
     pub(crate) src_pod: Option<ObjectRef>,

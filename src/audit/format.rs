@@ -14,11 +14,13 @@
 //! formats, `{"kind":"SecurityEvent","namespace":null,"name":"ForgedSource"}` in JSON, with
 //! the pod whose port sent it as applied-to.
 //!
-//! A staged policy's line (disposition `WouldDrop` or `WouldAllow`; no flow writes one yet)
-//! has the kind `StagedNetworkPolicy`: `StagedNetworkPolicy:x/allow` names the staged policy
-//! whose rule would allow (`WouldAllow`), `StagedNetworkPolicy:x/deny,x/other` the staged
-//! policies that would isolate the pod, comma-separated and sorted (`WouldDrop`; names hold
-//! no comma). JSON gives them as the policy and as `isolated_by`, as for a default drop.
+//! A staged policy's line (disposition `WouldDrop` or `WouldAllow`, from the staged tables,
+//! e.g. `StagedIngressDefaultRule` or `StagedIngressRule`) has the kind `StagedNetworkPolicy`:
+//! `StagedNetworkPolicy:x/allow` names the staged policy whose rule would allow
+//! (`WouldAllow`; by no rule, the staged edit that ends the pod's isolation, with no priority),
+//! `StagedNetworkPolicy:x/deny,x/other` the staged policies that would isolate the pod,
+//! comma-separated and sorted (`WouldDrop`; names hold no comma). JSON gives them as the
+//! policy and as `isolated_by`, as for a default drop.
 //!
 //! Timestamps are UTC (Antrea's agent writes its container's local time, UTC in its images).
 //! Antrea prints ports only for TCP and UDP; npagent also prints SCTP's. A rule name or log
