@@ -492,22 +492,9 @@ fn deleting_a_staged_policy_stops_its_lines() {
 // ---------------------------------------------------------------------------------------
 // 5: a flood of would-dropped connections
 
-/// The meter rate for the staged lines, and for Drop lines, in the flood test.
+/// The meter rates of the staged lines and of the Drop lines in the flood test: a flood
+/// exceeds them at once.
 const FLOOD_METER_RATE: &str = "10";
-
-/// The arguments that set the staged meter's rate: `--audit-staged-rate` where the binary has
-/// it; until then the staged meter runs at the Drop rate, set to the same.
-fn staged_rate_args() -> Vec<&'static str> {
-    let help = std::process::Command::new(support::agent::npagent_bin())
-        .args(["run", "--help"])
-        .output()
-        .expect("npagent run --help");
-    let mut args = vec!["--audit-drop-rate", FLOOD_METER_RATE];
-    if String::from_utf8_lossy(&help.stdout).contains("--audit-staged-rate") {
-        args.extend(["--audit-staged-rate", FLOOD_METER_RATE]);
-    }
-    args
-}
 
 /// Packets the staged meter (id 4) has dropped on the switch.
 fn staged_meter_shed(tb: &Testbed) -> u64 {
@@ -519,9 +506,10 @@ fn staged_meter_shed(tb: &Testbed) -> u64 {
 /// y/a's egress is staged shut (y does not log), and y/a floods y/b with new UDP
 /// connections, each a `WouldDrop`, at the speed it can. Meanwhile x/b opens 15 connections
 /// to x/a (Allow lines: x logs, x/a accepts x/b) and x/c 15 (Drop lines). Every one of those
-/// 30 lines is written: the staged copies pass a meter of their own (at 10 a second, like
-/// the Drop meters), which sheds the flood, and the agent reports what it shed (a meter gap
-/// record naming no pod and no disposition, and the shed-by-meter metric).
+/// 30 lines is written: the staged copies pass a meter of their own (`--audit-staged-rate`
+/// 10 a second, and the Drop meters the same), which sheds the flood, and the agent reports
+/// what it shed (gap records of cause `staged-meter`, the staged meter's shed counter; the
+/// Allow and Drop meters shed nothing).
 #[test]
 fn a_flood_of_would_dropped_connections_hides_no_allow_or_drop_line() {
     let tb = Testbed::start();
@@ -529,8 +517,9 @@ fn a_flood_of_would_dropped_connections_hides_no_allow_or_drop_line() {
     write_atomic(&tb.manifests_dir().join("a-from-b.yaml"), A_FROM_B);
     let shut = network_policy("y", "shut", "{matchLabels: {pod: a}}", "  policyTypes: [Egress]\n");
     write_atomic(&tb.manifests_dir().join("staged.yaml"), &staged(&shut));
+    let rates = ["--audit-staged-rate", FLOOD_METER_RATE, "--audit-drop-rate", FLOOD_METER_RATE];
     let mut extra = vec!["--audit-chain"];
-    extra.extend(staged_rate_args());
+    extra.extend(rates);
     let (agent, log) = start_agent(&tb, &extra);
     wait_converged(&tb, &agent, "staged");
     let (xa, yb) = (tb.pod("x/a"), tb.pod("y/b"));
@@ -597,19 +586,18 @@ fn a_flood_of_would_dropped_connections_hides_no_allow_or_drop_line() {
     let shed = staged_meter_shed(&tb);
     // (The userspace datapath loses part of such a flood before any flow sees it.)
     assert!(shed >= 1_000, "the staged meter shed {shed} of the flood's 20000 copies");
-    // A gap of the staged meter: `staged-meter` where the agent names it, else a `meter` gap
-    // of no pod and no disposition (the security meter's say Drop, the pods' name the pod).
-    let staged_gap = |v: &Value| {
-        v["type"] == "gap"
-            && (v["cause"] == "staged-meter"
-                || (v["cause"] == "meter" && v["pod"].is_null() && v["disposition"].is_null()))
-    };
+    let staged_gap = |v: &Value| v["type"] == "gap" && v["cause"] == "staged-meter";
     wait_json_line(&log, 0, Duration::from_secs(25), "a gap record of the staged meter", staged_gap);
     let reported: u64 =
         json_lines(&log).iter().filter(|v| staged_gap(v)).map(|v| v["shed"].as_u64().unwrap_or(0)).sum();
     assert!(reported > 0 && reported <= shed, "gap records of {reported} shed, the switch's meter shed {shed}");
-    let metric = agent.metrics().count("npagent_audit_shed_by_meter_total");
-    assert!(metric >= reported, "npagent_audit_shed_by_meter_total {metric}, gap records of {reported}");
+    let metrics = agent.metrics();
+    let metric = metrics.count("npagent_audit_shed_by_meter_total{meter=\"staged\"}");
+    assert!(metric >= reported, "the staged meter's shed counter says {metric}, its gap records {reported}");
+    for meter in ["allow", "drop"] {
+        let other = metrics.count(&format!("npagent_audit_shed_by_meter_total{{meter=\"{meter}\"}}"));
+        assert_eq!(other, 0, "the {meter} meters shed nothing of the flood");
+    }
     assert!(agent.stop().success());
 }
 
