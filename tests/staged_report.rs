@@ -62,14 +62,14 @@ fn the_report_names_each_staged_policys_connections() {
     assert_eq!(
         out,
         "StagedNetworkPolicy default/allow-staged\n\
-         \x20 WouldAllow 10.10.1.13 -> 10.10.1.7 TCP/80: 1 packets, first 2023-07-04T12:33:00.000000000Z, last 2023-07-04T12:33:00.000000000Z\n\
-         \x20 WouldAllow 10.10.1.13 -> default/nettool TCP/80: 1 packets, first 2023-07-04T12:41:00.000000000Z, last 2023-07-04T12:41:00.000000000Z\n\
+         \x20 WouldAllow 10.10.1.13 -> 10.10.1.7 TCP/80: 1 packet, first 2023-07-04T12:33:00.000000000Z, last 2023-07-04T12:33:00.000000000Z\n\
+         \x20 WouldAllow 10.10.1.13 -> default/nettool TCP/80: 1 packet, first 2023-07-04T12:41:00.000000000Z, last 2023-07-04T12:41:00.000000000Z\n\
          \x20 WouldAllow default/client -> default/nettool TCP/80: 2 packets, first 2023-07-04T12:41:30.000000000Z, last 2023-07-04T12:42:00.000000000Z\n\
          StagedNetworkPolicy default/deny-all\n\
          \x20 WouldDrop  10.10.1.13 -> default/nettool TCP/80: 4 packets, first 2023-07-04T12:31:02.801442000Z, last 2023-07-04T12:32:00.000000000Z\n\
-         \x20 WouldDrop  default/client -> 10.20.0.5 UDP/53: 1 packets, first 2023-07-04T12:43:00.000000000Z, last 2023-07-04T12:43:00.000000000Z\n\
+         \x20 WouldDrop  default/client -> 10.20.0.5 UDP/53: 1 packet, first 2023-07-04T12:43:00.000000000Z, last 2023-07-04T12:43:00.000000000Z\n\
          StagedNetworkPolicy default/web-only\n\
-         \x20 WouldDrop  10.10.1.13 -> default/nettool TCP/80: 1 packets, first 2023-07-04T12:31:02.801442000Z, last 2023-07-04T12:31:02.801442000Z\n"
+         \x20 WouldDrop  10.10.1.13 -> default/nettool TCP/80: 1 packet, first 2023-07-04T12:31:02.801442000Z, last 2023-07-04T12:31:02.801442000Z\n"
     );
     // The unreadable staged line is named, not fatal.
     assert!(err.contains("1 staged line(s) could not be read") && err.contains("np.log:4: port \"notaport\""), "{err}");

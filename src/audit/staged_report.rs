@@ -109,12 +109,13 @@ impl Report {
             let port = c.port.map(|p| format!("/{p}")).unwrap_or_default();
             let _ = writeln!(
                 out,
-                "  {:<10} {} -> {} {}{port}: {} packets, first {}, last {}",
+                "  {:<10} {} -> {} {}{port}: {} packet{}, first {}, last {}",
                 disposition.as_str(),
                 c.source,
                 c.destination,
                 c.protocol,
                 seen.packets,
+                if seen.packets == 1 { "" } else { "s" },
                 rfc3339_nanos(seen.first),
                 rfc3339_nanos(seen.last)
             );
