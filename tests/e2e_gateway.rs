@@ -64,6 +64,9 @@ fn npagent_creates_the_missing_gateway_and_a_restart_adopts_it() {
     agent.wait_log(&format!("gateway gw0 created (ofport 32769, MAC {mac}) with 10.10.0.254/16, up"), WITHIN);
     assert!(tb.sandbox.dump_flows().iter().any(|f| f.contains(&mac)), "no flow names the gateway's MAC {mac}");
 
+    // On the userspace datapath npagent turned the created device's TX checksum offload off.
+    let features = tb.sandbox.netns_exec(&["ethtool", "-k", "gw0"]);
+    assert!(features.lines().any(|l| l == "tx-checksumming: off"), "{features}");
     tb.tune_gateway("gw0");
     for port in Port::ALL {
         // kubelet's probes: from the node's gateway address into isolated x/a.

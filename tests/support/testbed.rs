@@ -178,8 +178,8 @@ impl Testbed {
     }
 
     /// Gives gateway device `name` (made by someone else than the testbed) the node's
-    /// settings the testbed gives `gw0`: no checksum offload (the userspace datapath does not
-    /// fill checksums in), proxy ARP, no redirects.
+    /// settings the testbed gives `gw0`: proxy ARP, no redirects. Its checksum offload is
+    /// left as its maker left it.
     pub fn tune_gateway(&self, name: &str) {
         run(Command::new("bash")
             .arg(repo_path("testbed/testbed"))

@@ -197,10 +197,22 @@ impl Gateway {
         self.settled = Some((port.clone(), addrs.to_vec()));
     }
 
-    /// Gives a gateway this run created its addresses and brings it up.
+    /// Gives a gateway this run created its addresses (and, on the userspace datapath, its
+    /// own checksums) and brings it up.
     async fn configure(&mut self, port: &NodePort, addrs: &[InterfaceAddr]) -> Option<Instant> {
         let name = &port.interface;
-        match configure_device(name, addrs).await {
+        let configured = async {
+            let datapath = super::bridge::datapath_type(&self.spec.ovsdb, &self.spec.bridge).await?;
+            if datapath == super::bridge::USERSPACE_DATAPATH {
+                let device = name.clone();
+                tokio::task::spawn_blocking(move || super::ethtool::tx_checksums_off(&device))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?;
+            }
+            configure_device(name, addrs).await.map_err(|e| e.to_string())
+        };
+        match configured.await {
             Ok(()) => {
                 let mac = port.mac.map(|m| format!(", MAC {}", super::db::format_mac(m))).unwrap_or_default();
                 self.say(
