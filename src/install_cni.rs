@@ -22,8 +22,10 @@ pub const IPAM_PLUGIN: &str = "host-local";
 pub const CONFLIST: &str = "10-npagent.conflist";
 /// The network's name in the config.
 pub const NETWORK: &str = "npagent";
-/// The CNI spec version the config declares.
-pub const CNI_VERSION: &str = "1.1.0";
+/// The CNI spec version the config declares: 1.0.0, the newest that runtimes on libcni
+/// before 1.2 (containerd up to 1.7, podman 4) accept in a result; npagent answers in the
+/// version the config declares.
+pub const CNI_VERSION: &str = "1.0.0";
 /// Where the agent serves the plugin (`npagent run --cni-socket`) unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/var/run/npagent/cni.sock";
 /// Where Debian's containernetworking-plugins, and so the npagent image, keep host-local.
@@ -191,7 +193,7 @@ mod tests {
     fn the_conflist_is_the_documented_one() {
         let text = conflist_text(Path::new("/var/run/npagent/cni.sock")).expect("utf-8 path");
         let got: serde_json::Value = serde_json::from_str(&text).expect("json");
-        let want = serde_json::json!({"cniVersion": "1.1.0", "name": "npagent", "plugins": [
+        let want = serde_json::json!({"cniVersion": "1.0.0", "name": "npagent", "plugins": [
             {"type": "npagent", "socket": "/var/run/npagent/cni.sock", "ipam": {"type": "host-local"}}]});
         assert_eq!(got, want);
         assert!(text.ends_with("}\n"), "{text:?}");

@@ -87,7 +87,7 @@ fn conflist(node: &Node) -> serde_json::Value {
 }
 
 fn documented_conflist(socket: &str) -> serde_json::Value {
-    serde_json::json!({"cniVersion": "1.1.0", "name": "npagent", "plugins": [
+    serde_json::json!({"cniVersion": "1.0.0", "name": "npagent", "plugins": [
         {"type": "npagent", "socket": socket, "ipam": {"type": "host-local"}}]})
 }
 
