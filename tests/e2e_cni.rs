@@ -4,12 +4,16 @@
 //! host-local IPAM plugin and the real OVS of the testbed. Checks ADD, CHECK, DEL (twice),
 //! GC, STATUS and VERSION, that a new pod is enforced from its first packet (as the target of
 //! a policy and as its peer) and cannot spoof, that bad input is an error naming the culprit
-//! that leaves nothing behind, and that a restart takes apart what a gone pod left. Needs
-//! root, and host-local in /usr/lib/cni (scripts/test installs containernetworking-plugins).
+//! that leaves nothing behind, that an ADD that can never succeed fails at once with its
+//! cause, and that a restart takes apart what a gone pod left. Nothing is done to a pod that a
+//! runtime would not do: on the testbed's userspace datapath the plugin itself turns the pod
+//! interface's TX checksum offload off. Needs root, and host-local in /usr/lib/cni
+//! (scripts/test installs containernetworking-plugins).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -114,10 +118,11 @@ impl Node {
     }
 
     /// The network configuration: host-local in a range of the testbed's pod subnet no
-    /// testbed pod uses (`first`..=`last` of 10.10.50.x).
+    /// testbed pod uses (`first`..=`last` of 10.10.50.x), in the version `npagent
+    /// install-cni` writes.
     fn conf(&self, first: u8, last: u8) -> Value {
         json!({
-            "cniVersion": "1.1.0", "name": "npagent-test", "type": "npagent",
+            "cniVersion": "1.0.0", "name": "npagent-test", "type": "npagent",
             "socket": self.socket,
             "ipam": {"type": "host-local", "dataDir": self.ipam_dir,
                      "ranges": [[{"subnet": "10.10.0.0/16", "rangeStart": format!("10.10.50.{first}"),
@@ -138,16 +143,29 @@ impl Node {
 
     /// Runs the plugin: `command` for `container` as `eth0` in `netns`, pod `x/<pod>`.
     fn cni(&self, command: &str, container: &str, netns: Option<&str>, pod: &str, conf: &Value) -> Reply {
+        self.cni_as(command, (container, "eth0"), netns, ("x", pod), conf)
+    }
+
+    /// Runs the plugin: `command` for attachment `(container, ifname)` in `netns`, for pod
+    /// `(namespace, name)`, with the CNI_ARGS kubelet sends.
+    fn cni_as(
+        &self,
+        command: &str,
+        (container, ifname): (&str, &str),
+        netns: Option<&str>,
+        (namespace, pod): (&str, &str),
+        conf: &Value,
+    ) -> Reply {
         let mut cmd = Command::new(npagent_bin());
         cmd.env_clear()
             .env("CNI_COMMAND", command)
             .env("CNI_CONTAINERID", container)
-            .env("CNI_IFNAME", "eth0")
+            .env("CNI_IFNAME", ifname)
             .env("CNI_PATH", CNI_PATH)
             .env(
                 "CNI_ARGS",
                 format!(
-                    "IgnoreUnknown=1;K8S_POD_NAMESPACE=x;K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID={container}"
+                    "IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={pod};K8S_POD_INFRA_CONTAINER_ID={container}"
                 ),
             );
         if let Some(ns) = netns {
@@ -202,10 +220,9 @@ impl Node {
     }
 
     /// Starts the testbed's listeners (TCP 80, 81, UDP 80) in `netns` (a path), as a
-    /// container's process would, after [`tx_checksums_off`].
+    /// container's process would: nothing else is done to the pod.
     fn serve_in(&self, netns: &str) {
         let ns = Path::new(netns).file_name().unwrap().to_str().unwrap().to_string();
-        tx_checksums_off(netns);
         let pidfile = self.tb.sandbox.dir.join(format!("{ns}.listener.pid"));
         let listener = Command::new("ip")
             .args(["netns", "exec", &ns, "python3"])
@@ -241,11 +258,21 @@ impl Drop for Node {
     }
 }
 
-/// Turns off TX checksum offload on `eth0` in `netns` (a path): the userspace datapath does
-/// not fill offloaded checksums in (a kernel datapath does).
-fn tx_checksums_off(netns: &str) {
+/// Whether `eth0` in `netns` (a path) has TX checksum offload on, as `ethtool -k` reports it
+/// (read only: the test changes nothing).
+fn tx_checksumming(netns: &str) -> String {
     let ns = Path::new(netns).file_name().unwrap().to_str().unwrap();
-    run(Command::new("ip").args(["netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off"]));
+    let out = run(Command::new("ip").args(["netns", "exec", ns, "ethtool", "-k", "eth0"]));
+    out.lines().find(|l| l.starts_with("tx-checksumming:")).unwrap_or("tx-checksumming: ?").to_string()
+}
+
+/// The records in the CNI state directory.
+fn records(node: &Node) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(&node.state_dir)
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
 }
 
 fn address_of(result: &Value) -> String {
@@ -270,7 +297,9 @@ fn a_pod_attached_by_the_plugin_is_enforced_from_its_first_packet_and_taken_apar
     assert!(add.ok, "ADD: {}", add.json);
     let ip = address_of(&add.json);
     assert!(ip.starts_with("10.10.50."), "{}", add.json);
-    assert_eq!(add.json["cniVersion"], "1.1.0");
+    assert_eq!(add.json["cniVersion"], "1.0.0");
+    // The bridge runs the userspace datapath: the plugin turned the offload off itself.
+    assert_eq!(tx_checksumming(&netns), "tx-checksumming: off");
     assert_eq!(add.json["routes"][0], json!({"dst": "0.0.0.0/0", "gw": "10.10.0.254"}));
     let host = add.json["interfaces"][0]["name"].as_str().unwrap().to_string();
     let mac = add.json["interfaces"][1]["mac"].as_str().unwrap().to_string();
@@ -337,7 +366,6 @@ fn a_pod_attached_by_the_plugin_is_enforced_from_its_first_packet_and_taken_apar
     // ADD after DEL: a new container in the same namespace.
     let readd = node.cni("ADD", "c-n-2", Some(&netns), "n", &conf);
     assert!(readd.ok, "{}", readd.json);
-    tx_checksums_off(&netns);
     let readd_ip = address_of(&readd.json);
     assert!(node.reaches("x/b", &readd_ip));
     // No gratuitous ARP is needed when an address changes hands: the node's neighbour entry
@@ -512,4 +540,195 @@ fn many_pods_attached_and_deleted_leak_nothing() {
     support::wait_until(WITHIN, "the pods' flows leave the bridge", || {
         node.tb.sandbox.dump_flows().len() == flows_before
     });
+}
+
+#[test]
+fn results_are_in_the_version_the_configuration_declares() {
+    let node = Node::start();
+    // The field set each version defines for a result (ips[].version only in 0.4.0).
+    for (i, version) in ["0.4.0", "1.0.0", "1.1.0"].into_iter().enumerate() {
+        let mut conf = node.conf(70, 79);
+        conf["cniVersion"] = json!(version);
+        let netns = node.netns(&format!("v{i}"));
+        let container = format!("c-version-{i}");
+        let add = node.cni("ADD", &container, Some(&netns), "n", &conf);
+        assert!(add.ok, "ADD in {version}: {}", add.json);
+        assert_eq!(add.json["cniVersion"], version, "{}", add.json);
+        let keys: BTreeSet<&str> = add.json.as_object().unwrap().keys().map(String::as_str).collect();
+        assert!(keys.is_subset(&BTreeSet::from(["cniVersion", "interfaces", "ips", "routes", "dns"])), "{keys:?}");
+        let ip_keys: BTreeSet<&str> = add.json["ips"][0].as_object().unwrap().keys().map(String::as_str).collect();
+        let mut want = BTreeSet::from(["address", "gateway", "interface"]);
+        if version == "0.4.0" {
+            want.insert("version");
+            assert_eq!(add.json["ips"][0]["version"], "4");
+        }
+        assert_eq!(ip_keys, want, "{version}: {}", add.json);
+        // An error is in the configuration's version too.
+        let mut bad = conf.clone();
+        bad["ipam"]["type"] = json!("no-such-ipam");
+        let err = node.cni("ADD", "c-version-err", Some(&netns), "n", &bad);
+        assert_eq!(err.json["cniVersion"], version, "{}", err.json);
+        // DEL as containerd sends it the second and third time: no CNI_NETNS, no prevResult.
+        assert!(node.cni("DEL", &container, Some(&netns), "n", &conf).ok);
+        let again = node.cni("DEL", &container, None, "n", &conf);
+        assert!(again.ok, "DEL without CNI_NETNS in {version}: {}", again.json);
+    }
+    assert!(node.allocated().is_empty(), "{:?}", node.allocated());
+}
+
+/// Runs `add` and returns its reply with how long it took.
+fn timed(add: impl FnOnce() -> Reply) -> (Reply, Duration) {
+    let started = std::time::Instant::now();
+    let reply = add();
+    (reply, started.elapsed())
+}
+
+/// Far below the 30 s an ADD waits for a Pod genuinely not yet known.
+const AT_ONCE: Duration = Duration::from_secs(3);
+
+#[test]
+fn an_add_that_can_never_succeed_fails_at_once_naming_the_cause() {
+    let mut node = Node::start();
+    let ports_before = node.ports();
+    // A Pod whose object the agent refused (its status holds no IP), and one whose name no
+    // API server would take: both manifests are in the directory, both were refused.
+    write_atomic(
+        &node.tb.manifests_dir().join("refused.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: r, namespace: x}\nspec: {containers: [{name: c, image: i}]}\nstatus: {podIP: 10.10.999.1}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: Bad_Name, namespace: x}\nspec: {containers: [{name: c, image: i}]}\n",
+    );
+    node.agent.as_mut().unwrap().wait_log("10.10.999.1", WITHIN);
+    let conf = node.conf(80, 89);
+    let netns = node.netns("ff");
+
+    let (r, took) = timed(|| node.cni_as("ADD", ("c-ff-1", "eth0"), Some(&netns), ("x", "r"), &conf));
+    assert!(!r.ok && r.msg().contains("Pod x/r was refused") && r.msg().contains("10.10.999.1"), "{}", r.json);
+    assert!(took < AT_ONCE, "the refused Pod's ADD took {took:?}");
+    eprintln!("refused Pod: answered in {took:?}");
+    let (r, took) = timed(|| node.cni_as("ADD", ("c-ff-2", "eth0"), Some(&netns), ("x", "Bad_Name"), &conf));
+    assert_eq!((r.code(), r.msg().contains("K8S_POD_NAME \"Bad_Name\"")), (4, true), "{}", r.json);
+    assert!(took < AT_ONCE, "the invalid name's ADD took {took:?}");
+
+    // IPAM hands out an address a local pod holds already (x/a's, outside npagent's knowledge
+    // of the range): the holder is named, and the address is released.
+    let held = node.tb.pod("x/a").ip;
+    let mut clash = conf.clone();
+    clash["ipam"]["ranges"] =
+        json!([[{"subnet": "10.10.0.0/16", "rangeStart": held, "rangeEnd": held, "gateway": "10.10.0.254"}]]);
+    let (r, took) = timed(|| node.cni("ADD", "c-ff-3", Some(&netns), "n", &clash));
+    assert!(!r.ok && r.msg().contains(&held) && r.msg().contains("local pod x/a"), "{}", r.json);
+    assert!(took < AT_ONCE, "the held address's ADD took {took:?}");
+    eprintln!("held address: answered in {took:?}");
+    assert!(node.allocated().is_empty(), "the held address stays allocated: {:?}", node.allocated());
+
+    // Nothing of the three is left, and the same namespace then attaches a known pod.
+    assert_eq!(node.ports(), ports_before);
+    assert!(records(&node).is_empty(), "{:?}", records(&node));
+    let ok = node.cni("ADD", "c-ff-4", Some(&netns), "n", &conf);
+    assert!(ok.ok, "{}", ok.json);
+}
+
+#[test]
+fn namespaces_and_routes_that_are_not_the_pods_own_are_refused() {
+    let node = Node::start();
+    let conf = node.conf(90, 99);
+    let ports_before = node.ports();
+    // The agent's own namespace under two paths (the node's, where it runs, as with
+    // hostNetwork), and the host's where this machine lets root read PID 1's (without
+    // CAP_SYS_PTRACE it does not, and the agent cannot tell it either).
+    let agent_ns = format!("/var/run/netns/{}", node.tb.sandbox.netns);
+    let agent_pid = node.agent.as_ref().unwrap().pid();
+    let mut foreign = vec![
+        (agent_ns.clone(), "the npagent agent's own"),
+        (format!("/proc/{agent_pid}/ns/net"), "the npagent agent's own"),
+    ];
+    if std::fs::metadata("/proc/1/ns/net").is_ok() {
+        foreign.push(("/proc/1/ns/net".to_string(), "the host's"));
+    } else {
+        eprintln!("/proc/1/ns/net cannot be read here: the host's namespace is not tried");
+    }
+    for (netns, whose) in &foreign {
+        let r = node.cni("ADD", "c-ns", Some(netns.as_str()), "n", &conf);
+        assert_eq!((r.code(), r.msg().contains(whose)), (4, true), "{netns}: {}", r.json);
+    }
+    let node_routes = output(Command::new("ip").args(["-n", &node.tb.sandbox.netns, "route", "show"]));
+    assert!(!String::from_utf8_lossy(&node_routes.stdout).contains("10.10.50."), "a pod address landed on the node");
+
+    // A namespace whose default route points elsewhere: an error naming it, nothing left.
+    let netns = node.netns("route");
+    let ns = Path::new(&netns).file_name().unwrap().to_str().unwrap().to_string();
+    run(Command::new("ip").args([
+        "-n",
+        &ns,
+        "link",
+        "add",
+        "elsewhere",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "elsewhere-p",
+    ]));
+    run(Command::new("ip").args(["-n", &ns, "addr", "add", "192.0.2.2/24", "dev", "elsewhere"]));
+    run(Command::new("ip").args(["-n", &ns, "link", "set", "elsewhere", "up"]));
+    run(Command::new("ip").args(["-n", &ns, "route", "add", "default", "via", "192.0.2.1"]));
+    let r = node.cni("ADD", "c-route", Some(&netns), "n", &conf);
+    assert!(!r.ok && r.msg().contains("default route") && r.msg().contains("192.0.2.1"), "{}", r.json);
+    assert_eq!(node.ports(), ports_before);
+    assert!(node.allocated().is_empty(), "{:?}", node.allocated());
+    assert!(records(&node).is_empty(), "{:?}", records(&node));
+    let eth0 = output(Command::new("ip").args(["-n", &ns, "link", "show", "eth0"]));
+    assert!(!eth0.status.success(), "eth0 left in the pod's namespace");
+}
+
+#[test]
+fn attachments_never_take_each_others_records_or_devices() {
+    let mut node = Node::start();
+    let conf = node.conf(100, 109);
+    // Two attachments whose "<container id>-<interface>" is the same string.
+    let (ns1, ns2) = (node.netns("r1"), node.netns("r2"));
+    let one = node.cni_as("ADD", ("a-b", "eth0"), Some(&ns1), ("x", "n"), &conf);
+    assert!(one.ok, "{}", one.json);
+    let two = node.cni_as("ADD", ("a", "b-eth0"), Some(&ns2), ("x", "n"), &conf);
+    assert!(two.ok, "{}", two.json);
+    assert_eq!(records(&node).len(), 2, "{:?}", records(&node));
+    assert!(node.cni_as("DEL", ("a-b", "eth0"), Some(&ns1), ("x", "n"), &conf).ok);
+    assert_eq!(records(&node).len(), 1, "one DEL removed the other attachment's record: {:?}", records(&node));
+    // The survivor is still known after a restart, and its DEL releases its address.
+    node.stop_agent();
+    node.start_agent();
+    node.agent.as_mut().unwrap().wait_log("CNI: 1 attachment(s) restored, 0 taken apart", WITHIN);
+    assert!(node.cni_as("DEL", ("a", "b-eth0"), Some(&ns2), ("x", "n"), &conf).ok);
+    assert!(node.allocated().is_empty(), "{:?}", node.allocated());
+
+    // A device of the node that happens to have the name an ADD wants (the pod name's first
+    // 8 characters and 24 bits of the container id's hash) is not npagent's: it stays.
+    let taken = "n-".to_string() + &sha1_hex("c-collide")[..6];
+    let peer = format!("{taken}p");
+    run(Command::new("ip").args([
+        "-n",
+        &node.tb.sandbox.netns,
+        "link",
+        "add",
+        &taken,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &peer,
+    ]));
+    let ns3 = node.netns("r3");
+    let r = node.cni("ADD", "c-collide", Some(&ns3), "n", &conf);
+    assert!(!r.ok && r.msg().contains(&taken) && r.msg().contains("not this attachment's"), "{}", r.json);
+    let mut left = node.devices(&taken);
+    left.sort();
+    assert_eq!(left, [taken.clone(), peer], "the node's own device was deleted");
+    assert!(node.allocated().is_empty(), "{:?}", node.allocated());
+}
+
+/// SHA-1 of `s` in hex, as `sha1sum` prints it.
+fn sha1_hex(s: &str) -> String {
+    let mut child = Command::new("sha1sum").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_string()
 }

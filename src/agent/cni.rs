@@ -2,6 +2,7 @@
 //! enforced, and tells the main loop which ports it is taking apart.
 
 use std::collections::BTreeSet;
+use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use tokio::sync::watch;
 
 use super::{AgentConfig, Reconciler, RunError, State};
 use crate::admin::Admin;
-use crate::cni::attach::{AgentView, AttachConfig, Attacher};
+use crate::cni::attach::{AgentView, AttachConfig, Attacher, Holder, PodDirectory, PodStatus};
 use crate::model::node::NodeConfig;
 use crate::source::ovsdb::db::BridgePorts;
 
@@ -20,6 +21,7 @@ pub(super) fn spawn(
     cfg: &AgentConfig,
     node: watch::Receiver<NodeConfig>,
     view: watch::Receiver<AgentView>,
+    state: Arc<RwLock<State>>,
 ) -> Result<(tokio::task::JoinHandle<()>, watch::Receiver<BTreeSet<String>>), RunError> {
     let Some(cni) = &cfg.cni else {
         let (never, withdrawn) = watch::channel(BTreeSet::new());
@@ -36,7 +38,7 @@ pub(super) fn spawn(
     let (connection, handle, _) = rtnetlink::new_connection().map_err(failed)?;
     let attach =
         AttachConfig { ovsdb: cfg.ovsdb.clone(), bridge: cfg.bridge.name.clone(), state_dir: cni.state_dir.clone() };
-    let mut attacher = Attacher::new(attach, handle, node, view);
+    let mut attacher = Attacher::new(attach, handle, node, view, Arc::new(StorePods(state)));
     let withdrawn = attacher.withdrawn();
     let task = tokio::spawn(async move {
         let netlink = tokio::spawn(connection);
@@ -51,6 +53,31 @@ pub(super) fn spawn(
     });
     tracing::info!("CNI plugin served on {}", cni.socket.display());
     Ok((task, withdrawn))
+}
+
+/// The agent's store, as the CNI side asks it about pods.
+struct StorePods(Arc<RwLock<State>>);
+
+impl StorePods {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.0.read().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl PodDirectory for StorePods {
+    fn pod(&self, namespace: &str, name: &str) -> PodStatus {
+        self.read().store.pod_status(namespace, name)
+    }
+
+    fn local_holder(&self, ip: IpAddr) -> Option<Holder> {
+        let state = self.read();
+        let model = state.store.model();
+        model
+            .ports
+            .values()
+            .find(|p| p.ips.contains(&ip) || model.pods.get(&p.pod).is_some_and(|pod| pod.ips.contains(&ip)))
+            .map(|p| Holder { pod: p.pod.to_string(), port: p.interface.clone() })
+    }
 }
 
 /// `ports` without the pod ports the CNI server is taking apart (their flows go first).

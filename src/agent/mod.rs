@@ -194,7 +194,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
         }
     };
     let (view_tx, view_rx) = watch::channel(AgentView::default());
-    let (cni_task, mut withdrawn_rx) = cni::spawn(&cfg, node_rx.clone(), view_rx)?;
+    let (cni_task, mut withdrawn_rx) = cni::spawn(&cfg, node_rx.clone(), view_rx, Arc::clone(&state))?;
     let mut withdrawals_open = true;
     let (ports_tx, mut ports_rx) = watch::channel(BridgePorts::default());
     let names = tables::TABLES.iter().map(|(id, name)| (*id, name.to_string())).collect();

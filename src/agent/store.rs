@@ -19,6 +19,7 @@
 //! an address two pods claim belongs to one of them only.
 
 use super::claims::AddressClaims;
+use crate::cni::attach::PodStatus;
 use crate::compiler::Change;
 use crate::model::{convert, ClaimRank, Interner, LocalPort, Model, Node, ObjectRef, Pod};
 use crate::source::ovsdb::db::BridgePorts;
@@ -70,6 +71,19 @@ impl Store {
     /// The live pod that holds this IP, if the model knows one.
     pub fn pod_by_ip(&self, ip: &IpAddr) -> Option<&ObjectRef> {
         self.claims.holder(ip)
+    }
+
+    /// What the store knows of Pod `namespace/name`: held, refused (its latest version did
+    /// not convert and none is held, with why), or unknown.
+    pub fn pod_status(&self, namespace: &str, name: &str) -> PodStatus {
+        let r = ObjectRef { namespace: namespace.into(), name: name.into() };
+        if self.model.pods.contains_key(&r) {
+            return PodStatus::Known;
+        }
+        match self.invalid.get(&(Kind::Pod, r)) {
+            Some(why) => PodStatus::Refused(why.clone()),
+            None => PodStatus::Unknown,
+        }
     }
 
     /// True once every kind has had its initial list.

@@ -14,10 +14,16 @@
 //! allocated and removed after it is released: after a restart the agent finds its
 //! attachments in OVSDB and these files, takes apart those whose network namespace is gone,
 //! and releases the addresses no port holds.
+//!
+//! An ADD that can never succeed fails at once with its cause, never after the wait: a Pod
+//! whose name the API server would refuse or whose object the agent refused, a network
+//! namespace that is the agent's or the host's, an address another local pod holds.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -25,15 +31,50 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::spec::{code, AddResult, AttachmentId, CniError, Env, Interface, IpConfig, NetConf, Route};
+use super::veth::{Leftover, PodEndConfig};
 use super::{ipam, port, veth};
 use crate::endpoint::Endpoint;
+use crate::model::names::{validate_namespace_name, validate_object_name};
 use crate::model::node::{InterfaceAddr, NodeConfig};
+use crate::source::ovsdb::bridge;
 use crate::source::ovsdb::db::format_mac;
 
 /// How long an ADD waits for the pod's flows.
 pub const ENFORCED_WITHIN: Duration = Duration::from_secs(30);
 /// How long a DEL waits for the pod's flows to go before it removes the port anyway.
 const WITHDRAWN_WITHIN: Duration = Duration::from_secs(5);
+/// How often a waiting ADD asks whether its Pod was refused meanwhile.
+const REFUSAL_POLL: Duration = Duration::from_millis(100);
+/// The network namespaces no pod may be given: the agent's own and the host's (init's).
+const FORBIDDEN_NETNS: &[(&str, &str)] =
+    &[("/proc/self/ns/net", "the npagent agent's own"), ("/proc/1/ns/net", "the host's")];
+
+/// What the agent knows of a Pod, for an ADD that names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodStatus {
+    /// No such Pod (yet): in kube mode not in the API, in manifests mode not in the directory.
+    Unknown,
+    Known,
+    /// The agent refused the Pod's object, with why (its log said so too).
+    Refused(String),
+}
+
+/// The local pod holding an address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Its port on the bridge.
+    pub port: String,
+}
+
+/// What the agent knows of pods, asked by the CNI side (the agent's store answers).
+pub trait PodDirectory: Send + Sync {
+    /// What the agent knows of Pod `namespace/name`.
+    fn pod(&self, namespace: &str, name: &str) -> PodStatus;
+    /// The local pod that holds `ip` (its port's or its Pod's address), if any.
+    fn local_holder(&self, ip: IpAddr) -> Option<Holder>;
+}
 
 /// What the agent tells the CNI side.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,6 +106,10 @@ struct Record {
     host: String,
     /// The ADD's result, once made.
     result: Option<AddResult>,
+    /// Whether the node's end carries the attachment's mark (every device this npagent
+    /// makes); records of an npagent that did not mark its devices lack it.
+    #[serde(default)]
+    marked: bool,
 }
 
 /// The attachments this agent made, and the means to make more.
@@ -74,6 +119,7 @@ pub struct Attacher {
     records: BTreeMap<AttachmentId, Record>,
     node_config: watch::Receiver<NodeConfig>,
     view: watch::Receiver<AgentView>,
+    pods: Arc<dyn PodDirectory>,
     withdrawn: watch::Sender<BTreeSet<String>>,
 }
 
@@ -82,6 +128,8 @@ pub struct Attacher {
 pub struct PendingAdd {
     id: AttachmentId,
     host: String,
+    /// `(namespace, name)` of the Pod.
+    pod: (String, String),
     result: AddResult,
 }
 
@@ -92,8 +140,9 @@ impl Attacher {
         node: rtnetlink::Handle,
         node_config: watch::Receiver<NodeConfig>,
         view: watch::Receiver<AgentView>,
+        pods: Arc<dyn PodDirectory>,
     ) -> Attacher {
-        Attacher { cfg, node, records: BTreeMap::new(), node_config, view, withdrawn: watch::Sender::default() }
+        Attacher { cfg, node, records: BTreeMap::new(), node_config, view, pods, withdrawn: watch::Sender::default() }
     }
 
     /// The pod ports being taken apart: the agent leaves them out of its model.
@@ -119,26 +168,18 @@ impl Attacher {
     /// not reachable yet; [`Attacher::wait_enforced`] finishes.
     pub async fn add(&mut self, env: &Env, conf: &NetConf) -> Result<PendingAdd, CniError> {
         self.ready(code::TRY_AGAIN_LATER)?;
-        let id = AttachmentId { container_id: env.container_id.clone(), ifname: env.ifname.clone() };
+        let id = AttachmentId::of(env);
+        let (namespace, name) = self.pod_of(env)?;
+        let pod = (namespace.to_string(), name.to_string());
         if let Some(Record { host, result: Some(result), .. }) = self.records.get(&id) {
             // A repeated ADD of a made attachment (a runtime retrying after a lost answer).
-            return Ok(PendingAdd { id, host: host.clone(), result: result.clone() });
+            return Ok(PendingAdd { id, host: host.clone(), pod, result: result.clone() });
         }
-        let (namespace, name) = env.pod().ok_or_else(|| {
-            CniError::new(code::INVALID_ENVIRONMENT, "CNI_ARGS names no pod (K8S_POD_NAMESPACE and K8S_POD_NAME)")
-        })?;
         let netns = env.netns.clone().unwrap_or_default();
-        if let Err(e) = std::fs::File::open(&netns) {
-            return Err(CniError::new(
-                code::INVALID_ENVIRONMENT,
-                format!("CNI_NETNS {}: the network namespace cannot be opened", netns.display()),
-            )
-            .with_details(e));
-        }
+        check_netns(&netns)?;
         let plugin = conf.ipam_type().ok_or_else(|| {
             CniError::new(code::INVALID_NETWORK_CONFIG, "the network configuration has no ipam section")
         })?;
-        let gateways = self.node_config.borrow().gateway_addrs.clone();
         let record = self.record_for(env, conf, name);
         if let Some(other) = self.records.values().find(|r| r.host == record.host) {
             return Err(CniError::new(
@@ -146,9 +187,10 @@ impl Attacher {
                 format!("port {} is held by container {} already", record.host, other.env.container_id),
             ));
         }
+        let tx_checksums_off = self.userspace_datapath().await?;
         self.save(&id, &record)?;
         let allocated = match ipam::delegate(plugin, "ADD", env, &record.config).await {
-            Ok(v) => ipam::parse_result(plugin, v),
+            Ok(v) => ipam::parse_result(plugin, v).and_then(|r| self.unheld(&id, plugin, r)),
             Err(e) => Err(e),
         };
         let ipam_result = match allocated {
@@ -160,7 +202,8 @@ impl Attacher {
             }
         };
         self.records.insert(id.clone(), record.clone());
-        match self.plumb(&id, &record, &ipam_result, namespace, name, &gateways, &conf.cni_version).await {
+        let target = Target { id: &id, record: &record, namespace, name, tx_checksums_off };
+        match self.plumb(&target, &ipam_result, &conf.cni_version).await {
             Ok(result) => {
                 let record = Record { result: Some(result.clone()), ..record };
                 if let Err(e) = self.save(&id, &record) {
@@ -168,7 +211,7 @@ impl Attacher {
                     return Err(e);
                 }
                 self.records.insert(id.clone(), record.clone());
-                Ok(PendingAdd { id, host: record.host, result })
+                Ok(PendingAdd { id, host: record.host, pod, result })
             }
             Err(e) => {
                 self.undo(&id).await;
@@ -177,18 +220,68 @@ impl Attacher {
         }
     }
 
+    /// The Pod `env` names (`K8S_POD_NAMESPACE`, `K8S_POD_NAME`), refused at once when the
+    /// API server would refuse its names or the agent refused its object.
+    fn pod_of<'e>(&self, env: &'e Env) -> Result<(&'e str, &'e str), CniError> {
+        let (namespace, name) = env.pod().ok_or_else(|| {
+            CniError::new(code::INVALID_ENVIRONMENT, "CNI_ARGS names no pod (K8S_POD_NAMESPACE and K8S_POD_NAME)")
+        })?;
+        let invalid = |what: &str, value: &str, why: String| {
+            CniError::new(
+                code::INVALID_ENVIRONMENT,
+                format!("CNI_ARGS {what} {value:?} is not a Kubernetes name: {why}"),
+            )
+        };
+        validate_namespace_name(namespace).map_err(|why| invalid("K8S_POD_NAMESPACE", namespace, why))?;
+        validate_object_name(name).map_err(|why| invalid("K8S_POD_NAME", name, why))?;
+        if let PodStatus::Refused(why) = self.pods.pod(namespace, name) {
+            return Err(refused(namespace, name, &why));
+        }
+        Ok((namespace, name))
+    }
+
+    /// Whether the bridge runs the userspace datapath (`datapath_type=netdev`), on which pods'
+    /// interfaces must compute their own checksums.
+    async fn userspace_datapath(&self) -> Result<bool, CniError> {
+        let datapath = bridge::datapath_type(&self.cfg.ovsdb, &self.cfg.bridge).await.map_err(|e| {
+            CniError::new(code::TRY_AGAIN_LATER, "cannot read the bridge's datapath type").with_details(e)
+        })?;
+        Ok(datapath == bridge::USERSPACE_DATAPATH)
+    }
+
+    /// `result` when none of its addresses is held by another local pod or attachment; else
+    /// an error naming the holder (the caller releases the addresses).
+    fn unheld(&self, id: &AttachmentId, plugin: &str, result: AddResult) -> Result<AddResult, CniError> {
+        for ip in &result.ips {
+            let Ok(addr) = InterfaceAddr::parse(&ip.address) else { continue };
+            let other_record = self.records.iter().find(|(other, r)| {
+                *other != id
+                    && r.result.as_ref().is_some_and(|res| {
+                        res.ips.iter().any(|o| o.address.split('/').next() == Some(&addr.ip.to_string()))
+                    })
+            });
+            let holder = match (other_record, self.pods.local_holder(addr.ip)) {
+                (_, Some(h)) => format!("local pod {} (port {})", h.pod, h.port),
+                (Some((other, r)), None) => {
+                    format!("container {} as {} (port {})", other.container_id, other.ifname, r.host)
+                }
+                (None, None) => continue,
+            };
+            return Err(CniError::new(
+                code::ATTACH_FAILED,
+                format!(
+                    "IPAM plugin {plugin} gave address {}, which {holder} holds already; the address is released",
+                    addr.ip
+                ),
+            ));
+        }
+        Ok(result)
+    }
+
     /// The veth and the port for an allocated address; the ADD's result.
-    #[allow(clippy::too_many_arguments)]
-    async fn plumb(
-        &self,
-        id: &AttachmentId,
-        record: &Record,
-        ipam_result: &AddResult,
-        namespace: &str,
-        name: &str,
-        gateways: &[InterfaceAddr],
-        version: &str,
-    ) -> Result<AddResult, CniError> {
+    async fn plumb(&self, target: &Target<'_>, ipam_result: &AddResult, version: &str) -> Result<AddResult, CniError> {
+        let Target { id, record, namespace, name, tx_checksums_off } = *target;
+        let gateways = self.node_config.borrow().gateway_addrs.clone();
         let failed =
             |what: String| move |e: &dyn std::fmt::Display| CniError::new(code::ATTACH_FAILED, what).with_details(e);
         let addrs = ipam_result
@@ -198,14 +291,20 @@ impl Attacher {
                 InterfaceAddr::parse(&ip.address).map_err(|e| failed(format!("IPAM gave address {:?}", ip.address))(&e))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let routes = default_gateways(ipam_result, &addrs, gateways);
+        let routes = default_gateways(ipam_result, &addrs, &gateways);
         let netns = record.env.netns.clone().unwrap_or_default();
-        let mac = veth::create(&self.node, &record.host, &id.container_id, &netns, &id.ifname, &addrs, &routes)
-            .await
-            .map_err(|e| match e.is_netns() {
-            true => CniError::new(code::INVALID_ENVIRONMENT, format!("CNI_NETNS: {e}")),
-            false => failed(format!("cannot make the veth pair {}", record.host))(&e),
-        })?;
+        let pod_end = PodEndConfig {
+            netns: netns.clone(),
+            ifname: id.ifname.clone(),
+            addrs: addrs.clone(),
+            gateways: routes.clone(),
+            tx_checksums_off,
+        };
+        let mac =
+            veth::create(&self.node, &record.host, &id.owner(), &pod_end).await.map_err(|e| match e.is_netns() {
+                true => CniError::new(code::INVALID_ENVIRONMENT, format!("CNI_NETNS: {e}")),
+                false => failed(format!("cannot make the veth pair {}", record.host))(&e),
+            })?;
         let mac_text = format_mac(mac);
         let ips: Vec<String> = addrs.iter().map(|a| a.ip.to_string()).collect();
         let ids: BTreeMap<String, String> = [
@@ -259,24 +358,34 @@ impl Attacher {
         this: &tokio::sync::Mutex<Attacher>,
         pending: PendingAdd,
     ) -> Result<AddResult, CniError> {
-        let (mut view, node) = {
+        let (view, node, pods) = {
             let a = this.lock().await;
-            (a.view.clone(), a.node.clone())
+            (a.view.clone(), a.node.clone(), Arc::clone(&a.pods))
         };
         let host = pending.host.clone();
-        let wait = async { view.wait_for(|v| v.enforced.contains(&host)).await.map(|_| ()) };
-        let enforced = tokio::time::timeout(ENFORCED_WITHIN, wait).await;
+        let (namespace, name) = (&pending.pod.0, &pending.pod.1);
+        let enforced =
+            tokio::time::timeout(ENFORCED_WITHIN, wait_for_flows(view, &*pods, &host, namespace, name)).await;
         let outcome = match enforced {
-            Ok(Ok(_)) => veth::set_up(&node, &host).await.map_err(|e| {
+            Ok(Ok(())) => veth::set_up(&node, &host).await.map_err(|e| {
                 CniError::new(code::ATTACH_FAILED, format!("cannot bring {host} up")).with_details(e)
             }),
-            Ok(Err(_)) => Err(CniError::new(code::TRY_AGAIN_LATER, "the npagent agent is shutting down")),
-            Err(_) => Err(CniError::new(
-                code::TRY_AGAIN_LATER,
-                format!(
-                    "the pod's flows were not installed within {ENFORCED_WITHIN:?}: is the Pod known to the agent (in kube mode from the API, in manifests mode in the directory)?"
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(match pods.pod(namespace, name) {
+                PodStatus::Unknown => CniError::new(
+                    code::TRY_AGAIN_LATER,
+                    format!(
+                        "Pod {namespace}/{name} is not known to the agent within {ENFORCED_WITHIN:?} (in kube mode: not in the API; in manifests mode: not in the directory)"
+                    ),
                 ),
-            )),
+                PodStatus::Refused(why) => refused(namespace, name, &why),
+                PodStatus::Known => CniError::new(
+                    code::TRY_AGAIN_LATER,
+                    format!(
+                        "the flows of Pod {namespace}/{name} were not installed within {ENFORCED_WITHIN:?}: the agent has not caught up (see its log)"
+                    ),
+                ),
+            }),
         };
         match outcome {
             Ok(()) => Ok(pending.result),
@@ -290,7 +399,7 @@ impl Attacher {
     /// DEL: takes the attachment apart; one this agent does not know (never made, or taken
     /// apart already) is looked for by the names it would have had, and is no error.
     pub async fn del(&mut self, env: &Env, conf: &NetConf) -> Result<(), CniError> {
-        let id = AttachmentId { container_id: env.container_id.clone(), ifname: env.ifname.clone() };
+        let id = AttachmentId::of(env);
         if self.records.contains_key(&id) {
             return self.take_apart(&id).await;
         }
@@ -315,7 +424,7 @@ impl Attacher {
 
     /// CHECK: the attachment is as `prevResult` says, and enforced.
     pub async fn check(&self, env: &Env, conf: &NetConf) -> Result<(), CniError> {
-        let id = AttachmentId { container_id: env.container_id.clone(), ifname: env.ifname.clone() };
+        let id = AttachmentId::of(env);
         let unknown = |what: String| CniError::new(code::UNKNOWN_CONTAINER, what);
         let record = self
             .records
@@ -387,10 +496,21 @@ impl Attacher {
         let mut records = BTreeMap::new();
         for entry in std::fs::read_dir(&self.cfg.state_dir).map_err(|e| io(&e))?.flatten() {
             let path = entry.path();
+            if path.extension().is_some_and(|e| e == "tmp") {
+                // A write a crash cut short: the record it would have replaced is still there.
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
             let read = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<Record>(&b).ok());
             match read {
                 Some(r) => {
-                    let id = AttachmentId { container_id: r.env.container_id.clone(), ifname: r.env.ifname.clone() };
+                    let id = AttachmentId::of(&r.env);
+                    if path != self.state_file(&id) {
+                        // Named as an earlier npagent named records: renamed to today's name.
+                        if let Err(e) = std::fs::rename(&path, self.state_file(&id)) {
+                            tracing::warn!("CNI state file {}: cannot rename it: {e}", path.display());
+                        }
+                    }
                     records.insert(id, r);
                 }
                 None => tracing::warn!("CNI state file {} is unreadable: ignored", path.display()),
@@ -416,7 +536,9 @@ impl Attacher {
                 if let Err(e) = port::remove(&self.cfg.ovsdb, &self.cfg.bridge, &p.name).await {
                     tracing::warn!("removing the port of a gone pod: {e}");
                 }
-                let _ = veth::delete(&self.node, &p.name).await;
+                if let Err(e) = veth::delete_owned(&self.node, &p.name, &id.owner(), Leftover::MayBeUnmarked).await {
+                    tracing::warn!("removing the veth of a gone pod: {e}");
+                }
             }
         }
         let found = self.records.len();
@@ -447,8 +569,12 @@ impl Attacher {
             if let Err(e) = port::remove(&self.cfg.ovsdb, &self.cfg.bridge, &record.host).await {
                 errors.push(e.to_string());
             }
-            if let Err(e) = veth::delete(&self.node, &record.host).await {
-                errors.push(e.to_string());
+            let leftover = if record.marked { Leftover::MustBeMarked } else { Leftover::MayBeUnmarked };
+            match veth::delete_owned(&self.node, &record.host, &id.owner(), leftover).await {
+                Ok(()) => {}
+                // Another's device under the name: nothing of this attachment is there.
+                Err(e @ veth::VethError::NotOurs { .. }) => tracing::warn!("CNI {}: {e}: left as it is", id.owner()),
+                Err(e) => errors.push(e.to_string()),
             }
         }
         if errors.is_empty() {
@@ -476,6 +602,7 @@ impl Attacher {
             config: ipam::with_node_ranges(&conf.raw, &gateways),
             host: veth::host_ifname(name, &env.container_id),
             result: None,
+            marked: true,
         }
     }
 
@@ -499,19 +626,94 @@ impl Attacher {
         let _ = std::fs::remove_file(self.state_file(id));
     }
 
+    /// The record's file: `<container id>:<interface>.json`. Neither part can hold a ':', so
+    /// no two attachments share a name.
     fn state_file(&self, id: &AttachmentId) -> PathBuf {
-        self.cfg.state_dir.join(format!("{}-{}.json", id.container_id, id.ifname))
+        self.cfg.state_dir.join(format!("{}:{}.json", id.container_id, id.ifname))
     }
 
     /// Writes the record's state file (atomically: a temporary file renamed).
     fn save(&self, id: &AttachmentId, record: &Record) -> Result<(), CniError> {
         let path = self.state_file(id);
-        let tmp = path.with_extension("tmp");
-        let bytes = serde_json::to_vec(record).unwrap_or_default();
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        let bytes = serde_json::to_vec(record).map_err(|e| {
+            CniError::new(code::IO_FAILURE, format!("cannot serialise the record of {}", path.display()))
+                .with_details(e)
+        })?;
         std::fs::create_dir_all(&self.cfg.state_dir)
             .and_then(|()| std::fs::write(&tmp, bytes))
             .and_then(|()| std::fs::rename(&tmp, &path))
             .map_err(|e| CniError::new(code::IO_FAILURE, format!("cannot write {}", path.display())).with_details(e))
+    }
+}
+
+/// The attachment being made, as `plumb` needs it.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    id: &'a AttachmentId,
+    record: &'a Record,
+    namespace: &'a str,
+    name: &'a str,
+    tx_checksums_off: bool,
+}
+
+impl AttachmentId {
+    /// The attachment `env` names.
+    pub fn of(env: &Env) -> AttachmentId {
+        AttachmentId { container_id: env.container_id.clone(), ifname: env.ifname.clone() }
+    }
+
+    /// The mark on its veth's ends.
+    pub fn owner(&self) -> String {
+        veth::owner_alias(&self.container_id, &self.ifname)
+    }
+}
+
+/// The ADD of a Pod the agent refused.
+fn refused(namespace: &str, name: &str, why: &str) -> CniError {
+    CniError::new(code::ATTACH_FAILED, format!("Pod {namespace}/{name} was refused by the agent: {why}"))
+}
+
+/// Refuses a `CNI_NETNS` that cannot be opened, or that is the agent's own or the host's
+/// network namespace (the same device and inode, whatever the path).
+fn check_netns(netns: &Path) -> Result<(), CniError> {
+    let invalid = |msg: String| CniError::new(code::INVALID_ENVIRONMENT, msg);
+    let meta = std::fs::metadata(netns).and_then(|m| std::fs::File::open(netns).map(|_| m)).map_err(|e| {
+        invalid(format!("CNI_NETNS {}: the network namespace cannot be opened", netns.display())).with_details(e)
+    })?;
+    for (path, whose) in FORBIDDEN_NETNS {
+        if std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == (meta.dev(), meta.ino())) {
+            return Err(invalid(format!("CNI_NETNS {} is {whose} network namespace, not a pod's", netns.display())));
+        }
+    }
+    Ok(())
+}
+
+/// Waits until `host`'s flows are installed; an error as soon as the agent refuses the Pod
+/// or shuts down.
+async fn wait_for_flows(
+    mut view: watch::Receiver<AgentView>,
+    pods: &dyn PodDirectory,
+    host: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<(), CniError> {
+    let mut poll = tokio::time::interval(REFUSAL_POLL);
+    loop {
+        if view.borrow_and_update().enforced.contains(host) {
+            return Ok(());
+        }
+        if let PodStatus::Refused(why) = pods.pod(namespace, name) {
+            return Err(refused(namespace, name, &why));
+        }
+        tokio::select! {
+            changed = view.changed() => if changed.is_err() {
+                return Err(CniError::new(code::TRY_AGAIN_LATER, "the npagent agent is shutting down"));
+            },
+            _ = poll.tick() => {}
+        }
     }
 }
 

@@ -16,10 +16,14 @@ use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use futures::TryStreamExt;
+use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
+use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage};
 use rtnetlink::{Handle, LinkUnspec, LinkVeth, RouteMessageBuilder};
 use tokio::sync::oneshot;
 
 use crate::model::node::InterfaceAddr;
+use crate::source::ovsdb::ethtool::{self, EthtoolError};
 use crate::source::ovsdb::link::{errno, find_link, read_device, LinkError, EEXIST, ENODEV};
 
 /// Why a veth could not be made, read or removed; names the device or namespace.
@@ -35,8 +39,14 @@ pub enum VethError {
     NotFound(String),
     #[error("network device {0:?} exists already in the pod's network namespace")]
     Exists(String),
+    #[error("network device {device:?} exists already and is not this attachment's ({})", owner.as_deref().map_or("not made by npagent".to_string(), |o| format!("its alias says {o:?}")))]
+    NotOurs { device: String, owner: Option<String> },
+    #[error("the pod's network namespace has a default route already: {0}")]
+    OtherDefaultRoute(String),
     #[error(transparent)]
     Link(#[from] LinkError),
+    #[error(transparent)]
+    Ethtool(#[from] EthtoolError),
 }
 
 impl VethError {
@@ -53,9 +63,15 @@ pub fn host_ifname(pod_name: &str, container_id: &str) -> String {
     format!("{prefix}-{}", &digest_hex(container_id)[..6])
 }
 
+/// The mark npagent leaves on both ends of an attachment's veth (the device's alias,
+/// `IFLA_IFALIAS`): a device of the same name that does not carry it is never deleted.
+pub fn owner_alias(container_id: &str, ifname: &str) -> String {
+    format!("npagent:{container_id}/{ifname}")
+}
+
 /// The pod end's name while it is still in the node's namespace.
-fn transit_ifname(container_id: &str, ifname: &str) -> String {
-    format!("npt{}", &digest_hex(&format!("{container_id}/{ifname}"))[..12])
+fn transit_ifname(owner: &str) -> String {
+    format!("npt{}", &digest_hex(owner.trim_start_matches("npagent:"))[..12])
 }
 
 fn digest_hex(s: &str) -> String {
@@ -70,23 +86,30 @@ pub struct PodEnd {
     pub up: bool,
 }
 
-/// Creates the pair: `host` (down) on the node, the other end in `netns` as `ifname` with
-/// `addrs` and a default route through each of `gateways` (one per family); returns the pod
-/// end's MAC. On failure nothing of the pair is left.
-pub async fn create(
-    node: &Handle,
-    host: &str,
-    container_id: &str,
-    netns: &Path,
-    ifname: &str,
-    addrs: &[InterfaceAddr],
-    gateways: &[IpAddr],
-) -> Result<[u8; 6], VethError> {
-    let ns = open_netns(netns)?;
-    // A pair a crashed ADD left behind goes first (deleting one end deletes both).
-    delete(node, host).await?;
-    let transit = transit_ifname(container_id, ifname);
-    delete(node, &transit).await?;
+/// What the pod's end of a veth is made to be.
+#[derive(Debug, Clone)]
+pub struct PodEndConfig {
+    /// The pod's network namespace (a path).
+    pub netns: PathBuf,
+    /// The interface's name in it (`CNI_IFNAME`).
+    pub ifname: String,
+    pub addrs: Vec<InterfaceAddr>,
+    /// A default route through each (one per family).
+    pub gateways: Vec<IpAddr>,
+    /// Turn TX checksum offload off (the bridge runs the userspace datapath).
+    pub tx_checksums_off: bool,
+}
+
+/// Creates the pair: `host` (down) on the node, the other end in the pod's namespace as
+/// `pod` says, both marked with `owner` ([`owner_alias`]); returns the pod end's MAC. A device
+/// already named `host` is deleted only when it carries the same mark (a pair a crashed ADD
+/// left behind); any other is an error naming it. On failure nothing of the pair is left.
+pub async fn create(node: &Handle, host: &str, owner: &str, pod: &PodEndConfig) -> Result<[u8; 6], VethError> {
+    let ns = open_netns(&pod.netns)?;
+    let transit = transit_ifname(owner);
+    // Deleting one end deletes both.
+    delete_owned(node, host, owner, Leftover::MustBeMarked).await?;
+    delete_owned(node, &transit, owner, Leftover::MustBeMarked).await?;
     let fail = |device: &str, what: &str| {
         let device = device.to_string();
         let what = what.to_string();
@@ -98,17 +121,20 @@ pub async fn create(
         .await
         .map_err(fail(host, &format!("create it with its peer {transit}")))?;
     let made = async {
+        // The kernel ignores an alias given at creation: each end is marked by its own set.
+        let made = find_link(node, host).await?.ok_or_else(|| VethError::NotFound(host.to_string()))?;
+        let marked = LinkUnspec::new_with_index(made.header.index).alias(owner).build();
+        node.link().set(marked).execute().await.map_err(fail(host, "mark it"))?;
         let peer = find_link(node, &transit).await?.ok_or_else(|| VethError::NotFound(transit.clone()))?;
-        let moved = LinkUnspec::new_with_index(peer.header.index).setns_by_fd(ns.as_raw_fd()).build();
+        let moved = LinkUnspec::new_with_index(peer.header.index).alias(owner).setns_by_fd(ns.as_raw_fd()).build();
         node.link().set(moved).execute().await.map_err(fail(&transit, "move it into the pod's network namespace"))?;
-        let (ifname, addrs, gateways) = (ifname.to_string(), addrs.to_vec(), gateways.to_vec());
-        in_netns(ns, move |pod| async move { configure_pod_end(&pod, &transit, &ifname, &addrs, &gateways).await })
-            .await
+        let pod = pod.clone();
+        in_netns(ns, move |handle| async move { configure_pod_end(&handle, &transit, &pod).await }).await
     };
     match made.await {
         Ok(mac) => Ok(mac),
         Err(e) => {
-            if let Err(cleanup) = delete(node, host).await {
+            if let Err(cleanup) = delete_owned(node, host, owner, Leftover::MustBeMarked).await {
                 tracing::warn!("after a failed veth creation: {cleanup}");
             }
             Err(e)
@@ -116,15 +142,11 @@ pub async fn create(
     }
 }
 
-/// In the pod's namespace: renames the moved end, gives it its addresses and routes, and
-/// brings it up; returns its MAC.
-async fn configure_pod_end(
-    pod: &Handle,
-    transit: &str,
-    ifname: &str,
-    addrs: &[InterfaceAddr],
-    gateways: &[IpAddr],
-) -> Result<[u8; 6], VethError> {
+/// In the pod's namespace: renames the moved end, turns its TX checksum offload off when
+/// asked, gives it its addresses and routes, and brings it up; returns its MAC.
+async fn configure_pod_end(pod: &Handle, transit: &str, cfg: &PodEndConfig) -> Result<[u8; 6], VethError> {
+    let PodEndConfig { ifname, addrs, gateways, tx_checksums_off, .. } = cfg;
+    let ifname = ifname.as_str();
     if find_link(pod, ifname).await?.is_some() {
         return Err(VethError::Exists(ifname.to_string()));
     }
@@ -137,6 +159,10 @@ async fn configure_pod_end(
         .execute()
         .await
         .map_err(fail(format!("rename {transit} to it")))?;
+    if *tx_checksums_off {
+        // This thread is the namespace's own and ends with the work: blocking is fine here.
+        ethtool::tx_checksums_off(ifname)?;
+    }
     for a in addrs {
         match pod.address().add(index, a.ip, a.prefix).execute().await {
             Err(e) if errno(&e) != Some(EEXIST) => return Err(fail(format!("add address {a}"))(e)),
@@ -158,11 +184,51 @@ async fn configure_pod_end(
             }
         };
         match pod.route().add(route).execute().await {
-            Err(e) if errno(&e) != Some(EEXIST) => return Err(fail(format!("add a default route via {gw}"))(e)),
-            _ => {}
+            Err(e) if errno(&e) == Some(EEXIST) => check_default_route(pod, *gw, index, ifname).await?,
+            Err(e) => return Err(fail(format!("add a default route via {gw}"))(e)),
+            Ok(()) => {}
         }
     }
     Ok(read_device(pod, ifname).await?.mac.unwrap_or_default())
+}
+
+/// The main routing table's id (`RT_TABLE_MAIN`), where default routes are looked for.
+const RT_TABLE_MAIN: u8 = 254;
+
+/// A default route of `gw`'s family exists already: it must be the one wanted (via `gw` on
+/// the interface `index`), or the pod's traffic would not go where npagent enforces it.
+async fn check_default_route(pod: &Handle, gw: IpAddr, index: u32, ifname: &str) -> Result<(), VethError> {
+    let query = match gw {
+        IpAddr::V4(_) => RouteMessageBuilder::<std::net::Ipv4Addr>::new().build(),
+        IpAddr::V6(_) => RouteMessageBuilder::<std::net::Ipv6Addr>::new().build(),
+    };
+    let routes: Vec<RouteMessage> = pod.route().get(query).execute().try_collect().await.map_err(|error| {
+        VethError::Link(LinkError::Netlink { device: ifname.to_string(), what: "list the routes".into(), error })
+    })?;
+    let defaults: Vec<(Option<IpAddr>, Option<u32>)> = routes
+        .iter()
+        .filter(|r| r.header.destination_prefix_length == 0 && r.header.table == RT_TABLE_MAIN)
+        .map(|r| {
+            let via = r.attributes.iter().find_map(|a| match a {
+                RouteAttribute::Gateway(RouteAddress::Inet(ip)) => Some(IpAddr::V4(*ip)),
+                RouteAttribute::Gateway(RouteAddress::Inet6(ip)) => Some(IpAddr::V6(*ip)),
+                _ => None,
+            });
+            let dev = r.attributes.iter().find_map(|a| match a {
+                RouteAttribute::Oif(i) => Some(*i),
+                _ => None,
+            });
+            (via, dev)
+        })
+        .collect();
+    match defaults.iter().find(|d| **d != (Some(gw), Some(index))) {
+        None => Ok(()),
+        Some((via, dev)) => Err(VethError::OtherDefaultRoute(format!(
+            "via {} dev #{} (npagent's would be via {gw} dev {ifname})",
+            via.map_or("none".to_string(), |v| v.to_string()),
+            dev.map_or("?".to_string(), |d| d.to_string()),
+        ))),
+    }
 }
 
 /// Brings the node's end `host` up: the pod's traffic passes from now on.
@@ -173,16 +239,39 @@ pub async fn set_up(node: &Handle, host: &str) -> Result<(), VethError> {
     })
 }
 
-/// Deletes the device `name` of the node's namespace (and so its peer); one that does not
-/// exist is no error.
-pub async fn delete(node: &Handle, name: &str) -> Result<(), VethError> {
+/// Whether a device without any mark may be deleted as an attachment's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leftover {
+    /// Only a device carrying the attachment's mark (before creating a new pair).
+    MustBeMarked,
+    /// Also one without any alias: the node's end of an attachment recorded by an npagent
+    /// that made its devices before they were marked.
+    MayBeUnmarked,
+}
+
+/// Deletes the attachment `owner`'s device `name` of the node's namespace (and so its peer);
+/// one that does not exist is no error, one that is not the attachment's is
+/// [`VethError::NotOurs`] and stays.
+pub async fn delete_owned(node: &Handle, name: &str, owner: &str, leftover: Leftover) -> Result<(), VethError> {
     let Some(l) = find_link(node, name).await? else { return Ok(()) };
+    match alias(&l) {
+        Some(a) if a == owner => {}
+        None if leftover == Leftover::MayBeUnmarked => {}
+        other => return Err(VethError::NotOurs { device: name.to_string(), owner: other.map(str::to_string) }),
+    }
     match node.link().del(l.header.index).execute().await {
         Err(e) if errno(&e) != Some(ENODEV) => {
             Err(VethError::Link(LinkError::Netlink { device: name.to_string(), what: "delete it".into(), error: e }))
         }
         _ => Ok(()),
     }
+}
+
+fn alias(link: &LinkMessage) -> Option<&str> {
+    link.attributes.iter().find_map(|a| match a {
+        LinkAttribute::IfAlias(s) => Some(s.as_str()),
+        _ => None,
+    })
 }
 
 /// The pod's end `ifname` in `netns`, if it is there.
@@ -254,7 +343,9 @@ mod tests {
         assert!(name.starts_with("frontend-"), "{name}");
         assert_eq!(name.len(), 15);
         assert_ne!(name, host_ifname("frontend-7d9f-abcde", "0123456789abcdeg"));
-        assert!(transit_ifname("c", "eth0").len() <= 15);
+        assert!(transit_ifname(&owner_alias("c", "eth0")).len() <= 15);
+        // The mark tells attachments apart however their names split.
+        assert_ne!(owner_alias("a-b", "eth0"), owner_alias("a", "b-eth0"));
         assert!(crate::cni::spec::valid_ifname(&host_ifname("a.b/c d", "c")));
     }
 }
