@@ -151,7 +151,6 @@ fn a_hundred_containers_at_once_leave_nothing() {
         .map(|n| format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {n}, namespace: y, labels: {{pod: m}}}}\nspec: {{containers: [{{name: c, image: i}}]}}\n"))
         .collect();
     write_atomic(&node.tb.manifests_dir().join("many.yaml"), &manifests.join("---\n"));
-    node.write_conflist("10.10.60.1", "10.10.60.254");
     let before = leftovers(&node);
     let flows_before = node.flows();
 

@@ -73,7 +73,7 @@ pub struct CniNode {
 impl CniNode {
     /// A testbed with audit logging on in namespace x, Pod x/n and [`POLICIES`] in its
     /// manifests, the agent started, and the CNI directories with a conflist handing out
-    /// 10.10.50.1-10.10.50.20.
+    /// 10.10.50.1-10.10.50.200.
     pub fn start() -> CniNode {
         let tb = Testbed::start();
         let manifests = tb.manifests_dir();
@@ -98,14 +98,14 @@ impl CniNode {
             std::os::unix::fs::symlink(Path::new(CNI_PLUGINS).join(plugin), node.cni_bin.join(plugin))
                 .expect("link a plugin");
         }
-        node.write_conflist("10.10.50.1", "10.10.50.20");
+        node.write_conflist("10.10.50.1", "10.10.50.200");
         node.start_agent();
         node
     }
 
     /// Writes the conflist (cniVersion 1.0.0, what libcni before 1.2 accepts) handing out
     /// `first`..=`last` of the testbed's pod subnet, by rename as an operator would.
-    pub fn write_conflist(&self, first: &str, last: &str) {
+    fn write_conflist(&self, first: &str, last: &str) {
         let conf = json!({
             "cniVersion": "1.0.0",
             "name": NETWORK,
