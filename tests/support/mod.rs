@@ -8,8 +8,13 @@
 
 pub mod agent;
 pub mod audit_log;
+pub mod cni_node;
+pub mod containerd;
+pub mod cri;
 pub mod image;
+pub mod podman;
 pub mod policy;
+pub mod rootfs;
 pub mod sandbox;
 pub mod testbed;
 pub mod wait;
