@@ -8,11 +8,13 @@
 //! datapath still has them) and reconnects with backoff; the monitor reply on reconnect
 //! replaces the whole state, so nothing missed meanwhile is lost. Once per connection it
 //! makes the bridge's `fail_mode` `secure` ([`fail_mode`]). Beside it, [`gateway`] adopts the
-//! node's gateway port or creates one (its device configured through [`link`]).
+//! node's gateway port or creates one (its device configured through [`link`]), and
+//! [`gateway_addrs`] follows the addresses the gateway's device holds.
 
 pub mod db;
 pub mod fail_mode;
 pub mod gateway;
+pub mod gateway_addrs;
 pub mod link;
 pub mod rpc;
 pub mod tables;
