@@ -183,7 +183,8 @@ pub struct NodeArgs {
     /// (a host address) (repeatable, or comma-separated; one per IP family): the node answers
     /// ARP and neighbour solicitations for it, connections from it into pods are the node's
     /// own (kubelet's probes), always allowed, and a gateway npagent creates gets it. In kube
-    /// mode the default is the first address of each of the Node's podCIDRs.
+    /// mode the default is the first address of each of the Node's podCIDRs; otherwise (`run`)
+    /// the addresses the adopted gateway's device holds.
     #[arg(long = "gateway-ip", value_name = "ADDR[/PREFIX]", value_delimiter = ',', env = "NPAGENT_GATEWAY_IP", value_parser = InterfaceAddr::parse)]
     pub gateway_ips: Vec<InterfaceAddr>,
     /// The name of the gateway port npagent creates (`run` only) when the bridge has none

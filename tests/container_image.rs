@@ -1,6 +1,6 @@
 //! The container image (Containerfile, scripts/build-image), built with podman from the
-//! debug binary: its tree holds the binary, host-local and exactly the shared libraries they
-//! load, and its own binary, run the way deploy/daemonset.yaml has a runtime run it, enforces a
+//! debug binary: its tree holds the binary, stripped (no debug information, no symbol table),
+//! host-local and exactly the shared libraries they load, and its own binary, run the way deploy/daemonset.yaml has a runtime run it, enforces a
 //! policy on a testbed bridge with real packets, and (as the init container) installs the CNI
 //! plugin, host-local and the network config onto a node's directories. Containers cannot run on these machines (no cgroup
 //! delegation), so the test does what the runtime would: the image's tree (`podman image
@@ -75,6 +75,37 @@ fn tree(root: &Path) -> Vec<(String, char, u32)> {
     }
     out.sort();
     out
+}
+
+/// The sections of ELF file `path`: name and flags (`A`: loaded), as `readelf -S -W` lists them.
+fn sections(path: &Path) -> Vec<(String, String)> {
+    let text = run(Command::new("readelf").args(["-S", "-W"]).arg(path));
+    text.lines()
+        .filter_map(|l| l.split_once("] ").map(|(_, rest)| rest.split_whitespace().collect::<Vec<_>>()))
+        .filter(|fields| fields.first().is_some_and(|name| name.starts_with('.')))
+        // Name, type, address, offset, size, entry size, [flags,] link, info, alignment.
+        .map(|fields| (fields[0].to_owned(), if fields.len() == 10 { fields[6].to_owned() } else { String::new() }))
+        .collect()
+}
+
+/// The GNU build id of ELF file `path`.
+fn build_id(path: &Path) -> String {
+    let out = output(Command::new("readelf").arg("-n").arg(path));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let id = text.lines().find_map(|l| l.trim().strip_prefix("Build ID: ")).map(str::to_owned);
+    id.unwrap_or_else(|| panic!("{} has no build id:\n{text}", path.display()))
+}
+
+/// Asserts that ELF file `path` carries no debug information and no symbol table: only
+/// loaded sections (gdb's script reference) may be named `.debug_*`.
+fn assert_stripped(path: &Path) {
+    let sections = sections(path);
+    assert!(sections.iter().any(|(name, _)| name == ".text"), "{}: no sections read: {sections:?}", path.display());
+    let unstripped: Vec<&(String, String)> = sections
+        .iter()
+        .filter(|(name, flags)| (name.starts_with(".debug_") && !flags.contains('A')) || name == ".symtab")
+        .collect();
+    assert!(unstripped.is_empty(), "{} is not stripped: {unstripped:?}", path.display());
 }
 
 fn same_bytes(a: &Path, b: &Path) -> bool {
@@ -259,7 +290,10 @@ fn image_holds_the_binary_and_its_libraries_only_and_enforces_without_capabiliti
         }
     }
     assert!(!root.join("bin/sh").exists());
-    assert!(same_bytes(&binary, &root.join("npagent")), "the image's npagent is not the given binary");
+    // The given binary, stripped: the same link (build id), no debug information.
+    assert!(sections(&binary).iter().any(|(name, _)| name == ".debug_line"), "the test's binary has no line tables");
+    assert_stripped(&root.join("npagent"));
+    assert_eq!(build_id(&root.join("npagent")), build_id(&binary), "the image's npagent is not the given binary");
     assert!(same_bytes(Path::new(HOST_LOCAL), &root.join(&HOST_LOCAL[1..])), "the image's host-local is not Debian's");
 
     // The image's binary at work: the testbed's bridge in secure mode forwards nothing until
@@ -371,7 +405,8 @@ fn image_installs_the_cni_plugin_as_the_init_container_does() {
     let (status, log) = Jailed::start(&root, work.path(), &binds, &args).finish();
     assert!(status.success(), "install-cni in the image failed ({status}):\n{log}");
 
-    assert!(same_bytes(&binary, &bin.join("npagent")), "the node's plugin is not the image's npagent");
+    assert!(same_bytes(&root.join("npagent"), &bin.join("npagent")), "the node's plugin is not the image's npagent");
+    assert_stripped(&bin.join("npagent"));
     assert!(same_bytes(Path::new(HOST_LOCAL), &bin.join("host-local")), "the node's host-local is not the image's");
     let conflist = std::fs::read_to_string(conf.join("10-npagent.conflist")).expect("the conflist");
     let conflist: serde_json::Value = serde_json::from_str(&conflist).expect("conflist json");

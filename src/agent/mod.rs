@@ -33,6 +33,7 @@ use crate::endpoint::Endpoint;
 use crate::model::node::NodeConfig;
 use crate::source::ovsdb::db::BridgePorts;
 use crate::source::ovsdb::gateway::{self, GatewaySpec};
+use crate::source::ovsdb::gateway_addrs::{self, DeviceAddrs};
 use crate::source::ovsdb::BridgeSpec;
 use crate::source::SourceEvent;
 use crate::switch::{self, ConnectionConfig};
@@ -170,7 +171,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     let (source_tx, mut source_rx) = mpsc::channel::<SourceEvent>(1024);
     // The node's configuration: the flags', and in kube mode what the API adds; it lives as
     // long as the source task.
-    let (node_tx, mut node_rx) = watch::channel(cfg.node_net.clone());
+    let (node_tx, configured_rx) = watch::channel(cfg.node_net.clone());
     let source_task = match &cfg.source {
         SourceConfig::Manifests(dir) => {
             let objects = crate::source::manifests::watch_manifests(dir.clone(), source_tx);
@@ -193,6 +194,9 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
             })
         }
     };
+    // The node's configuration as the pipeline and the CNI server use it: the gateway's
+    // addresses are those its device holds when none are configured.
+    let (merged_tx, mut node_rx) = watch::channel(cfg.node_net.clone());
     let (view_tx, view_rx) = watch::channel(AgentView::default());
     let (cni_task, mut withdrawn_rx) = cni::spawn(&cfg, node_rx.clone(), view_rx, Arc::clone(&state))?;
     let mut withdrawals_open = true;
@@ -200,9 +204,12 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     let names = tables::TABLES.iter().map(|(id, name)| (*id, name.to_string())).collect();
     let ovsdb_task =
         tokio::spawn(crate::source::ovsdb::run_ovsdb(cfg.ovsdb.clone(), cfg.bridge.clone(), names, ports_tx));
+    let (device_tx, device_rx) = watch::channel(DeviceAddrs::Unknown);
+    let device_task = tokio::spawn(gateway_addrs::follow_gateway_addrs(ports_rx.clone(), device_tx));
+    let merge_task = tokio::spawn(gateway_addrs::merge(configured_rx.clone(), device_rx.clone(), merged_tx));
     let gateway_spec =
         GatewaySpec { ovsdb: cfg.ovsdb.clone(), bridge: cfg.bridge.name.clone(), create: cfg.gateway.clone() };
-    let gateway_task = tokio::spawn(gateway::run_gateway(gateway_spec, ports_rx.clone(), node_rx.clone()));
+    let gateway_task = tokio::spawn(gateway::run_gateway(gateway_spec, ports_rx.clone(), configured_rx, device_rx));
     let source_name = match &cfg.source {
         SourceConfig::Manifests(_) => "the manifests directory",
         SourceConfig::Kube { .. } => "the Kubernetes API",
@@ -227,6 +234,8 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
         ("the object source", &source_task),
         ("the OVSDB client", &ovsdb_task),
         ("the gateway", &gateway_task),
+        ("the gateway's addresses", &device_task),
+        ("the node's configuration", &merge_task),
         ("the packet-in forwarder", &forward),
         ("the admin server", &admin_task),
         ("the CNI server", &cni_task),
@@ -316,6 +325,8 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     source_task.abort();
     ovsdb_task.abort();
     gateway_task.abort();
+    device_task.abort();
+    merge_task.abort();
     admin_task.abort();
     cni_task.abort();
     sheds.poll_last(&reconciler).await;

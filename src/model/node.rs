@@ -96,8 +96,9 @@ impl std::fmt::Display for InterfaceAddr {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeConfig {
     /// The gateway's addresses with their subnets (`--gateway-ip`, else the first address of
-    /// each of the Node's podCIDRs): the switch answers ARP for them, traffic from them is the
-    /// node's own, and a gateway npagent creates gets them.
+    /// each of the Node's podCIDRs, else those its device holds: [`NodeConfig::with_gateway_device`]):
+    /// the switch answers ARP for them, traffic from them is the node's own, and a gateway
+    /// npagent creates gets them.
     pub gateway_addrs: Vec<InterfaceAddr>,
     /// The node's other addresses (`--node-ip`, and the Node's InternalIP and ExternalIP).
     pub node_ips: BTreeSet<IpAddr>,
@@ -106,6 +107,16 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
+    /// This configuration with the addresses the gateway's device holds (`held`) as the
+    /// gateway's when it configures none; a configured address wins over the device's.
+    pub fn with_gateway_device(&self, held: &[InterfaceAddr]) -> NodeConfig {
+        let mut config = self.clone();
+        if config.gateway_addrs.is_empty() {
+            config.gateway_addrs = held.to_vec();
+        }
+        config
+    }
+
     /// The node as the pipeline sees it, before OVSDB names its ports.
     pub fn node(&self) -> Node {
         Node {

@@ -37,7 +37,7 @@ impl Agent {
     /// `$NPA_AGENT_LOG`, `info` by default. The admin server gets a free port unless `extra`
     /// says where.
     pub fn spawn(sb: &Sandbox, manifests: &Path, log: &Path, extra: &[&str]) -> Agent {
-        Agent::spawn_in(None, sb, manifests, log, extra)
+        Agent::spawn_in(None, sb, manifests, log, extra, &[])
     }
 
     /// Like [`Agent::spawn`], in the network namespace of the sandbox's ovs-vswitchd, as on a
@@ -45,10 +45,23 @@ impl Agent {
     /// admin server is in that namespace too, out of this process's reach: wait for its log
     /// ([`Agent::wait_log`], [`FIRST_SYNC`]) instead.
     pub fn spawn_in_node(sb: &Sandbox, manifests: &Path, log: &Path, extra: &[&str]) -> Agent {
-        Agent::spawn_in(Some(&sb.netns), sb, manifests, log, extra)
+        Agent::spawn_in(Some(&sb.netns), sb, manifests, log, extra, &[])
     }
 
-    fn spawn_in(netns: Option<&str>, sb: &Sandbox, manifests: &Path, log: &Path, extra: &[&str]) -> Agent {
+    /// Like [`Agent::spawn_in_node`], without the environment variables `unset` that
+    /// [`super::node_env`] sets (`NPAGENT_GATEWAY_IP`: npagent is told no gateway address).
+    pub fn spawn_in_node_without(sb: &Sandbox, manifests: &Path, log: &Path, extra: &[&str], unset: &[&str]) -> Agent {
+        Agent::spawn_in(Some(&sb.netns), sb, manifests, log, extra, unset)
+    }
+
+    fn spawn_in(
+        netns: Option<&str>,
+        sb: &Sandbox,
+        manifests: &Path,
+        log: &Path,
+        extra: &[&str],
+        unset: &[&str],
+    ) -> Agent {
         let out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -69,7 +82,11 @@ impl Agent {
                 c
             }
         };
-        let child = super::node_env(&mut cmd)
+        super::node_env(&mut cmd);
+        for var in unset {
+            cmd.env_remove(var);
+        }
+        let child = cmd
             .args(["--log-level", &level, "run", "--ofp", &sb.ofp, "--ovsdb", &sb.ovsdb])
             .arg("--manifests")
             .arg(manifests)

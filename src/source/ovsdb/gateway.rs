@@ -1,8 +1,10 @@
 //! The node's gateway port: adopted when the bridge has one, created when it has none.
 //!
-//! A port marked `external_ids:antrea-type=gateway` ([`super::db`]) is adopted as it is:
-//! npagent checks that its device holds the gateway's addresses and says so when it does not,
-//! but never changes or re-creates it. When the bridge has no gateway, a name to create one
+//! A port marked `external_ids:antrea-type=gateway` ([`super::db`]) is adopted as it is: the
+//! addresses its device holds ([`super::gateway_addrs`]) are the gateway's when none are
+//! configured; a configured address the device does not hold, or a device address not
+//! configured, is a warning naming both (the configured ones are used). npagent never changes
+//! or re-creates a gateway it did not create. When the bridge has no gateway, a name to create one
 //! under is given (`--gateway`, default `antrea-gw0`) and the gateway has an address
 //! (`--gateway-ip`, or in kube mode the first address of the Node's podCIDR), npagent creates
 //! it as Antrea does: an OVS internal port (`ofport_request` 32769) marked
@@ -19,6 +21,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::db::BridgePorts;
+use super::gateway_addrs::DeviceAddrs;
 use super::link::{LinkError, Netlink};
 use super::{rpc, tables};
 use crate::endpoint::Endpoint;
@@ -96,12 +99,14 @@ pub struct GatewaySpec {
     pub create: Option<String>,
 }
 
-/// Adopts or creates the gateway of `spec.bridge` as `ports` (OVSDB's classified ports) and
-/// `config` (the gateway's addresses) change, until either channel closes.
+/// Adopts or creates the gateway of `spec.bridge` as `ports` (OVSDB's classified ports),
+/// `config` (the gateway's configured addresses) and `device` (the addresses the gateway's
+/// device holds) change, until one of the channels closes.
 pub async fn run_gateway(
     spec: GatewaySpec,
     mut ports: watch::Receiver<BridgePorts>,
     mut config: watch::Receiver<NodeConfig>,
+    mut device: watch::Receiver<DeviceAddrs>,
 ) {
     // Nothing is known of the bridge before OVSDB's first answer.
     if ports.changed().await.is_err() {
@@ -111,10 +116,12 @@ pub async fn run_gateway(
     loop {
         let port = ports.borrow_and_update().gateway.clone();
         let addrs = config.borrow_and_update().gateway_addrs.clone();
-        let retry = gateway.step(port.as_ref(), &addrs).await;
+        let held = device.borrow_and_update().clone();
+        let retry = gateway.step(port.as_ref(), &addrs, &held).await;
         tokio::select! {
             changed = ports.changed() => if changed.is_err() { return },
             changed = config.changed() => if changed.is_err() { return },
+            changed = device.changed() => if changed.is_err() { return },
             _ = tokio::time::sleep_until(retry.unwrap_or_else(Instant::now)), if retry.is_some() => {}
         }
     }
@@ -125,8 +132,8 @@ struct Gateway {
     spec: GatewaySpec,
     /// The device this run created: npagent keeps its addresses.
     created: Option<String>,
-    /// The gateway and addresses last seen to (adopted) or made to (created) agree.
-    settled: Option<(NodePort, Vec<InterfaceAddr>)>,
+    /// The gateway, its configured addresses and its device's, as last acted on.
+    settled: Option<(NodePort, Vec<InterfaceAddr>, DeviceAddrs)>,
     /// No creation before this (a created port showing up, or backoff after a failure).
     not_before: Option<Instant>,
     backoff: Duration,
@@ -139,20 +146,20 @@ impl Gateway {
         Gateway { spec, created: None, settled: None, not_before: None, backoff: MIN_BACKOFF, said: None }
     }
 
-    /// Acts on the current gateway port and addresses; returns when to look again without a
-    /// change (a retry).
-    async fn step(&mut self, port: Option<&NodePort>, addrs: &[InterfaceAddr]) -> Option<Instant> {
+    /// Acts on the current gateway port, its configured addresses and its device's (`held`);
+    /// returns when to look again without a change (a retry).
+    async fn step(&mut self, port: Option<&NodePort>, addrs: &[InterfaceAddr], held: &DeviceAddrs) -> Option<Instant> {
         match port {
             Some(port) => {
                 self.not_before = None;
                 self.backoff = MIN_BACKOFF;
-                if self.settled.as_ref().is_some_and(|(p, a)| p == port && a == addrs) {
+                if self.settled.as_ref().is_some_and(|(p, a, h)| p == port && a == addrs && h == held) {
                     return None;
                 }
                 if self.created.as_deref() == Some(port.interface.as_str()) {
-                    self.configure(port, addrs).await
+                    self.configure(port, addrs, held).await
                 } else {
-                    self.adopt(port, addrs).await;
+                    self.adopt(port, addrs, held);
                     None
                 }
             }
@@ -163,43 +170,51 @@ impl Gateway {
         }
     }
 
-    /// Checks an adopted gateway's addresses; changes nothing.
-    async fn adopt(&mut self, port: &NodePort, addrs: &[InterfaceAddr]) {
+    /// Says which addresses an adopted gateway has: the configured ones (`addrs`), or when
+    /// there are none, those its device holds; warns when the two disagree. Changes nothing.
+    fn adopt(&mut self, port: &NodePort, addrs: &[InterfaceAddr], held: &DeviceAddrs) {
         let name = &port.interface;
         let what = format!("gateway {name} (ofport {}) adopted", port.ofport);
-        if addrs.is_empty() {
-            self.say(
-                tracing::Level::INFO,
-                format!("{what}; the gateway has no address (--gateway-ip, or in kube mode the Node's podCIDR) to check it for"),
-            );
-            self.settled = Some((port.clone(), Vec::new()));
-            return;
-        }
-        match device_addrs(name).await {
-            Ok(held) => {
-                let missing: Vec<String> =
-                    addrs.iter().filter(|a| !held.iter().any(|h| h.ip == a.ip)).map(ToString::to_string).collect();
-                if missing.is_empty() {
-                    self.say(tracing::Level::INFO, format!("{what}, holding {}", list(addrs)));
-                } else {
-                    self.say(
-                        tracing::Level::WARN,
-                        format!(
-                            "{what}, but its device lacks the gateway address {} (it has {}): npagent changes no gateway it did not create; connections from that address through it fail until the node's stack holds it",
-                            missing.join(", "),
-                            list(&held)
-                        ),
-                    );
-                }
+        let configured = "--gateway-ip, or in kube mode the Node's podCIDR";
+        let (level, message) = match (held, addrs.is_empty()) {
+            (DeviceAddrs::Unreadable { name: n, error }, no_config) if n == name => {
+                let using = match no_config {
+                    true => format!("the gateway has no address ({configured})"),
+                    false => format!("its configured addresses {} are used", list(addrs)),
+                };
+                (tracing::Level::WARN, format!("{what}; its addresses cannot be read: {error}; {using}"))
             }
-            Err(e) => self.say(tracing::Level::WARN, format!("{what}; its addresses cannot be checked: {e}")),
-        }
-        self.settled = Some((port.clone(), addrs.to_vec()));
+            _ => match held.held_by(name) {
+                // Not read yet: said once the device is.
+                None => return,
+                Some([]) if addrs.is_empty() => (
+                    tracing::Level::INFO,
+                    format!("{what}; its device holds no address and none is configured ({configured}): the gateway has none"),
+                ),
+                Some(device) if addrs.is_empty() => (
+                    tracing::Level::INFO,
+                    format!("{what}, holding {}: the gateway's addresses, read from its device ({configured} configures none)", list(device)),
+                ),
+                Some(device) if same_ips(addrs, device) => {
+                    (tracing::Level::INFO, format!("{what}, holding {}", list(addrs)))
+                }
+                Some(device) => (
+                    tracing::Level::WARN,
+                    format!(
+                        "{what}, but its device holds {}, not the configured gateway address {} ({configured}): the configured one is used; npagent changes no gateway it did not create, so connections from a configured address through it fail until the node's stack holds it",
+                        list(device),
+                        list(addrs)
+                    ),
+                ),
+            },
+        };
+        self.say(level, message);
+        self.settled = Some((port.clone(), addrs.to_vec(), held.clone()));
     }
 
     /// Gives a gateway this run created its addresses (and, on the userspace datapath, its
     /// own checksums) and brings it up.
-    async fn configure(&mut self, port: &NodePort, addrs: &[InterfaceAddr]) -> Option<Instant> {
+    async fn configure(&mut self, port: &NodePort, addrs: &[InterfaceAddr], held: &DeviceAddrs) -> Option<Instant> {
         let name = &port.interface;
         let configured = async {
             let datapath = super::bridge::datapath_type(&self.spec.ovsdb, &self.spec.bridge).await?;
@@ -219,7 +234,7 @@ impl Gateway {
                     tracing::Level::INFO,
                     format!("gateway {name} created (ofport {}{mac}) with {}, up", port.ofport, list(addrs)),
                 );
-                self.settled = Some((port.clone(), addrs.to_vec()));
+                self.settled = Some((port.clone(), addrs.to_vec(), held.clone()));
                 self.backoff = MIN_BACKOFF;
                 None
             }
@@ -296,11 +311,6 @@ impl Gateway {
     }
 }
 
-/// The addresses of device `name`.
-async fn device_addrs(name: &str) -> Result<Vec<InterfaceAddr>, LinkError> {
-    Ok(Netlink::open()?.device(name).await?.addrs)
-}
-
 /// Adds the addresses device `name` lacks and brings it up.
 async fn configure_device(name: &str, addrs: &[InterfaceAddr]) -> Result<(), LinkError> {
     let nl = Netlink::open()?;
@@ -312,6 +322,12 @@ async fn configure_device(name: &str, addrs: &[InterfaceAddr]) -> Result<(), Lin
         nl.set_up(&device).await?;
     }
     Ok(())
+}
+
+/// Whether `a` and `b` name the same addresses, whatever their prefix lengths (a bare
+/// `--gateway-ip` is a host address) and order.
+fn same_ips(a: &[InterfaceAddr], b: &[InterfaceAddr]) -> bool {
+    a.iter().all(|x| b.iter().any(|y| y.ip == x.ip)) && b.iter().all(|y| a.iter().any(|x| x.ip == y.ip))
 }
 
 fn list(addrs: &[InterfaceAddr]) -> String {

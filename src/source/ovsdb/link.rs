@@ -2,11 +2,15 @@
 //! by running `ip`): its state and addresses are read, and for a gateway npagent created,
 //! addresses are added and the device is brought up. An OVS internal port's device lives in
 //! the network namespace of ovs-vswitchd, which on a node is the host's: npagent has to run
-//! there too (`hostNetwork`), and says so when the device is not found.
+//! there too (`hostNetwork`), and says so when the device is not found. A socket opened with
+//! [`Netlink::open_watching`] also hears of every address and link change in the namespace.
 
-use futures::TryStreamExt;
+use futures::channel::mpsc::UnboundedReceiver;
+use futures::{StreamExt, TryStreamExt};
+use rtnetlink::packet_core::NetlinkMessage;
 use rtnetlink::packet_route::address::AddressAttribute;
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
 use crate::model::node::InterfaceAddr;
@@ -59,6 +63,15 @@ impl Netlink {
         Ok(Netlink { handle, connection: tokio::spawn(connection) })
     }
 
+    /// Opens the socket subscribed to the namespace's address and link changes, which the
+    /// returned [`Changes`] announces.
+    pub fn open_watching() -> Result<(Netlink, Changes), LinkError> {
+        use rtnetlink::MulticastGroup;
+        let groups = [MulticastGroup::Link, MulticastGroup::Ipv4Ifaddr, MulticastGroup::Ipv6Ifaddr];
+        let (connection, handle, messages) = rtnetlink::new_multicast_connection(&groups).map_err(LinkError::Socket)?;
+        Ok((Netlink { handle, connection: tokio::spawn(connection) }, Changes(messages)))
+    }
+
     /// The device named `name`, with its addresses.
     pub async fn device(&self, name: &str) -> Result<Device, LinkError> {
         read_device(&self.handle, name).await
@@ -82,6 +95,19 @@ impl Netlink {
             what: "bring it up".into(),
             error,
         })
+    }
+}
+
+/// The address and link changes a [`Netlink::open_watching`] socket hears of.
+pub struct Changes(UnboundedReceiver<(NetlinkMessage<RouteNetlinkMessage>, rtnetlink::sys::SocketAddr)>);
+
+impl Changes {
+    /// Waits for a change and takes every other one already heard of with it (what changed is
+    /// for the caller to read again); `None` once the socket is gone.
+    pub async fn next(&mut self) -> Option<()> {
+        self.0.next().await?;
+        while self.0.try_recv().is_ok() {}
+        Some(())
     }
 }
 

@@ -8,14 +8,16 @@
 //! datapath still has them) and reconnects with backoff; the monitor reply on reconnect
 //! replaces the whole state, so nothing missed meanwhile is lost. Once per connection it
 //! makes the bridge's `fail_mode` `secure` ([`fail_mode`]). Beside it, [`gateway`] adopts the
-//! node's gateway port or creates one (its device configured through [`link`]);
-//! [`ethtool`] turns a device's TX checksum offload off for the userspace datapath.
+//! node's gateway port or creates one (its device configured through [`link`]),
+//! [`gateway_addrs`] follows the addresses the gateway's device holds, and [`ethtool`] turns
+//! a device's TX checksum offload off for the userspace datapath.
 
 pub mod bridge;
 pub mod db;
 pub mod ethtool;
 pub mod fail_mode;
 pub mod gateway;
+pub mod gateway_addrs;
 pub mod link;
 pub mod rpc;
 pub mod tables;
