@@ -279,6 +279,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         controller_id: args.common.controller_id,
         audit: args.audit.config(node.clone()),
         admin_addr: args.metrics_addr.unwrap_or(args.admin_addr),
+        metrics_policy_labels: npagent::admin::metrics::PolicyLabels::from_flag(args.metrics_policy_labels),
         conntrack: agent::QuotaConfig {
             target: args.conntrack.vswitchd_ctl.clone(),
             limit: agent::PodLimit::from_flag(args.conntrack.conntrack_pod_limit),

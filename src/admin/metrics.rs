@@ -4,6 +4,7 @@
 //! Totals kept elsewhere are not counted twice: the audit logger's are read at each scrape,
 //! and the switch connection's and the meter's are copied in by the agent's main loop.
 
+use crate::audit::entry::LineDisposition;
 use crate::audit::AuditStats;
 use crate::compiler::meters::MeterKind;
 use prometheus_client::collector::Collector;
@@ -74,8 +75,13 @@ pub struct AgentMetrics {
     pub(crate) synced: Gauge,
     /// Failed accepts on the admin server.
     pub(crate) admin_accept_errors: Counter,
-    /// Admin connections refused because the server was serving its maximum.
+    /// Admin connections refused because every slot held a request being answered.
     pub(crate) admin_connections_refused: Counter,
+    /// Admin connections closed because a newer one took their slot (see
+    /// [`super::server`]).
+    pub(crate) admin_connections_evicted: Counter,
+    /// Admin connections closed at a deadline (a request head's or the connection's).
+    pub(crate) admin_connections_timed_out: Counter,
     /// Packet-ins the switch connection shed (its queue was full); a total kept by the
     /// connection, copied here by the main loop.
     pub packet_in_dropped_by_connection: AtomicU64,
@@ -113,6 +119,8 @@ impl Default for AgentMetrics {
             synced: Gauge::default(),
             admin_accept_errors: Counter::default(),
             admin_connections_refused: Counter::default(),
+            admin_connections_evicted: Counter::default(),
+            admin_connections_timed_out: Counter::default(),
             packet_in_dropped_by_connection: AtomicU64::default(),
             packet_in_malformed: AtomicU64::default(),
             shed_by_meter: ShedByMeter::default(),
@@ -123,9 +131,35 @@ impl Default for AgentMetrics {
     }
 }
 
-/// The registry behind `/metrics`: `metrics`, the audit logger's `audit` counters, and
-/// `npagent_build_info`.
+/// Whether `/metrics` names staged policies (`--metrics-policy-labels`): any local user who
+/// reaches the admin port reads the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyLabels {
+    /// `npagent_staged_verdicts_total{policy, disposition}`: one series per staged policy.
+    PerPolicy,
+    /// `npagent_staged_verdicts_total{disposition}`: the sum over the staged policies, no name.
+    Hidden,
+}
+
+impl PolicyLabels {
+    /// The labels `--metrics-policy-labels` asks for.
+    pub fn from_flag(named: bool) -> PolicyLabels {
+        if named {
+            PolicyLabels::PerPolicy
+        } else {
+            PolicyLabels::Hidden
+        }
+    }
+}
+
+/// The registry behind `/metrics` with staged policies named: see [`registry_with`].
 pub fn registry(metrics: Arc<AgentMetrics>, audit: Arc<AuditStats>) -> Registry {
+    registry_with(metrics, audit, PolicyLabels::PerPolicy)
+}
+
+/// The registry behind `/metrics`: `metrics`, the audit logger's `audit` counters (staged
+/// verdicts labelled as `policy_labels` says), and `npagent_build_info`.
+pub fn registry_with(metrics: Arc<AgentMetrics>, audit: Arc<AuditStats>, policy_labels: PolicyLabels) -> Registry {
     let m = &metrics;
     // Present from the first scrape, zero until something is sent.
     for kind in ["add", "modify", "delete"] {
@@ -161,8 +195,18 @@ pub fn registry(metrics: Arc<AgentMetrics>, audit: Arc<AuditStats>) -> Registry 
     r.register("npagent_metrics_accept_errors", "Failed accepts on the admin server.", m.admin_accept_errors.clone());
     r.register(
         "npagent_metrics_connections_refused",
-        "Admin server connections refused because it was serving its maximum.",
+        "Admin server connections refused because every connection it serves had a request being answered.",
         m.admin_connections_refused.clone(),
+    );
+    r.register(
+        "npagent_metrics_connections_evicted",
+        "Admin server connections closed to make room for a newer one: the one that had waited longest for a request head.",
+        m.admin_connections_evicted.clone(),
+    );
+    r.register(
+        "npagent_metrics_connections_timed_out",
+        "Admin server connections closed at a deadline (2 s for each request head, 5 s in all).",
+        m.admin_connections_timed_out.clone(),
     );
     r.register(
         "npagent_conntrack_pod_limit",
@@ -184,7 +228,7 @@ pub fn registry(metrics: Arc<AgentMetrics>, audit: Arc<AuditStats>) -> Registry 
         "The running npagent's version (and git commit when known).",
         Info::new(build_labels()),
     );
-    r.register_collector(Box::new(Scraped { metrics, audit }));
+    r.register_collector(Box::new(Scraped { metrics, audit, policy_labels }));
     r
 }
 
@@ -212,6 +256,7 @@ pub fn render(registry: &Registry) -> String {
 struct Scraped {
     metrics: Arc<AgentMetrics>,
     audit: Arc<AuditStats>,
+    policy_labels: PolicyLabels,
 }
 
 impl Collector for Scraped {
@@ -262,14 +307,29 @@ impl Collector for Scraped {
             shed,
         )?;
         let verdicts = self.audit.staged_verdicts.snapshot();
-        labelled_counters(
-            &mut encoder,
-            "npagent_staged_verdicts",
-            "Staged verdicts (WouldDrop, WouldAllow) in audit entries, by staged policy (namespace/name; \"\" when none is known) and disposition: one series per staged policy with a verdict since npagent started, not per connection.",
-            verdicts.iter().map(|(policy, d, n)| ([("policy", policy.as_str()), ("disposition", d.as_str())], *n)),
-        )
+        match self.policy_labels {
+            PolicyLabels::PerPolicy => labelled_counters(
+                &mut encoder,
+                "npagent_staged_verdicts",
+                "Staged verdicts (WouldDrop, WouldAllow) in audit entries, by staged policy (namespace/name; \"\" when none is known) and disposition: one series per staged policy with a verdict since npagent started, not per connection.",
+                verdicts.iter().map(|(policy, d, n)| ([("policy", policy.as_str()), ("disposition", d.as_str())], *n)),
+            ),
+            PolicyLabels::Hidden => labelled_counters(
+                &mut encoder,
+                "npagent_staged_verdicts",
+                "Staged verdicts (WouldDrop, WouldAllow) in audit entries, by disposition: the sum over the staged policies, whose names --metrics-policy-labels=false keeps off this page.",
+                STAGED_DISPOSITIONS.map(|d| {
+                    let total = verdicts.iter().filter(|(_, v, _)| *v == d).map(|(_, _, n)| n).sum::<u64>();
+                    ([("disposition", d.as_str())], total)
+                }),
+            ),
+        }
     }
 }
+
+/// The dispositions of staged verdicts, each a series from the first scrape when the
+/// policies are not named.
+const STAGED_DISPOSITIONS: [LineDisposition; 2] = [LineDisposition::WouldDrop, LineDisposition::WouldAllow];
 
 /// A counter family of constant values, one per label set.
 fn labelled_counters<L: EncodeLabelSet>(
@@ -319,6 +379,71 @@ mod tests {
             let sample = format!("npagent_audit_shed_by_meter_total{{meter=\"{meter}\"}} {n}\n");
             assert!(text.contains(&sample), "{sample} in {text}");
         }
+    }
+
+    /// A staged verdict of `disposition` whose pod `isolated_by` would isolate.
+    fn staged(disposition: LineDisposition, isolated_by: &[&str]) -> crate::audit::AuditEntry {
+        use crate::audit::{Direction, PolicyRef};
+        let ip = std::net::IpAddr::from([10, 0, 0, 1]);
+        let obj = |name: &&str| crate::model::ObjectRef { namespace: "x".into(), name: (*name).into() };
+        crate::audit::AuditEntry {
+            time: std::time::SystemTime::UNIX_EPOCH,
+            table: "StagedIngressDefaultRule".into(),
+            policy: PolicyRef::StagedDrop,
+            rule_name: None,
+            direction: Direction::Ingress,
+            disposition,
+            priority: None,
+            applied_to: None,
+            src_ip: ip,
+            dst_ip: ip,
+            src_port: None,
+            dst_port: None,
+            protocol: 6,
+            ip_len: 60,
+            log_label: None,
+            isolated_by: isolated_by.iter().map(obj).collect(),
+            src_pod: None,
+            dst_pod: None,
+            via_service: false,
+        }
+    }
+
+    /// The page's `npagent_staged_verdicts_total` samples.
+    fn staged_samples(policy_labels: PolicyLabels, audit: &Arc<AuditStats>) -> Vec<String> {
+        let page = render(&registry_with(Arc::new(AgentMetrics::default()), Arc::clone(audit), policy_labels));
+        page.lines().filter(|l| l.starts_with("npagent_staged_verdicts_total")).map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn hidden_policy_labels_keep_the_counts_by_disposition_and_no_name() {
+        let audit = Arc::new(AuditStats::default());
+        assert_eq!(
+            staged_samples(PolicyLabels::Hidden, &audit),
+            [
+                "npagent_staged_verdicts_total{disposition=\"WouldDrop\"} 0",
+                "npagent_staged_verdicts_total{disposition=\"WouldAllow\"} 0"
+            ],
+            "both from the first scrape"
+        );
+        audit.staged_verdicts.count(&staged(LineDisposition::WouldDrop, &["deny", "web"]));
+        audit.staged_verdicts.count(&staged(LineDisposition::WouldDrop, &["deny"]));
+        audit.staged_verdicts.count(&staged(LineDisposition::WouldAllow, &[]));
+        let named = staged_samples(PolicyLabels::PerPolicy, &audit);
+        assert_eq!(named.len(), 6, "{named:?}");
+        assert!(named.contains(&"npagent_staged_verdicts_total{policy=\"x/deny\",disposition=\"WouldDrop\"} 2".into()));
+        // The sum of the named series, without the names.
+        assert_eq!(
+            staged_samples(PolicyLabels::Hidden, &audit),
+            [
+                "npagent_staged_verdicts_total{disposition=\"WouldDrop\"} 3",
+                "npagent_staged_verdicts_total{disposition=\"WouldAllow\"} 1"
+            ]
+        );
+        assert_eq!(
+            (PolicyLabels::from_flag(true), PolicyLabels::from_flag(false)),
+            (PolicyLabels::PerPolicy, PolicyLabels::Hidden)
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@
 pub(crate) mod health;
 pub mod metrics;
 pub mod server;
+mod slots;
 
 use bytes::Bytes;
 use health::Health;

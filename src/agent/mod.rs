@@ -81,6 +81,8 @@ pub struct AgentConfig {
     pub audit: AuditConfig,
     /// Where the admin server (`/livez`, `/readyz`, `/metrics`) listens (`--admin-addr`).
     pub admin_addr: SocketAddr,
+    /// Whether `/metrics` names staged policies (`--metrics-policy-labels`).
+    pub metrics_policy_labels: metrics::PolicyLabels,
     /// Each local pod's conntrack zone limit and how to set it (`--conntrack-pod-limit`).
     pub conntrack: QuotaConfig,
     /// The CNI plugin's socket, when the agent attaches pods itself (`--cni-socket`).
@@ -148,8 +150,7 @@ pub struct State {
 pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
     let started = Instant::now();
     // First: an agent nobody can observe must not run.
-    let admin_listener = tokio::net::TcpListener::bind(cfg.admin_addr)
-        .await
+    let admin_listener = crate::admin::server::bind(cfg.admin_addr)
         .map_err(|error| RunError::AdminAddr { addr: cfg.admin_addr, error })?;
     let state = Arc::new(RwLock::new(State::default()));
     if let Ok(mut st) = state.write() {
@@ -214,8 +215,8 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
         SourceConfig::Manifests(_) => "the manifests directory",
         SourceConfig::Kube { .. } => "the Kubernetes API",
     };
-    let admin =
-        Arc::new(Admin::new(Health::new(source_name, started), metrics::registry(Arc::clone(&metrics), audit.stats())));
+    let registry = metrics::registry_with(Arc::clone(&metrics), audit.stats(), cfg.metrics_policy_labels);
+    let admin = Arc::new(Admin::new(Health::new(source_name, started), registry));
     match admin_listener.local_addr() {
         Ok(addr) => tracing::info!("admin server on http://{addr}/ (livez, readyz, metrics)"),
         Err(e) => tracing::warn!("admin server: cannot read its bound address: {e}"),
