@@ -251,20 +251,22 @@ pub struct RunArgs {
     /// Default of --audit-allow-rate, --audit-drop-rate and --audit-staged-rate.
     #[arg(long, default_value_t = 5000, env = "NPAGENT_PACKET_IN_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub packet_in_rate: u32,
-    /// Allow copies per second the switch sends to npagent for logging, per pod the rule
-    /// applies to (each pod has an OVS meter of its own, so one pod's flood cannot crowd out
-    /// another's lines; burst twice that). Forwarded traffic is never metered. Default:
-    /// --packet-in-rate.
+    /// Allow copies per second the switch sends to npagent for logging, per pod (each pod has
+    /// an OVS meter of its own, which a connection's copies pass when the pod opened it, so
+    /// one pod's flood cannot crowd out another's lines; burst twice that). Forwarded traffic
+    /// is never metered. Default: --packet-in-rate.
     #[arg(long, value_name = "PACKETS_PER_S", env = "NPAGENT_AUDIT_ALLOW_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub audit_allow_rate: Option<u32>,
     /// Drop copies per second per isolated pod (meters apart from the Allow ones, so dropped
-    /// floods cannot crowd out Allow lines), and of the security events (SpoofGuard and
-    /// conntrack drops, one meter). Default: --packet-in-rate.
+    /// floods cannot crowd out Allow lines), and security events (SpoofGuard and conntrack
+    /// drops) per pod whose port sent them (and for the node's ports). Default:
+    /// --packet-in-rate.
     #[arg(long, value_name = "PACKETS_PER_S", env = "NPAGENT_AUDIT_DROP_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub audit_drop_rate: Option<u32>,
-    /// Staged policies' verdict copies per second (WouldDrop and WouldAllow, one meter for
-    /// the node apart from the Allow and Drop ones, so a flood of would-dropped packets cannot
-    /// crowd out Allow or Drop lines; burst twice that). Default: --packet-in-rate.
+    /// Staged policies' verdict copies per second (WouldDrop and WouldAllow) per pod, as for
+    /// Allow copies (meters apart from the Allow and Drop ones, so a flood of would-dropped
+    /// packets cannot crowd out Allow or Drop lines; burst twice that). Default:
+    /// --packet-in-rate.
     #[arg(long, value_name = "PACKETS_PER_S", env = "NPAGENT_AUDIT_STAGED_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub audit_staged_rate: Option<u32>,
     /// Serve the admin server on HOST:PORT: /livez, /readyz (for probes) and /metrics

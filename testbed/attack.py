@@ -2,8 +2,9 @@
 """What a hostile pod sends, for the enforcement tests (Python 3 standard library only).
 Run inside a pod's network namespace (`ip netns exec POD-NS attack.py ...`).
 
-  attack.py udp-spoof --src IP --sport P --dst IP --dport P [--count N]
-      Send N IPv4/UDP datagrams from a raw socket with a forged source address.
+  attack.py udp-spoof --src IP --sport P --dst IP --dport P [--count N] [--interval S]
+      Send N IPv4/UDP datagrams from a raw socket with a forged source address, S seconds
+      apart (default 0.05; 0: as fast as it goes). Prints "ready" on stderr first.
 
   attack.py udp-listen --port P --timeout S
       Count the UDP datagrams that arrive on port P within S seconds; print the count.
@@ -87,9 +88,11 @@ def udp_spoof(args):
     ip = ip[:10] + struct.pack("!H", checksum(ip)) + ip[12:]
     s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
     s.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
+    print("ready", file=sys.stderr, flush=True)
     for _ in range(args.count):
         s.sendto(ip + udp, (args.dst, 0))
-        time.sleep(0.05)
+        if args.interval:
+            time.sleep(args.interval)
 
 
 def received(s, seconds):
@@ -337,7 +340,7 @@ def sniff(args):
 # optional one, `name?` (or `name:type?`) an optional one without default.
 FOUR_TUPLE = "src dst sport:int dport:int"
 COMMANDS = {
-    "udp-spoof": (udp_spoof, f"{FOUR_TUPLE} count:int=3"),
+    "udp-spoof": (udp_spoof, f"{FOUR_TUPLE} count:int=3 interval:float=0.05"),
     "udp-listen": (udp_listen, "port:int timeout:float"),
     "udp-echo": (udp_echo, "dst dport:int sport:int timeout:float=1.0 count:int=1 size:int=4"),
     "udp-flood": (udp_flood, "dst dport:int flows:int wait:float=1.0"),

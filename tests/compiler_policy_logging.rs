@@ -38,18 +38,17 @@ fn text(flows: &FlowTable) -> Vec<String> {
     flows_text(flows, &Default::default())
 }
 
-/// The policy flows that send a copy to npagent: default drops, and rule flows through
-/// AllowCopy (which copies through the pod's meter; it and the security events' flows are
-/// there whatever the policies, and so are the staged verdicts' checks, whose copies of
-/// what a staged policy marked go through the staged meter, 4, whatever the logging switch).
+/// The policy flows that send a copy to npagent: default drops (their own copy), and rule
+/// flows through LogCopy (their rule in reg6). LogCopy and the security events' flows are
+/// there whatever the policies, and so are the staged verdicts' checks, whose copies (through
+/// LogCopy, no rule in reg6) are made whatever the logging switch.
 fn logging(flows: &FlowTable) -> Vec<String> {
-    let always = ["table=AllowCopy", "table=SpoofGuard", "table=ConntrackState"];
-    let logging_copy =
-        |l: &str| l.split("controller(").skip(1).any(|c| !c.split(')').next().unwrap_or(c).ends_with(",meter_id=4"));
+    let always = ["table=LogCopy", "table=SpoofGuard", "table=ConntrackState"];
+    let allow_copy = |l: &str| l.contains("->reg6,") && l.contains("resubmit(,LogCopy)");
     text(flows)
         .into_iter()
         .filter(|l| !always.iter().any(|t| l.contains(t)))
-        .filter(|l| logging_copy(l) || l.contains("resubmit(,AllowCopy)"))
+        .filter(|l| l.contains("controller(") || allow_copy(l))
         .collect()
 }
 

@@ -340,10 +340,10 @@ fn logging_flags_follow_the_namespace() {
     let m = base().with_policy(policy_x.clone());
     let has_controller = |f: &FlowTable, table: u8| {
         f.iter().filter(|(k, _)| k.table == table && k.priority != 0).any(|(_, v)| {
-            // A copy to npagent: sent here, or by AllowCopy through the pod's meter.
+            // A copy to npagent: sent here, or by LogCopy through a pod's meter.
             let copies = |a: &Action| {
                 matches!(a, Action::Controller2(_))
-                    || matches!(a, Action::ResubmitTable { table, .. } if *table == tables::ALLOW_COPY)
+                    || matches!(a, Action::ResubmitTable { table, .. } if *table == tables::LOG_COPY)
             };
             v.instructions.iter().any(|i| matches!(i, Instruction::ApplyActions(a) if a.iter().any(copies)))
         })

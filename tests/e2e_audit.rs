@@ -200,14 +200,13 @@ fn dump_flows(sb: &Sandbox) -> BTreeMap<String, FlowStat> {
 }
 
 /// Whether a policy flow sends copies to npagent: a default drop its own, a rule's first
-/// packet through AllowCopy (AllowCopy and the security events' flows are there whatever the
-/// policies, and so are the staged verdicts' checks, whose copies of what a staged policy
-/// marked go through the staged meter, 4, whatever the logging switch).
+/// packet through LogCopy (its rule in reg6). LogCopy and the security events' flows are
+/// there whatever the policies, and so are the staged verdicts' checks, whose copies
+/// (through LogCopy, no rule in reg6) are made whatever the logging switch.
 fn sends_copies(f: &FlowStat) -> bool {
-    let logging_copy =
-        f.actions.split("controller(").skip(1).any(|c| !c.split(')').next().unwrap_or(c).ends_with(",meter_id=4"));
-    !["AllowCopy", "SpoofGuard", "ConntrackState"].contains(&f.table.as_str())
-        && (logging_copy || f.actions.contains("resubmit(,AllowCopy)"))
+    let allow_copy = f.actions.to_lowercase().contains("reg6") && f.actions.contains("resubmit(,LogCopy)");
+    !["LogCopy", "SpoofGuard", "ConntrackState"].contains(&f.table.as_str())
+        && (f.actions.contains("controller(") || allow_copy)
 }
 
 /// The default drop flow of the pod on `ofport`.

@@ -1,6 +1,8 @@
 //! A fair and complete audit log, with real packets on the testbed: one pod's flood of new
-//! connections does not silence another pod's Allow lines (each pod has meters of its own),
-//! the gap record of what was shed names the flooded pod, and the drops that no policy makes
+//! connections does not silence another pod's Allow lines (each pod has meters of its own,
+//! and a connection's copies pass its source pod's), nor a staged flood another pod's
+//! `WouldDrop` lines, nor a flood of forged packets another pod's security events; the gap
+//! record of what was shed names the flooding pod and the meter; and the drops that no policy makes
 //! (SpoofGuard's forged sources and tagged frames, conntrack's invalid packets) are logged as
 //! security events naming the pod that sent them, whatever the namespace's logging switch
 //! says. Needs root.
@@ -68,11 +70,12 @@ fn one_pods_flood_does_not_silence_another_pods_allow_lines() {
     );
     assert!(to_c < 1000, "the flood to x/c is metered ({to_c} lines)");
 
-    // The flood's shed copies are a gap naming x/c (the meters are read every 10 s).
-    let gap = wait_json_line(&np_log, seen, Duration::from_secs(25), "a meter gap for x/c", |v| {
+    // The flood's shed copies are a gap naming y/a, whose meter they passed (the meters are
+    // read every 10 s).
+    let gap = wait_json_line(&np_log, seen, Duration::from_secs(25), "a meter gap for y/a", |v| {
         v["type"] == "gap" && v["cause"] == "meter" && v["disposition"] == "Allow"
     });
-    assert_eq!(pod_id(&gap["pod"]).as_deref(), Some("x/c"), "{gap}");
+    assert_eq!(pod_id(&gap["pod"]).as_deref(), Some("y/a"), "{gap}");
     assert!(gap["shed"].as_u64().unwrap() > 0, "{gap}");
 }
 
@@ -130,4 +133,187 @@ fn security_events_name_the_pod_that_sent_them_without_any_logging_switch() {
     let from_xb =
         json_lines(&np_log).into_iter().filter(|v| pod_id(&v["applied_to"]).as_deref() == Some("x/b")).count();
     assert_eq!(from_xb, 0, "x/b's genuine traffic raised no event:\n{:#?}", json_lines(&np_log));
+}
+
+// ---------------------------------------------------------------------------------------
+// No local pod sheds another local pod's lines: every class of copy has a meter per pod, and
+// a copy of a connection a local pod opened passes that pod's meter.
+
+/// The rates of every logging meter in the floods below: a flood exceeds them at once, and a
+/// victim's 10 or 20 lines fit in its own meter's burst (twice the rate).
+const FLOOD_RATE: &str = "10";
+
+/// The source ports of the packet lines after the first `skip` that `pred` accepts: one per
+/// connection (each datagram of a burst has a port of its own).
+fn source_ports(log: &std::path::Path, skip: usize, pred: impl Fn(&Value) -> bool) -> BTreeSet<u64> {
+    json_lines(log)[skip..].iter().filter(|v| pred(v)).filter_map(|v| v["source"]["port"].as_u64()).collect()
+}
+
+/// Waits up to 5 s for `want` distinct source ports among the lines `pred` accepts.
+fn wait_ports(log: &std::path::Path, skip: usize, want: usize, pred: impl Fn(&Value) -> bool) -> BTreeSet<u64> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let ports = source_ports(log, skip, &pred);
+        if ports.len() >= want || Instant::now() >= deadline {
+            return ports;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The packets the lines `pred` accepts stand for (a line aggregated by the dedup window
+/// says how many in `count`).
+fn packets(log: &std::path::Path, skip: usize, pred: impl Fn(&Value) -> bool) -> u64 {
+    json_lines(log)[skip..].iter().filter(|v| pred(v)).map(|v| v["count"].as_u64().unwrap_or(1)).sum()
+}
+
+/// Waits (the meters are read every 10 s) for a gap record of `cause` naming pod `pod`, and
+/// returns what it says was shed; no gap of that cause names `victim`.
+fn meter_gap(log: &std::path::Path, skip: usize, cause: &str, pod: &str, victim: &str) -> u64 {
+    let what = format!("a {cause} gap record naming {pod}");
+    let named =
+        |v: &Value, who: &str| v["type"] == "gap" && v["cause"] == cause && pod_id(&v["pod"]).as_deref() == Some(who);
+    let gap = wait_json_line(log, skip, Duration::from_secs(25), &what, |v| named(v, pod));
+    let victims: Vec<Value> = json_lines(log).into_iter().filter(|v| named(v, victim)).collect();
+    assert!(victims.is_empty(), "{victim}'s meter shed nothing: {victims:#?}");
+    gap["shed"].as_u64().unwrap()
+}
+
+/// y/a and x/b both connect to x/a, which accepts everything (x logs): y/a floods, x/b opens
+/// 20 connections 50 ms apart. Every copy of a connection a local pod opened passes that
+/// pod's own Allow meter, so all 20 of x/b's Allow lines are written; the flood is metered
+/// (its pod's meter sheds most of it) and its gap record names y/a, not x/a.
+#[test]
+fn a_local_pods_allow_flood_into_a_pod_sheds_no_other_local_pods_allow_lines_into_it() {
+    let tb = Testbed::start();
+    write_atomic(&tb.manifests_dir().join("namespaces.yaml"), NAMESPACES_X_LOGGING);
+    write_atomic(&tb.manifests_dir().join("open.yaml"), OPEN_A_AND_C);
+    let log = tb.sandbox.dir.join("np.log");
+    let args = ["--audit-format", "json", "--audit-chain", "--audit-allow-rate", FLOOD_RATE];
+    let _agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &log, &args);
+    let xa = tb.pod("x/a");
+    let from = |v: &Value, pod: &str| v["source"]["ip"] == tb.pod(pod).ip.as_str();
+    // Control: the setup logs x/b's connections to x/a.
+    tb.attack("x/b", &["udp-burst", "--dst", &xa.ip, "--dport", "80", "--count", "1"]);
+    wait_json_line(&log, 0, Duration::from_secs(10), "x/b's first Allow to x/a", |v| allow_to(v, &xa.ip));
+    let seen = json_lines(&log).len();
+
+    let flood =
+        tb.spawn_attack(&tb.pod("y/a").netns, &["udp-burst", "--dst", &xa.ip, "--dport", "80", "--count", "30000"]);
+    std::thread::sleep(Duration::from_millis(300));
+    tb.attack("x/b", &["udp-burst", "--dst", &xa.ip, "--dport", "80", "--count", "20", "--interval", "0.05"]);
+    let _ = support::finish(flood);
+
+    let kept = wait_ports(&log, seen, 20, |v| allow_to(v, &xa.ip) && from(v, "x/b"));
+    let flood_lines = source_ports(&log, seen, |v| allow_to(v, &xa.ip) && from(v, "y/a")).len();
+    assert_eq!(kept.len(), 20, "x/b's Allow lines into x/a beside y/a's flood into x/a ({flood_lines} lines of it)");
+    assert!(flood_lines > 0 && flood_lines < 1000, "the flood is logged and metered ({flood_lines} lines)");
+    let shed = meter_gap(&log, seen, "meter", "y/a", "x/b");
+    assert!(shed > 0, "y/a's Allow meter shed the flood");
+}
+
+/// A staged default-deny of x/a's ingress: every new connection to x/a is a `WouldDrop`.
+/// y/a floods x/a while x/b opens 10 connections to it, 100 ms apart: a staged copy of a
+/// connection a local pod opened passes that pod's own staged meter, so all 10 of x/b's
+/// `WouldDrop` lines are written (the staged report shows them); the flood is metered and
+/// its gap record (cause `staged-meter`) names y/a.
+#[test]
+fn a_staged_flood_sheds_no_other_pods_would_drop_lines() {
+    let tb = Testbed::start();
+    let deny = support::policy::network_policy("x", "deny-a", "{matchLabels: {pod: a}}", "  policyTypes: [Ingress]\n")
+        .replace("apiVersion: networking.k8s.io/v1", "apiVersion: policy.npagent.io/v1alpha1")
+        .replace("kind: NetworkPolicy", "kind: StagedNetworkPolicy");
+    write_atomic(&tb.manifests_dir().join("staged.yaml"), &deny);
+    let log = tb.sandbox.dir.join("np.log");
+    let args = ["--audit-format", "json", "--audit-chain", "--audit-staged-rate", FLOOD_RATE];
+    let _agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &log, &args);
+    let xa = tb.pod("x/a");
+    let would_drop = |v: &Value, pod: &str| {
+        v["disposition"] == "WouldDrop"
+            && v["destination"]["ip"] == xa.ip.as_str()
+            && v["source"]["ip"] == tb.pod(pod).ip.as_str()
+    };
+    // Control: the staged policy is in force and x/b's connections to x/a are WouldDrops.
+    tb.attack("x/b", &["udp-burst", "--dst", &xa.ip, "--dport", "80", "--count", "1"]);
+    wait_json_line(&log, 0, Duration::from_secs(10), "x/b's first WouldDrop to x/a", |v| would_drop(v, "x/b"));
+    std::thread::sleep(Duration::from_millis(1500));
+    let seen = json_lines(&log).len();
+
+    let flood =
+        tb.spawn_attack(&tb.pod("y/a").netns, &["udp-burst", "--dst", &xa.ip, "--dport", "80", "--count", "30000"]);
+    std::thread::sleep(Duration::from_millis(300));
+    tb.attack("x/b", &["udp-burst", "--dst", &xa.ip, "--dport", "80", "--count", "10", "--interval", "0.1"]);
+    let _ = support::finish(flood);
+
+    let kept = wait_ports(&log, seen, 10, |v| would_drop(v, "x/b"));
+    let flood_packets = packets(&log, seen, |v| would_drop(v, "y/a"));
+    assert_eq!(
+        kept.len(),
+        10,
+        "x/b's WouldDrop lines into x/a beside y/a's flood ({flood_packets} packets of it logged)"
+    );
+    assert!(flood_packets > 0 && flood_packets < 1000, "the flood is logged and metered ({flood_packets} packets)");
+    let shed = meter_gap(&log, seen, "staged-meter", "y/a", "x/b");
+    assert!(shed > 0, "y/a's staged meter shed the flood");
+}
+
+/// y/a floods x/a with datagrams from a forged source address (SpoofGuard drops each and
+/// copies it as a `ForgedSource` security event) while x/b forges 10, 100 ms apart, from
+/// ports of their own. Security events pass a meter of the sending pod, so all 10 of x/b's
+/// events are written; y/a's flood is metered and its gap record (cause `security-meter`)
+/// names y/a.
+#[test]
+fn a_security_event_flood_sheds_no_other_pods_events() {
+    let tb = Testbed::start();
+    let log = tb.sandbox.dir.join("np.log");
+    let args = ["--audit-format", "json", "--audit-chain", "--audit-drop-rate", FLOOD_RATE];
+    let _agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &log, &args);
+    let xa = tb.pod("x/a");
+    let forged = |v: &Value, pod: &str| {
+        v["policy"]["kind"] == "SecurityEvent"
+            && v["policy"]["name"] == "ForgedSource"
+            && pod_id(&v["applied_to"]).as_deref() == Some(pod)
+    };
+    let spoof = |sport: &str, count: &str, interval: &str| {
+        [
+            "udp-spoof",
+            "--src",
+            "10.10.9.9",
+            "--sport",
+            sport,
+            "--dst",
+            &xa.ip,
+            "--dport",
+            "80",
+            "--count",
+            count,
+            "--interval",
+            interval,
+        ]
+        .map(String::from)
+    };
+    // Control: x/b's forged datagram is an event naming x/b.
+    tb.attack("x/b", &spoof("41000", "1", "0").each_ref().map(String::as_str));
+    wait_json_line(&log, 0, Duration::from_secs(10), "x/b's first ForgedSource event", |v| forged(v, "x/b"));
+    std::thread::sleep(Duration::from_millis(1500));
+    let seen = json_lines(&log).len();
+
+    let mut flood =
+        tb.spawn_attack(&tb.pod("y/a").netns, &spoof("40000", "100000000", "0").each_ref().map(String::as_str));
+    std::thread::sleep(Duration::from_millis(300));
+    for sport in 41001..=41010 {
+        tb.attack("x/b", &spoof(&sport.to_string(), "1", "0").each_ref().map(String::as_str));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let flooding = flood.try_wait().unwrap().is_none();
+    flood.kill().unwrap();
+    flood.wait().unwrap();
+    assert!(flooding, "y/a's flood lasted while x/b forged");
+
+    let kept = wait_ports(&log, seen, 10, |v| forged(v, "x/b"));
+    let flood_packets = packets(&log, seen, |v| forged(v, "y/a"));
+    assert_eq!(kept.len(), 10, "x/b's ForgedSource events beside y/a's flood ({flood_packets} packets of it logged)");
+    assert!(flood_packets > 0 && flood_packets < 1000, "the flood is logged and metered ({flood_packets} packets)");
+    let shed = meter_gap(&log, seen, "security-meter", "y/a", "x/b");
+    assert!(shed > 0, "y/a's security meter shed the flood");
 }

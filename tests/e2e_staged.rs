@@ -2,7 +2,7 @@
 //! judged, never enforced. Every new connection whose verdict in the staged view (the
 //! enforced policies with the staged ones applied on top) differs from the enforced one gets
 //! a `WouldDrop` or `WouldAllow` line, whatever the namespace's logging switch says, through
-//! the staged meter.
+//! a staged meter of the pod it belongs to.
 //!
 //! - The scenario suite with every NetworkPolicy staged keeps the no-policy truth table, and
 //!   its `WouldDrop` lines name exactly the connections each scenario's truth table denies.
@@ -97,7 +97,9 @@ fn staged_flows(tb: &Testbed) -> String {
     let flows = tb.sandbox.dump_flows();
     flows
         .iter()
-        .filter(|f| f.contains("table=Staged") || f.contains("reg8") || f.contains("reg10") || f.contains("meter_id=4"))
+        .filter(|f| {
+            f.contains("table=Staged") || f.contains("reg8") || f.contains("reg10") || f.contains("table=LogCopy")
+        })
         .cloned()
         .collect::<Vec<_>>()
         .join("\n")
@@ -496,9 +498,10 @@ fn deleting_a_staged_policy_stops_its_lines() {
 /// exceeds them at once.
 const FLOOD_METER_RATE: &str = "10";
 
-/// Packets the staged meter (id 4) has dropped on the switch.
-fn staged_meter_shed(tb: &Testbed) -> u64 {
-    let text = tb.sandbox.ofctl(&["meter-stats", "meter=4"]);
+/// Packets the staged meter of `pod` (id 0x40000 + its ofport) has dropped on the switch.
+fn staged_meter_shed(tb: &Testbed, pod: &str) -> u64 {
+    let meter = format!("meter={}", 0x4_0000 + tb.pod(pod).ofport);
+    let text = tb.sandbox.ofctl(&["meter-stats", &meter]);
     let bands = text.split("bands:").nth(1).unwrap_or_else(|| panic!("no bands in {text}"));
     bands.split_whitespace().filter_map(|w| w.strip_prefix("packet_count:")).filter_map(|n| n.parse::<u64>().ok()).sum()
 }
@@ -506,10 +509,10 @@ fn staged_meter_shed(tb: &Testbed) -> u64 {
 /// y/a's egress is staged shut (y does not log), and y/a floods y/b with new UDP
 /// connections, each a `WouldDrop`, at the speed it can. Meanwhile x/b opens 15 connections
 /// to x/a (Allow lines: x logs, x/a accepts x/b) and x/c 15 (Drop lines). Every one of those
-/// 30 lines is written: the staged copies pass a meter of their own (`--audit-staged-rate`
-/// 10 a second, and the Drop meters the same), which sheds the flood, and the agent reports
-/// what it shed (gap records of cause `staged-meter`, the staged meter's shed counter; the
-/// Allow and Drop meters shed nothing).
+/// 30 lines is written: the staged copies pass meters of their own (`--audit-staged-rate`
+/// 10 a second per pod, and the Drop meters the same), y/a's sheds the flood, and the agent
+/// reports what it shed (gap records of cause `staged-meter` naming y/a, the staged meters'
+/// shed counter; the Allow and Drop meters shed nothing).
 #[test]
 fn a_flood_of_would_dropped_connections_hides_no_allow_or_drop_line() {
     let tb = Testbed::start();
@@ -582,11 +585,12 @@ fn a_flood_of_would_dropped_connections_hides_no_allow_or_drop_line() {
     assert!(flood_packets > 0, "the flood's WouldDrop lines");
     assert!(flood_packets < 500, "the flood is metered: {flood_packets} WouldDrop packets logged");
 
-    // The switch's staged meter shed the rest, and the agent says so.
-    let shed = staged_meter_shed(&tb);
+    // y/a's staged meter shed the rest, and the agent says so.
+    let shed = staged_meter_shed(&tb, "y/a");
     // (The userspace datapath loses part of such a flood before any flow sees it.)
-    assert!(shed >= 1_000, "the staged meter shed {shed} of the flood's 20000 copies");
-    let staged_gap = |v: &Value| v["type"] == "gap" && v["cause"] == "staged-meter";
+    assert!(shed >= 1_000, "y/a's staged meter shed {shed} of the flood's 20000 copies");
+    let staged_gap =
+        |v: &Value| v["type"] == "gap" && v["cause"] == "staged-meter" && pod_id(&v["pod"]).as_deref() == Some("y/a");
     wait_json_line(&log, 0, Duration::from_secs(25), "a gap record of the staged meter", staged_gap);
     let reported: u64 =
         json_lines(&log).iter().filter(|v| staged_gap(v)).map(|v| v["shed"].as_u64().unwrap_or(0)).sum();

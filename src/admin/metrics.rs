@@ -303,7 +303,7 @@ impl Collector for Scraped {
         labelled_counters(
             &mut encoder,
             "npagent_audit_shed_by_meter",
-            "Logging packets the switch's meters dropped, by meter: every pod's Allow or Drop meters, the security events' or the staged verdicts' meter.",
+            "Logging packets the switch's meters dropped, by kind of meter (summed over the pods): Allow, Drop, security events (the node's meter included) or staged verdicts.",
             shed,
         )?;
         let verdicts = self.audit.staged_verdicts.snapshot();

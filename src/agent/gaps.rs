@@ -114,14 +114,14 @@ impl ShedPolls {
                 .collect::<Vec<_>>()
                 .join(", ");
             tracing::warn!(
-                "the logging meters ({allow} Allow and {drop} Drop packets/s per pod, {staged} staged verdicts/s for the node) dropped {n} packet-ins so far ({which}): audit entries were shed (see npagent_audit_shed_by_meter_total and the gap records)"
+                "the logging meters ({allow} Allow, {drop} Drop, {drop} security and {staged} staged packets/s per pod) dropped {n} packet-ins so far ({which}): audit entries were shed (see npagent_audit_shed_by_meter_total and the gap records)"
             )
         });
         Some(shed)
     }
 
     /// The meters' counts were read (`None`: they could not be); the gap of a pod's meter
-    /// names the pod on its ofport, the staged verdicts' meter's has a cause of its own.
+    /// names the pod on its ofport, and its cause the kind of meter.
     fn meter_polled(&mut self, total: Option<MeterShed>, reconciler: &Reconciler) {
         let Some(total) = total else { return };
         let now = SystemTime::now();
@@ -131,7 +131,7 @@ impl ShedPolls {
                 let (cause, disposition) = meter_gap(owner);
                 let pod = match owner {
                     MeterOwner::Pod { ofport, .. } => reconciler.pod_on(ofport),
-                    MeterOwner::Security | MeterOwner::Staged => None,
+                    MeterOwner::Node => None,
                 };
                 // A meter new since (a new pod's) starts at zero; a switch restart resets all.
                 let b = before.get(id).copied().unwrap_or(0);
@@ -164,14 +164,16 @@ impl ShedPolls {
     }
 }
 
-/// What a meter's gap record says shed: the cause and the disposition of the copies it
-/// carries (a pod's Allow or Drop meter, the security events' drops; the staged verdicts'
-/// meter carries both staged dispositions, so its cause names it instead).
+/// What a meter's gap record says shed: the cause names the kind of meter (a pod's Allow
+/// and Drop meters are `meter`, with the disposition, as they always were), and the
+/// disposition is the copies' where one meter carries only one (the staged meters carry
+/// both staged dispositions).
 fn meter_gap(owner: MeterOwner) -> (GapCause, Option<Disposition>) {
-    match owner {
-        MeterOwner::Pod { disposition, .. } => (GapCause::Meter, Some(disposition)),
-        MeterOwner::Security => (GapCause::Meter, Some(Disposition::Drop)),
-        MeterOwner::Staged => (GapCause::StagedMeter, None),
+    match owner.kind() {
+        MeterKind::Allow => (GapCause::Meter, Some(Disposition::Allow)),
+        MeterKind::Drop => (GapCause::Meter, Some(Disposition::Drop)),
+        MeterKind::Security => (GapCause::SecurityMeter, Some(Disposition::Drop)),
+        MeterKind::Staged => (GapCause::StagedMeter, None),
     }
 }
 
@@ -189,28 +191,31 @@ fn shed_by_kind(shed: &MeterShed) -> [u64; MeterKind::ALL.len()] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compiler::meters::{allow, drop, SECURITY, STAGED};
+    use crate::compiler::meters::{pod, NODE_SECURITY};
 
     #[test]
-    fn the_staged_meter_is_named_apart_from_the_pods_and_security_meters() {
-        let pod = |disposition| MeterOwner::Pod { disposition, ofport: 5 };
-        assert_eq!(meter_gap(pod(Disposition::Allow)), (GapCause::Meter, Some(Disposition::Allow)));
-        assert_eq!(meter_gap(pod(Disposition::Drop)), (GapCause::Meter, Some(Disposition::Drop)));
-        assert_eq!(meter_gap(MeterOwner::Security), (GapCause::Meter, Some(Disposition::Drop)));
-        assert_eq!(meter_gap(MeterOwner::Staged), (GapCause::StagedMeter, None));
+    fn a_meters_gap_names_its_kind() {
+        let of = |kind| MeterOwner::Pod { kind, ofport: 5 };
+        assert_eq!(meter_gap(of(MeterKind::Allow)), (GapCause::Meter, Some(Disposition::Allow)));
+        assert_eq!(meter_gap(of(MeterKind::Drop)), (GapCause::Meter, Some(Disposition::Drop)));
+        assert_eq!(meter_gap(of(MeterKind::Security)), (GapCause::SecurityMeter, Some(Disposition::Drop)));
+        assert_eq!(meter_gap(MeterOwner::Node), (GapCause::SecurityMeter, Some(Disposition::Drop)));
+        assert_eq!(meter_gap(of(MeterKind::Staged)), (GapCause::StagedMeter, None));
     }
 
     #[test]
     fn shed_counts_add_up_by_kind_of_meter() {
         let shed = MeterShed::from([
-            (allow(1), 1),
-            (allow(2), 2),
-            (drop(1), 10),
-            (SECURITY, 100),
-            (STAGED, 1000),
-            // Not npagent's: not counted.
+            (pod(MeterKind::Allow, 1), 1),
+            (pod(MeterKind::Allow, 2), 2),
+            (pod(MeterKind::Drop, 1), 10),
+            (pod(MeterKind::Security, 1), 100),
+            (NODE_SECURITY, 200),
+            (pod(MeterKind::Staged, 1), 1000),
+            // Retired (an earlier version's staged meter) or not npagent's: not counted.
+            (4, 3),
             (7, 5),
         ]);
-        assert_eq!(shed_by_kind(&shed), [3, 10, 100, 1000]);
+        assert_eq!(shed_by_kind(&shed), [3, 10, 300, 1000]);
     }
 }

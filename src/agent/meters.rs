@@ -1,12 +1,12 @@
-//! The logging meters on the switch: an Allow and a Drop meter for every local pod, the
-//! security events' meter and the staged verdicts' meter (their ids:
-//! [`crate::compiler::meters`]), kept in step with the pods, and their shed counts read for
-//! the gap records and the metrics.
+//! The logging meters on the switch: four for every local pod (its Allow copies, its Drop
+//! copies, its security events, its staged verdicts) and the node's security events' meter
+//! (their ids, and why a meter per pod and kind: [`crate::compiler::meters`]), kept in step
+//! with the pods, and their shed counts read for the gap records and the metrics.
 //!
 //! A meter is added before the flows that name it and deleted after them (deleting a meter
 //! deletes the flows that use it).
 
-use crate::compiler::meters;
+use crate::compiler::meters::{self, MeterKind};
 use crate::switch::{SwitchError, SwitchHandle};
 use ofp::{meter, MeterBand, MeterMod};
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,10 +22,22 @@ pub type MeterShed = BTreeMap<u32, u64>;
 pub struct MeterRates {
     /// Allow copies per pod (`--audit-allow-rate`).
     pub allow: u32,
-    /// Drop copies per pod, and the security events (`--audit-drop-rate`).
+    /// Drop copies per pod, and security events per pod and for the node's ports
+    /// (`--audit-drop-rate`).
     pub drop: u32,
-    /// Staged verdicts (`WouldDrop`, `WouldAllow`), for the node (`--audit-staged-rate`).
+    /// Staged verdicts (`WouldDrop`, `WouldAllow`) per pod (`--audit-staged-rate`).
     pub staged: u32,
+}
+
+impl MeterRates {
+    /// The rate of a meter of `kind`.
+    fn of(&self, kind: MeterKind) -> u32 {
+        match kind {
+            MeterKind::Allow => self.allow,
+            MeterKind::Drop | MeterKind::Security => self.drop,
+            MeterKind::Staged => self.staged,
+        }
+    }
 }
 
 impl MeterRates {
@@ -52,10 +64,9 @@ impl LoggingMeters {
     /// The meters the pods on `ports` need, with their rates.
     fn desired(&self, ports: &BTreeSet<u32>) -> BTreeMap<u32, u32> {
         let rates = &self.rates;
-        let mut out = BTreeMap::from([(meters::SECURITY, rates.drop), (meters::STAGED, rates.staged)]);
+        let mut out = BTreeMap::from([(meters::NODE_SECURITY, rates.of(MeterKind::Security))]);
         for &o in ports {
-            out.insert(meters::allow(o), rates.allow);
-            out.insert(meters::drop(o), rates.drop);
+            out.extend(MeterKind::ALL.map(|kind| (meters::pod(kind, o), rates.of(kind))));
         }
         out
     }
@@ -79,7 +90,7 @@ impl LoggingMeters {
     }
 
     /// Deletes npagent's meters on the switch that no pod on `ports` needs (after their flows
-    /// are gone): those of removed pods, and those an earlier run left.
+    /// are gone): those of removed pods, and those an earlier run (or version) left.
     pub async fn remove_unused(
         &mut self,
         switch: &SwitchHandle,
@@ -91,7 +102,7 @@ impl LoggingMeters {
             .keys()
             .chain(&self.installed)
             .copied()
-            .filter(|id| meters::owner(*id).is_some() && !desired.contains_key(id))
+            .filter(|id| meters::is_npagents(*id) && !desired.contains_key(id))
             .collect();
         let delete = |id| MeterMod { command: meter::DELETE, flags: 0, meter_id: id, bands: Vec::new() };
         let sent = futures::future::join_all(unused.iter().map(|&id| switch.meter_mod(delete(id)))).await;
@@ -136,12 +147,13 @@ async fn add_or_modify(switch: &SwitchHandle, id: u32, rate: u32) -> Result<(), 
     }
 }
 
-/// How many packets each of npagent's meters on the switch dropped.
+/// How many packets each of npagent's meters on the switch dropped (retired ones included,
+/// for [`LoggingMeters::remove_unused`]).
 pub async fn read_shed(switch: &SwitchHandle) -> Result<MeterShed, SwitchError> {
     let stats = switch.meter_stats(meter::ALL).await?;
     Ok(stats
         .iter()
-        .filter(|s| meters::owner(s.meter_id).is_some())
+        .filter(|s| meters::is_npagents(s.meter_id))
         .map(|s| (s.meter_id, s.bands.iter().map(|(packets, _)| packets).sum()))
         .collect())
 }
@@ -151,18 +163,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_meter_has_its_own_rate_and_none_is_zero() {
+    fn each_pod_has_a_meter_of_each_kind_at_its_rate_and_none_is_zero() {
         let m = LoggingMeters::new(MeterRates { allow: 10, drop: 20, staged: 30 });
-        let want = BTreeMap::from([
-            (meters::SECURITY, 20),
-            (meters::STAGED, 30),
-            (meters::allow(5), 10),
-            (meters::drop(5), 20),
-            (meters::allow(7), 10),
-            (meters::drop(7), 20),
-        ]);
+        let mut want = BTreeMap::from([(meters::NODE_SECURITY, 20)]);
+        for o in [5, 7] {
+            want.insert(meters::pod(MeterKind::Allow, o), 10);
+            want.insert(meters::pod(MeterKind::Drop, o), 20);
+            want.insert(meters::pod(MeterKind::Security, o), 20);
+            want.insert(meters::pod(MeterKind::Staged, o), 30);
+        }
         assert_eq!(m.desired(&BTreeSet::from([5, 7])), want);
         let m = LoggingMeters::new(MeterRates { allow: 0, drop: 0, staged: 0 });
-        assert_eq!(m.desired(&BTreeSet::new()), BTreeMap::from([(meters::SECURITY, 1), (meters::STAGED, 1)]));
+        assert_eq!(m.desired(&BTreeSet::new()), BTreeMap::from([(meters::NODE_SECURITY, 1)]));
+        assert!(m.desired(&BTreeSet::from([3])).values().all(|r| *r == 1));
     }
 }

@@ -71,11 +71,11 @@ pub struct AgentConfig {
     /// Allow copies per second each pod's Allow meter lets through to npagent (burst: twice
     /// that).
     pub allow_rate: u32,
-    /// Drop copies per second each pod's Drop meter lets through, and the security events'
-    /// meter (burst: twice that).
+    /// Drop copies per second each pod's Drop meter lets through, and each security events'
+    /// meter (a pod's, the node's) (burst: twice that).
     pub drop_rate: u32,
-    /// Staged verdict copies (`WouldDrop`, `WouldAllow`) per second the staged meter lets
-    /// through, for the whole node (burst: twice that).
+    /// Staged verdict copies (`WouldDrop`, `WouldAllow`) per second each pod's staged meter
+    /// lets through (burst: twice that).
     pub staged_rate: u32,
     pub controller_id: u16,
     pub audit: AuditConfig,

@@ -286,10 +286,13 @@ fn judgement(
         });
     }
     let direction = Direction::of_table(table).ok_or(AuditError::UnknownTable(table))?;
-    // Both copies name the pod whose meter they passed; an Allow's rule is in reg6.
+    // A default drop's copy names its pod (whose meter it passed); an Allow copy passed its
+    // connection's source's meter, so its pod is the direction's register, and its rule is
+    // in reg6.
     let port = Some(userdata.subject).filter(|o| *o != 0);
     Ok(match userdata.disposition {
         Disposition::Allow => {
+            let port = pi.register(judged_register(direction)).filter(|o| *o != 0);
             let id = pi.register(6).unwrap_or(0);
             let rule = resolver.allow_rule(id).ok_or(AuditError::UnknownRule(id))?;
             Judgement {
@@ -311,6 +314,15 @@ fn judgement(
     })
 }
 
+/// The register that holds the pod `direction`'s tables judge for: `reg2` (the connection's
+/// source) for egress, `reg4` (its destination) for ingress.
+fn judged_register(direction: Direction) -> u8 {
+    match direction {
+        Direction::Egress => 2,
+        Direction::Ingress => 4,
+    }
+}
+
 /// A staged verdict's copy: its pod is the one the direction's tables judged for (`reg2` or
 /// `reg4`), a `WouldAllow`'s staged rule is in the direction's rule register (0: the staged
 /// view does not isolate the pod).
@@ -320,11 +332,7 @@ fn staged_judgement(
     direction: Direction,
     resolver: &(impl RuleResolver + ?Sized),
 ) -> Result<Judgement, AuditError> {
-    let judged_reg = match direction {
-        Direction::Egress => 2,
-        Direction::Ingress => 4,
-    };
-    let port = pi.register(judged_reg).filter(|o| *o != 0);
+    let port = pi.register(judged_register(direction)).filter(|o| *o != 0);
     let isolated_by = |d| port.map(|o| resolver.staged_isolating(direction, o, d)).unwrap_or_default();
     if userdata.disposition == Disposition::WouldDrop {
         return Ok(Judgement {

@@ -12,11 +12,14 @@
 //!   timestamp, so Antrea's Fluentd regex (14 fields, a numeric length) never reads it as a
 //!   packet.
 //!
-//! A meter's gap names the pod whose copies it shed (each pod has meters of its own); the
-//! security events' meter and the queues name none. The staged verdicts' meter (`WouldDrop`
-//! and `WouldAllow` copies, `--audit-staged-rate`) is a cause of its own, `staged-meter`: it
-//! carries both staged dispositions and no pod's alone, so its gap names neither. The queue's
-//! gaps give the direction and the disposition, staged ones included.
+//! A meter's gap names the pod whose meter shed (each local pod has a meter of its own for
+//! each kind of copy, see [`crate::compiler::meters`]: its lines, those of the connections it
+//! opened) and, in its cause, the kind of meter: `meter` for a pod's Allow or Drop meter (the
+//! disposition says which), `security-meter` for its security events (or, naming no pod, the
+//! node's: events of packets no pod's port sent), `staged-meter` for its staged verdicts
+//! (`WouldDrop` and `WouldAllow` copies, `--audit-staged-rate`; no disposition, it carries
+//! both). The queues name no pod; their gaps give the direction and the disposition, staged
+//! ones included.
 
 use super::entry::{disposition_str, Direction};
 use super::format::Format;
@@ -33,10 +36,11 @@ use std::time::SystemTime;
 /// Who shed the packet-ins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum GapCause {
-    /// The switch's logging meters (Allow or Drop copies over `--audit-allow-rate` or
-    /// `--audit-drop-rate`, security events over `--audit-drop-rate`).
+    /// A pod's Allow or Drop meter (copies over `--audit-allow-rate` or `--audit-drop-rate`).
     Meter,
-    /// The switch's meter of the staged verdicts (`WouldDrop` and `WouldAllow` copies over
+    /// A pod's (or the node's) security events' meter (over `--audit-drop-rate`).
+    SecurityMeter,
+    /// A pod's staged verdicts' meter (`WouldDrop` and `WouldAllow` copies over
     /// `--audit-staged-rate`).
     StagedMeter,
     /// npagent's OpenFlow connection (its packet-in channel was full).
@@ -50,6 +54,7 @@ impl GapCause {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             GapCause::Meter => "meter",
+            GapCause::SecurityMeter => "security-meter",
             GapCause::StagedMeter => "staged-meter",
             GapCause::Connection => "connection",
             GapCause::Queue => "queue",
@@ -63,7 +68,7 @@ pub(crate) struct Gap {
     pub(crate) cause: GapCause,
     pub direction: Option<Direction>,
     pub disposition: Option<Disposition>,
-    /// The pod whose copies were shed, when one meter carries only its copies.
+    /// The pod whose meter shed the copies (a meter's gap; none for the node's meter).
     pub(crate) pod: Option<ObjectRef>,
     pub(crate) shed: u64,
     /// The shedding happened after `from` and no later than `to`.
@@ -401,6 +406,29 @@ mod tests {
         let line = String::from_utf8(out).unwrap();
         assert!(line.contains(" AuditGap queue Egress WouldDrop <nil> shed=2 "), "{line}");
         assert_eq!(line.split(' ').count(), 2 + 8, "{line}");
+    }
+
+    #[test]
+    fn a_pods_security_and_staged_meters_are_named_with_the_pod() {
+        let gap = |cause, disposition| Gap {
+            cause,
+            direction: None,
+            disposition,
+            pod: Some(ObjectRef { namespace: "y".into(), name: "a".into() }),
+            shed: 9,
+            from: t(0),
+            to: t(10),
+        };
+        for (g, want) in [
+            (gap(GapCause::SecurityMeter, Some(Disposition::Drop)), " AuditGap security-meter <nil> Drop y/a shed=9 "),
+            (gap(GapCause::StagedMeter, None), " AuditGap staged-meter <nil> <nil> y/a shed=9 "),
+        ] {
+            let mut out = Vec::new();
+            g.write(Format::Antrea, "n1", t(10), &mut out);
+            let line = String::from_utf8(out).unwrap();
+            assert!(line.contains(want), "{line}");
+            assert_eq!(line.split(' ').count(), 2 + 8, "{line}");
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@
 use super::cookie::{self, Kind};
 use super::flow::{self, DesiredFlows, FlowKey, FlowValue};
 use super::ids::IdAllocator;
-use super::meters;
+use super::meters::{self, MeterKind};
 use super::pipeline::{node_flows, pipeline_flows, port_flows};
 use super::policy::{self, compile_policy, namespace_logging, policy_logging, Compiled, Conj, Lookup};
 use super::rules::{Direction, RuleTable, Stage};
@@ -695,7 +695,7 @@ impl Compiler {
                     let ud = LogUserdata { disposition: Disposition::Drop, table_id: table, subject: o };
                     vec![Instruction::ApplyActions(vec![flow::controller(
                         &ud,
-                        meters::drop(o),
+                        meters::pod(MeterKind::Drop, o),
                         self.cfg.controller_id,
                     )])]
                 } else {
@@ -710,7 +710,6 @@ impl Compiler {
                 direction,
                 o,
                 value.as_ref().map(|d| d.instructions.as_slice()).unwrap_or_default(),
-                self.cfg.controller_id,
             );
             self.set_flow(check, value.as_ref().filter(|_| touched).map(|_| check_value));
         }

@@ -77,8 +77,7 @@ pub(crate) fn reg4(ofport: u32) -> Oxm {
     Oxm::XReg { index: 2, value: Masked::masked(u64::from(ofport) << 32, HIGH_HALF) }
 }
 
-/// `reg7=<value>` (low half of xreg3): the direction of the rule whose Allow copy AllowCopy
-/// makes.
+/// `reg7=<value>` (low half of xreg3): the kind of copy LogCopy makes.
 pub(crate) fn reg7(value: u32) -> Oxm {
     Oxm::XReg { index: 3, value: Masked::masked(u64::from(value), LOW_HALF) }
 }

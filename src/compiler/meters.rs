@@ -1,67 +1,38 @@
-//! The logging meters' ids. Every local pod has two meters of its own, one for the Allow
-//! copies of the connections its policies judge and one for the Drop copies of its default
-//! drops, so that a pod that floods the log sheds only its own lines; security events
-//! (SpoofGuard and conntrack drops) pass one meter of their own, and so do the staged
-//! verdicts (`WouldDrop`, `WouldAllow`).
+//! The logging meters' ids. Every local pod has a meter of its own for each kind of copy:
+//! its Allow copies, its Drop copies (its default drops), its security events and its staged
+//! verdicts (`WouldDrop`, `WouldAllow`). A copy passes the meter of the pod it belongs to
+//! (see [`super::copies`]: a connection's Allow and staged copies belong to its source when
+//! that is a local pod), so a pod that floods the log sheds only its own lines, and a
+//! meter's statistics name the pod whose lines it shed. The node has one meter of its own,
+//! for the security events of packets no pod's port sent (the gateway's, an uplink's).
 //!
-//! The ids are derived from the pod's ofport (below 0xff00, so the ranges never overlap), which
-//! lets every flow name its meter without a table of allocations, and a meter's statistics
-//! name the pod whose copies it shed.
+//! One meter per pod and kind, not one per pod with a band per kind: an OpenFlow meter's
+//! bands are picked by the rate the whole meter measures, not by what passes it, so one
+//! meter cannot keep a pod's Drop flood from shedding its Allow lines. Four meters a pod
+//! keeps the kinds apart at a bounded cost: at most four per ofport, and one for the node.
+//!
+//! The ids are derived from the pod's ofport (below 0xff00, so the ranges never overlap),
+//! which lets every flow name its meter without a table of allocations and keeps a pod's
+//! ids across restarts of npagent.
 
-use super::userdata::Disposition;
-
-/// The meter of the security events' copies.
-pub(crate) const SECURITY: u32 = 3;
-/// The meter of the staged verdicts' copies.
-pub(crate) const STAGED: u32 = 4;
-const ALLOW_BASE: u32 = 0x1_0000;
-const DROP_BASE: u32 = 0x2_0000;
+/// The meter of the security events of packets no local pod's port sent.
+pub(crate) const NODE_SECURITY: u32 = 3;
+/// Meters earlier versions of npagent installed that no flow uses now (4: the node's one
+/// staged verdicts' meter); npagent deletes them.
+const RETIRED: [u32; 1] = [4];
 /// Ofports are below this (OpenFlow's reserved ports start at 0xff00).
 const MAX_PORT: u32 = 0xff00;
 
-/// The meter of the Allow copies of the pod on port `ofport`.
-pub(crate) fn allow(ofport: u32) -> u32 {
-    ALLOW_BASE + ofport
-}
-
-/// The meter of the Drop copies of the pod on port `ofport`.
-pub(crate) fn drop(ofport: u32) -> u32 {
-    DROP_BASE + ofport
-}
-
-/// Whose copies a meter carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum MeterOwner {
-    /// The copies of one disposition for the pod on an ofport.
-    Pod { disposition: Disposition, ofport: u32 },
-    /// The security events.
-    Security,
-    /// The staged verdicts.
-    Staged,
-}
-
-impl MeterOwner {
-    /// The kind of meter this owner's is.
-    pub(crate) fn kind(self) -> MeterKind {
-        match self {
-            MeterOwner::Pod { disposition: Disposition::Allow, .. } => MeterKind::Allow,
-            MeterOwner::Pod { .. } => MeterKind::Drop,
-            MeterOwner::Security => MeterKind::Security,
-            MeterOwner::Staged => MeterKind::Staged,
-        }
-    }
-}
-
-/// What a meter carries, whoever's it is: the label of a meter's counts in the metrics.
+/// What a meter carries: the label of a meter's counts in the metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum MeterKind {
     /// A pod's Allow copies.
     Allow,
     /// A pod's Drop copies (its default drops).
     Drop,
-    /// The security events.
+    /// A pod's security events (and the node's, on [`NODE_SECURITY`]).
     Security,
-    /// The staged verdicts (`WouldDrop`, `WouldAllow`).
+    /// A pod's staged verdicts (`WouldDrop`, `WouldAllow`).
     Staged,
 }
 
@@ -72,6 +43,16 @@ impl MeterKind {
     /// The kind's place in [`MeterKind::ALL`].
     pub(crate) fn index(self) -> usize {
         self as usize
+    }
+
+    /// The first id of the kind's range; a pod's meter is this plus its ofport.
+    fn base(self) -> u32 {
+        match self {
+            MeterKind::Allow => 0x1_0000,
+            MeterKind::Drop => 0x2_0000,
+            MeterKind::Security => 0x3_0000,
+            MeterKind::Staged => 0x4_0000,
+        }
     }
 
     /// The lower-case name the metrics and the warnings give it.
@@ -85,17 +66,44 @@ impl MeterKind {
     }
 }
 
-/// The owner of meter `id`, if it is one of npagent's.
-pub(crate) fn owner(id: u32) -> Option<MeterOwner> {
-    let pod = |disposition, base: u32| {
-        let ofport = id.checked_sub(base).filter(|o| *o < MAX_PORT)?;
-        Some(MeterOwner::Pod { disposition, ofport })
-    };
-    match id {
-        SECURITY => Some(MeterOwner::Security),
-        STAGED => Some(MeterOwner::Staged),
-        _ => pod(Disposition::Allow, ALLOW_BASE).or_else(|| pod(Disposition::Drop, DROP_BASE)),
+/// The meter of the `kind` copies of the pod on port `ofport`.
+pub(crate) fn pod(kind: MeterKind, ofport: u32) -> u32 {
+    kind.base() + ofport
+}
+
+/// Whose copies a meter carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum MeterOwner {
+    /// The copies of one kind of the pod on an ofport.
+    Pod { kind: MeterKind, ofport: u32 },
+    /// The security events of packets no local pod's port sent.
+    Node,
+}
+
+impl MeterOwner {
+    /// The kind of meter this owner's is.
+    pub(crate) fn kind(self) -> MeterKind {
+        match self {
+            MeterOwner::Pod { kind, .. } => kind,
+            MeterOwner::Node => MeterKind::Security,
+        }
     }
+}
+
+/// The owner of meter `id`, if it is one of the meters npagent keeps.
+pub(crate) fn owner(id: u32) -> Option<MeterOwner> {
+    if id == NODE_SECURITY {
+        return Some(MeterOwner::Node);
+    }
+    MeterKind::ALL.into_iter().find_map(|kind| {
+        let ofport = id.checked_sub(kind.base()).filter(|o| *o < MAX_PORT)?;
+        Some(MeterOwner::Pod { kind, ofport })
+    })
+}
+
+/// Whether meter `id` is npagent's: one it keeps, or one an earlier version left.
+pub(crate) fn is_npagents(id: u32) -> bool {
+    owner(id).is_some() || RETIRED.contains(&id)
 }
 
 #[cfg(test)]
@@ -104,20 +112,32 @@ mod tests {
 
     #[test]
     fn every_meter_names_its_owner_and_no_two_owners_share_a_meter() {
+        let mut seen = std::collections::BTreeSet::from([NODE_SECURITY]);
         for ofport in [1, 2, 0xfeff] {
-            assert_eq!(owner(allow(ofport)), Some(MeterOwner::Pod { disposition: Disposition::Allow, ofport }));
-            assert_eq!(owner(drop(ofport)), Some(MeterOwner::Pod { disposition: Disposition::Drop, ofport }));
-            assert_ne!(allow(ofport), drop(ofport));
-            assert_ne!(allow(ofport), SECURITY);
+            for kind in MeterKind::ALL {
+                let id = pod(kind, ofport);
+                assert_eq!(owner(id), Some(MeterOwner::Pod { kind, ofport }), "meter {id:#x}");
+                assert!(seen.insert(id), "meter {id:#x} twice");
+            }
         }
-        assert_eq!(owner(SECURITY), Some(MeterOwner::Security));
-        assert_eq!(owner(STAGED), Some(MeterOwner::Staged));
-        let kinds: Vec<MeterKind> =
-            [allow(1), drop(1), SECURITY, STAGED].into_iter().filter_map(owner).map(MeterOwner::kind).collect();
+        assert_eq!(owner(NODE_SECURITY), Some(MeterOwner::Node));
+        let kinds: Vec<MeterKind> = MeterKind::ALL.iter().map(|&k| owner(pod(k, 1)).unwrap().kind()).collect();
         assert_eq!(kinds, MeterKind::ALL);
+        assert_eq!(MeterOwner::Node.kind(), MeterKind::Security);
         assert!(MeterKind::ALL.iter().enumerate().all(|(i, k)| k.index() == i));
-        for foreign in [0, 1, 2, 5, ALLOW_BASE - 1, ALLOW_BASE + MAX_PORT, DROP_BASE + MAX_PORT, u32::MAX] {
+        let last = pod(MeterKind::Staged, MAX_PORT);
+        for foreign in [0, 1, 2, 5, pod(MeterKind::Allow, 0) - 1, last, u32::MAX] {
             assert_eq!(owner(foreign), None, "meter {foreign:#x}");
+            assert!(!is_npagents(foreign), "meter {foreign:#x}");
         }
+        // Past a range's last ofport and before the next range: no one's.
+        assert_eq!(owner(pod(MeterKind::Allow, MAX_PORT)), None);
+    }
+
+    #[test]
+    fn a_retired_meter_is_npagents_to_delete_but_has_no_owner() {
+        assert_eq!(owner(4), None);
+        assert!(is_npagents(4));
+        assert!(is_npagents(NODE_SECURITY) && is_npagents(pod(MeterKind::Staged, 7)));
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod compile;
 pub mod cookie;
+pub(crate) mod copies;
 pub mod diff;
 pub mod flow;
 pub(crate) mod ids;

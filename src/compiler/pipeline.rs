@@ -4,12 +4,10 @@
 //! module is its source of truth.
 
 use super::cookie::{self, Kind};
+use super::copies::{self, CopyKind};
 use super::flow::{self, ct, from, FlowKey, FlowValue, ETH_ARP, ETH_IP, ETH_IPV6};
-use super::meters;
-use super::policy::{applied_match, copy_mark};
-use super::rules::Direction;
 use super::tables;
-use super::userdata::{Disposition, LogUserdata, SecurityEvent};
+use super::userdata::SecurityEvent;
 use crate::model::{Cidr, LocalPort, Node, NodePort};
 use ofp::{Action, Instruction, Masked, Oxm};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -60,10 +58,10 @@ fn tagged() -> Oxm {
 /// OFPVID_PRESENT.
 const VLAN_PRESENT: u16 = 0x1000;
 
-/// A copy of the packet to npagent as security event `event`, through the security meter.
-fn security_copy(table: u8, event: SecurityEvent, controller_id: u16) -> Action {
-    let ud = LogUserdata { disposition: Disposition::Drop, table_id: table, subject: event as u32 };
-    flow::controller(&ud, meters::SECURITY, controller_id)
+/// A copy of the packet to npagent as security event `event`, through the meter of the pod
+/// whose port sent it (LogCopy).
+fn security_copy(event: SecurityEvent) -> Vec<Action> {
+    copies::request(CopyKind::Security(event))
 }
 
 /// The ARP reply to a request for `ip`, owned by `mac`, sent back out the port the request
@@ -145,7 +143,7 @@ pub(crate) fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
     let v = |instructions: Vec<Instruction>| FlowValue { cookie: cookie::cookie(Kind::Pipeline, 0), instructions };
     let k = FlowKey::new;
     let drop = || v(vec![]);
-    let logged_drop = |table, event| v(vec![apply(vec![security_copy(table, event, controller_id)])]);
+    let logged_drop = |event| v(vec![apply(security_copy(event))]);
     let link_local = Masked::masked(LINK_LOCAL.0, LINK_LOCAL.1);
     let mut out = vec![
         // A port of no class (LOCAL, no external_ids yet, a stray veth) sends nothing.
@@ -166,7 +164,7 @@ pub(crate) fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
         (k(SPOOF_GUARD, priority::MISS, vec![]), drop()),
         (
             k(CONNTRACK_STATE, priority::SKIP, vec![flow::ct_state(ct::INV | ct::TRK, 0)]),
-            logged_drop(CONNTRACK_STATE, SecurityEvent::InvalidConnection),
+            logged_drop(SecurityEvent::InvalidConnection),
         ),
         // An ICMP error from a pod is related to a connection it is one end of (its own flows
         // below), or to nothing: no pod speaks for another pod's connection.
@@ -176,7 +174,7 @@ pub(crate) fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
                 priority::FOREIGN_ERROR,
                 vec![flow::ct_state(ct::REL | ct::TRK, 0), flow::from_flags(from::POD)],
             ),
-            logged_drop(CONNTRACK_STATE, SecurityEvent::ForeignIcmpError),
+            logged_drop(SecurityEvent::ForeignIcmpError),
         ),
         (k(CONNTRACK_STATE, priority::MISS, vec![]), v(vec![flow::goto(CONNECTION_SOURCE)])),
         (k(CONNECTION_SOURCE, priority::MISS, vec![]), v(vec![flow::goto(CONNECTION_DESTINATION)])),
@@ -193,17 +191,15 @@ pub(crate) fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
         // Only the port in reg1 receives anything: nothing is flooded.
         (k(OUTPUT, priority::MISS, vec![]), drop()),
         (k(NEIGHBOR_FORWARD, priority::MISS, vec![]), drop()),
-        // The copy of an Allow whose pod has no flows here (gone since): not made.
-        (k(ALLOW_COPY, priority::MISS, vec![]), drop()),
     ];
     for eth in [ETH_IP, ETH_IPV6] {
         out.push((
             k(SPOOF_GUARD, priority::TAGGED_DROP, vec![tagged(), Oxm::EthType(eth)]),
-            logged_drop(SPOOF_GUARD, SecurityEvent::TaggedFrame),
+            logged_drop(SecurityEvent::TaggedFrame),
         ));
         out.push((
             k(SPOOF_GUARD, priority::LOGGED_DROP, vec![Oxm::EthType(eth)]),
-            logged_drop(SPOOF_GUARD, SecurityEvent::ForgedSource),
+            logged_drop(SecurityEvent::ForgedSource),
         ));
     }
     // Neighbour discovery its own flows in SpoofGuard did not pass, router advertisements and
@@ -223,7 +219,8 @@ pub(crate) fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
         ));
     }
     out.push((k(CONNTRACK_QUOTA, priority::MISS, vec![]), drop()));
-    out.extend(super::staged::fixed_flows(controller_id));
+    out.extend(super::staged::fixed_flows());
+    out.extend(copies::fixed_flows(controller_id));
     out
 }
 
@@ -260,9 +257,9 @@ fn quota_flows(o: u32, host: &Cidr, v: impl Fn(Vec<Instruction>) -> FlowValue) -
 /// own connections; ConnectionSource and ConnectionDestination name it as an end of the
 /// connections of its addresses; L2ForwardingCalc sends IP for its addresses to its port
 /// (with its MAC) through the policy tables; NeighborForward answers ARP for it and sends it
-/// the neighbour discovery about its addresses; Output delivers to it; AllowCopy copies the
-/// connections its rules allow through its own meter to controller `controller_id`. A port
-/// without a MAC or an address sends nothing.
+/// the neighbour discovery about its addresses; Output delivers to it; LogCopy copies what
+/// belongs to it through its own meters to controller `controller_id` (see
+/// [`copies::port_flows`]). A port without a MAC or an address sends nothing.
 ///
 /// Two ports may claim the same address or MAC (OVSDB between a pod's removal and its
 /// successor's creation): their forwarding flows then share a key, which the compiler
@@ -280,13 +277,7 @@ pub(crate) fn port_flows(p: &LocalPort, controller_id: u16) -> Vec<(FlowKey, Flo
         ),
         (k(OUTPUT, priority::NORMAL, vec![flow::reg1(o)]), v(vec![apply(vec![flow::output(o)])])),
     ];
-    for direction in Direction::BOTH {
-        let ud = LogUserdata { disposition: Disposition::Allow, table_id: direction.rule_table(), subject: o };
-        out.push((
-            k(ALLOW_COPY, priority::NORMAL, vec![flow::reg7(copy_mark(direction)), applied_match(direction, o)]),
-            v(vec![apply(vec![flow::controller(&ud, meters::allow(o), controller_id)])]),
-        ));
-    }
+    out.extend(copies::port_flows(o, controller_id));
     for ip in &p.ips {
         let host = Cidr::host(*ip);
         out.push((

@@ -150,18 +150,12 @@ pub(super) fn applied_match(direction: Direction, ofport: u32) -> Oxm {
     }
 }
 
-/// `reg7`'s value for an Allow copy of `direction` (zero is no copy).
-pub(super) fn copy_mark(direction: Direction) -> u32 {
-    match direction {
-        Direction::Ingress => 1,
-        Direction::Egress => 2,
-    }
-}
-
-/// The actions of a logged `conj_id` flow: the rule in `reg6` and its direction in `reg7`,
-/// then AllowCopy, which copies the packet through the meter of the pod the rule judged for.
+/// The actions of a logged `conj_id` flow: the rule in `reg6`, then the Allow copy (LogCopy,
+/// through the meter of the connection's source pod, or of the pod the rule judged for).
 fn allow_copy(rule_id: u32, direction: Direction) -> Vec<Action> {
-    vec![flow::set_reg(6, rule_id), flow::set_reg(7, copy_mark(direction)), flow::resubmit(tables::ALLOW_COPY)]
+    let mut actions = vec![flow::set_reg(6, rule_id)];
+    actions.extend(super::copies::request(super::copies::CopyKind::Allow(direction)));
+    actions
 }
 
 /// The table a packet an egress or ingress rule allowed goes on to.

@@ -16,12 +16,11 @@
 //! A pod no staged policy touches has none of these flows and takes no staged table.
 
 use super::cookie::{self, Kind};
+use super::copies::{self, CopyKind};
 use super::flow::{self, ct, FlowKey, FlowValue};
-use super::meters;
 use super::policy::applied_match;
 use super::rules::{Direction, Stage};
 use super::tables::{self, priority};
-use super::userdata::{Disposition, LogUserdata};
 use crate::model::{Cidr, LocalPort, Model, ObjectRef, Pod, Policy};
 use ofp::{Action, Instruction, Masked, Oxm};
 use std::collections::BTreeMap;
@@ -83,30 +82,21 @@ fn staged_value(o: u32, instructions: Vec<Instruction>) -> FlowValue {
     FlowValue { cookie: cookie::cookie(Kind::Staged, u64::from(o)), instructions }
 }
 
-/// The copy of a staged verdict, through the staged meter. `subject`: the pod's ofport, or 0
-/// when the flow serves every pod (the pod is in `reg2` or `reg4`).
-fn copy(disposition: Disposition, table_id: u8, subject: u32, controller_id: u16) -> Action {
-    let ud = LogUserdata { disposition, table_id, subject };
-    flow::controller(&ud, meters::STAGED, controller_id)
-}
-
 /// The `WouldAllow` check beside the enforced default drop of touched port `o`, which drops
-/// with `drop_instructions` (its logging copy, or nothing): the `WouldAllow` copy, then what
-/// the drop does. A flow holds at most one instruction of a kind (OVS refuses a second
-/// apply-actions with OFPBIC_DUP_INST), so the drop's actions join the copy's.
+/// with `drop_instructions` (its logging copy, or nothing): the `WouldAllow` copy (LogCopy),
+/// then what the drop does. A flow holds at most one instruction of a kind (OVS refuses a
+/// second apply-actions with OFPBIC_DUP_INST), so the drop's actions join the copy's.
 pub(super) fn would_allow_check(
     direction: Direction,
     o: u32,
     drop_instructions: &[Instruction],
-    controller_id: u16,
 ) -> (FlowKey, FlowValue) {
     let key = FlowKey::new(
         direction.default_table(),
         priority::SKIP,
         vec![applied_match(direction, o), verdict_match(direction, Verdict::Allow)],
     );
-    let table = Stage::Staged.rule_table(direction);
-    let mut actions = vec![copy(Disposition::WouldAllow, table, o, controller_id)];
+    let mut actions = copies::request(CopyKind::WouldAllow(direction));
     let mut others = Vec::new();
     for i in drop_instructions {
         match i {
@@ -120,8 +110,9 @@ pub(super) fn would_allow_check(
 }
 
 /// The fixed flows of the staged tables, and the `WouldDrop` checks after the enforced
-/// verdicts. They match only the registers the entry flows of touched pods set.
-pub(super) fn fixed_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
+/// verdicts (their copies made in LogCopy). They match only the registers the entry flows of
+/// touched pods set.
+pub(super) fn fixed_flows() -> Vec<(FlowKey, FlowValue)> {
     use tables::*;
     let v = |instructions: Vec<Instruction>| FlowValue { cookie: cookie::cookie(Kind::Pipeline, 0), instructions };
     let apply = Instruction::ApplyActions;
@@ -142,11 +133,12 @@ pub(super) fn fixed_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
         };
         out.push((
             FlowKey::new(after, priority::STAGED_CHECK, vec![verdict_match(direction, Verdict::Drop)]),
-            v(vec![apply(vec![
-                copy(Disposition::WouldDrop, default, 0, controller_id),
-                flow::set_reg(verdict_reg(direction), 0),
-                flow::resubmit(after),
-            ])]),
+            v(vec![apply(
+                copies::request(CopyKind::WouldDrop(direction))
+                    .into_iter()
+                    .chain([flow::set_reg(verdict_reg(direction), 0), flow::resubmit(after)])
+                    .collect(),
+            )]),
         ));
     }
     // The node's own connections into its pods are allowed in the staged view too.
@@ -236,37 +228,25 @@ impl Touched {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The userdata of every copy to npagent in `actions`, in order.
-    fn copies(actions: &[Action]) -> Vec<LogUserdata> {
-        actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Controller2(c) => c.userdata.as_deref().and_then(|u| LogUserdata::decode(u).ok()),
-                _ => None,
-            })
-            .collect()
-    }
+    use crate::compiler::meters::{self, MeterKind};
+    use crate::compiler::userdata::{Disposition, LogUserdata};
 
     #[test]
     fn a_would_allow_check_beside_a_logging_drop_is_one_apply_actions() {
         let drop_copy =
             LogUserdata { disposition: Disposition::Drop, table_id: tables::INGRESS_DEFAULT_RULE, subject: 7 };
-        for (drop, logged) in [
-            (vec![], vec![]),
-            (vec![Instruction::ApplyActions(vec![flow::controller(&drop_copy, meters::drop(7), 9)])], vec![drop_copy]),
-        ] {
-            let (key, value) = would_allow_check(Direction::Ingress, 7, &drop, 9);
+        let drop_copy = flow::controller(&drop_copy, meters::pod(MeterKind::Drop, 7), 9);
+        for drop in [vec![], vec![drop_copy]] {
+            let instructions = if drop.is_empty() { vec![] } else { vec![Instruction::ApplyActions(drop.clone())] };
+            let (key, value) = would_allow_check(Direction::Ingress, 7, &instructions);
             assert_eq!(key.table, tables::INGRESS_DEFAULT_RULE);
             // One instruction of each kind at most: OVS refuses a flow with two apply-actions.
             let [Instruction::ApplyActions(actions)] = value.instructions.as_slice() else {
                 panic!("not a single apply-actions: {:?}", value.instructions);
             };
-            let would_allow =
-                LogUserdata { disposition: Disposition::WouldAllow, table_id: tables::STAGED_INGRESS_RULE, subject: 7 };
-            let mut want = vec![would_allow];
-            want.extend(logged);
-            assert_eq!(copies(actions), want, "the WouldAllow copy, then the drop's own");
+            let mut want = copies::request(CopyKind::WouldAllow(Direction::Ingress));
+            want.extend(drop);
+            assert_eq!(actions, &want, "the WouldAllow copy (LogCopy), then the drop's own");
         }
     }
 }

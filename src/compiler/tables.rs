@@ -42,9 +42,11 @@ pub const OUTPUT: u8 = 11;
 /// ARP and neighbour discovery, forwarded by the address they ask about or answer to (the
 /// owner's port only, never flooded).
 pub(crate) const NEIGHBOR_FORWARD: u8 = 12;
-/// The Allow copies for the audit log, each through the meter of the pod its rule applies to
-/// (`reg7` the direction, `reg2` or `reg4` the pod); the rule flows resubmit here.
-pub const ALLOW_COPY: u8 = 13;
+/// The logging copies other than the default drops' (Allow, staged verdicts, security
+/// events), each through the meter of the pod it belongs to (`reg7` the kind of copy;
+/// `reg2`, `reg4` or `in_port` the pod; see [`super::copies`]); the flows that log resubmit
+/// here.
+pub const LOG_COPY: u8 = 13;
 /// A new connection whose commit into its owner's zone succeeded (`ct_mark=1` there) is
 /// committed into [`CT_ZONE`] (with the ofport of the node's port it entered by) and
 /// resubmitted to [`OUTPUT`]; one that its owner's full zone refused is dropped.
@@ -78,7 +80,7 @@ pub const TABLES: [(u8, &str); 19] = [
     (CONNTRACK_COMMIT, "ConntrackCommit"),
     (OUTPUT, "Output"),
     (NEIGHBOR_FORWARD, "NeighborForward"),
-    (ALLOW_COPY, "AllowCopy"),
+    (LOG_COPY, "LogCopy"),
     (CONNTRACK_QUOTA, "ConntrackQuota"),
     (STAGED_EGRESS_RULE, "StagedEgressRule"),
     (STAGED_EGRESS_DEFAULT_RULE, "StagedEgressDefaultRule"),
@@ -104,7 +106,7 @@ pub mod priority {
     /// rules; a node port's ARP, ND and IP in the Classifier; invalid connections dropped.
     pub(crate) const SKIP: u16 = 210;
     /// Clause flows, default drops, per-port flows (classification, spoof guard, forwarding
-    /// by IP address, output).
+    /// by IP address, output, a pod's copies in LogCopy).
     pub(crate) const NORMAL: u16 = 200;
     /// `conj_id` flows: the priority printed on Allow log lines.
     pub(crate) const CONJ: u16 = 190;
@@ -125,9 +127,10 @@ pub mod priority {
     /// IP SpoofGuard drops as a security event (a forged source address or MAC).
     pub(crate) const LOGGED_DROP: u16 = 1;
     /// A connection owned by the local pod that is its original destination (below the one
-    /// owned by its original source).
+    /// owned by its original source), in ConntrackCommit and LogCopy.
     pub(crate) const BY_DESTINATION: u16 = 190;
-    /// New connections with no local pod at either end.
+    /// New connections with no local pod at either end; the security events of packets no
+    /// pod's port sent.
     pub(crate) const UNOWNED: u16 = 100;
     /// A connection's first packet that the staged view judges differently from the
     /// enforced verdict (a `WouldDrop` copy, then the table again), above every other flow.

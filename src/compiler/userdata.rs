@@ -4,14 +4,15 @@
 //! Layout (8 bytes, big-endian):
 //! `[0]` format version (1), `[1]` category (1 = NetworkPolicy), `[2]` disposition
 //! (0 allow, 1 drop, 2 would drop, 3 would allow), `[3]` OpenFlow table id of the rule or
-//! drop, `[4..8]` the applied-to pod's ofport for an Allow copy, a default drop (whose meter
-//! the copy passed) or a `WouldAllow`, the [`SecurityEvent`] for a drop in SpoofGuard or
-//! ConntrackState, 0 for a `WouldDrop`.
+//! drop, `[4..8]` the ofport of the pod whose meter the copy passed for an Allow copy, a
+//! default drop (its isolated pod) or a staged verdict, the [`SecurityEvent`] for a drop in
+//! SpoofGuard or ConntrackState.
 //!
-//! An Allow copy is made in AllowCopy, where the rule flow resubmitted it: the rule's
-//! conjunction id travels in `reg6`, which the packet-in's metadata carries. A staged
-//! verdict's copy finds its pod in `reg2` (egress) or `reg4` (ingress) and the staged rule
-//! in `reg9` or `reg11` (see [`super::staged`]).
+//! The Allow and staged copies are made in LogCopy ([`super::copies`]), through the meter of
+//! the connection's source pod when it is a local one: the pod the policies judged for is in
+//! `reg2` (egress) or `reg4` (ingress), which the packet-in's metadata carries, and so are an
+//! Allow's rule (its conjunction id in `reg6`) and a staged verdict's staged rule (`reg9` or
+//! `reg11`, see [`super::staged`]).
 
 /// Userdata format version.
 pub(crate) const USERDATA_VERSION: u8 = 1;
@@ -88,8 +89,8 @@ impl SecurityEvent {
 pub struct LogUserdata {
     pub disposition: Disposition,
     pub table_id: u8,
-    /// The applied-to pod's ofport (Allow copies and default drops), or the
-    /// [`SecurityEvent`] code.
+    /// The ofport of the pod whose meter the copy passed (Allow, default drop and staged
+    /// copies), or the [`SecurityEvent`] code.
     pub subject: u32,
 }
 
