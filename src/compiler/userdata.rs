@@ -5,8 +5,8 @@
 //! `[0]` format version (1), `[1]` category (1 = NetworkPolicy), `[2]` disposition
 //! (0 allow, 1 drop, 2 would drop, 3 would allow), `[3]` OpenFlow table id of the rule or
 //! drop, `[4..8]` the applied-to pod's ofport for an Allow copy, a default drop (whose meter
-//! the copy passed) or a `WouldAllow`, the [`SecurityEvent`] for a drop in SpoofGuard or
-//! ConntrackState, 0 for a `WouldDrop`.
+//! the copy passed) or a `WouldAllow`, the [`SecurityEvent`] for a drop in SpoofGuard,
+//! ConntrackState or ConntrackQuota, 0 for a `WouldDrop`.
 //!
 //! An Allow copy is made in AllowCopy, where the rule flow resubmitted it: the rule's
 //! conjunction id travels in `reg6`, which the packet-in's metadata carries. A staged
@@ -56,15 +56,19 @@ pub enum SecurityEvent {
     InvalidConnection = 3,
     /// An ICMP error from a pod about a connection it is no end of.
     ForeignIcmpError = 4,
+    /// A new connection refused because the conntrack zone that counts it is full (the
+    /// pod's own, the node's or the inbound one).
+    ConntrackLimit = 5,
 }
 
 impl SecurityEvent {
     /// Every event, by code.
-    pub(crate) const ALL: [SecurityEvent; 4] = [
+    pub(crate) const ALL: [SecurityEvent; 5] = [
         SecurityEvent::ForgedSource,
         SecurityEvent::TaggedFrame,
         SecurityEvent::InvalidConnection,
         SecurityEvent::ForeignIcmpError,
+        SecurityEvent::ConntrackLimit,
     ];
 
     /// The event of userdata code `code`.
@@ -79,6 +83,7 @@ impl SecurityEvent {
             SecurityEvent::TaggedFrame => "TaggedFrame",
             SecurityEvent::InvalidConnection => "InvalidConnection",
             SecurityEvent::ForeignIcmpError => "ForeignIcmpError",
+            SecurityEvent::ConntrackLimit => "ConntrackLimit",
         }
     }
 }
