@@ -287,7 +287,44 @@ pub struct RunArgs {
     #[command(flatten)]
     pub conntrack: ConntrackArgs,
     #[command(flatten)]
+    pub forwarded: ForwardedArgs,
+    #[command(flatten)]
     pub cni: CniArgs,
+}
+
+/// Connections the node forwards, told apart from those it starts.
+#[derive(Debug, Clone, Args)]
+pub struct ForwardedArgs {
+    /// The source address connections get that the node forwards through the gateway and
+    /// kube-proxy masquerades (NodePorts, hairpin): an iptables rule npagent keeps ahead of
+    /// kube-proxy's masquerade, in the node's network namespace, gives it them instead of the
+    /// gateway's address, so that they meet pods' ingress policy as non-pod peers rather than
+    /// pass as the node's own (repeatable, one per IP family; an address no node or pod holds).
+    #[arg(
+        long = "forwarded-source",
+        value_name = "ADDR",
+        value_delimiter = ',',
+        default_value = "169.254.0.253,fc01::aabb:ccdd:eeff",
+        env = "NPAGENT_FORWARDED_SOURCE"
+    )]
+    pub forwarded_sources: Vec<IpAddr>,
+    /// The mark kube-proxy sets on the connections it masquerades (1 << its
+    /// --iptables-masquerade-bit; 0x4000 by default).
+    #[arg(long, value_name = "MARK", default_value = "0x4000", env = "NPAGENT_MASQUERADE_MARK", value_parser = parse_mark)]
+    pub masquerade_mark: u32,
+}
+
+/// A packet mark, in hex (`0x4000`) or decimal, not zero.
+fn parse_mark(s: &str) -> Result<u32, String> {
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    match parsed {
+        Ok(0) => Err("the mark must have a bit set".into()),
+        Ok(mark) => Ok(mark),
+        Err(_) => Err(format!("{s:?} is not a mark (0x4000, say)")),
+    }
 }
 
 /// npagent as the node's CNI plugin.
@@ -317,9 +354,11 @@ pub const DEFAULT_VSWITCHD_CTL: &str = "/var/run/openvswitch/ovs-vswitchd.pid";
 pub struct ConntrackArgs {
     /// Conntrack entries each local pod's connections may hold (a conntrack zone limit per
     /// pod, set through ovs-vswitchd's control socket), so that one pod cannot fill the table
-    /// for every other. Default: a tenth of the datapath's `dpctl/ct-get-maxconns` when
-    /// npagent starts (300000 of the userspace datapath's 3000000), or 65536 where the
-    /// datapath does not say. 0 turns the limits off.
+    /// for every other. Default: a twentieth of the datapath's `dpctl/ct-get-maxconns` when
+    /// npagent starts (150000 of the userspace datapath's 3000000: each connection takes two
+    /// entries, so ten zones at their limit fill the table), or 65536 where the datapath does
+    /// not say. A warning says when the zones at their limit can fill the table. 0 turns the
+    /// limits off.
     #[arg(long, value_name = "N", env = "NPAGENT_CONNTRACK_POD_LIMIT")]
     pub conntrack_pod_limit: Option<u32>,
     /// ovs-vswitchd's control socket (unixctl), or its pidfile (then the socket is

@@ -284,6 +284,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             target: args.conntrack.vswitchd_ctl.clone(),
             limit: agent::PodLimit::from_flag(args.conntrack.conntrack_pod_limit),
         },
+        forwarded: agent::ForwardedSnatConfig {
+            sources: args.forwarded.forwarded_sources.clone(),
+            masquerade_mark: args.forwarded.masquerade_mark,
+        },
         cni: args
             .cni
             .cni_socket

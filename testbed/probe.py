@@ -6,7 +6,9 @@
       UDP datagrams. Writes FILE (its pid) once every socket is bound.
 
   probe.py probe-from FROM [--timeout S] TARGET...
-      Run inside the network namespace of pod FROM (ns/name). TARGET is ns/name=IP. Probes
+      Run inside the network namespace of pod FROM (ns/name). TARGET is ns/name=IP, or
+      ns/name=IP:BASE for ports moved to BASE (a NodePort: 30000 stands for 80, 30001 for 81,
+      and the target's name stays the pod's). Probes
       every target on every port at once and prints one line per probe:
           FROM TO PROTO/PORT 1|0
       TCP counts as reachable when the handshake completes, UDP when the echo comes back.
@@ -73,8 +75,14 @@ def probe_from(src, targets, timeout):
     pending = {}
     for target in targets:
         name, ip = target.split("=", 1)
+        # IP:BASE: the ports sit BASE - 80 higher (a NodePort's 30000 stands for 80)
+        shift = 0
+        if ":" in ip:
+            ip, base = ip.split(":", 1)
+            shift = int(base) - 80
         for port in PORTS:
             proto, num = port.split("/")
+            num = int(num) + shift
             result[(name, port)] = False
             if proto == "tcp":
                 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -308,9 +308,10 @@ fn compiled_pipeline_on_real_ovs() {
     };
     let allowed = trace("in_port=uplink0,tcp,nw_src=10.0.0.2,nw_dst=10.0.0.1,dl_dst=0a:58:00:00:00:01,tp_dst=80");
     assert!(allowed.contains("userdata") || allowed.contains("controller("), "{allowed}");
-    // Committed first into the zone of x/a (port 1), its owner, then recirculated; then with
-    // the uplink's ofport (200) as mark: its replies go back out there.
-    assert!(allowed.contains("ct(commit,zone=1,mark=0x1/0xffffffff),recirc("), "{allowed}");
+    // Committed first into the inbound zone (it entered by the uplink: no local pod opened
+    // it, so no pod's zone counts it), then recirculated; then with the uplink's ofport (200)
+    // as mark: its replies go back out there.
+    assert!(allowed.contains("ct(commit,zone=65522,mark=0x1/0xffffffff),recirc("), "{allowed}");
     assert!(allowed.contains("ct(commit,zone=65520,mark=0xc8/0xffffffff)"), "{allowed}");
     let allowed6 = trace("in_port=uplink0,tcp6,ipv6_src=fd00::2,ipv6_dst=fd00::1,dl_dst=0a:58:00:00:00:01,tp_dst=8080");
     assert!(allowed6.contains("ct(commit,zone=65520,mark=0xc8/0xffffffff)"), "{allowed6}");

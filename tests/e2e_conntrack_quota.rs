@@ -2,8 +2,8 @@
 //! datapath's table made small (`dpctl/ct-set-maxconns`), a pod opening hundreds of UDP flows
 //! took every entry, so another pod's allowed connection was never committed and its replies
 //! met its own ingress default drop. Now each pod's connections are counted in a conntrack
-//! zone of its own whose limit npagent sets through ovs-vswitchd's control socket (a tenth of
-//! the datapath's maximum by default): the flood stops at that limit and (the control that
+//! zone of its own whose limit npagent sets through ovs-vswitchd's control socket (a twentieth
+//! of the datapath's maximum by default): the flood stops at that limit and (the control that
 //! must get through) the other pod's connection works. Without the control socket, policy is
 //! enforced as ever and npagent says the limits are missing. Needs root.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
@@ -23,9 +23,10 @@ spec:
   podSelector: {matchLabels: {pod: b}}
 ";
 
-/// The datapath's table while npagent starts: the default per-pod limit is a tenth of it.
+/// The datapath's table while npagent starts: the default per-pod limit is a twentieth of it
+/// (each connection takes two entries, so ten zones at their limit fill it).
 const MAXCONNS_AT_START: u32 = 1000;
-const POD_LIMIT: u32 = MAXCONNS_AT_START / 10;
+const POD_LIMIT: u32 = MAXCONNS_AT_START / 20;
 /// The table during the attack: room for one pod's limit in its own zone and in npagent's
 /// (each connection takes an entry in both), and for the victim's, not for the flood.
 const MAXCONNS: u32 = 300;
@@ -84,6 +85,67 @@ fn a_pod_filling_conntrack_leaves_room_for_the_others() {
         let line = zone_limit(&tb, attacker.ofport);
         !line.contains(&format!("limit={POD_LIMIT},")) && line.ends_with("count=0")
     });
+}
+
+/// The arithmetic the README states: each connection takes two entries, so at the default
+/// limit ten zones fill the table and fewer leave room, and npagent warns when the zones at
+/// their limit could fill it. With a limit of a tenth (as before),
+/// five pods filled it: eight pods flooding at once left the ninth, idle, no entry for its
+/// first connection.
+#[test]
+fn pods_at_their_default_limit_fill_the_table_only_ten_at_a_time() {
+    let tb = Testbed::start();
+    tb.sandbox.appctl(&["dpctl/ct-set-maxconns", &MAXCONNS_AT_START.to_string()]);
+    let audit_log = tb.sandbox.dir.join("np.log");
+    let mut agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &audit_log, &[]);
+    let pods = tb.pods();
+    let (flooders, victim) = pods.split_at(8);
+    let victim = &victim[0];
+    wait_for("the pods' limits", || zone_limit(&tb, victim.ofport).contains(",limit="));
+
+    // Eight pods open twice their limit of connections each, at once, each to the next pod.
+    tb.sandbox.appctl(&["dpctl/flush-conntrack"]);
+    let flows = (2 * POD_LIMIT).to_string();
+    let answered: Vec<u32> = std::thread::scope(|s| {
+        let floods: Vec<_> = flooders
+            .iter()
+            .enumerate()
+            .map(|(i, pod)| {
+                let target = pods[(i + 1) % pods.len()].ip.clone();
+                let (tb, id, flows) = (&tb, pod.id(), flows.clone());
+                s.spawn(move || {
+                    tb.attack(&id, &["udp-flood", "--dst", &target, "--dport", "80", "--flows", &flows, "--wait", "2"])
+                        .parse::<u32>()
+                        .expect("a count")
+                })
+            })
+            .collect();
+        floods.into_iter().map(|f| f.join().expect("flood")).collect()
+    });
+    // The ninth pod, idle until now, still gets its connection: eight zones at their limit
+    // hold 8 x POD_LIMIT x 2 entries of the MAXCONNS_AT_START.
+    let peer = tb.pod("x/a").ip;
+    let args = ["udp-echo", "--dst", &peer, "--dport", "80", "--sport", "40700", "--count", "5"];
+    let echoes: u32 = tb.attack(&victim.id(), &args).parse().expect("a count");
+    assert_eq!(echoes, 5, "{} could not connect beside eight flooding pods ({answered:?} flows answered)", victim.id());
+    for (pod, got) in flooders.iter().zip(&answered) {
+        assert!(*got <= POD_LIMIT, "{} got {got} flows through, over its limit {POD_LIMIT}", pod.id());
+        let zone = zone_limit(&tb, pod.ofport);
+        assert_eq!(
+            zone,
+            format!("zone={},limit={POD_LIMIT},count={POD_LIMIT}", pod.ofport),
+            "{} not at its limit",
+            pod.id()
+        );
+    }
+
+    // Nine pods' zones, the node's and the inbound one: eleven zones at their limit could fill
+    // the table, and npagent said so at start; a pod more, and it says so again.
+    let warning = agent.wait_log("exceed the datapath's table", Duration::from_secs(5));
+    let eleven = format!("11 zones × {POD_LIMIT} connections × 2 entries = 1100 exceed the datapath's table of 1000");
+    assert!(warning.contains("WARN") && warning.contains(&eleven), "{warning}");
+    tb.add_pod("x", "d", "10.10.1.14");
+    agent.wait_log(&format!("12 zones × {POD_LIMIT} connections"), Duration::from_secs(20));
 }
 
 #[test]

@@ -1,8 +1,10 @@
 //! Each local pod's share of the datapath's conntrack table: the pipeline tracks every
-//! connection in the zone of the pod that owns it too (ConntrackCommit and ConntrackQuota),
-//! and this module sets that zone's limit through ovs-vswitchd's control socket
-//! (`dpctl/ct-set-limits`), before the pod's flows are installed; when the pod goes, its
-//! limit is deleted and its zone flushed, after its flows are.
+//! connection a local pod opens in that pod's zone too, the node's own connections into pods
+//! in the node's zone and those from beyond the node in the inbound zone (ConntrackCommit and
+//! ConntrackQuota), and this module sets each zone's limit through ovs-vswitchd's control
+//! socket (`dpctl/ct-set-limits`), before the pod's flows are installed (the node's two zones
+//! once the bridge has a gateway or uplink); when the pod goes, its limit is deleted and its
+//! zone flushed, after its flows are.
 //!
 //! The limits live in ovs-vswitchd only (OVS 3.1 keeps none in OVSDB): they are set again
 //! after every reconnection to the switch and every [`RESYNC`]. When the socket cannot be
@@ -10,7 +12,7 @@
 //! so and `npagent_conntrack_pods_unbounded` counts the pods concerned.
 
 use crate::admin::metrics::AgentMetrics;
-use crate::compiler::tables::quota_zone;
+use crate::compiler::tables::{quota_zone, INBOUND_ZONE, NODE_ZONE};
 use crate::rate_limited::RateLimitedWarning;
 use crate::source::ovsdb::db::BridgePorts;
 use crate::switch::unixctl::{self, UnixctlError};
@@ -26,8 +28,11 @@ const RETRY: Duration = Duration::from_secs(5);
 /// How long one command may take.
 const TIMEOUT: Duration = Duration::from_secs(2);
 /// The per-pod limit when `--conntrack-pod-limit` is not given: this fraction of the
-/// datapath's `dpctl/ct-get-maxconns`...
-pub const AUTO_FRACTION: u32 = 10;
+/// datapath's `dpctl/ct-get-maxconns`, so that ten zones at their limit fill the table (each
+/// connection takes two entries: one in its owner's zone, one in npagent's)...
+pub const AUTO_FRACTION: u32 = 20;
+/// Entries of the datapath's table each connection takes: its owner's zone and npagent's.
+pub const ENTRIES_PER_CONNECTION: u64 = 2;
 /// ...or this many where the datapath does not say (the Linux kernel's).
 pub const AUTO_FALLBACK: u32 = 65_536;
 
@@ -36,7 +41,7 @@ pub const AUTO_FALLBACK: u32 = 65_536;
 pub enum PodLimit {
     /// No limits: those of the pods' zones are deleted.
     Off,
-    /// A tenth of the datapath's maximum ([`AUTO_FRACTION`], [`AUTO_FALLBACK`]).
+    /// A twentieth of the datapath's maximum ([`AUTO_FRACTION`], [`AUTO_FALLBACK`]).
     Auto,
     /// This many entries per pod.
     Fixed(u32),
@@ -67,6 +72,11 @@ pub struct ConntrackQuota {
     cfg: QuotaConfig,
     /// The limit per zone, once known (`Auto` asks the datapath); `Some(0)` when off.
     limit: Option<u32>,
+    /// The datapath's table size (`dpctl/ct-get-maxconns`), once asked; `None` where it does
+    /// not say.
+    maxconns: Option<Option<u32>>,
+    /// The most zones a warning told could fill the table together.
+    warned_zones: usize,
     /// The zones of the local pods.
     zones: BTreeSet<u16>,
     /// Zones whose limit (or its absence, when off) is set since the last resync.
@@ -91,6 +101,8 @@ impl ConntrackQuota {
         ConntrackQuota {
             cfg,
             limit,
+            maxconns: None,
+            warned_zones: 0,
             zones: BTreeSet::new(),
             applied: BTreeSet::new(),
             released: BTreeSet::new(),
@@ -105,7 +117,11 @@ impl ConntrackQuota {
     /// The bridge's pods now: new ones get a limit at the next [`apply`](Self::apply), the
     /// zones of those that went are released at the next [`release`](Self::release).
     pub fn set_ports(&mut self, ports: &BridgePorts) {
-        let zones: BTreeSet<u16> = ports.pods.iter().filter_map(|p| quota_zone(p.ofport)).collect();
+        let mut zones: BTreeSet<u16> = ports.pods.iter().filter_map(|p| quota_zone(p.ofport)).collect();
+        // Connections into pods from the node and from beyond it have zones of their own.
+        if ports.gateway.is_some() || !ports.uplinks.is_empty() {
+            zones.extend([NODE_ZONE, INBOUND_ZONE]);
+        }
         for gone in self.zones.difference(&zones) {
             self.released.insert(*gone);
             self.applied.remove(gone);
@@ -140,10 +156,20 @@ impl ConntrackQuota {
     }
 
     async fn try_apply(&mut self) -> Result<(), UnixctlError> {
+        let maxconns = match self.maxconns {
+            Some(known) => known,
+            // Off: nothing to size.
+            None if self.limit == Some(0) => None,
+            None => {
+                let asked = self.ask_maxconns().await?;
+                self.maxconns = Some(asked);
+                asked
+            }
+        };
         let limit = match self.limit {
             Some(l) => l,
             None => {
-                let l = self.auto_limit().await?;
+                let l = maxconns.map_or(AUTO_FALLBACK, |max| (max / AUTO_FRACTION).max(1));
                 tracing::info!("conntrack: each pod's zone holds at most {l} connections (--conntrack-pod-limit)");
                 self.limit = Some(l);
                 l
@@ -162,19 +188,38 @@ impl ConntrackQuota {
             self.call("dpctl/ct-set-limits", params).await?;
         }
         self.applied.extend(todo);
+        self.warn_if_overcommitted();
         Ok(())
     }
 
-    /// A tenth of the datapath's maximum, or [`AUTO_FALLBACK`] where it has none to say.
-    async fn auto_limit(&self) -> Result<u32, UnixctlError> {
+    /// The datapath's table size, or `None` where it has none to say (the Linux kernel's).
+    async fn ask_maxconns(&self) -> Result<Option<u32>, UnixctlError> {
         match self.call("dpctl/ct-get-maxconns", vec![]).await {
             Ok(text) => match text.trim().parse::<u32>() {
-                Ok(max) => Ok((max / AUTO_FRACTION).max(1)),
+                Ok(max) => Ok(Some(max)),
                 Err(_) => Err(UnixctlError::Malformed(format!("dpctl/ct-get-maxconns answered {:?}", text.trim()))),
             },
-            Err(UnixctlError::Refused { .. }) => Ok(AUTO_FALLBACK),
+            Err(UnixctlError::Refused { .. }) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Warns when the zones at their limit could fill the datapath's table together: at
+    /// start, and again each time zones are added past the last warning.
+    fn warn_if_overcommitted(&mut self) {
+        let (Some(limit), Some(Some(max))) = (self.limit, self.maxconns) else { return };
+        let zones = self.zones.len();
+        let entries =
+            u64::try_from(zones).unwrap_or(u64::MAX).saturating_mul(u64::from(limit)) * ENTRIES_PER_CONNECTION;
+        if limit == 0 || entries <= u64::from(max) || zones <= self.warned_zones {
+            return;
+        }
+        self.warned_zones = zones;
+        tracing::warn!(
+            "conntrack: {zones} zones × {limit} connections × {ENTRIES_PER_CONNECTION} entries = {entries} exceed the \
+             datapath's table of {max} (dpctl/ct-get-maxconns): pods at their limit together can fill it, and then \
+             no pod opens a connection; lower --conntrack-pod-limit or raise dpctl/ct-set-maxconns"
+        );
     }
 
     /// Deletes the limits of the zones of pods that went and flushes them (call after their
@@ -233,7 +278,8 @@ impl ConntrackQuota {
         if self.limit == Some(0) {
             0
         } else {
-            self.zones.difference(&self.applied).count()
+            // The pods' zones (the node's two are no pod's).
+            self.zones.difference(&self.applied).filter(|z| quota_zone(u32::from(**z)).is_some()).count()
         }
     }
 
@@ -316,17 +362,17 @@ mod tests {
             *seen.lock().unwrap(),
             [
                 "dpctl/ct-get-maxconns",
-                "dpctl/ct-set-limits zone=1,limit=300000 zone=2,limit=300000",
-                "dpctl/ct-set-limits zone=3,limit=300000",
+                "dpctl/ct-set-limits zone=1,limit=150000 zone=2,limit=150000",
+                "dpctl/ct-set-limits zone=3,limit=150000",
                 "dpctl/ct-del-limits zone=1",
                 "dpctl/flush-conntrack zone=1",
             ]
         );
-        assert_eq!(metrics.conntrack_pod_limit.get(), 300_000);
+        assert_eq!(metrics.conntrack_pod_limit.get(), 150_000);
         assert_eq!(metrics.conntrack_pods_unbounded.get(), 0);
         q.resync();
         q.apply().await;
-        assert_eq!(seen.lock().unwrap().last().unwrap(), "dpctl/ct-set-limits zone=2,limit=300000 zone=3,limit=300000");
+        assert_eq!(seen.lock().unwrap().last().unwrap(), "dpctl/ct-set-limits zone=2,limit=150000 zone=3,limit=150000");
     }
 
     #[tokio::test]

@@ -10,6 +10,7 @@ mod claims;
 mod cni;
 mod conntrack_quota;
 mod first_sync;
+mod forwarded_snat;
 mod gaps;
 mod meters;
 mod reconciler;
@@ -18,6 +19,7 @@ mod store;
 
 pub use crate::rate_limited::RateLimitedWarning;
 pub use conntrack_quota::{PodLimit, QuotaConfig};
+pub use forwarded_snat::ForwardedSnatConfig;
 pub use reconciler::Reconciler;
 pub use resolver::StateResolver;
 pub use store::Store;
@@ -85,6 +87,8 @@ pub struct AgentConfig {
     pub metrics_policy_labels: metrics::PolicyLabels,
     /// Each local pod's conntrack zone limit and how to set it (`--conntrack-pod-limit`).
     pub conntrack: QuotaConfig,
+    /// The source address of connections the node forwards and masquerades to the gateway.
+    pub forwarded: ForwardedSnatConfig,
     /// The CNI plugin's socket, when the agent attaches pods itself (`--cni-socket`).
     pub cni: Option<CniConfig>,
 }
@@ -211,6 +215,8 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     let gateway_spec =
         GatewaySpec { ovsdb: cfg.ovsdb.clone(), bridge: cfg.bridge.name.clone(), create: cfg.gateway.clone() };
     let gateway_task = tokio::spawn(gateway::run_gateway(gateway_spec, ports_rx.clone(), configured_rx, device_rx));
+    let forwarded_task =
+        tokio::spawn(forwarded_snat::run_forwarded_snat(cfg.forwarded.clone(), ports_rx.clone(), node_rx.clone()));
     let source_name = match &cfg.source {
         SourceConfig::Manifests(_) => "the manifests directory",
         SourceConfig::Kube { .. } => "the Kubernetes API",
@@ -237,6 +243,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
         ("the gateway", &gateway_task),
         ("the gateway's addresses", &device_task),
         ("the node's configuration", &merge_task),
+        ("the forwarded connections' rule", &forwarded_task),
         ("the packet-in forwarder", &forward),
         ("the admin server", &admin_task),
         ("the CNI server", &cni_task),
@@ -328,6 +335,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     gateway_task.abort();
     device_task.abort();
     merge_task.abort();
+    forwarded_task.abort();
     admin_task.abort();
     cni_task.abort();
     sheds.poll_last(&reconciler).await;

@@ -271,12 +271,16 @@ fn judgement(
     resolver: &(impl RuleResolver + ?Sized),
 ) -> Result<Judgement, AuditError> {
     let table = userdata.table_id;
-    if table == tables::SPOOF_GUARD || table == tables::CONNTRACK_STATE {
+    if table == tables::SPOOF_GUARD || table == tables::CONNTRACK_STATE || table == tables::CONNTRACK_QUOTA {
         let event =
             SecurityEvent::from_code(userdata.subject).ok_or(AuditError::UnknownSecurityEvent(userdata.subject))?;
-        // Sent by a pod's port (everything SpoofGuard sees is), or arrived for a pod.
-        let port = pi.in_port().filter(|o| resolver.pod_by_ofport(*o).is_some());
-        let direction = if port.is_some() { Direction::Egress } else { Direction::Ingress };
+        let is_pod = |o: &u32| resolver.pod_by_ofport(*o).is_some();
+        // Sent by a pod's port (everything SpoofGuard sees is), or arrived for a pod: a
+        // connection into a pod that a full zone refused names its destination (reg4).
+        let sender = pi.in_port().filter(is_pod);
+        let direction = if sender.is_some() { Direction::Egress } else { Direction::Ingress };
+        let port =
+            sender.or_else(|| (table == tables::CONNTRACK_QUOTA).then(|| pi.register(4)).flatten().filter(is_pod));
         return Ok(Judgement {
             policy: PolicyRef::Security(event),
             rule: None,

@@ -98,6 +98,7 @@ fn event_table(event: SecurityEvent) -> u8 {
     match event {
         SecurityEvent::ForgedSource | SecurityEvent::TaggedFrame => tables::SPOOF_GUARD,
         SecurityEvent::InvalidConnection | SecurityEvent::ForeignIcmpError => tables::CONNTRACK_STATE,
+        SecurityEvent::ConntrackLimit => tables::CONNTRACK_QUOTA,
     }
 }
 

@@ -6,8 +6,9 @@
 use super::cookie::{self, Kind};
 use super::copies::{self, CopyKind};
 use super::flow::{self, ct, from, FlowKey, FlowValue, ETH_ARP, ETH_IP, ETH_IPV6};
+use super::meters::{self, MeterKind};
 use super::tables;
-use super::userdata::SecurityEvent;
+use super::userdata::{Disposition, LogUserdata, SecurityEvent};
 use crate::model::{Cidr, LocalPort, Node, NodePort};
 use ofp::{Action, Instruction, Masked, Oxm};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -229,26 +230,58 @@ fn quota_granted() -> Oxm {
     Oxm::CtMark(Masked::exact(tables::QUOTA_MARK))
 }
 
-/// ConntrackCommit's flows for the connections the pod on port `o` with address `host` owns:
-/// those it is the original source of, and (below) those it is the original destination of.
-/// A new one is committed into the pod's quota zone and goes on to ConntrackQuota; every
-/// later packet is tracked there too, so the zone's entry lives as long as the connection.
+/// ConntrackCommit's flow for a new connection counted in `zone` (`new` matches its first
+/// packet, which may say where it came from): committed into the zone, then on to
+/// ConntrackQuota, which admits it only when the zone had room.
+fn zone_new_flow(
+    zone: u16,
+    priority: u16,
+    new: Vec<Oxm>,
+    v: impl Fn(Vec<Instruction>) -> FlowValue,
+) -> (FlowKey, FlowValue) {
+    let new = flow::with_ct_state(new, ct::NEW | ct::TRK, ct::INV);
+    (FlowKey::new(tables::CONNTRACK_COMMIT, priority, new), v(vec![apply(vec![flow::ct_quota(zone, true)])]))
+}
+
+/// ConntrackCommit's flow for the later packets of the connections counted in `zone`
+/// (`owned` matches them: `ct_nw_src`, `ct_mark`): tracked there too, so the zone's entry
+/// lives as long as the connection.
+fn zone_later_flow(
+    zone: u16,
+    priority: u16,
+    owned: Vec<Oxm>,
+    v: impl Fn(Vec<Instruction>) -> FlowValue,
+) -> (FlowKey, FlowValue) {
+    let later = flow::with_ct_state(owned, ct::TRK, ct::NEW | ct::INV);
+    (
+        FlowKey::new(tables::CONNTRACK_COMMIT, priority, later),
+        v(vec![apply(vec![flow::ct_quota(zone, false)]), flow::goto(tables::OUTPUT)]),
+    )
+}
+
+/// ConntrackCommit's flows for the connections the pod on port `o` with address `host` opens
+/// (it is their original source): counted in the pod's own zone. Connections into the pod
+/// are counted in the node's zone or the inbound one ([`node_port_flows`], [`gateway_flows`]),
+/// so a pod's zone fills only through its own connections.
 fn quota_flows(o: u32, host: &Cidr, v: impl Fn(Vec<Instruction>) -> FlowValue) -> Vec<(FlowKey, FlowValue)> {
-    use tables::*;
+    use tables::{priority, quota_zone};
     let Some(zone) = quota_zone(o) else { return vec![] };
-    let mut out = Vec::new();
-    for (prio, owned) in
-        [(priority::NORMAL, flow::ct_src_prefix(host)), (priority::BY_DESTINATION, flow::ct_dst_prefix(host))]
-    {
-        let new = flow::with_ct_state(owned.clone(), ct::NEW | ct::TRK, ct::INV);
-        out.push((FlowKey::new(CONNTRACK_COMMIT, prio, new), v(vec![apply(vec![flow::ct_quota(zone, true)])])));
-        let later = flow::with_ct_state(owned, ct::TRK, ct::NEW | ct::INV);
-        out.push((
-            FlowKey::new(CONNTRACK_COMMIT, prio, later),
-            v(vec![apply(vec![flow::ct_quota(zone, false)]), flow::goto(OUTPUT)]),
-        ));
-    }
-    out
+    vec![
+        zone_new_flow(zone, priority::NORMAL, flow::ct_src_prefix(host), &v),
+        zone_later_flow(zone, priority::NORMAL, flow::ct_src_prefix(host), &v),
+    ]
+}
+
+/// A copy of a new connection that a full zone refused, as security event `ConntrackLimit`,
+/// through the security meter of the pod on port `o` whose zone it is (or into which it was
+/// opened), whatever its namespace's logging switch says.
+fn conntrack_limit_copy(o: u32, controller_id: u16) -> Action {
+    let ud = LogUserdata {
+        disposition: Disposition::Drop,
+        table_id: tables::CONNTRACK_QUOTA,
+        subject: SecurityEvent::ConntrackLimit as u32,
+    };
+    flow::controller(&ud, meters::pod(MeterKind::Security, o), controller_id)
 }
 
 /// The flows of one local pod's port: the Classifier marks its packets as a pod's and sends
@@ -306,6 +339,16 @@ pub(crate) fn port_flows(p: &LocalPort, controller_id: u16) -> Vec<(FlowKey, Flo
             m.extend([Oxm::InPort(o), flow::ct_state(ct::REL | ct::TRK, 0)]);
             out.push((k(CONNTRACK_STATE, priority::NORMAL, m), v(vec![flow::goto(CONNECTION_SOURCE)])));
         }
+    }
+    // A new connection its full zone refused (from the pod's port: its own), or that the
+    // node's or the inbound zone refused on its way into the pod: logged, and dropped.
+    for (prio, refused) in
+        [(priority::REFUSED, Oxm::InPort(o)), (priority::REFUSED_INBOUND, flow::reg4(o))]
+    {
+        out.push((
+            k(CONNTRACK_QUOTA, prio, vec![refused]),
+            v(vec![apply(vec![conntrack_limit_copy(o, controller_id)])]),
+        ));
     }
     out.extend(neighbor_flows(&p.ips, o, p.mac, priority::NORMAL, v));
     let Some(mac) = p.mac else { return out };
@@ -398,6 +441,13 @@ fn node_port_flows(port: &NodePort, class: u32) -> Vec<(FlowKey, FlowValue)> {
         m.extend([Oxm::InPort(o), untagged()]);
         out.push((k(CLASSIFIER, priority::SKIP, m), v(vec![apply(vec![mark.clone()]), flow::goto(NEIGHBOR_FORWARD)])));
     }
+    // Connections that entered by it (and no local pod opened): counted in the inbound zone,
+    // never in a pod's.
+    for eth in [ETH_IP, ETH_IPV6] {
+        out.push(zone_new_flow(INBOUND_ZONE, priority::INBOUND, vec![Oxm::EthType(eth), Oxm::InPort(o)], v));
+        let later = vec![Oxm::EthType(eth), Oxm::CtMark(Masked::exact(o))];
+        out.push(zone_later_flow(INBOUND_ZONE, priority::INBOUND, later, v));
+    }
     // Back to the gateway addressed to the node's MAC (a pod replied to its peer's); an uplink
     // carries the frame on as it is.
     let mac = port.mac.filter(|_| class == from::GATEWAY);
@@ -434,7 +484,13 @@ fn gateway_flows(node: &Node, gw: &NodePort) -> Vec<(FlowKey, FlowValue)> {
         // node address.
         let mut later = flow::ct_src_prefix(&Cidr::host(ip));
         later.push(Oxm::CtMark(Masked::exact(o)));
-        out.push((k(INGRESS_RULE, priority::SKIP, later), v(vec![flow::goto(CONNTRACK_COMMIT)])));
+        out.push((k(INGRESS_RULE, priority::SKIP, later.clone()), v(vec![flow::goto(CONNTRACK_COMMIT)])));
+        out.push(zone_later_flow(NODE_ZONE, priority::BY_NODE, later, v));
+    }
+    // The node's own connections are counted in a zone of their own: neither a pod's zone
+    // nor a flood through the inbound zone holds kubelet's probes back.
+    for eth in [ETH_IP, ETH_IPV6] {
+        out.push(zone_new_flow(NODE_ZONE, priority::BY_NODE, vec![Oxm::EthType(eth), flow::from_flags(from::NODE)], v));
     }
     for cidr in &node.service_cidrs {
         // A pod's connection to a Service goes to the node, which DNATs it and sends it back

@@ -126,9 +126,19 @@ pub mod priority {
     pub(crate) const QUIET_DROP: u16 = 2;
     /// IP SpoofGuard drops as a security event (a forged source address or MAC).
     pub(crate) const LOGGED_DROP: u16 = 1;
-    /// A connection owned by the local pod that is its original destination (below the one
-    /// owned by its original source), in ConntrackCommit and LogCopy.
+    /// In LogCopy, the copies of a connection owned by the local pod that is its original
+    /// destination (below those of the one owned by its original source).
     pub(crate) const BY_DESTINATION: u16 = 190;
+    /// A connection the node started into a local pod, counted in [`super::NODE_ZONE`]
+    /// (below one a local pod opened).
+    pub(crate) const BY_NODE: u16 = 195;
+    /// A connection that entered by a node's port, counted in [`super::INBOUND_ZONE`] (below
+    /// the node's own).
+    pub(crate) const INBOUND: u16 = 190;
+    /// A local pod's new connection that its full zone refused: a security event.
+    pub(crate) const REFUSED: u16 = 20;
+    /// A new connection into a local pod that the node's or the inbound zone refused.
+    pub(crate) const REFUSED_INBOUND: u16 = 10;
     /// New connections with no local pod at either end; the security events of packets no
     /// pod's port sent.
     pub(crate) const UNOWNED: u16 = 100;
@@ -149,11 +159,20 @@ pub(crate) const CT_ZONE: u16 = 65520;
 /// recirculated packet carries it only when the commit succeeded.
 pub(crate) const QUOTA_MARK: u32 = 1;
 
-/// The conntrack zone that counts the connections of the local pod on port `ofport`: the
-/// ofport itself, when it fits a zone and is not [`CT_ZONE`] (OVS gives ports numbers below
-/// 0xff00, so every real one does).
+/// The conntrack zone that counts the connections the node itself starts into local pods
+/// (from the gateway, from one of the node's addresses: kubelet's probes, host processes).
+pub(crate) const NODE_ZONE: u16 = 65521;
+
+/// The conntrack zone that counts the connections from beyond the node into local pods
+/// (entered by the gateway from any other source, or by an uplink): no pod's zone fills
+/// through connections it did not open.
+pub(crate) const INBOUND_ZONE: u16 = 65522;
+
+/// The conntrack zone that counts the connections the local pod on port `ofport` opens: the
+/// ofport itself, when it fits a zone and is none of npagent's own zones (OVS gives ports
+/// numbers below 0xff00, so every real one does).
 pub(crate) fn quota_zone(ofport: u32) -> Option<u16> {
-    u16::try_from(ofport).ok().filter(|z| *z != 0 && *z != CT_ZONE)
+    u16::try_from(ofport).ok().filter(|z| *z != 0 && *z < 0xff00)
 }
 
 #[cfg(test)]
@@ -176,6 +195,8 @@ mod tests {
         assert_eq!(quota_zone(32769), Some(32769));
         assert_eq!(quota_zone(0), None);
         assert_eq!(quota_zone(u32::from(CT_ZONE)), None);
+        assert_eq!(quota_zone(u32::from(NODE_ZONE)), None);
+        assert_eq!(quota_zone(u32::from(INBOUND_ZONE)), None);
         assert_eq!(quota_zone(0x1_0000), None);
     }
 }

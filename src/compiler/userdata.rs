@@ -6,7 +6,7 @@
 //! (0 allow, 1 drop, 2 would drop, 3 would allow), `[3]` OpenFlow table id of the rule or
 //! drop, `[4..8]` the ofport of the pod whose meter the copy passed for an Allow copy, a
 //! default drop (its isolated pod) or a staged verdict, the [`SecurityEvent`] for a drop in
-//! SpoofGuard or ConntrackState.
+//! SpoofGuard, ConntrackState or ConntrackQuota.
 //!
 //! The Allow and staged copies are made in LogCopy ([`super::copies`]), through the meter of
 //! the connection's source pod when it is a local one: the pod the policies judged for is in
@@ -57,15 +57,19 @@ pub enum SecurityEvent {
     InvalidConnection = 3,
     /// An ICMP error from a pod about a connection it is no end of.
     ForeignIcmpError = 4,
+    /// A new connection refused because the conntrack zone that counts it is full (the
+    /// pod's own, the node's or the inbound one).
+    ConntrackLimit = 5,
 }
 
 impl SecurityEvent {
     /// Every event, by code.
-    pub(crate) const ALL: [SecurityEvent; 4] = [
+    pub(crate) const ALL: [SecurityEvent; 5] = [
         SecurityEvent::ForgedSource,
         SecurityEvent::TaggedFrame,
         SecurityEvent::InvalidConnection,
         SecurityEvent::ForeignIcmpError,
+        SecurityEvent::ConntrackLimit,
     ];
 
     /// The event of userdata code `code`.
@@ -80,6 +84,7 @@ impl SecurityEvent {
             SecurityEvent::TaggedFrame => "TaggedFrame",
             SecurityEvent::InvalidConnection => "InvalidConnection",
             SecurityEvent::ForeignIcmpError => "ForeignIcmpError",
+            SecurityEvent::ConntrackLimit => "ConntrackLimit",
         }
     }
 }

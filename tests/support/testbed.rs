@@ -368,6 +368,25 @@ impl Testbed {
         self.probe_from_netns(&self.pod(from).netns, from, &[target])[&(to.to_string(), port)]
     }
 
+    /// Gives pod `id`'s Service NodePorts as kube-proxy does (`externalTrafficPolicy:
+    /// Cluster`: DNAT to the pod, masqueraded): TCP `30000 + offset` for 80, `30001 + offset`
+    /// for 81, UDP `30000 + offset` for 80, on every address of the node.
+    pub fn add_nodeport(&self, id: &str, offset: u16) {
+        let (ns, name) = id.split_once('/').unwrap_or_else(|| panic!("not ns/name: {id}"));
+        run(Command::new("bash").arg(repo_path("testbed/testbed")).arg("add-nodeport").arg(&self.sandbox.dir).args([
+            ns,
+            name,
+            &offset.to_string(),
+        ]));
+    }
+
+    /// Does `from` (a pod or outside host) reach pod `to` on `port` through the NodePort
+    /// [`Testbed::add_nodeport`] gave it with `offset`, at the node's gateway address?
+    pub fn reaches_nodeport(&self, from: &str, to: &str, port: Port, offset: u16) -> bool {
+        let target = (to.to_string(), format!("{GATEWAY_IP}:{}", 30000 + offset));
+        self.probe_from_netns(&self.host(from).netns, from, &[target])[&(to.to_string(), port)]
+    }
+
     /// Does the node itself reach pod `to` on `port`, from its gateway address (as kubelet's
     /// probes do)?
     pub fn node_reaches(&self, to: &str, port: Port) -> bool {
