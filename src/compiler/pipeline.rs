@@ -342,9 +342,7 @@ pub(crate) fn port_flows(p: &LocalPort, controller_id: u16) -> Vec<(FlowKey, Flo
     }
     // A new connection its full zone refused (from the pod's port: its own), or that the
     // node's or the inbound zone refused on its way into the pod: logged, and dropped.
-    for (prio, refused) in
-        [(priority::REFUSED, Oxm::InPort(o)), (priority::REFUSED_INBOUND, flow::reg4(o))]
-    {
+    for (prio, refused) in [(priority::REFUSED, Oxm::InPort(o)), (priority::REFUSED_INBOUND, flow::reg4(o))] {
         out.push((
             k(CONNTRACK_QUOTA, prio, vec![refused]),
             v(vec![apply(vec![conntrack_limit_copy(o, controller_id)])]),
