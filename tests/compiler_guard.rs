@@ -132,8 +132,10 @@ fn matches(f: &Oxm, p: &Frame, r: &Regs) -> bool {
         Oxm::XReg { index: 0, value } => xreg(u64::from(r.reg1), value),
         Oxm::XReg { index: 1, value } => xreg((u64::from(r.reg2) << 32) | u64::from(r.reg3), value),
         Oxm::XReg { index: 2, value } => xreg(u64::from(r.reg4) << 32, value),
-        // The staged verdicts (reg8 to reg11): none, as no staged policy touches these pods.
-        Oxm::XReg { index: 4 | 5, value } => xreg(0, value),
+        // A log copy's kind and rule (reg6, reg7): the walker makes no copies, which change no
+        // packet's fate. The staged verdicts (reg8 to reg11): none, as no staged policy
+        // touches these pods.
+        Oxm::XReg { index: 3..=5, value } => xreg(0, value),
         // Clause flows of the policies (no conjunction completes without every clause).
         Oxm::ConjId(_) => false,
         other => panic!("unexpected field: {other:?}"),

@@ -39,11 +39,11 @@ fn text(flows: &FlowTable) -> Vec<String> {
 }
 
 /// The policy flows that send a copy to npagent: default drops (their own copy), and rule
-/// flows through LogCopy (their rule in reg6). LogCopy and the security events' flows are
-/// there whatever the policies, and so are the staged verdicts' checks, whose copies (through
+/// flows through LogCopy (their rule in reg6). LogCopy and the security events' flows
+/// (ConntrackQuota's refusals among them) are there whatever the policies, and so are the staged verdicts' checks, whose copies (through
 /// LogCopy, no rule in reg6) are made whatever the logging switch.
 fn logging(flows: &FlowTable) -> Vec<String> {
-    let always = ["table=LogCopy", "table=SpoofGuard", "table=ConntrackState"];
+    let always = ["table=LogCopy", "table=SpoofGuard", "table=ConntrackState", "table=ConntrackQuota"];
     let allow_copy = |l: &str| l.contains("->reg6,") && l.contains("resubmit(,LogCopy)");
     text(flows)
         .into_iter()

@@ -200,12 +200,13 @@ fn dump_flows(sb: &Sandbox) -> BTreeMap<String, FlowStat> {
 }
 
 /// Whether a policy flow sends copies to npagent: a default drop its own, a rule's first
-/// packet through LogCopy (its rule in reg6). LogCopy and the security events' flows are
-/// there whatever the policies, and so are the staged verdicts' checks, whose copies
-/// (through LogCopy, no rule in reg6) are made whatever the logging switch.
+/// packet through LogCopy (its rule in reg6). LogCopy and the security events' flows
+/// (ConntrackQuota's refusals among them) are there whatever the policies, and so are the
+/// staged verdicts' checks, whose copies (through LogCopy, no rule in reg6) are made whatever
+/// the logging switch.
 fn sends_copies(f: &FlowStat) -> bool {
     let allow_copy = f.actions.to_lowercase().contains("reg6") && f.actions.contains("resubmit(,LogCopy)");
-    !["LogCopy", "SpoofGuard", "ConntrackState"].contains(&f.table.as_str())
+    !["LogCopy", "SpoofGuard", "ConntrackState", "ConntrackQuota"].contains(&f.table.as_str())
         && (f.actions.contains("controller(") || allow_copy)
 }
 
