@@ -21,36 +21,13 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::agent::{npagent_bin, Agent, FIRST_SYNC};
+use support::cni_node::{POD_X_N, POLICIES};
 use support::sandbox::{output, repo_path, run};
 use support::{write_atomic, Testbed};
 
 const WITHIN: Duration = Duration::from_secs(20);
 /// Where Debian's containernetworking-plugins installs host-local.
 const CNI_PATH: &str = "/usr/lib/cni";
-
-/// Pod x/n of the manifests directory, labelled but without an address: the CNI gives it one.
-const POD_X_N: &str = "apiVersion: v1
-kind: Pod
-metadata: {name: n, namespace: x, labels: {pod: n}}
-spec: {nodeName: testbed, containers: [{name: c, image: agnhost}]}
-status: {phase: Pending}
-";
-
-/// x/n admits x/b only; x/a admits x/n only: the new pod as a policy's target and as its peer.
-const POLICIES: &str = "apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: n-from-b, namespace: x}
-spec:
-  podSelector: {matchLabels: {pod: n}}
-  ingress: [{from: [{podSelector: {matchLabels: {pod: b}}}]}]
----
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: a-from-n, namespace: x}
-spec:
-  podSelector: {matchLabels: {pod: a}}
-  ingress: [{from: [{podSelector: {matchLabels: {pod: n}}}]}]
-";
 
 /// A node with npagent serving the CNI socket, and what a runtime needs to call it.
 struct Node {

@@ -28,7 +28,7 @@ const REFERENCE_PLUGINS: [&str; 2] = ["host-local", "loopback"];
 pub const NETWORK: &str = "npagent-runtime-test";
 
 /// Pod x/n, labelled but without an address (the runtime's CNI call gives it one).
-const POD_X_N: &str = "apiVersion: v1
+pub const POD_X_N: &str = "apiVersion: v1
 kind: Pod
 metadata: {name: n, namespace: x, labels: {pod: n}}
 spec: {nodeName: testbed, containers: [{name: c, image: busybox}]}
@@ -37,7 +37,7 @@ status: {phase: Pending}
 
 /// x/n admits x/b only; x/a admits x/n only: the runtime's pod as a policy's target and as
 /// its peer.
-const POLICIES: &str = "apiVersion: networking.k8s.io/v1
+pub const POLICIES: &str = "apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata: {name: n-from-b, namespace: x}
 spec:
