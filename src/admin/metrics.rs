@@ -383,30 +383,9 @@ mod tests {
 
     /// A staged verdict of `disposition` whose pod `isolated_by` would isolate.
     fn staged(disposition: LineDisposition, isolated_by: &[&str]) -> crate::audit::AuditEntry {
-        use crate::audit::{Direction, PolicyRef};
-        let ip = std::net::IpAddr::from([10, 0, 0, 1]);
         let obj = |name: &&str| crate::model::ObjectRef { namespace: "x".into(), name: (*name).into() };
-        crate::audit::AuditEntry {
-            time: std::time::SystemTime::UNIX_EPOCH,
-            table: "StagedIngressDefaultRule".into(),
-            policy: PolicyRef::StagedDrop,
-            rule_name: None,
-            direction: Direction::Ingress,
-            disposition,
-            priority: None,
-            applied_to: None,
-            src_ip: ip,
-            dst_ip: ip,
-            src_port: None,
-            dst_port: None,
-            protocol: 6,
-            ip_len: 60,
-            log_label: None,
-            isolated_by: isolated_by.iter().map(obj).collect(),
-            src_pod: None,
-            dst_pod: None,
-            via_service: false,
-        }
+        let isolated_by = isolated_by.iter().map(obj).collect();
+        crate::audit::verdicts::staged_entry(disposition, crate::audit::PolicyRef::StagedDrop, isolated_by)
     }
 
     /// The page's `npagent_staged_verdicts_total` samples.

@@ -44,39 +44,39 @@ impl StagedVerdicts {
     }
 }
 
+/// A staged verdict's entry (10.0.0.1 to itself, TCP, StagedIngressDefaultRule) for tests.
+#[cfg(test)]
+pub(crate) fn staged_entry(disposition: LineDisposition, policy: PolicyRef, isolated_by: Vec<ObjectRef>) -> AuditEntry {
+    let ip = std::net::IpAddr::from([10, 0, 0, 1]);
+    AuditEntry {
+        time: std::time::SystemTime::UNIX_EPOCH,
+        table: "StagedIngressDefaultRule".into(),
+        policy,
+        rule_name: None,
+        direction: crate::audit::Direction::Ingress,
+        disposition,
+        priority: None,
+        applied_to: None,
+        src_ip: ip,
+        dst_ip: ip,
+        src_port: None,
+        dst_port: None,
+        protocol: 6,
+        ip_len: 60,
+        log_label: None,
+        isolated_by,
+        src_pod: None,
+        dst_pod: None,
+        via_service: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::Direction;
-    use std::time::SystemTime;
 
     fn obj(ns: &str, name: &str) -> ObjectRef {
         ObjectRef { namespace: ns.into(), name: name.into() }
-    }
-
-    fn entry(disposition: LineDisposition, policy: PolicyRef, isolated_by: Vec<ObjectRef>) -> AuditEntry {
-        let ip = std::net::IpAddr::from([10, 0, 0, 1]);
-        AuditEntry {
-            time: SystemTime::UNIX_EPOCH,
-            table: "StagedIngressDefaultRule".into(),
-            policy,
-            rule_name: None,
-            direction: Direction::Ingress,
-            disposition,
-            priority: None,
-            applied_to: None,
-            src_ip: ip,
-            dst_ip: ip,
-            src_port: None,
-            dst_port: None,
-            protocol: 6,
-            ip_len: 60,
-            log_label: None,
-            isolated_by,
-            src_pod: None,
-            dst_pod: None,
-            via_service: false,
-        }
     }
 
     #[test]
@@ -86,17 +86,17 @@ mod tests {
         let (deny, web, allow) = (obj("x", "deny"), obj("x", "web"), obj("y", "allow"));
         // A WouldDrop counts for every staged policy isolating the pod, twice here.
         for _ in 0..2 {
-            v.count(&entry(WouldDrop, PolicyRef::StagedDrop, vec![deny.clone(), web.clone()]));
+            v.count(&staged_entry(WouldDrop, PolicyRef::StagedDrop, vec![deny.clone(), web.clone()]));
         }
-        v.count(&entry(WouldAllow, PolicyRef::Staged(allow.clone()), Vec::new()));
+        v.count(&staged_entry(WouldAllow, PolicyRef::Staged(allow.clone()), Vec::new()));
         // By no rule: the policy whose isolation the staged view ends.
-        v.count(&entry(WouldAllow, PolicyRef::Staged(deny.clone()), vec![deny.clone()]));
+        v.count(&staged_entry(WouldAllow, PolicyRef::Staged(deny.clone()), vec![deny.clone()]));
         // Nothing known: counted, under "".
-        v.count(&entry(WouldDrop, PolicyRef::StagedDrop, Vec::new()));
-        v.count(&entry(WouldAllow, PolicyRef::StagedDrop, Vec::new()));
+        v.count(&staged_entry(WouldDrop, PolicyRef::StagedDrop, Vec::new()));
+        v.count(&staged_entry(WouldAllow, PolicyRef::StagedDrop, Vec::new()));
         // Enforced lines are no staged verdicts.
-        v.count(&entry(Drop, PolicyRef::DefaultDrop, vec![deny.clone()]));
-        v.count(&entry(Allow, PolicyRef::Policy(allow.clone()), Vec::new()));
+        v.count(&staged_entry(Drop, PolicyRef::DefaultDrop, vec![deny.clone()]));
+        v.count(&staged_entry(Allow, PolicyRef::Policy(allow.clone()), Vec::new()));
         let s = |p: &str, d, n| (p.to_string(), d, n);
         assert_eq!(
             v.snapshot(),
