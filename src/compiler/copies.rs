@@ -122,6 +122,13 @@ fn make(copy: CopyKind, o: u32, meter: u32, controller_id: u16) -> Vec<Instructi
     vec![Instruction::ApplyActions(vec![flow::controller(&copy.userdata(o), meter, controller_id)])]
 }
 
+/// The copy of security event `event` of the pod on port `o`, through that pod's security
+/// meter, to controller `controller_id`.
+pub(crate) fn security_event(event: SecurityEvent, o: u32, controller_id: u16) -> Action {
+    let copy = CopyKind::Security(event);
+    flow::controller(&copy.userdata(o), meters::pod(MeterKind::Security, o), controller_id)
+}
+
 /// LogCopy's flows of the local pod on port `o`: the copies of the connections it opened
 /// (either direction, priority 200), those of the connections to it from no local pod
 /// (ingress, 190, below), and the security events of the packets its port sent; each
@@ -139,9 +146,8 @@ pub(crate) fn port_flows(o: u32, controller_id: u16) -> Vec<(FlowKey, FlowValue)
         }
     }
     for event in LOG_COPY_EVENTS {
-        let copy = CopyKind::Security(event);
-        let meter = meters::pod(MeterKind::Security, o);
-        out.push((key(priority::NORMAL, Oxm::InPort(o), copy), v(make(copy, o, meter, controller_id))));
+        let copy = v(vec![Instruction::ApplyActions(vec![security_event(event, o, controller_id)])]);
+        out.push((key(priority::NORMAL, Oxm::InPort(o), CopyKind::Security(event)), copy));
     }
     out
 }

@@ -6,9 +6,8 @@
 use super::cookie::{self, Kind};
 use super::copies::{self, CopyKind};
 use super::flow::{self, ct, from, FlowKey, FlowValue, ETH_ARP, ETH_IP, ETH_IPV6};
-use super::meters::{self, MeterKind};
 use super::tables;
-use super::userdata::{Disposition, LogUserdata, SecurityEvent};
+use super::userdata::SecurityEvent;
 use crate::model::{Cidr, LocalPort, Node, NodePort};
 use ofp::{Action, Instruction, Masked, Oxm};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -272,18 +271,6 @@ fn quota_flows(o: u32, host: &Cidr, v: impl Fn(Vec<Instruction>) -> FlowValue) -
     ]
 }
 
-/// A copy of a new connection that a full zone refused, as security event `ConntrackLimit`,
-/// through the security meter of the pod on port `o` whose zone it is (or into which it was
-/// opened), whatever its namespace's logging switch says.
-fn conntrack_limit_copy(o: u32, controller_id: u16) -> Action {
-    let ud = LogUserdata {
-        disposition: Disposition::Drop,
-        table_id: tables::CONNTRACK_QUOTA,
-        subject: SecurityEvent::ConntrackLimit as u32,
-    };
-    flow::controller(&ud, meters::pod(MeterKind::Security, o), controller_id)
-}
-
 /// The flows of one local pod's port: the Classifier marks its packets as a pod's and sends
 /// them to SpoofGuard, which passes only the pod's own MAC with its own addresses
 /// (`ip-address`, `attached-mac`), untagged; ConntrackState passes its ICMP errors about its
@@ -341,11 +328,13 @@ pub(crate) fn port_flows(p: &LocalPort, controller_id: u16) -> Vec<(FlowKey, Flo
         }
     }
     // A new connection its full zone refused (from the pod's port: its own), or that the
-    // node's or the inbound zone refused on its way into the pod: logged, and dropped.
+    // node's or the inbound zone refused on its way into the pod: logged as `ConntrackLimit`
+    // through the pod's security meter whatever its namespace's logging switch says, and
+    // dropped.
     for (prio, refused) in [(priority::REFUSED, Oxm::InPort(o)), (priority::REFUSED_INBOUND, flow::reg4(o))] {
         out.push((
             k(CONNTRACK_QUOTA, prio, vec![refused]),
-            v(vec![apply(vec![conntrack_limit_copy(o, controller_id)])]),
+            v(vec![apply(vec![copies::security_event(SecurityEvent::ConntrackLimit, o, controller_id)])]),
         ));
     }
     out.extend(neighbor_flows(&p.ips, o, p.mac, priority::NORMAL, v));
