@@ -164,3 +164,53 @@ fn without_the_control_socket_policy_holds_and_the_agent_says_so() {
     assert_eq!(metrics.get("npagent_conntrack_pods_unbounded"), 9.0, "{:?}", metrics.0);
     assert!(metrics.count("npagent_conntrack_limit_errors_total") >= 1);
 }
+
+/// A later packet is delivered only when its owner's zone holds its connection. The zone's
+/// entry of a connection can go while npagent's stays: both idle out alike only while every
+/// packet passes, and a packet that policy drops (a revoked flow its peer keeps sending)
+/// refreshes npagent's entry alone. Flushing the pod's zone here stands in for that entry
+/// timing out (a minute of UDP). Before, the connection's next packets re-created the entry
+/// and were delivered even when the zone was full and the commit refused: a pod held more
+/// connections than its limit, unlogged. Now such a packet is dropped and logged as
+/// `SecurityEvent:ConntrackLimit` naming the pod.
+#[test]
+fn a_connection_whose_zone_entry_went_passes_again_only_within_the_limit() {
+    const LIMIT: u32 = 5;
+    let tb = Testbed::start();
+    let audit_log = tb.sandbox.dir.join("np.log");
+    let _agent =
+        Agent::start(&tb.sandbox, &tb.manifests_dir(), &audit_log, &["--conntrack-pod-limit", &LIMIT.to_string()]);
+    let owner = tb.pod("x/a");
+    wait_for("x/a's limit", || zone_limit(&tb, owner.ofport).contains(&format!(",limit={LIMIT},")));
+    let peer = tb.pod("y/a").ip;
+    let flow = ["udp-echo", "--dst", &peer, "--dport", "80", "--sport", "40800", "--count", "3"];
+
+    // Control: the flow works, and it is in x/a's zone.
+    assert_eq!(tb.attack("x/a", &flow), "3", "x/a's flow to y/a");
+    assert!(zone_limit(&tb, owner.ofport).ends_with("count=1"), "{}", zone_limit(&tb, owner.ofport));
+
+    // Its zone entry goes; x/a then fills its zone with other flows.
+    tb.sandbox.appctl(&["dpctl/flush-conntrack", &format!("zone={}", owner.ofport)]);
+    let target = tb.pod("y/b").ip;
+    let flows = (2 * LIMIT).to_string();
+    let answered: u32 = tb
+        .attack("x/a", &["udp-flood", "--dst", &target, "--dport", "80", "--flows", &flows, "--wait", "2"])
+        .parse()
+        .expect("a count");
+    assert_eq!(answered, LIMIT, "x/a's flows up to its limit");
+    assert_eq!(zone_limit(&tb, owner.ofport), format!("zone={},limit={LIMIT},count={LIMIT}", owner.ofport));
+
+    // The old flow's packets find no room in the zone: dropped, not delivered past the limit.
+    assert_eq!(tb.attack("x/a", &flow), "0", "x/a's flow passed beyond its zone's limit");
+    assert_eq!(zone_limit(&tb, owner.ofport), format!("zone={},limit={LIMIT},count={LIMIT}", owner.ofport));
+    let refused = format!("Egress Drop <nil> x/a {} 40800 {peer} 80 UDP", owner.ip);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = std::fs::read_to_string(&audit_log).unwrap_or_default();
+        if log.lines().any(|l| l.contains("SecurityEvent:ConntrackLimit") && l.contains(&refused)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no ConntrackLimit line for x/a's flow ({refused}):\n{log}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

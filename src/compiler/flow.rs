@@ -196,21 +196,18 @@ pub(crate) fn resubmit(table: u8) -> Action {
 /// The in_port of a resubmit that keeps the packet's own.
 const IN_PORT_KEEP: u16 = 0xfff8;
 
-/// `ct(commit,zone=<zone>,exec(set_field:1->ct_mark),table=ConntrackQuota)` for a new
-/// connection (`recirculate`), else `ct(commit,zone=<zone>)`: tracks the packet's connection
-/// in its owner's quota zone too. The recirculated packet has `ct_mark=1` only when the
-/// connection is in that zone, so a commit the zone's limit refused can be told apart.
-pub(crate) fn ct_quota(zone: u16, recirculate: bool) -> Action {
+/// `ct(commit,zone=<zone>,exec(set_field:<mark>->ct_mark),table=ConntrackQuota)`: tracks the
+/// packet's connection in its owner's quota zone too. The recirculated packet has the mark
+/// only when the connection is in that zone, so a commit the zone's limit refused can be told
+/// apart (`mark`: [`tables::QUOTA_MARK`] for a new connection, [`tables::QUOTA_LATER_MARK`]
+/// for its later packets).
+pub(crate) fn ct_quota(zone: u16, mark: u32) -> Action {
     Action::Ct(Ct {
         flags: 1,
         zone: CtZoneSrc::Imm(zone),
-        table: recirculate.then_some(tables::CONNTRACK_QUOTA),
+        table: Some(tables::CONNTRACK_QUOTA),
         alg: 0,
-        actions: if recirculate {
-            vec![Action::SetField(Oxm::CtMark(Masked::exact(tables::QUOTA_MARK)))]
-        } else {
-            vec![]
-        },
+        actions: vec![Action::SetField(Oxm::CtMark(Masked::exact(mark)))],
     })
 }
 

@@ -210,14 +210,19 @@ pub(crate) fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
     // A new connection with no local pod at either end has no zone to count it in (none
     // reaches this table: a pod's own address or a local destination got it here).
     out.push((k(CONNTRACK_COMMIT, priority::UNOWNED, vec![flow::ct_state(ct::NEW | ct::TRK, 0)]), drop()));
-    // Back from the owner's zone: committed there (the mark says so), so into the main zone;
-    // refused by the zone's limit (no mark), dropped.
+    // Back from the owner's zone: a new connection committed there (the mark says so), so
+    // into the main zone; a later packet of one the zone holds, delivered; refused by the
+    // zone's limit (no mark), dropped.
     for eth in [ETH_IP, ETH_IPV6] {
         out.push((
             k(CONNTRACK_QUOTA, priority::NORMAL, vec![Oxm::EthType(eth), quota_granted()]),
             v(vec![apply(vec![flow::ct_action(true, None), flow::resubmit(OUTPUT)])]),
         ));
     }
+    out.push((
+        k(CONNTRACK_QUOTA, priority::NORMAL, vec![Oxm::CtMark(Masked::exact(tables::QUOTA_LATER_MARK))]),
+        v(vec![apply(vec![flow::resubmit(OUTPUT)])]),
+    ));
     out.push((k(CONNTRACK_QUOTA, priority::MISS, vec![]), drop()));
     out.extend(super::staged::fixed_flows());
     out.extend(copies::fixed_flows(controller_id));
@@ -239,12 +244,15 @@ fn zone_new_flow(
     v: impl Fn(Vec<Instruction>) -> FlowValue,
 ) -> (FlowKey, FlowValue) {
     let new = flow::with_ct_state(new, ct::NEW | ct::TRK, ct::INV);
-    (FlowKey::new(tables::CONNTRACK_COMMIT, priority, new), v(vec![apply(vec![flow::ct_quota(zone, true)])]))
+    let commit = flow::ct_quota(zone, tables::QUOTA_MARK);
+    (FlowKey::new(tables::CONNTRACK_COMMIT, priority, new), v(vec![apply(vec![commit])]))
 }
 
 /// ConntrackCommit's flow for the later packets of the connections counted in `zone`
 /// (`owned` matches them: `ct_nw_src`, `ct_mark`): tracked there too, so the zone's entry
-/// lives as long as the connection.
+/// lives as long as the connection, then on to ConntrackQuota, which delivers them only when
+/// the zone holds the connection. An entry that went (expired while policy dropped the
+/// connection's packets) is re-created only within the zone's limit.
 fn zone_later_flow(
     zone: u16,
     priority: u16,
@@ -252,10 +260,8 @@ fn zone_later_flow(
     v: impl Fn(Vec<Instruction>) -> FlowValue,
 ) -> (FlowKey, FlowValue) {
     let later = flow::with_ct_state(owned, ct::TRK, ct::NEW | ct::INV);
-    (
-        FlowKey::new(tables::CONNTRACK_COMMIT, priority, later),
-        v(vec![apply(vec![flow::ct_quota(zone, false)]), flow::goto(tables::OUTPUT)]),
-    )
+    let commit = flow::ct_quota(zone, tables::QUOTA_LATER_MARK);
+    (FlowKey::new(tables::CONNTRACK_COMMIT, priority, later), v(vec![apply(vec![commit])]))
 }
 
 /// ConntrackCommit's flows for the connections the pod on port `o` with address `host` opens

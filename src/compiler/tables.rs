@@ -155,9 +155,14 @@ pub mod priority {
 /// The conntrack zone of npagent's connections.
 pub(crate) const CT_ZONE: u16 = 65520;
 
-/// The `ct_mark` a connection gets in its owner's zone when it is committed there: the
+/// The `ct_mark` a new connection gets in its owner's zone when it is committed there: the
 /// recirculated packet carries it only when the commit succeeded.
 pub(crate) const QUOTA_MARK: u32 = 1;
+
+/// The `ct_mark` a later packet of a connection sets in its owner's zone: carried back only
+/// when the zone holds the connection (still, or again when the commit re-created an entry
+/// that had gone), so a commit the zone's limit refused drops the packet.
+pub(crate) const QUOTA_LATER_MARK: u32 = 2;
 
 /// The conntrack zone that counts the connections the node itself starts into local pods
 /// (from the gateway, from one of the node's addresses: kubelet's probes, host processes).
