@@ -22,21 +22,19 @@
 //! a kernel mark would not cross the userspace datapath's tap. The node never needs to hold
 //! the address: its replies are un-NATed by the node's conntrack before they are routed.
 
+use super::iptables::{self, Family};
 use crate::model::node::NodeConfig;
 use crate::rate_limited::RateLimitedWarning;
 use crate::source::ovsdb::db::BridgePorts;
 use crate::source::ovsdb::link::{LinkError, Netlink};
 use std::net::IpAddr;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
-/// The chain npagent owns in the `nat` table.
-pub const CHAIN: &str = "NPAGENT-POSTROUTING";
+/// The chain npagent owns in the `nat` table, jumped to first from POSTROUTING.
+pub const CHAIN: iptables::Chain = iptables::Chain { table: "nat", hook: "POSTROUTING", name: "NPAGENT-POSTROUTING" };
 /// How often the rules are read back and repaired.
 pub const CHECK_EVERY: Duration = Duration::from_secs(5);
-/// How long one `iptables` command may take.
-const TIMEOUT: Duration = Duration::from_secs(10);
 /// What a warning says when npagent runs apart from the gateway's device.
 const NOT_HERE: &str = "run npagent in the node's network namespace";
 
@@ -50,119 +48,13 @@ pub struct ForwardedSnatConfig {
     pub masquerade_mark: u32,
 }
 
-/// One IP family's `iptables`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Family {
-    V4,
-    V6,
-}
-
-impl Family {
-    fn of(ip: &IpAddr) -> Family {
-        if ip.is_ipv4() {
-            Family::V4
-        } else {
-            Family::V6
-        }
-    }
-
-    fn command(self) -> &'static str {
-        match self {
-            Family::V4 => "iptables",
-            Family::V6 => "ip6tables",
-        }
-    }
-}
-
 /// The rule of one family: connections leaving by `gateway` that kube-proxy marked for
 /// masquerading and whose source is no address of the node get `source`.
 fn snat_rule(gateway: &str, mark: u32, source: IpAddr) -> String {
     format!(
-        "-A {CHAIN} -o {gateway} -m mark --mark {mark:#x}/{mark:#x} -m addrtype ! --src-type LOCAL -j SNAT --to-source {source}"
+        "-A {} -o {gateway} -m mark --mark {mark:#x}/{mark:#x} -m addrtype ! --src-type LOCAL -j SNAT --to-source {source}",
+        CHAIN.name
     )
-}
-
-/// The jump from POSTROUTING to [`CHAIN`], as `iptables -S` prints it.
-fn jump() -> String {
-    format!("-A POSTROUTING -j {CHAIN}")
-}
-
-/// `iptables-restore --noflush` input that leaves [`CHAIN`] holding `rule` alone (declaring
-/// a chain flushes it) and its jump first in POSTROUTING, once (`stale` earlier jumps deleted),
-/// in one transaction.
-fn restore_input(rule: &str, stale: usize) -> String {
-    let mut s = format!("*nat\n:{CHAIN} - [0:0]\n");
-    for _ in 0..stale {
-        s.push_str(&format!("-D POSTROUTING -j {CHAIN}\n"));
-    }
-    s.push_str(&format!("-I POSTROUTING 1 -j {CHAIN}\n{rule}\nCOMMIT\n"));
-    s
-}
-
-/// Is the rule set in place: the jump the first rule of POSTROUTING (`postrouting`, as
-/// `iptables -S POSTROUTING` prints it) and the only one, and the chain (`chain`, as `-S
-/// NPAGENT-POSTROUTING` prints it) holding exactly `rule`? Also returns how many jumps there
-/// are.
-fn in_place(postrouting: &str, chain: &str, rule: &str) -> (bool, usize) {
-    let rules: Vec<&str> = postrouting.lines().map(str::trim).filter(|l| l.starts_with("-A ")).collect();
-    let jump = jump();
-    let jumps = rules.iter().filter(|r| **r == jump).count();
-    let chain_rules: Vec<&str> = chain.lines().map(str::trim).filter(|l| l.starts_with("-A ")).collect();
-    let ok = jumps == 1 && rules.first() == Some(&jump.as_str()) && chain_rules == [rule];
-    (ok, jumps)
-}
-
-#[derive(Debug, thiserror::Error)]
-enum SnatError {
-    #[error("{command}: {error}")]
-    Spawn { command: String, error: std::io::Error },
-    #[error("{command} failed: {stderr}")]
-    Failed { command: String, stderr: String },
-    #[error("{command} took more than {TIMEOUT:?}")]
-    Timeout { command: String },
-}
-
-/// Runs `command args` (with `input` on stdin); its stdout.
-async fn run(command: &str, args: &[&str], input: Option<&str>) -> Result<String, SnatError> {
-    let name = format!("{command} {}", args.join(" "));
-    let mut cmd = tokio::process::Command::new(command);
-    cmd.args(args)
-        .stdin(if input.is_some() { std::process::Stdio::piped() } else { std::process::Stdio::null() })
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let work = async {
-        let mut child = cmd.spawn().map_err(|error| SnatError::Spawn { command: name.clone(), error })?;
-        if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
-            stdin
-                .write_all(text.as_bytes())
-                .await
-                .map_err(|error| SnatError::Spawn { command: name.clone(), error })?;
-        }
-        let out = child.wait_with_output().await.map_err(|error| SnatError::Spawn { command: name.clone(), error })?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-            Err(SnatError::Failed { command: name.clone(), stderr })
-        }
-    };
-    tokio::time::timeout(TIMEOUT, work).await.unwrap_or_else(|_| Err(SnatError::Timeout { command: name.clone() }))
-}
-
-/// Puts one family's rule in place unless it is; says whether it had to.
-async fn ensure(family: Family, rule: &str) -> Result<bool, SnatError> {
-    let iptables = family.command();
-    let postrouting = run(iptables, &["-w", "5", "-t", "nat", "-S", "POSTROUTING"], None).await?;
-    // A missing chain is one to create.
-    let chain = run(iptables, &["-w", "5", "-t", "nat", "-S", CHAIN], None).await.unwrap_or_default();
-    let (ok, jumps) = in_place(&postrouting, &chain, rule);
-    if ok {
-        return Ok(false);
-    }
-    let restore = format!("{iptables}-restore");
-    run(&restore, &["-w", "5", "--noflush"], Some(&restore_input(rule, jumps))).await?;
-    Ok(true)
 }
 
 /// Keeps the rules in place for the gateway OVSDB names (`ports`) and the IP families the
@@ -233,16 +125,17 @@ async fn step(cfg: &ForwardedSnatConfig, gateway: &str, node: &NodeConfig) -> Re
             continue;
         }
         let rule = snat_rule(gateway, cfg.masquerade_mark, *source);
-        if ensure(family, &rule).await.map_err(|e| e.to_string())? {
+        if CHAIN.ensure(family, &[rule]).await.map_err(|e| e.to_string())? {
             installed.push(source.to_string());
         }
     }
     Ok((!installed.is_empty()).then(|| {
         format!(
             "connections the node forwards through {gateway} and masquerades (mark {:#x}) leave it from {} (chain \
-             {CHAIN}, first in nat POSTROUTING): pods' ingress policy judges them as non-pod peers",
+             {}, first in nat POSTROUTING): pods' ingress policy judges them as non-pod peers",
             cfg.masquerade_mark,
-            installed.join(", ")
+            installed.join(", "),
+            CHAIN.name
         )
     }))
 }
@@ -256,32 +149,5 @@ mod tests {
     #[test]
     fn the_rule_reads_as_iptables_prints_it() {
         assert_eq!(snat_rule("gw0", 0x4000, "169.254.0.253".parse().unwrap()), RULE);
-    }
-
-    #[test]
-    fn the_jump_must_be_first_and_alone_and_the_chain_hold_the_rule_alone() {
-        let chain = format!("-N NPAGENT-POSTROUTING\n{RULE}\n");
-        let first =
-            "-P POSTROUTING ACCEPT\n-A POSTROUTING -j NPAGENT-POSTROUTING\n-A POSTROUTING -j KUBE-POSTROUTING\n";
-        assert_eq!(in_place(first, &chain, RULE), (true, 1));
-        let second =
-            "-P POSTROUTING ACCEPT\n-A POSTROUTING -j KUBE-POSTROUTING\n-A POSTROUTING -j NPAGENT-POSTROUTING\n";
-        assert_eq!(in_place(second, &chain, RULE), (false, 1));
-        let twice = format!("{first}-A POSTROUTING -j NPAGENT-POSTROUTING\n");
-        assert_eq!(in_place(&twice, &chain, RULE), (false, 2));
-        assert_eq!(in_place(first, "-N NPAGENT-POSTROUTING\n", RULE), (false, 1));
-        assert_eq!(in_place(first, &format!("{chain}{RULE}\n"), RULE), (false, 1));
-        assert_eq!(in_place("-P POSTROUTING ACCEPT\n", "", RULE), (false, 0));
-    }
-
-    #[test]
-    fn one_transaction_moves_the_jump_first_and_refills_the_chain() {
-        assert_eq!(
-            restore_input(RULE, 2),
-            format!(
-                "*nat\n:NPAGENT-POSTROUTING - [0:0]\n-D POSTROUTING -j NPAGENT-POSTROUTING\n-D POSTROUTING -j \
-                 NPAGENT-POSTROUTING\n-I POSTROUTING 1 -j NPAGENT-POSTROUTING\n{RULE}\nCOMMIT\n"
-            )
-        );
     }
 }
