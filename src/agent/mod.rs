@@ -12,6 +12,8 @@ mod conntrack_quota;
 mod first_sync;
 mod forwarded_snat;
 mod gaps;
+mod host_ends;
+mod iptables;
 mod meters;
 mod reconciler;
 mod resolver;
@@ -217,6 +219,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     let gateway_task = tokio::spawn(gateway::run_gateway(gateway_spec, ports_rx.clone(), configured_rx, device_rx));
     let forwarded_task =
         tokio::spawn(forwarded_snat::run_forwarded_snat(cfg.forwarded.clone(), ports_rx.clone(), node_rx.clone()));
+    let host_ends_task = tokio::spawn(host_ends::run_host_ends(ports_rx.clone()));
     let source_name = match &cfg.source {
         SourceConfig::Manifests(_) => "the manifests directory",
         SourceConfig::Kube { .. } => "the Kubernetes API",
@@ -244,6 +247,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
         ("the gateway's addresses", &device_task),
         ("the node's configuration", &merge_task),
         ("the forwarded connections' rule", &forwarded_task),
+        ("the pods' host ends' rules", &host_ends_task),
         ("the packet-in forwarder", &forward),
         ("the admin server", &admin_task),
         ("the CNI server", &cni_task),
@@ -336,6 +340,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     device_task.abort();
     merge_task.abort();
     forwarded_task.abort();
+    host_ends_task.abort();
     admin_task.abort();
     cni_task.abort();
     sheds.poll_last(&reconciler).await;

@@ -1,0 +1,111 @@
+//! The node's own network stack hears nothing a pod sends. On the userspace datapath
+//! (`datapath_type=netdev`) ovs-vswitchd reads a pod's veth host end through a packet socket,
+//! and the kernel goes on to process the same frames: the node's stack answered a pod's ARP for
+//! its gateway with the host end's MAC, then took the pod's IP addressed to that MAC as its own
+//! (a host-network service reached past the pod's egress policy, a forged source accepted) or
+//! routed it on (the pod's traffic to the world unjudged). npagent keeps, in the node's network
+//! namespace, a `raw` rule per local pod port dropping IP that arrives on its host end before
+//! the node's stack routes it (ovs-vswitchd's packet socket has had the frame by then), for IPv4
+//! and IPv6. On the kernel datapath the bridge takes the frames before the stack sees them and
+//! the rules never match.
+//!
+//! The rules live in chain `NPAGENT-PREROUTING`, jumped to from the first rule of the `raw`
+//! table's PREROUTING, kept as [`super::iptables`] keeps chains: read back every
+//! [`CHECK_EVERY`] and as the bridge's pod ports change, put back when they differ. A port whose
+//! device is not in npagent's network namespace is skipped (npagent then says so). Nothing is
+//! removed when npagent stops.
+
+use super::iptables::{self, Family};
+use crate::rate_limited::RateLimitedWarning;
+use crate::source::ovsdb::db::BridgePorts;
+use crate::source::ovsdb::link::{LinkError, Netlink};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The chain npagent owns in the `raw` table, jumped to first from PREROUTING.
+pub const CHAIN: iptables::Chain = iptables::Chain { table: "raw", hook: "PREROUTING", name: "NPAGENT-PREROUTING" };
+/// How often the rules are read back and repaired.
+const CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// The rule for one host end, as `iptables -S` prints it.
+fn drop_rule(interface: &str) -> String {
+    format!("-A {} -i {interface} -j DROP", CHAIN.name)
+}
+
+/// Keeps the rules in place for the pod ports OVSDB names (`ports`) until the channel closes.
+pub async fn run_host_ends(mut ports: watch::Receiver<BridgePorts>) {
+    let mut said: Option<String> = None;
+    let mut failing = RateLimitedWarning::default();
+    let mut failures = 0u64;
+    loop {
+        let interfaces: Vec<String> = ports.borrow_and_update().pods.iter().map(|p| p.interface.clone()).collect();
+        match step(&interfaces).await {
+            Ok(Some(message)) => {
+                if said.as_deref() != Some(message.as_str()) {
+                    tracing::info!("{message}");
+                    said = Some(message);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                failures += 1;
+                failing.total(failures, |_| {
+                    tracing::warn!(
+                        "cannot keep the node's stack from hearing pods' host ends ({e}): on the userspace datapath \
+                         a pod can reach the node's own services and route through the node past its egress policy \
+                         until it works (retrying)"
+                    )
+                });
+            }
+        }
+        tokio::select! {
+            changed = ports.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(CHECK_EVERY) => {}
+        }
+    }
+}
+
+/// One check of both families; what changed, to say once.
+async fn step(interfaces: &[String]) -> Result<Option<String>, String> {
+    let netlink = Netlink::open().map_err(|e| e.to_string())?;
+    let mut here = Vec::new();
+    let mut elsewhere = Vec::new();
+    for interface in interfaces {
+        match netlink.device(interface).await {
+            Ok(_) => here.push(interface.as_str()),
+            Err(LinkError::NotFound(_)) => elsewhere.push(interface.as_str()),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let rules: Vec<String> = here.iter().map(|i| drop_rule(i)).collect();
+    let mut changed = false;
+    for family in [Family::V4, Family::V6] {
+        changed |= CHAIN.ensure(family, &rules).await.map_err(|e| e.to_string())?;
+    }
+    if !elsewhere.is_empty() {
+        return Ok(Some(format!(
+            "{} of {} pod ports' devices are not in npagent's network namespace ({}, ...): the node's stack is not kept \
+             from hearing them (run npagent in the node's network namespace)",
+            elsewhere.len(),
+            interfaces.len(),
+            elsewhere[0]
+        )));
+    }
+    Ok(changed.then(|| {
+        format!(
+            "the node's stack drops IP arriving on the host ends of {} pod ports (chain {}, first in raw PREROUTING)",
+            here.len(),
+            CHAIN.name
+        )
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rule_reads_as_iptables_prints_it() {
+        assert_eq!(drop_rule("x-a"), "-A NPAGENT-PREROUTING -i x-a -j DROP");
+    }
+}
