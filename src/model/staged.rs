@@ -5,25 +5,23 @@
 use super::{Model, ObjectRef, Policy};
 use std::collections::BTreeMap;
 
-/// The policies of the staged view: `model.policies` with `model.staged_policies` on top.
-pub fn staged_policies(model: &Model) -> BTreeMap<ObjectRef, Policy> {
-    let mut policies = model.policies.clone();
-    for (r, p) in &model.staged_policies {
-        policies.insert(r.clone(), p.clone());
-    }
-    policies
+/// Policy `r` of the staged view: the staged policy of that name, else the enforced one.
+pub fn staged_policy<'a>(model: &'a Model, r: &ObjectRef) -> Option<&'a Policy> {
+    model.staged_policies.get(r).or_else(|| model.policies.get(r))
+}
+
+/// Every policy of the staged view: the enforced policies no staged policy replaces, then the
+/// staged ones.
+pub fn staged_policies(model: &Model) -> impl Iterator<Item = (&ObjectRef, &Policy)> {
+    let enforced = model.policies.iter().filter(|(r, _)| !model.staged_policies.contains_key(*r));
+    enforced.chain(&model.staged_policies)
 }
 
 /// `model` as it would be with every staged policy promoted: the same pods, namespaces, ports
 /// and node, the policies of the staged view, and nothing staged.
 pub fn staged_view(model: &Model) -> Model {
-    Model { policies: staged_policies(model), staged_policies: BTreeMap::new(), ..model.clone() }
-}
-
-/// Whether the policy `r` of the staged view is a staged one (new, or replacing an enforced
-/// policy of the same name).
-pub fn is_staged(model: &Model, r: &ObjectRef) -> bool {
-    model.staged_policies.contains_key(r)
+    let policies = staged_policies(model).map(|(r, p)| (r.clone(), p.clone())).collect();
+    Model { policies, staged_policies: BTreeMap::new(), ..model.clone() }
 }
 
 #[cfg(test)]
@@ -57,7 +55,6 @@ mod tests {
         assert!(view.policies[&policy("x", "b", true).0].affects_egress, "the staged x/b replaced the enforced one");
         assert!(!view.policies[&policy("x", "a", false).0].affects_egress);
         assert!(view.staged_policies.is_empty());
-        assert!(is_staged(&model, &policy("x", "b", true).0) && !is_staged(&model, &policy("x", "a", true).0));
         // The model itself is untouched: enforcement never changes.
         assert!(!model.policies[&policy("x", "b", true).0].affects_egress);
     }
