@@ -24,6 +24,32 @@ pub fn staged_view(model: &Model) -> Model {
     Model { policies, staged_policies: BTreeMap::new(), ..model.clone() }
 }
 
+/// The staged policies a `WouldDrop` names, sorted, each once: the staged ones among
+/// `isolating` (the policies isolating the pod in the staged view); when none of those is
+/// staged, the staged ones among `allowing_today` (the policies whose rules let the connection
+/// through today: a staged edit of one takes that rule away). The audit log and
+/// `npagent explain` both name a `WouldDrop`'s policies by this rule.
+pub fn would_drop_culprits<T: Ord>(
+    isolating: impl IntoIterator<Item = T>,
+    allowing_today: impl IntoIterator<Item = T>,
+    is_staged: impl Fn(&T) -> bool,
+) -> Vec<T> {
+    let isolating = staged_only(isolating, &is_staged);
+    if isolating.is_empty() {
+        staged_only(allowing_today, &is_staged)
+    } else {
+        isolating
+    }
+}
+
+/// The staged ones of `refs`, sorted, each once.
+fn staged_only<T: Ord>(refs: impl IntoIterator<Item = T>, is_staged: &impl Fn(&T) -> bool) -> Vec<T> {
+    let mut out: Vec<T> = refs.into_iter().filter(|r| is_staged(r)).collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +83,13 @@ mod tests {
         assert!(view.staged_policies.is_empty());
         // The model itself is untouched: enforcement never changes.
         assert!(!model.policies[&policy("x", "b", true).0].affects_egress);
+    }
+
+    #[test]
+    fn a_would_drop_names_the_staged_isolating_policies_else_the_staged_edits_of_todays_allow() {
+        let staged = |p: &&str| p.starts_with("staged");
+        assert_eq!(would_drop_culprits(["staged-b", "x", "staged-a"], ["staged-c"], staged), ["staged-a", "staged-b"]);
+        assert_eq!(would_drop_culprits(["x"], ["staged-c", "y", "staged-c"], staged), ["staged-c"]);
+        assert!(would_drop_culprits(["x"], ["y"], staged).is_empty());
     }
 }
