@@ -147,6 +147,35 @@ pub(crate) fn push_rfc3339_nanos(out: &mut impl ByteSink, t: SystemTime) {
     out.push(b'Z');
 }
 
+/// Reads [`push_go_log_timestamp`]'s date and clock back (`2006/01/02`, `15:04:05[.fraction]`,
+/// UTC); `None` for what is no time from 1970 on.
+pub(crate) fn parse_go_log_timestamp(date: &str, clock: &str) -> Option<SystemTime> {
+    parse_civil(date, '/', clock)
+}
+
+/// Reads [`rfc3339_nanos`]'s text back (`2006-01-02T15:04:05[.fraction]Z`); `None` for what is
+/// no time from 1970 on.
+pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    let (date, clock) = s.strip_suffix('Z')?.split_once('T')?;
+    parse_civil(date, '-', clock)
+}
+
+/// A `YYYY<sep>MM<sep>DD` date and a `HH:MM:SS[.fraction]` clock (at most nine fraction
+/// digits) as a time.
+fn parse_civil(date: &str, sep: char, clock: &str) -> Option<SystemTime> {
+    let mut d = date.split(sep);
+    let (year, month, day) = (d.next()?.parse().ok()?, d.next()?.parse().ok()?, d.next()?.parse().ok()?);
+    let (hms, frac) = clock.split_once('.').unwrap_or((clock, ""));
+    let mut t = hms.split(':');
+    let (hour, minute, second) = (t.next()?.parse().ok()?, t.next()?.parse().ok()?, t.next()?.parse().ok()?);
+    let in_range = (1..=31).contains(&day) && hour <= 23 && minute <= 59 && second <= 60;
+    if !in_range || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let nanos = if frac.is_empty() { 0 } else { format!("{frac:0<9}").parse().ok()? };
+    Civil { year, month, day, hour, minute, second, nanos }.to_system_time()
+}
+
 /// `YYYY<sep>MM<sep>DD`.
 fn push_date(out: &mut impl ByteSink, c: &Civil, sep: u8) {
     push_padded(out, c.year as u64, 4);
@@ -302,6 +331,19 @@ mod tests {
     fn rfc3339() {
         assert_eq!(rfc3339_nanos(at(1_688_473_862, 801_442_013)), "2023-07-04T12:31:02.801442013Z");
         assert_eq!(rfc3339_nanos(at(4_102_444_800, 0)), "2100-01-01T00:00:00.000000000Z");
+    }
+
+    #[test]
+    fn times_read_back_as_written() {
+        let t = UNIX_EPOCH + Duration::new(1_688_473_862, 801_442_000);
+        assert_eq!(parse_go_log_timestamp("2023/07/04", "12:31:02.801442"), Some(t));
+        assert_eq!(parse_rfc3339(&rfc3339_nanos(t)), Some(t));
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(UNIX_EPOCH));
+        for bad in ["2023/13/04", "2023/07/04x", "x/y/z"] {
+            assert_eq!(parse_go_log_timestamp(bad, "12:31:02"), None, "{bad}");
+        }
+        assert_eq!(parse_go_log_timestamp("2023/07/04", "25:00:00"), None);
+        assert_eq!(parse_rfc3339("1969-12-31T23:59:59Z"), None);
     }
 
     #[test]
