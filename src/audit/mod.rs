@@ -17,6 +17,7 @@ pub mod dedup;
 pub mod entry;
 pub mod format;
 pub(crate) mod gap;
+pub mod log_files;
 pub mod packet;
 pub mod staged_report;
 pub mod timefmt;

@@ -313,7 +313,7 @@ pub struct ReadError {
 
 /// The log at `path` and its rotated backups (oldest first, then the live file).
 pub fn log_files(path: &Path) -> Result<Vec<PathBuf>, ReadError> {
-    let mut files: Vec<PathBuf> = match super::writer::list_backups(path) {
+    let mut files: Vec<PathBuf> = match super::log_files::list_backups(path) {
         Ok(backups) => backups.into_iter().rev().map(|b| b.path).collect(),
         Err(e) => return Err(ReadError { path: path.to_path_buf(), source: e }),
     };
@@ -327,7 +327,7 @@ pub fn read_logs(files: &[PathBuf], since: Option<SystemTime>) -> Result<Report,
     let mut report = Report::default();
     for path in files {
         let read_err = |source| ReadError { path: path.clone(), source };
-        let mut reader = super::chain::verify::open_log(path).map_err(read_err)?;
+        let mut reader = super::log_files::open_log(path).map_err(read_err)?;
         let mut buf = Vec::new();
         let mut n = 0u64;
         loop {

@@ -3,12 +3,27 @@
 //! picked up again when the agent starts.
 
 use super::verify::verify_lines;
-use super::{sidecar_path, ChainState, Header, Sidecar, GENESIS};
-use crate::audit::writer::{list_backups, WriteError};
+use super::{ChainState, Header, Sidecar, GENESIS};
+use crate::audit::log_files::{list_backups, sidecar_path};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+/// Why the sidecar could not be written. The texts are the writer's for its log, naming the
+/// sidecar's path.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChainError {
+    #[error("cannot open audit log {path}: {source}")]
+    Open { path: PathBuf, source: io::Error },
+    #[error("cannot write audit log {path}: {source}")]
+    Write { path: PathBuf, source: io::Error },
+    #[error("cannot rotate audit log {path} to {backup}: {source}")]
+    Rotate { path: PathBuf, backup: PathBuf, source: io::Error },
+    #[error("cannot sync audit log {path}: {source}")]
+    Sync { path: PathBuf, source: io::Error },
+}
 
 /// How the chain goes on when the writer first opens the log.
 #[derive(Debug)]
@@ -93,7 +108,7 @@ impl ChainFile {
     }
 
     /// Opens the sidecar (creating it with its header for a new file) if not open.
-    pub(crate) fn open(&mut self) -> Result<(), WriteError> {
+    pub(crate) fn open(&mut self) -> Result<(), ChainError> {
         if self.file.is_some() {
             return Ok(());
         }
@@ -105,10 +120,10 @@ impl ChainFile {
         } else {
             opts.append(true);
         }
-        let mut file = opts.open(&self.path).map_err(|source| WriteError::Open { path: self.path.clone(), source })?;
+        let mut file = opts.open(&self.path).map_err(|source| ChainError::Open { path: self.path.clone(), source })?;
         if let Some(h) = self.header {
             file.write_all(h.line().as_bytes())
-                .map_err(|source| WriteError::Write { path: self.path.clone(), source })?;
+                .map_err(|source| ChainError::Write { path: self.path.clone(), source })?;
             self.header = None;
         }
         self.file = Some(file);
@@ -123,7 +138,7 @@ impl ChainFile {
     }
 
     /// Writes the records of the lines written so far; kept for a retry on error.
-    pub(crate) fn flush(&mut self) -> Result<(), WriteError> {
+    pub(crate) fn flush(&mut self) -> Result<(), ChainError> {
         if self.records.is_empty() {
             return Ok(());
         }
@@ -138,23 +153,23 @@ impl ChainFile {
                 // A partial write would leave a cut record: start a fresh handle and let the
                 // verifier see the damage rather than guess what reached the disk.
                 self.file = None;
-                Err(WriteError::Write { path: self.path.clone(), source })
+                Err(ChainError::Write { path: self.path.clone(), source })
             }
         }
     }
 
     /// Flushes and syncs the sidecar.
-    pub(crate) fn sync(&mut self) -> Result<(), WriteError> {
+    pub(crate) fn sync(&mut self) -> Result<(), ChainError> {
         self.flush()?;
         if let Some(f) = &self.file {
-            f.sync_data().map_err(|source| WriteError::Sync { path: self.path.clone(), source })?;
+            f.sync_data().map_err(|source| ChainError::Sync { path: self.path.clone(), source })?;
         }
         Ok(())
     }
 
     /// The log was renamed to `backup`: the sidecar follows, and the next file's chain starts
     /// from this one's last hash.
-    pub(crate) fn rotate(&mut self, backup: &Path) -> Result<(), WriteError> {
+    pub(crate) fn rotate(&mut self, backup: &Path) -> Result<(), ChainError> {
         self.flush()?;
         self.file = None;
         let Some(state) = self.state.as_ref() else { return Ok(()) };
@@ -163,20 +178,21 @@ impl ChainFile {
             file = %backup.display(), index = state.file_index, lines = state.seq, head = %hex::encode(state.head),
             "audit chain: file closed"
         );
-        let to = sidecar_path(backup);
-        match fs::rename(&self.path, &to) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(source) => return Err(WriteError::Rotate { path: self.path.clone(), backup: to, source }),
-        }
+        self.follow(backup)?;
         self.state = Some(ChainState::start(next));
         self.header = Some(next);
         Ok(())
     }
 
-    /// The sidecar's path.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The log was renamed to `backup`: the sidecar on disk is renamed to `backup`'s (a missing
+    /// one is no error). For a log moved aside as well as rotated.
+    pub(crate) fn follow(&self, backup: &Path) -> Result<(), ChainError> {
+        let to = sidecar_path(backup);
+        match fs::rename(&self.path, &to) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(ChainError::Rotate { path: self.path.clone(), backup: to, source }),
+        }
     }
 }
 

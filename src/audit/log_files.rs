@@ -1,9 +1,13 @@
-//! Backup names, lumberjack's: `<stem>-<UTC 2006-01-02T15-04-05.000>.<ext>`, gzipped ones with
-//! `.gz` added; a free name for the next rotation, and the backups found on disk.
+//! The audit log's files, as the writer, the chain and the readers of the log name them: the
+//! backups, with lumberjack's names (`<stem>-<UTC 2006-01-02T15-04-05.000>.<ext>`, gzipped
+//! ones with `.gz` added), a free name for the next rotation and the backups found on disk;
+//! the chain sidecar beside each file; and reading a file back, gzipped or not. A leaf: the
+//! writer ([`super::writer`]) and the chain ([`super::chain`]) both use it, neither the other
+//! through it.
 
-use crate::audit::timefmt::{push_padded, Civil};
+use super::timefmt::{push_padded, Civil};
 use std::fs;
-use std::io;
+use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -57,7 +61,7 @@ fn parse_backup_timestamp(s: &str) -> Option<SystemTime> {
 
 /// A backup name for a rotation at `t` that no existing file (plain or gzipped) has, and the
 /// time it names; on a clash the time is moved on by a millisecond, so names keep sorting by age.
-pub(super) fn free_backup_name(path: &Path, t: SystemTime) -> (PathBuf, SystemTime) {
+pub(crate) fn free_backup_name(path: &Path, t: SystemTime) -> (PathBuf, SystemTime) {
     let (dir, stem, ext) = split_name(path);
     let mut t = t;
     loop {
@@ -71,7 +75,7 @@ pub(super) fn free_backup_name(path: &Path, t: SystemTime) -> (PathBuf, SystemTi
 }
 
 /// `p` with `.gz` added: the name of its compressed backup.
-pub(super) fn gz_name(p: &Path) -> PathBuf {
+pub(crate) fn gz_name(p: &Path) -> PathBuf {
     let mut s = p.as_os_str().to_owned();
     s.push(".gz");
     PathBuf::from(s)
@@ -108,6 +112,30 @@ pub fn list_backups(path: &Path) -> io::Result<Vec<Backup>> {
     Ok(out)
 }
 
+/// What a sidecar's name adds to its log's name (before any `.gz`).
+pub(crate) const SIDECAR_SUFFIX: &str = ".chain";
+
+/// The chain sidecar of the log file `log`: `np.log` -> `np.log.chain`; a gzipped backup
+/// shares the sidecar of its uncompressed name (`np-T.log.gz` -> `np-T.log.chain`).
+pub(crate) fn sidecar_path(log: &Path) -> PathBuf {
+    let mut s = log.as_os_str().to_owned();
+    if let Some(plain) = log.to_str().and_then(|p| p.strip_suffix(".gz")) {
+        s = plain.into();
+    }
+    s.push(SIDECAR_SUFFIX);
+    PathBuf::from(s)
+}
+
+/// Opens a log file, gunzipping a `.gz`.
+pub fn open_log(path: &Path) -> io::Result<Box<dyn BufRead>> {
+    let file = std::fs::File::open(path)?;
+    if path.extension().is_some_and(|e| e == "gz") {
+        Ok(Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(file))))
+    } else {
+        Ok(Box::new(BufReader::new(file)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,5 +152,14 @@ mod tests {
             let t = UNIX_EPOCH + Duration::from_secs(days * 86_400 + 3_723) + Duration::from_millis(5);
             assert_eq!(parse_backup_timestamp(&backup_timestamp(t)), Some(t), "day {days}");
         }
+    }
+
+    #[test]
+    fn sidecar_names() {
+        assert_eq!(sidecar_path(Path::new("/l/np.log")), PathBuf::from("/l/np.log.chain"));
+        assert_eq!(
+            sidecar_path(Path::new("/l/np-2023-07-04T12-31-02.801.log.gz")),
+            PathBuf::from("/l/np-2023-07-04T12-31-02.801.log.chain")
+        );
     }
 }
