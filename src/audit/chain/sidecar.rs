@@ -10,19 +10,47 @@ use std::io::{self, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-/// Why the sidecar could not be written. The texts are the writer's for its log, naming the
-/// sidecar's path.
+/// Why the chain sidecar at `path` could not be kept. The text is the one the writer gives
+/// for the log, naming the sidecar.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ChainError {
-    #[error("cannot open audit log {path}: {source}")]
-    Open { path: PathBuf, source: io::Error },
-    #[error("cannot write audit log {path}: {source}")]
-    Write { path: PathBuf, source: io::Error },
-    #[error("cannot rotate audit log {path} to {backup}: {source}")]
-    Rotate { path: PathBuf, backup: PathBuf, source: io::Error },
-    #[error("cannot sync audit log {path}: {source}")]
-    Sync { path: PathBuf, source: io::Error },
+#[error("cannot {step} audit log {}{}: {source}", .path.display(), .step.destination())]
+pub struct ChainError {
+    step: Step,
+    path: PathBuf,
+    source: io::Error,
+}
+
+/// What was done to the sidecar when it failed.
+#[derive(Debug)]
+enum Step {
+    Open,
+    Write,
+    Sync,
+    /// Renaming it after its log, to `to`.
+    Rotate {
+        to: PathBuf,
+    },
+}
+
+impl Step {
+    /// ` to <path>` for a rename, else nothing.
+    fn destination(&self) -> String {
+        match self {
+            Step::Rotate { to } => format!(" to {}", to.display()),
+            _ => String::new(),
+        }
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Step::Open => "open",
+            Step::Write => "write",
+            Step::Sync => "sync",
+            Step::Rotate { .. } => "rotate",
+        })
+    }
 }
 
 /// How the chain goes on when the writer first opens the log.
@@ -120,10 +148,9 @@ impl ChainFile {
         } else {
             opts.append(true);
         }
-        let mut file = opts.open(&self.path).map_err(|source| ChainError::Open { path: self.path.clone(), source })?;
+        let mut file = opts.open(&self.path).map_err(|e| self.failed(Step::Open, e))?;
         if let Some(h) = self.header {
-            file.write_all(h.line().as_bytes())
-                .map_err(|source| ChainError::Write { path: self.path.clone(), source })?;
+            file.write_all(h.line().as_bytes()).map_err(|e| self.failed(Step::Write, e))?;
             self.header = None;
         }
         self.file = Some(file);
@@ -153,7 +180,7 @@ impl ChainFile {
                 // A partial write would leave a cut record: start a fresh handle and let the
                 // verifier see the damage rather than guess what reached the disk.
                 self.file = None;
-                Err(ChainError::Write { path: self.path.clone(), source })
+                Err(self.failed(Step::Write, source))
             }
         }
     }
@@ -162,7 +189,7 @@ impl ChainFile {
     pub(crate) fn sync(&mut self) -> Result<(), ChainError> {
         self.flush()?;
         if let Some(f) = &self.file {
-            f.sync_data().map_err(|source| ChainError::Sync { path: self.path.clone(), source })?;
+            f.sync_data().map_err(|e| self.failed(Step::Sync, e))?;
         }
         Ok(())
     }
@@ -184,6 +211,10 @@ impl ChainFile {
         Ok(())
     }
 
+    fn failed(&self, step: Step, source: io::Error) -> ChainError {
+        ChainError { step, path: self.path.clone(), source }
+    }
+
     /// The log was renamed to `backup`: the sidecar on disk is renamed to `backup`'s (a missing
     /// one is no error). For a log moved aside as well as rotated.
     pub(crate) fn follow(&self, backup: &Path) -> Result<(), ChainError> {
@@ -191,7 +222,7 @@ impl ChainFile {
         match fs::rename(&self.path, &to) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(ChainError::Rotate { path: self.path.clone(), backup: to, source }),
+            Err(e) => Err(self.failed(Step::Rotate { to }, e)),
         }
     }
 }
@@ -207,4 +238,24 @@ fn newest_backup_header(log: &Path) -> Header {
         }
     }
     Header { file_index: 1, prev: GENESIS }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_read_like_the_writers_naming_the_sidecar() {
+        let chain = ChainFile::new(Path::new("/l/np.log"));
+        let gone = || io::Error::from(io::ErrorKind::NotFound);
+        let to = PathBuf::from("/l/np-T.log.chain");
+        assert_eq!(
+            chain.failed(Step::Write, gone()).to_string(),
+            format!("cannot write audit log /l/np.log.chain: {}", gone())
+        );
+        assert_eq!(
+            chain.failed(Step::Rotate { to }, gone()).to_string(),
+            format!("cannot rotate audit log /l/np.log.chain to /l/np-T.log.chain: {}", gone())
+        );
+    }
 }
