@@ -5,7 +5,7 @@
 //! writer ([`super::writer`]) and the chain ([`super::chain`]) both use it, neither the other
 //! through it.
 
-use super::timefmt::{push_padded, Civil};
+use super::timefmt::{backup_timestamp, parse_backup_timestamp};
 use std::fs;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -17,46 +17,6 @@ fn split_name(path: &Path) -> (PathBuf, String, String) {
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let ext = path.extension().map(|s| format!(".{}", s.to_string_lossy())).unwrap_or_default();
     (dir, stem, ext)
-}
-
-/// `2006-01-02T15-04-05.000` in UTC, lumberjack's backup time format.
-fn backup_timestamp(t: SystemTime) -> String {
-    let c = Civil::from_system_time(t);
-    let mut v = Vec::with_capacity(23);
-    push_padded(&mut v, c.year as u64, 4);
-    v.push(b'-');
-    push_padded(&mut v, c.month.into(), 2);
-    v.push(b'-');
-    push_padded(&mut v, c.day.into(), 2);
-    v.push(b'T');
-    push_padded(&mut v, c.hour.into(), 2);
-    v.push(b'-');
-    push_padded(&mut v, c.minute.into(), 2);
-    v.push(b'-');
-    push_padded(&mut v, c.second.into(), 2);
-    v.push(b'.');
-    push_padded(&mut v, (c.nanos / 1_000_000).into(), 3);
-    String::from_utf8(v).unwrap_or_default()
-}
-
-/// Parses [`backup_timestamp`]'s text back.
-fn parse_backup_timestamp(s: &str) -> Option<SystemTime> {
-    let b = s.as_bytes();
-    if b.len() != 23 {
-        return None;
-    }
-    let num = |from: usize, to: usize| -> Option<u32> { s.get(from..to)?.parse().ok() };
-    let seps = [(4, b'-'), (7, b'-'), (10, b'T'), (13, b'-'), (16, b'-'), (19, b'.')];
-    if seps.iter().any(|&(i, c)| b.get(i) != Some(&c)) {
-        return None;
-    }
-    let (y, mo, d) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
-    let (h, mi, sec, ms) = (num(11, 13)?, num(14, 16)?, num(17, 19)?, num(20, 23)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    let c = Civil { year: y.into(), month: mo, day: d, hour: h, minute: mi, second: sec, nanos: ms * 1_000_000 };
-    c.to_system_time()
 }
 
 /// A backup name for a rotation at `t` that no existing file (plain or gzipped) has, and the
@@ -139,20 +99,6 @@ pub fn open_log(path: &Path) -> io::Result<Box<dyn BufRead>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::UNIX_EPOCH;
-
-    #[test]
-    fn backup_timestamps_round_trip() {
-        let t = UNIX_EPOCH + Duration::from_millis(1_688_473_862_801);
-        assert_eq!(backup_timestamp(t), "2023-07-04T12-31-02.801");
-        assert_eq!(parse_backup_timestamp("2023-07-04T12-31-02.801"), Some(t));
-        assert_eq!(parse_backup_timestamp("2023-07-04T12:31:02.801"), None);
-        assert_eq!(parse_backup_timestamp("2023-13-04T12-31-02.801"), None);
-        for days in [0u64, 59, 60, 365, 11_016, 20_000, 47_482] {
-            let t = UNIX_EPOCH + Duration::from_secs(days * 86_400 + 3_723) + Duration::from_millis(5);
-            assert_eq!(parse_backup_timestamp(&backup_timestamp(t)), Some(t), "day {days}");
-        }
-    }
 
     #[test]
     fn sidecar_names() {
