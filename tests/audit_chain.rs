@@ -5,7 +5,8 @@
 
 use flate2::write::GzEncoder;
 use npagent::audit::chain::verify::{verify_paths, BreakKind};
-use npagent::audit::writer::{list_backups, RotatingWriter, WriterConfig};
+use npagent::audit::log_files::list_backups;
+use npagent::audit::writer::{RotatingWriter, WriterConfig};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,8 @@
 //! backup limits, directory creation, and write errors that resume.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
-use npagent::audit::writer::{list_backups, RotatingWriter, WriteError, WriterConfig};
+use npagent::audit::log_files::list_backups;
+use npagent::audit::writer::{RotatingWriter, WriteError, WriterConfig};
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;

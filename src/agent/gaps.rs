@@ -7,7 +7,7 @@ use super::meters::{self, MeterRates, MeterShed};
 use super::{AgentConfig, RateLimitedWarning, Reconciler};
 use crate::admin::metrics::AgentMetrics;
 use crate::audit::gap::{Gap, GapCause};
-use crate::audit::AuditStats;
+use crate::audit::GapInbox;
 use crate::compiler::meters::{owner, MeterKind, MeterOwner};
 use crate::compiler::userdata::Disposition;
 use crate::model::ObjectRef;
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 /// and turns them into gap records, metrics and warnings.
 pub struct ShedPolls {
     switch: SwitchHandle,
-    audit: Arc<AuditStats>,
+    audit: GapInbox,
     metrics: Arc<AgentMetrics>,
     /// The meters' rates (for the warning).
     meter_rates: MeterRates,
@@ -37,8 +37,8 @@ impl ShedPolls {
     /// How long the last meter read at shutdown may take: the switch may be gone.
     const LAST_METER_READ: Duration = Duration::from_millis(250);
 
-    /// Polls of `switch`, reporting gaps to the audit logger's `audit` stats.
-    pub fn new(cfg: &AgentConfig, switch: SwitchHandle, audit: Arc<AuditStats>, metrics: Arc<AgentMetrics>) -> Self {
+    /// Polls of `switch`, sending gaps to the audit logger's inbox `audit`.
+    pub fn new(cfg: &AgentConfig, switch: SwitchHandle, audit: GapInbox, metrics: Arc<AgentMetrics>) -> Self {
         ShedPolls {
             switch,
             audit,
@@ -160,7 +160,7 @@ impl ShedPolls {
         to: SystemTime,
     ) {
         let gap = Gap { cause, direction: None, disposition, pod, shed, from, to };
-        self.audit.reported_gaps.report(gap);
+        self.audit.send(gap);
     }
 }
 

@@ -239,7 +239,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     let mut ports_seen = false;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut sheds = gaps::ShedPolls::new(&cfg, switch.clone(), audit.stats(), Arc::clone(&metrics));
+    let mut sheds = gaps::ShedPolls::new(&cfg, switch.clone(), audit.gap_inbox(), Arc::clone(&metrics));
     let tasks = [
         ("the object source", &source_task),
         ("the OVSDB client", &ovsdb_task),

@@ -6,8 +6,8 @@ use super::State;
 use crate::audit::{RuleMeta, RuleResolver};
 use crate::compiler::userdata::Disposition;
 use crate::compiler::Direction;
-use crate::model::{ObjectRef, Policy};
-use std::collections::BTreeMap;
+use crate::model::staged::would_drop_culprits;
+use crate::model::ObjectRef;
 use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
 
@@ -56,30 +56,20 @@ impl RuleResolver for StateResolver {
         let Ok(state) = self.state.read() else { return Vec::new() };
         let Some(compiler) = state.compiler.as_ref() else { return Vec::new() };
         let staged = &state.store.model().staged_policies;
-        // The staged edits of the enforced policies isolating the pod: for a WouldAllow by no
-        // rule, those that end its isolation; for a WouldDrop no staged policy isolates, those
-        // that edit away the rule allowing it today (an allowing rule's policy isolates the
-        // pod too), as `npagent explain` names them.
-        let edited = || staged_only(compiler.isolating(direction, ofport), staged);
-        match disposition {
+        let is_staged = |r: &&ObjectRef| staged.contains_key(*r);
+        // An allowing rule's policy isolates the pod too: the enforced policies isolating it
+        // hold those whose rules let the connection through today.
+        let isolating_today = compiler.isolating(direction, ofport);
+        let named = match disposition {
             Disposition::WouldDrop => {
-                let isolating =
-                    compiler.staged().map(|s| staged_only(s.isolating(direction, ofport), staged)).unwrap_or_default();
-                if isolating.is_empty() {
-                    edited()
-                } else {
-                    isolating
-                }
+                let isolating_staged = compiler.staged().into_iter().flat_map(|s| s.isolating(direction, ofport));
+                would_drop_culprits(isolating_staged, isolating_today, is_staged)
             }
-            _ => edited(),
-        }
+            // A WouldAllow by no rule: the staged edits that end the pod's isolation.
+            _ => isolating_today.filter(is_staged).collect(),
+        };
+        named.into_iter().cloned().collect()
     }
-}
-
-/// The policies of `refs` that are staged ones (or staged edits), in their order: an enforced
-/// policy is never named as a staged one.
-fn staged_only<'a>(refs: impl Iterator<Item = &'a ObjectRef>, staged: &BTreeMap<ObjectRef, Policy>) -> Vec<ObjectRef> {
-    refs.filter(|r| staged.contains_key(*r)).cloned().collect()
 }
 
 fn rule_meta(rule: &crate::compiler::RuleInfo) -> RuleMeta {

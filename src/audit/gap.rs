@@ -30,7 +30,7 @@ use ofp::packet_in2::PacketIn2;
 use serde::Serialize;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 /// Who shed the packet-ins.
@@ -180,20 +180,21 @@ impl ShedCounters {
     }
 }
 
-/// Most gaps reported from outside the logger kept until its next tick; beyond, the shed
+/// Most gaps of the inbox kept until the logger's next tick; beyond, the shed
 /// counts are merged into the last one of the same cause (never dropped, never counted as
 /// another shedder's: a cause not queued yet still gets a gap of its own, so at most one more
 /// per cause is kept).
 const MAX_REPORTED: usize = 256;
 
-/// Gaps known outside the audit logger (meter and connection sheds, found by the agent's
-/// polls), waiting for the logger to write them.
-#[derive(Debug, Default)]
-pub(crate) struct ReportedGaps(Mutex<Vec<Gap>>);
+/// The audit logger's gap inbox: gaps found outside the logger (meter and connection sheds,
+/// found by the agent's polls) wait here until the logger's next tick writes them, after the
+/// gaps of its own queue. A handle: its clones share one inbox.
+#[derive(Debug, Clone, Default)]
+pub struct GapInbox(Arc<Mutex<Vec<Gap>>>);
 
-impl ReportedGaps {
+impl GapInbox {
     /// Queues a gap for the log; a zero count is ignored.
-    pub(crate) fn report(&self, gap: Gap) {
+    pub(crate) fn send(&self, gap: Gap) {
         if gap.shed == 0 {
             return;
         }
@@ -221,7 +222,7 @@ impl ReportedGaps {
     }
 }
 
-/// Turns the queue's shed counts into gaps between ticks, and collects reported ones.
+/// Turns the queue's shed counts into gaps between ticks, and takes the inbox's.
 #[derive(Debug)]
 pub(crate) struct GapTracker {
     seen: [u64; BUCKETS.len()],
@@ -234,8 +235,8 @@ impl GapTracker {
         GapTracker { seen: [0; BUCKETS.len()], since: now }
     }
 
-    /// The gaps to write at `now`: queue sheds since the last call, then reported gaps.
-    pub(crate) fn collect(&mut self, queue: &ShedCounters, reported: &ReportedGaps, now: SystemTime) -> Vec<Gap> {
+    /// The gaps to write at `now`: queue sheds since the last call, then those of `inbox`.
+    pub(crate) fn collect(&mut self, queue: &ShedCounters, inbox: &GapInbox, now: SystemTime) -> Vec<Gap> {
         let counts = queue.read();
         let mut gaps = Vec::new();
         for (i, (&count, &(direction, disposition))) in counts.iter().zip(BUCKETS.iter()).enumerate() {
@@ -254,7 +255,7 @@ impl GapTracker {
         }
         self.seen = counts;
         self.since = now;
-        gaps.extend(reported.take());
+        gaps.extend(inbox.take());
         gaps
     }
 }
@@ -310,15 +311,15 @@ mod tests {
     #[test]
     fn queue_sheds_become_gaps_by_kind_once() {
         let q = ShedCounters::default();
-        let reported = ReportedGaps::default();
+        let inbox = GapInbox::default();
         let mut tracker = GapTracker::new(t(0));
-        assert!(tracker.collect(&q, &reported, t(1)).is_empty());
+        assert!(tracker.collect(&q, &inbox, t(1)).is_empty());
         for _ in 0..3 {
             q.count(&pi(Disposition::Drop, tables::INGRESS_DEFAULT_RULE));
         }
         q.count(&pi(Disposition::Allow, tables::EGRESS_RULE));
         q.count(&PacketIn2::default());
-        reported.report(Gap {
+        inbox.send(Gap {
             cause: GapCause::Meter,
             direction: None,
             disposition: None,
@@ -327,7 +328,7 @@ mod tests {
             from: t(0),
             to: t(2),
         });
-        reported.report(Gap {
+        inbox.send(Gap {
             cause: GapCause::Connection,
             direction: None,
             disposition: None,
@@ -336,7 +337,7 @@ mod tests {
             from: t(0),
             to: t(2),
         });
-        let gaps = tracker.collect(&q, &reported, t(2));
+        let gaps = tracker.collect(&q, &inbox, t(2));
         let summary: Vec<_> =
             gaps.iter().map(|g| (g.cause, g.direction, g.disposition, g.shed, g.from, g.to)).collect();
         assert_eq!(
@@ -349,7 +350,7 @@ mod tests {
             ]
         );
         assert_eq!(q.total(), 5);
-        assert!(tracker.collect(&q, &reported, t(3)).is_empty(), "each shed is written once");
+        assert!(tracker.collect(&q, &inbox, t(3)).is_empty(), "each shed is written once");
     }
 
     #[test]
@@ -380,7 +381,7 @@ mod tests {
 
         // The audit queue's sheds of staged copies, by direction and staged disposition.
         let q = ShedCounters::default();
-        let reported = ReportedGaps::default();
+        let inbox = GapInbox::default();
         let mut tracker = GapTracker::new(t(0));
         for _ in 0..2 {
             q.count(&pi(Disposition::WouldDrop, tables::STAGED_EGRESS_DEFAULT_RULE));
@@ -389,7 +390,7 @@ mod tests {
         q.count(&pi(Disposition::WouldAllow, tables::STAGED_INGRESS_RULE));
         q.count(&pi(Disposition::WouldAllow, tables::STAGED_EGRESS_RULE));
         q.count(&pi(Disposition::Drop, tables::EGRESS_DEFAULT_RULE));
-        let gaps = tracker.collect(&q, &reported, t(1));
+        let gaps = tracker.collect(&q, &inbox, t(1));
         let summary: Vec<_> = gaps.iter().map(|g| (g.cause, g.direction, g.disposition, g.shed)).collect();
         assert_eq!(
             summary,
@@ -433,7 +434,7 @@ mod tests {
 
     #[test]
     fn a_flood_of_reports_is_merged_by_cause_not_lost() {
-        let reported = ReportedGaps::default();
+        let inbox = GapInbox::default();
         let gap = |cause, disposition, shed| Gap {
             cause,
             direction: None,
@@ -444,13 +445,13 @@ mod tests {
             to: t(1),
         };
         for _ in 0..MAX_REPORTED {
-            reported.report(gap(GapCause::Meter, Some(Disposition::Drop), 1));
+            inbox.send(gap(GapCause::Meter, Some(Disposition::Drop), 1));
         }
         // Full: the staged meter's sheds are not merged into a pod's meter's gap.
-        reported.report(gap(GapCause::StagedMeter, None, 5));
-        reported.report(gap(GapCause::Meter, Some(Disposition::Allow), 1));
-        reported.report(gap(GapCause::StagedMeter, None, 7));
-        let gaps = reported.take();
+        inbox.send(gap(GapCause::StagedMeter, None, 5));
+        inbox.send(gap(GapCause::Meter, Some(Disposition::Allow), 1));
+        inbox.send(gap(GapCause::StagedMeter, None, 7));
+        let gaps = inbox.take();
         assert_eq!(gaps.len(), MAX_REPORTED + 1);
         let staged = gaps.last().unwrap();
         assert_eq!((staged.cause, staged.disposition, staged.shed), (GapCause::StagedMeter, None, 12));
@@ -461,9 +462,9 @@ mod tests {
 
     #[test]
     fn a_flood_of_reports_is_merged_not_lost() {
-        let reported = ReportedGaps::default();
+        let inbox = GapInbox::default();
         for i in 0..(MAX_REPORTED as u64 + 10) {
-            reported.report(Gap {
+            inbox.send(Gap {
                 cause: GapCause::Meter,
                 direction: None,
                 disposition: Some(Disposition::Drop),
@@ -473,7 +474,7 @@ mod tests {
                 to: t(i + 1),
             });
         }
-        let gaps = reported.take();
+        let gaps = inbox.take();
         assert_eq!(gaps.len(), MAX_REPORTED);
         assert_eq!(gaps.iter().map(|g| g.shed).sum::<u64>(), MAX_REPORTED as u64 + 10);
     }

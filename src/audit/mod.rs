@@ -17,6 +17,7 @@ pub mod dedup;
 pub mod entry;
 pub mod format;
 pub(crate) mod gap;
+pub mod log_files;
 pub mod packet;
 pub mod staged_report;
 pub mod timefmt;
@@ -27,6 +28,7 @@ pub use args::AuditArgs;
 pub use dedup::{Dedup, Moment, Record};
 pub use entry::{entry_from_packet_in, AuditEntry, Direction, LineDisposition, PolicyRef, RuleMeta, RuleResolver};
 pub use format::{Format, Formatter};
+pub use gap::GapInbox;
 pub use packet::{PacketError, PacketInfo};
 pub use writer::{RotatingWriter, WriteError, WriterConfig};
 
@@ -81,8 +83,6 @@ pub struct AuditStats {
     pub shed_by_queue: AtomicU64,
     /// The same, by direction and disposition (for gap records).
     pub(crate) shed_by_queue_kind: gap::ShedCounters,
-    /// Sheds found outside the logger (meter, connection), waiting to be written as gaps.
-    pub(crate) reported_gaps: gap::ReportedGaps,
     /// Gap records written (with `--audit-chain`).
     pub(crate) gap_records: AtomicU64,
     /// Staged verdicts resolved, by staged policy and disposition.
@@ -218,6 +218,8 @@ struct Output<W> {
     formatter: Formatter,
     /// `Some` when gap records are written (`--audit-chain`).
     gaps: Option<gap::GapTracker>,
+    /// Where gaps found outside the logger wait to be written.
+    gap_inbox: GapInbox,
     sink: W,
     stats: Arc<AuditStats>,
     line: Vec<u8>,
@@ -228,7 +230,7 @@ impl<W: LineSink> Output<W> {
     /// Writes the gap records due at `now`.
     fn emit_gaps(&mut self, now: std::time::SystemTime) {
         let Some(tracker) = self.gaps.as_mut() else { return };
-        for g in tracker.collect(&self.stats.shed_by_queue_kind, &self.stats.reported_gaps, now) {
+        for g in tracker.collect(&self.stats.shed_by_queue_kind, &self.gap_inbox, now) {
             self.line.clear();
             g.write(self.formatter.format, &self.formatter.node, now, &mut self.line);
             bump(&self.stats.gap_records);
@@ -281,12 +283,19 @@ impl<R: RuleResolver + ?Sized, W: LineSink> Pipeline<R, W> {
             out: Output {
                 formatter: Formatter::new(cfg.format, cfg.node.clone()),
                 gaps: cfg.chain.then(|| gap::GapTracker::new(std::time::SystemTime::now())),
+                gap_inbox: GapInbox::default(),
                 sink,
                 stats,
                 line: Vec::with_capacity(512),
                 failing: false,
             },
         }
+    }
+
+    /// The inbox of the gaps found outside the pipeline, written at its ticks (with
+    /// `--audit-chain`).
+    pub fn gap_inbox(&self) -> GapInbox {
+        self.out.gap_inbox.clone()
     }
 
     /// Handles one packet-in received at `now`. Errors are already counted.
@@ -382,6 +391,7 @@ impl AuditSender {
 /// The audit logger task.
 pub struct AuditLogger {
     sender: AuditSender,
+    gap_inbox: GapInbox,
     stats: Arc<AuditStats>,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<Result<(), WriteError>>,
@@ -415,13 +425,21 @@ impl AuditLogger {
         let (tx, rx) = mpsc::channel(cfg.queue_capacity.max(1));
         let (stop, stop_rx) = oneshot::channel();
         let pipeline = Pipeline::new(&cfg, resolver, sink, Arc::clone(&stats));
+        let gap_inbox = pipeline.gap_inbox();
         let task = tokio::spawn(run(pipeline, rx, stop_rx, cfg.tick, Arc::clone(&stats)));
-        AuditLogger { sender: AuditSender { tx, stats: Arc::clone(&stats) }, stats, stop: Some(stop), task }
+        let sender = AuditSender { tx, stats: Arc::clone(&stats) };
+        AuditLogger { sender, gap_inbox, stats, stop: Some(stop), task }
     }
 
     /// A handle for the switch connection to submit packet-ins.
     pub fn sender(&self) -> AuditSender {
         self.sender.clone()
+    }
+
+    /// Where the agent sends the gaps it finds (meter and connection sheds): the one way a
+    /// gap record from outside reaches the log.
+    pub fn gap_inbox(&self) -> GapInbox {
+        self.gap_inbox.clone()
     }
 
     /// The counters.

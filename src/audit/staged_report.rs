@@ -15,7 +15,7 @@
 
 use super::entry::LineDisposition;
 use super::entry::PolicyRef;
-use super::timefmt::rfc3339_nanos;
+use super::timefmt::{parse_go_log_timestamp, parse_rfc3339, rfc3339_nanos};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -188,7 +188,7 @@ fn parse_text(line: &str) -> Result<StagedLine, LineError> {
         12 => (f[3], f[4], None, None, f[6], f[8], f[9], f[10]),
         n => return Err(err(format!("{n} fields, expected 16 (antrea) or 12 (antrea-v1)"))),
     };
-    let written = parse_go_log_time(f[0], f[1]).ok_or_else(|| err(format!("timestamp {:?}", f[..2].join(" "))))?;
+    let written = parse_go_log_timestamp(f[0], f[1]).ok_or_else(|| err(format!("timestamp {:?}", f[..2].join(" "))))?;
     let disposition = staged_disposition(disposition)?;
     let names = policy
         .strip_prefix(PolicyRef::STAGED_KIND)
@@ -303,45 +303,6 @@ fn parse_json(line: &str) -> Result<Option<StagedLine>, LineError> {
     }))
 }
 
-/// `2006/01/02` and `15:04:05.000000` (UTC) as a time.
-fn parse_go_log_time(date: &str, time: &str) -> Option<SystemTime> {
-    let mut d = date.split('/');
-    let (y, mo, da) = (d.next()?.parse().ok()?, d.next()?.parse().ok()?, d.next()?.parse().ok()?);
-    civil_time(y, mo, da, time)
-}
-
-/// `2006-01-02T15:04:05.000000000Z` as a time.
-fn parse_rfc3339(s: &str) -> Option<SystemTime> {
-    let (date, time) = s.strip_suffix('Z')?.split_once('T')?;
-    let mut d = date.split('-');
-    let (y, mo, da) = (d.next()?.parse().ok()?, d.next()?.parse().ok()?, d.next()?.parse().ok()?);
-    civil_time(y, mo, da, time)
-}
-
-/// A UTC civil date and `HH:MM:SS[.fraction]` as a time (from 1970 on).
-fn civil_time(y: i64, mo: u32, d: u32, time: &str) -> Option<SystemTime> {
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
-        return None;
-    }
-    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
-    let mut t = hms.split(':');
-    let (h, mi, s): (u64, u64, u64) = (t.next()?.parse().ok()?, t.next()?.parse().ok()?, t.next()?.parse().ok()?);
-    if h > 23 || mi > 59 || s > 60 || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let nanos: u32 = if frac.is_empty() { 0 } else { format!("{frac:0<9}").parse().ok()? };
-    // Howard Hinnant's days_from_civil.
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = i64::from((mo + 9) % 12);
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = u64::try_from(era * 146_097 + doe - 719_468).ok()?;
-    let secs = days.checked_mul(86_400)?.checked_add(h * 3600 + mi * 60 + s)?;
-    SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
-}
-
 /// Why the log could not be read.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {source}")]
@@ -352,7 +313,7 @@ pub struct ReadError {
 
 /// The log at `path` and its rotated backups (oldest first, then the live file).
 pub fn log_files(path: &Path) -> Result<Vec<PathBuf>, ReadError> {
-    let mut files: Vec<PathBuf> = match super::writer::list_backups(path) {
+    let mut files: Vec<PathBuf> = match super::log_files::list_backups(path) {
         Ok(backups) => backups.into_iter().rev().map(|b| b.path).collect(),
         Err(e) => return Err(ReadError { path: path.to_path_buf(), source: e }),
     };
@@ -366,7 +327,7 @@ pub fn read_logs(files: &[PathBuf], since: Option<SystemTime>) -> Result<Report,
     let mut report = Report::default();
     for path in files {
         let read_err = |source| ReadError { path: path.clone(), source };
-        let mut reader = super::chain::verify::open_log(path).map_err(read_err)?;
+        let mut reader = super::log_files::open_log(path).map_err(read_err)?;
         let mut buf = Vec::new();
         let mut n = 0u64;
         loop {
@@ -380,22 +341,4 @@ pub fn read_logs(files: &[PathBuf], since: Option<SystemTime>) -> Result<Report,
         }
     }
     Ok(report)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_read_back_as_written() {
-        let t = SystemTime::UNIX_EPOCH + Duration::new(1_688_473_862, 801_442_000);
-        assert_eq!(parse_go_log_time("2023/07/04", "12:31:02.801442"), Some(t));
-        assert_eq!(parse_rfc3339(&rfc3339_nanos(t)), Some(t));
-        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(SystemTime::UNIX_EPOCH));
-        for bad in ["2023/13/04", "2023/07/04x", "x/y/z"] {
-            assert_eq!(parse_go_log_time(bad, "12:31:02"), None, "{bad}");
-        }
-        assert_eq!(parse_go_log_time("2023/07/04", "25:00:00"), None);
-        assert_eq!(parse_rfc3339("1969-12-31T23:59:59Z"), None);
-    }
 }

@@ -147,6 +147,65 @@ pub(crate) fn push_rfc3339_nanos(out: &mut impl ByteSink, t: SystemTime) {
     out.push(b'Z');
 }
 
+/// `2006-01-02T15-04-05.000` in UTC: the time in a backup's name, lumberjack's format.
+pub(crate) fn backup_timestamp(t: SystemTime) -> String {
+    let c = Civil::from_system_time(t);
+    let mut v = Vec::with_capacity(23);
+    push_padded(&mut v, c.year as u64, 4);
+    v.push(b'-');
+    push_padded(&mut v, c.month.into(), 2);
+    v.push(b'-');
+    push_padded(&mut v, c.day.into(), 2);
+    v.push(b'T');
+    push_padded(&mut v, c.hour.into(), 2);
+    v.push(b'-');
+    push_padded(&mut v, c.minute.into(), 2);
+    v.push(b'-');
+    push_padded(&mut v, c.second.into(), 2);
+    v.push(b'.');
+    push_padded(&mut v, (c.nanos / 1_000_000).into(), 3);
+    String::from_utf8(v).unwrap_or_default()
+}
+
+/// Reads [`backup_timestamp`]'s text back: exactly its 23 characters.
+pub(crate) fn parse_backup_timestamp(s: &str) -> Option<SystemTime> {
+    let b = s.as_bytes();
+    let seps = [(4, b'-'), (7, b'-'), (10, b'T'), (13, b'-'), (16, b'-'), (19, b'.')];
+    if b.len() != 23 || seps.iter().any(|&(i, c)| b.get(i) != Some(&c)) {
+        return None;
+    }
+    parse_civil(s.get(..10)?, '-', s.get(11..)?, '-')
+}
+
+/// Reads [`push_go_log_timestamp`]'s date and clock back (`2006/01/02`, `15:04:05[.fraction]`,
+/// UTC); `None` for what is no time from 1970 on.
+pub(crate) fn parse_go_log_timestamp(date: &str, clock: &str) -> Option<SystemTime> {
+    parse_civil(date, '/', clock, ':')
+}
+
+/// Reads [`rfc3339_nanos`]'s text back (`2006-01-02T15:04:05[.fraction]Z`); `None` for what is
+/// no time from 1970 on.
+pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    let (date, clock) = s.strip_suffix('Z')?.split_once('T')?;
+    parse_civil(date, '-', clock, ':')
+}
+
+/// A `YYYY<sep>MM<sep>DD` date and a `HH<clock_sep>MM<clock_sep>SS[.fraction]` clock (at
+/// most nine fraction digits) as a time.
+fn parse_civil(date: &str, sep: char, clock: &str, clock_sep: char) -> Option<SystemTime> {
+    let mut d = date.split(sep);
+    let (year, month, day) = (d.next()?.parse().ok()?, d.next()?.parse().ok()?, d.next()?.parse().ok()?);
+    let (hms, frac) = clock.split_once('.').unwrap_or((clock, ""));
+    let mut t = hms.split(clock_sep);
+    let (hour, minute, second) = (t.next()?.parse().ok()?, t.next()?.parse().ok()?, t.next()?.parse().ok()?);
+    let in_range = (1..=31).contains(&day) && hour <= 23 && minute <= 59 && second <= 60;
+    if !in_range || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let nanos = if frac.is_empty() { 0 } else { format!("{frac:0<9}").parse().ok()? };
+    Civil { year, month, day, hour, minute, second, nanos }.to_system_time()
+}
+
 /// `YYYY<sep>MM<sep>DD`.
 fn push_date(out: &mut impl ByteSink, c: &Civil, sep: u8) {
     push_padded(out, c.year as u64, 4);
@@ -302,6 +361,32 @@ mod tests {
     fn rfc3339() {
         assert_eq!(rfc3339_nanos(at(1_688_473_862, 801_442_013)), "2023-07-04T12:31:02.801442013Z");
         assert_eq!(rfc3339_nanos(at(4_102_444_800, 0)), "2100-01-01T00:00:00.000000000Z");
+    }
+
+    #[test]
+    fn times_read_back_as_written() {
+        let t = UNIX_EPOCH + Duration::new(1_688_473_862, 801_442_000);
+        assert_eq!(parse_go_log_timestamp("2023/07/04", "12:31:02.801442"), Some(t));
+        assert_eq!(parse_rfc3339(&rfc3339_nanos(t)), Some(t));
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(UNIX_EPOCH));
+        for bad in ["2023/13/04", "2023/07/04x", "x/y/z"] {
+            assert_eq!(parse_go_log_timestamp(bad, "12:31:02"), None, "{bad}");
+        }
+        assert_eq!(parse_go_log_timestamp("2023/07/04", "25:00:00"), None);
+        assert_eq!(parse_rfc3339("1969-12-31T23:59:59Z"), None);
+    }
+
+    #[test]
+    fn backup_timestamps_round_trip() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_688_473_862_801);
+        assert_eq!(backup_timestamp(t), "2023-07-04T12-31-02.801");
+        assert_eq!(parse_backup_timestamp("2023-07-04T12-31-02.801"), Some(t));
+        assert_eq!(parse_backup_timestamp("2023-07-04T12:31:02.801"), None);
+        assert_eq!(parse_backup_timestamp("2023-13-04T12-31-02.801"), None);
+        for days in [0u64, 59, 60, 365, 11_016, 20_000, 47_482] {
+            let t = UNIX_EPOCH + Duration::from_secs(days * 86_400 + 3_723) + Duration::from_millis(5);
+            assert_eq!(parse_backup_timestamp(&backup_timestamp(t)), Some(t), "day {days}");
+        }
     }
 
     #[test]

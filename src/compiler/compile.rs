@@ -23,6 +23,7 @@ use super::rules::{Direction, RuleTable, Stage};
 use super::staged::{self, Touched};
 use super::tables::priority;
 use super::userdata::{Disposition, LogUserdata};
+use crate::model::staged as staged_view;
 use crate::model::{LocalPort, Model, NodePort, ObjectRef, Peer, Policy, SharedStr};
 use ofp::{Action, Instruction};
 use std::collections::{BTreeMap, BTreeSet};
@@ -73,15 +74,16 @@ impl<'a> View<'a> {
     fn policy(&self, r: &ObjectRef) -> Option<&'a Policy> {
         match self.stage {
             Stage::Enforced => self.model.policies.get(r),
-            Stage::Staged => self.model.staged_policies.get(r).or_else(|| self.model.policies.get(r)),
+            Stage::Staged => staged_view::staged_policy(self.model, r),
         }
     }
 
     /// Every policy of this view.
-    fn policies(self) -> impl Iterator<Item = (&'a ObjectRef, &'a Policy)> {
-        let staged = (self.stage == Stage::Staged).then_some(&self.model.staged_policies);
-        let enforced = self.model.policies.iter().filter(move |(r, _)| staged.is_none_or(|s| !s.contains_key(*r)));
-        enforced.chain(staged.into_iter().flatten())
+    fn policies(self) -> Box<dyn Iterator<Item = (&'a ObjectRef, &'a Policy)> + 'a> {
+        match self.stage {
+            Stage::Enforced => Box::new(self.model.policies.iter()),
+            Stage::Staged => Box::new(staged_view::staged_policies(self.model)),
+        }
     }
 }
 
@@ -680,7 +682,7 @@ impl Compiler {
     /// staged compiler, the port's staged Drop verdict.
     fn refresh_drop(&mut self, v: View<'_>, direction: Direction, o: u32) {
         let table = self.stage.default_table(direction);
-        let key = FlowKey::new(table, priority::NORMAL, vec![policy::applied_match(direction, o)]);
+        let key = FlowKey::new(table, priority::NORMAL, vec![flow::applied_match(direction, o)]);
         let port = self.idx.ports.get(&o);
         let isolated = port.zip(self.isolated.get(&(direction, o)).filter(|set| !set.is_empty()));
         let value = isolated.map(|(port, set)| match self.stage {

@@ -2,6 +2,7 @@
 //! (cookie, instructions), and the builders for the matches and actions the pipeline uses.
 
 use super::normalize::normalize_match;
+use super::rules::Direction;
 use super::tables;
 use ofp::{Action, Controller2, Ct, CtZoneSrc, Instruction, Masked, Match, Oxm};
 use std::collections::BTreeMap;
@@ -75,6 +76,16 @@ pub(crate) fn reg2(ofport: u32) -> Oxm {
 /// `reg4=<ofport>` (the connection's destination pod), as OVS reports it (high half of xreg2).
 pub(crate) fn reg4(ofport: u32) -> Oxm {
     Oxm::XReg { index: 2, value: Masked::masked(u64::from(ofport) << 32, HIGH_HALF) }
+}
+
+/// A local pod's port as a direction's policy tables see it: the pod whose address is the
+/// connection's original destination (`reg4`) for ingress, its original source (`reg2`) for
+/// egress. The applied-to clause and the default drops.
+pub(crate) fn applied_match(direction: Direction, ofport: u32) -> Oxm {
+    match direction {
+        Direction::Ingress => reg4(ofport),
+        Direction::Egress => reg2(ofport),
+    }
 }
 
 /// `reg7=<value>` (low half of xreg3): the kind of copy LogCopy makes.

@@ -140,16 +140,6 @@ pub(super) fn peer_match(direction: Direction, cidr: &Cidr) -> Vec<Oxm> {
     }
 }
 
-/// A local pod's port as a direction's policy tables see it: the pod whose address is the
-/// connection's original destination (`reg4`) for ingress, its original source (`reg2`) for
-/// egress. The applied-to clause and the default drops.
-pub(super) fn applied_match(direction: Direction, ofport: u32) -> Oxm {
-    match direction {
-        Direction::Ingress => flow::reg4(ofport),
-        Direction::Egress => flow::reg2(ofport),
-    }
-}
-
 /// The actions of a logged `conj_id` flow: the rule in `reg6`, then the Allow copy (LogCopy,
 /// through the meter of the connection's source pod, or of the pod the rule judged for).
 fn allow_copy(rule_id: u32, direction: Direction) -> Vec<Action> {
@@ -404,7 +394,7 @@ impl PolicyCompiler<'_, '_> {
             add(fields.clone(), 0);
         }
         for o in applied {
-            add(vec![applied_match(dir, *o)], 1);
+            add(vec![flow::applied_match(dir, *o)], 1);
         }
         for pr in &key.ports {
             for (value, mask) in port_range_masks(pr.first, pr.last) {

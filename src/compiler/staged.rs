@@ -18,7 +18,6 @@
 use super::cookie::{self, Kind};
 use super::copies::{self, CopyKind};
 use super::flow::{self, ct, FlowKey, FlowValue};
-use super::policy::applied_match;
 use super::rules::{Direction, Stage};
 use super::tables::{self, priority};
 use crate::model::{Cidr, LocalPort, Model, ObjectRef, Pod, Policy};
@@ -94,7 +93,7 @@ pub(super) fn would_allow_check(
     let key = FlowKey::new(
         direction.default_table(),
         priority::SKIP,
-        vec![applied_match(direction, o), verdict_match(direction, Verdict::Allow)],
+        vec![flow::applied_match(direction, o), verdict_match(direction, Verdict::Allow)],
     );
     let mut actions = copies::request(CopyKind::WouldAllow(direction));
     let mut others = Vec::new();

@@ -4,11 +4,13 @@
 //!
 //! When the verdicts differ, the difference is `WouldDrop` (enforced allows, the staged view
 //! drops) naming, per direction that would drop, the staged policies that would isolate the
-//! pod (or that edit away the rule that allows it today), or `WouldAllow` (enforced drops, the
+//! pod (when none would, those that edit away the rule that allows it today:
+//! [`would_drop_culprits`], the audit log's rule too), or `WouldAllow` (enforced drops, the
 //! staged view allows) naming the staged rules that would allow it (or the staged edits that
 //! would stop isolating the pod).
 
 use super::{AllowingRule, DirectionAnswer, Explanation, Verdict};
+use crate::model::staged::would_drop_culprits;
 use crate::model::Model;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -51,7 +53,7 @@ impl StagedDifference {
 pub struct StagedCause {
     pub direction: &'static str,
     /// The staged policies responsible, `namespace/name`, sorted: for a drop those that would
-    /// isolate the pod or replace the policy whose rule allows it today; for an allow those
+    /// isolate the pod or, when none would, replace the policy whose rule allows it today; for an allow those
     /// whose rules would allow it or that would stop isolating the pod.
     pub policies: Vec<String>,
     /// For an allow, the staged rules that would allow the connection.
@@ -89,8 +91,8 @@ fn would_drop(staged: &BTreeSet<String>, e: &DirectionAnswer, s: &DirectionAnswe
         return None;
     }
     let allowing_today = allowing(&e.verdict).iter().map(|r| &r.policy);
-    let policies = isolated_by.iter().chain(allowing_today).filter(|p| staged.contains(*p)).cloned().collect();
-    Some(StagedCause { direction: s.direction, policies: sorted(policies), rules: Vec::new() })
+    let policies = would_drop_culprits(isolated_by, allowing_today, |p| staged.contains(*p));
+    Some(StagedCause { direction: s.direction, policies: policies.into_iter().cloned().collect(), rules: Vec::new() })
 }
 
 /// The direction drops today and would allow.

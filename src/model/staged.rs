@@ -5,25 +5,49 @@
 use super::{Model, ObjectRef, Policy};
 use std::collections::BTreeMap;
 
-/// The policies of the staged view: `model.policies` with `model.staged_policies` on top.
-pub fn staged_policies(model: &Model) -> BTreeMap<ObjectRef, Policy> {
-    let mut policies = model.policies.clone();
-    for (r, p) in &model.staged_policies {
-        policies.insert(r.clone(), p.clone());
-    }
-    policies
+/// Policy `r` of the staged view: the staged policy of that name, else the enforced one.
+pub fn staged_policy<'a>(model: &'a Model, r: &ObjectRef) -> Option<&'a Policy> {
+    model.staged_policies.get(r).or_else(|| model.policies.get(r))
+}
+
+/// Every policy of the staged view: the enforced policies no staged policy replaces, then the
+/// staged ones.
+pub fn staged_policies(model: &Model) -> impl Iterator<Item = (&ObjectRef, &Policy)> {
+    let enforced = model.policies.iter().filter(|(r, _)| !model.staged_policies.contains_key(*r));
+    enforced.chain(&model.staged_policies)
 }
 
 /// `model` as it would be with every staged policy promoted: the same pods, namespaces, ports
 /// and node, the policies of the staged view, and nothing staged.
 pub fn staged_view(model: &Model) -> Model {
-    Model { policies: staged_policies(model), staged_policies: BTreeMap::new(), ..model.clone() }
+    let policies = staged_policies(model).map(|(r, p)| (r.clone(), p.clone())).collect();
+    Model { policies, staged_policies: BTreeMap::new(), ..model.clone() }
 }
 
-/// Whether the policy `r` of the staged view is a staged one (new, or replacing an enforced
-/// policy of the same name).
-pub fn is_staged(model: &Model, r: &ObjectRef) -> bool {
-    model.staged_policies.contains_key(r)
+/// The staged policies a `WouldDrop` names, sorted, each once: the staged ones among
+/// `isolating` (the policies isolating the pod in the staged view); when none of those is
+/// staged, the staged ones among `allowing_today` (the policies whose rules let the connection
+/// through today: a staged edit of one takes that rule away). The audit log and
+/// `npagent explain` both name a `WouldDrop`'s policies by this rule.
+pub fn would_drop_culprits<T: Ord>(
+    isolating: impl IntoIterator<Item = T>,
+    allowing_today: impl IntoIterator<Item = T>,
+    is_staged: impl Fn(&T) -> bool,
+) -> Vec<T> {
+    let isolating = staged_only(isolating, &is_staged);
+    if isolating.is_empty() {
+        staged_only(allowing_today, &is_staged)
+    } else {
+        isolating
+    }
+}
+
+/// The staged ones of `refs`, sorted, each once.
+fn staged_only<T: Ord>(refs: impl IntoIterator<Item = T>, is_staged: &impl Fn(&T) -> bool) -> Vec<T> {
+    let mut out: Vec<T> = refs.into_iter().filter(|r| is_staged(r)).collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 #[cfg(test)]
@@ -57,8 +81,15 @@ mod tests {
         assert!(view.policies[&policy("x", "b", true).0].affects_egress, "the staged x/b replaced the enforced one");
         assert!(!view.policies[&policy("x", "a", false).0].affects_egress);
         assert!(view.staged_policies.is_empty());
-        assert!(is_staged(&model, &policy("x", "b", true).0) && !is_staged(&model, &policy("x", "a", true).0));
         // The model itself is untouched: enforcement never changes.
         assert!(!model.policies[&policy("x", "b", true).0].affects_egress);
+    }
+
+    #[test]
+    fn a_would_drop_names_the_staged_isolating_policies_else_the_staged_edits_of_todays_allow() {
+        let staged = |p: &&str| p.starts_with("staged");
+        assert_eq!(would_drop_culprits(["staged-b", "x", "staged-a"], ["staged-c"], staged), ["staged-a", "staged-b"]);
+        assert_eq!(would_drop_culprits(["x"], ["staged-c", "y", "staged-c"], staged), ["staged-c"]);
+        assert!(would_drop_culprits(["x"], ["y"], staged).is_empty());
     }
 }

@@ -24,9 +24,10 @@
 pub(crate) mod sidecar;
 pub mod verify;
 
+pub use sidecar::ChainError;
+
 use ring::digest::{Context, SHA256};
 use std::io::Write;
-use std::path::{Path, PathBuf};
 
 /// Bytes of one chain hash.
 pub(crate) const HASH_LEN: usize = 32;
@@ -36,20 +37,6 @@ pub(crate) type Hash = [u8; HASH_LEN];
 pub(crate) const GENESIS: Hash = [0; HASH_LEN];
 /// First word of a sidecar, naming the layout.
 pub(crate) const MAGIC: &str = "npagent-chain v1";
-/// What a sidecar's name adds to its log's name (before any `.gz`).
-pub(crate) const SUFFIX: &str = ".chain";
-
-/// The sidecar of the log file `log`: `np.log` -> `np.log.chain`; a gzipped backup shares the
-/// sidecar of its uncompressed name (`np-T.log.gz` -> `np-T.log.chain`).
-pub(crate) fn sidecar_path(log: &Path) -> PathBuf {
-    let mut s = log.as_os_str().to_owned();
-    if let Some(plain) = log.to_str().and_then(|p| p.strip_suffix(".gz")) {
-        s = plain.into();
-    }
-    s.push(SUFFIX);
-    PathBuf::from(s)
-}
-
 /// The hash a file's chain starts from: its header, committed to by its first record.
 pub(crate) fn start_hash(file_index: u64, prev: &Hash) -> Hash {
     let mut c = Context::new(&SHA256);
@@ -233,15 +220,6 @@ impl ChainState {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sidecar_names() {
-        assert_eq!(sidecar_path(Path::new("/l/np.log")), PathBuf::from("/l/np.log.chain"));
-        assert_eq!(
-            sidecar_path(Path::new("/l/np-2023-07-04T12-31-02.801.log.gz")),
-            PathBuf::from("/l/np-2023-07-04T12-31-02.801.log.chain")
-        );
-    }
 
     #[test]
     fn pieces_chain_like_whole_lines() {

@@ -3,12 +3,55 @@
 //! picked up again when the agent starts.
 
 use super::verify::verify_lines;
-use super::{sidecar_path, ChainState, Header, Sidecar, GENESIS};
-use crate::audit::writer::{list_backups, WriteError};
+use super::{ChainState, Header, Sidecar, GENESIS};
+use crate::audit::log_files::{list_backups, sidecar_path};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+/// Why the chain sidecar at `path` could not be kept. The text is the one the writer gives
+/// for the log, naming the sidecar.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {step} audit log {}{}: {source}", .path.display(), .step.destination())]
+pub struct ChainError {
+    step: Step,
+    path: PathBuf,
+    source: io::Error,
+}
+
+/// What was done to the sidecar when it failed.
+#[derive(Debug)]
+enum Step {
+    Open,
+    Write,
+    Sync,
+    /// Renaming it after its log, to `to`.
+    Rotate {
+        to: PathBuf,
+    },
+}
+
+impl Step {
+    /// ` to <path>` for a rename, else nothing.
+    fn destination(&self) -> String {
+        match self {
+            Step::Rotate { to } => format!(" to {}", to.display()),
+            _ => String::new(),
+        }
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Step::Open => "open",
+            Step::Write => "write",
+            Step::Sync => "sync",
+            Step::Rotate { .. } => "rotate",
+        })
+    }
+}
 
 /// How the chain goes on when the writer first opens the log.
 #[derive(Debug)]
@@ -93,7 +136,7 @@ impl ChainFile {
     }
 
     /// Opens the sidecar (creating it with its header for a new file) if not open.
-    pub(crate) fn open(&mut self) -> Result<(), WriteError> {
+    pub(crate) fn open(&mut self) -> Result<(), ChainError> {
         if self.file.is_some() {
             return Ok(());
         }
@@ -105,10 +148,9 @@ impl ChainFile {
         } else {
             opts.append(true);
         }
-        let mut file = opts.open(&self.path).map_err(|source| WriteError::Open { path: self.path.clone(), source })?;
+        let mut file = opts.open(&self.path).map_err(|e| self.failed(Step::Open, e))?;
         if let Some(h) = self.header {
-            file.write_all(h.line().as_bytes())
-                .map_err(|source| WriteError::Write { path: self.path.clone(), source })?;
+            file.write_all(h.line().as_bytes()).map_err(|e| self.failed(Step::Write, e))?;
             self.header = None;
         }
         self.file = Some(file);
@@ -123,7 +165,7 @@ impl ChainFile {
     }
 
     /// Writes the records of the lines written so far; kept for a retry on error.
-    pub(crate) fn flush(&mut self) -> Result<(), WriteError> {
+    pub(crate) fn flush(&mut self) -> Result<(), ChainError> {
         if self.records.is_empty() {
             return Ok(());
         }
@@ -138,23 +180,23 @@ impl ChainFile {
                 // A partial write would leave a cut record: start a fresh handle and let the
                 // verifier see the damage rather than guess what reached the disk.
                 self.file = None;
-                Err(WriteError::Write { path: self.path.clone(), source })
+                Err(self.failed(Step::Write, source))
             }
         }
     }
 
     /// Flushes and syncs the sidecar.
-    pub(crate) fn sync(&mut self) -> Result<(), WriteError> {
+    pub(crate) fn sync(&mut self) -> Result<(), ChainError> {
         self.flush()?;
         if let Some(f) = &self.file {
-            f.sync_data().map_err(|source| WriteError::Sync { path: self.path.clone(), source })?;
+            f.sync_data().map_err(|e| self.failed(Step::Sync, e))?;
         }
         Ok(())
     }
 
     /// The log was renamed to `backup`: the sidecar follows, and the next file's chain starts
     /// from this one's last hash.
-    pub(crate) fn rotate(&mut self, backup: &Path) -> Result<(), WriteError> {
+    pub(crate) fn rotate(&mut self, backup: &Path) -> Result<(), ChainError> {
         self.flush()?;
         self.file = None;
         let Some(state) = self.state.as_ref() else { return Ok(()) };
@@ -163,20 +205,25 @@ impl ChainFile {
             file = %backup.display(), index = state.file_index, lines = state.seq, head = %hex::encode(state.head),
             "audit chain: file closed"
         );
-        let to = sidecar_path(backup);
-        match fs::rename(&self.path, &to) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(source) => return Err(WriteError::Rotate { path: self.path.clone(), backup: to, source }),
-        }
+        self.follow(backup)?;
         self.state = Some(ChainState::start(next));
         self.header = Some(next);
         Ok(())
     }
 
-    /// The sidecar's path.
-    pub fn path(&self) -> &Path {
-        &self.path
+    fn failed(&self, step: Step, source: io::Error) -> ChainError {
+        ChainError { step, path: self.path.clone(), source }
+    }
+
+    /// The log was renamed to `backup`: the sidecar on disk is renamed to `backup`'s (a missing
+    /// one is no error). For a log moved aside as well as rotated.
+    pub(crate) fn follow(&self, backup: &Path) -> Result<(), ChainError> {
+        let to = sidecar_path(backup);
+        match fs::rename(&self.path, &to) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(self.failed(Step::Rotate { to }, e)),
+        }
     }
 }
 
@@ -191,4 +238,24 @@ fn newest_backup_header(log: &Path) -> Header {
         }
     }
     Header { file_index: 1, prev: GENESIS }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_read_like_the_writers_naming_the_sidecar() {
+        let chain = ChainFile::new(Path::new("/l/np.log"));
+        let gone = || io::Error::from(io::ErrorKind::NotFound);
+        let to = PathBuf::from("/l/np-T.log.chain");
+        assert_eq!(
+            chain.failed(Step::Write, gone()).to_string(),
+            format!("cannot write audit log /l/np.log.chain: {}", gone())
+        );
+        assert_eq!(
+            chain.failed(Step::Rotate { to }, gone()).to_string(),
+            format!("cannot rotate audit log /l/np.log.chain to /l/np-T.log.chain: {}", gone())
+        );
+    }
 }

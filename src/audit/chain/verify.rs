@@ -6,9 +6,10 @@
 //! oldest file given may continue a file that is not there (pruned by `--audit-max-backups`
 //! or `--audit-max-age`): that is reported, not a break. A gap in the indices is.
 
-use super::{next_hash, sidecar_path, start_hash, Hash, Sidecar, SUFFIX};
+use super::{next_hash, start_hash, Hash, Sidecar};
+use crate::audit::log_files::{open_log, sidecar_path, SIDECAR_SUFFIX};
 use std::fmt;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
 /// What is wrong at a break.
@@ -170,17 +171,7 @@ pub fn verify_paths(paths: &[PathBuf]) -> Result<Report, VerifyError> {
 }
 
 fn is_sidecar(p: &Path) -> bool {
-    p.to_str().is_some_and(|s| s.ends_with(SUFFIX))
-}
-
-/// Opens a log file, gunzipping a `.gz`.
-pub fn open_log(path: &Path) -> io::Result<Box<dyn BufRead>> {
-    let file = std::fs::File::open(path)?;
-    if path.extension().is_some_and(|e| e == "gz") {
-        Ok(Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(file))))
-    } else {
-        Ok(Box::new(BufReader::new(file)))
-    }
+    p.to_str().is_some_and(|s| s.ends_with(SIDECAR_SUFFIX))
 }
 
 /// Verifies files given with their parsed sidecars; `open` reads a log file's lines.

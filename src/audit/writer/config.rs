@@ -1,6 +1,7 @@
 //! Where and how the audit log is written ([`WriterConfig`]), why it could not be
 //! ([`WriteError`]), and opening the file the way the writer does.
 
+use crate::audit::chain::ChainError;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -64,6 +65,9 @@ pub enum WriteError {
     Rotate { path: PathBuf, backup: PathBuf, source: io::Error },
     #[error("cannot sync audit log {path}: {source}")]
     Sync { path: PathBuf, source: io::Error },
+    /// The chain sidecar beside the log (`--audit-chain`) could not be written.
+    #[error(transparent)]
+    Chain(#[from] ChainError),
 }
 
 /// Checks that the audit log at `path` can be written, as the writer will: creates its

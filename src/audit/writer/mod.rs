@@ -14,14 +14,13 @@
 //! `max_pending` bytes (lines beyond are discarded and counted), and writing is retried on
 //! later flushes, at most once per [`RETRY_INTERVAL`] unless a flush is asked for explicitly.
 //!
-//! Files: `config.rs` what to write where and the errors, `backups.rs` the backup names,
-//! `retention.rs` removing and compressing backups; this one buffers, writes and rotates.
+//! Files: `config.rs` what to write where and the errors, `retention.rs` removing and
+//! compressing backups; this one buffers, writes and rotates. The backups' names are
+//! [`super::log_files`]'.
 
-mod backups;
 mod config;
 mod retention;
 
-pub use backups::{list_backups, Backup};
 pub(crate) use config::open_for_append;
 pub use config::{
     check_writable, WriteError, WriterConfig, DEFAULT_BUFFER, DEFAULT_MAX_PENDING, DEFAULT_PATH, MEGABYTE,
@@ -29,8 +28,8 @@ pub use config::{
 };
 
 use super::chain::sidecar::ChainFile;
-use super::chain::{sidecar_path, ChainState};
-use backups::free_backup_name;
+use super::chain::ChainState;
+use super::log_files::free_backup_name;
 use retention::Retention;
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -187,7 +186,7 @@ impl RotatingWriter {
     fn flush_inner(&mut self) -> Result<(), WriteError> {
         self.flush_lines()?;
         match self.chain.as_mut() {
-            Some(c) => c.flush(),
+            Some(c) => Ok(c.flush()?),
             None => Ok(()),
         }
     }
@@ -257,12 +256,7 @@ impl RotatingWriter {
     fn move_aside(&mut self) -> Result<(), WriteError> {
         let backup = self.rename_to_backup()?;
         if let Some(c) = self.chain.as_ref() {
-            let to = sidecar_path(&backup);
-            match fs::rename(c.path(), &to) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(source) => return Err(WriteError::Rotate { path: c.path().to_path_buf(), backup: to, source }),
-            }
+            c.follow(&backup)?;
         }
         Ok(())
     }

@@ -2,9 +2,8 @@
 //! those beyond `max_backups` or older than `max_age` are removed (with their chain
 //! sidecars), the others gzipped.
 
-use super::backups::{gz_name, list_backups, Backup};
 use super::config::WriterConfig;
-use crate::audit::chain::sidecar_path;
+use crate::audit::log_files::{gz_name, list_backups, sidecar_path, Backup};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
