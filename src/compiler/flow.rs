@@ -145,7 +145,7 @@ fn prefix(
 /// `ct_state` bits.
 pub(crate) mod ct {
     pub(crate) const NEW: u32 = 0x01;
-    #[allow(dead_code)] // no flow matches +est alone, but the table names every bit
+    #[allow(dead_code, reason = "no flow matches +est alone, but the table names every bit")]
     pub(crate) const EST: u32 = 0x02;
     pub(crate) const REL: u32 = 0x04;
     pub(crate) const RPL: u32 = 0x08;
