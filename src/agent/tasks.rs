@@ -62,20 +62,10 @@ impl Tasks {
     /// Ends every task but the packet-in forwarder ([`Self::drain_packet_ins`]): what they
     /// were doing, the next start does again.
     pub(super) fn abort(&self) {
-        let Tasks {
-            source,
-            ovsdb,
-            gateway,
-            gateway_addrs,
-            node_config,
-            forwarded_snat,
-            packet_ins: _,
-            stop_packet_ins: _,
-            admin,
-            cni,
-        } = self;
-        for task in [source, ovsdb, gateway, gateway_addrs, node_config, forwarded_snat, admin, cni] {
-            task.abort();
+        for (_, task) in self.named() {
+            if !std::ptr::eq(task, &self.packet_ins) {
+                task.abort();
+            }
         }
     }
 
