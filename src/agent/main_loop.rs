@@ -17,7 +17,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio::sync::watch::{self, error::RecvError};
 use tokio::time::{Interval, MissedTickBehavior};
 
 /// Why the main loop ends.
@@ -122,13 +122,11 @@ impl MainLoop {
             _ = shutdown.as_mut() => Err(Stop::Shutdown),
             _ = self.audit.closed() => Err(RunError::AuditWriterStopped.into()),
             ev = self.inputs.source.recv() => self.source_event(ev),
-            changed = self.inputs.ports.changed() => self.ports_changed(changed.is_ok()),
-            changed = self.inputs.withdrawn.changed(), if self.withdrawals_open => {
-                self.withdrawn_changed(changed.is_ok())
-            }
-            changed = self.inputs.node.changed() => self.node_changed(changed.is_ok()),
-            changed = self.connection.changed() => self.connection_changed(changed.is_ok()),
-            changed = self.drift.changed() => self.drift_reported(changed.is_ok()),
+            changed = self.inputs.ports.changed() => self.ports_changed(changed),
+            changed = self.inputs.withdrawn.changed(), if self.withdrawals_open => self.withdrawn_changed(changed),
+            changed = self.inputs.node.changed() => self.node_changed(changed),
+            changed = self.connection.changed() => self.connection_changed(changed),
+            changed = self.drift.changed() => self.drift_reported(changed),
             _ = self.tick.tick() => self.tick(shutdown).await,
         }?;
         self.catch_up(shutdown).await
@@ -145,11 +143,9 @@ impl MainLoop {
         Ok(())
     }
 
-    /// OVSDB listed the bridge's ports (`open`: it is still running).
-    fn ports_changed(&mut self, open: bool) -> Result<(), Stop> {
-        if !open {
-            return Err(RunError::OvsdbStopped.into());
-        }
+    /// OVSDB listed the bridge's ports.
+    fn ports_changed(&mut self, changed: Result<(), RecvError>) -> Result<(), Stop> {
+        changed.map_err(|_| RunError::OvsdbStopped)?;
         self.ports_seen = true;
         let ports = cni::without_withdrawn(&self.inputs.ports.borrow_and_update(), &self.inputs.withdrawn.borrow());
         self.reconciler.set_ports(&ports);
@@ -157,42 +153,36 @@ impl MainLoop {
         Ok(())
     }
 
-    /// The CNI server takes other ports apart (`open`: it is still running; when it ended, it
-    /// is reported as a stopped task and nothing is withdrawn any more).
-    fn withdrawn_changed(&mut self, open: bool) -> Result<(), Stop> {
-        self.withdrawals_open = open;
+    /// The CNI server takes other ports apart. When it ended, it is reported as a stopped
+    /// task, and nothing is withdrawn any more.
+    fn withdrawn_changed(&mut self, changed: Result<(), RecvError>) -> Result<(), Stop> {
+        self.withdrawals_open = changed.is_ok();
         let ports = cni::without_withdrawn(&self.inputs.ports.borrow(), &self.inputs.withdrawn.borrow_and_update());
         self.reconciler.set_ports(&ports);
         self.quota.set_ports(&ports);
         Ok(())
     }
 
-    /// The node's configuration changed (`open`: its task is still running).
-    fn node_changed(&mut self, open: bool) -> Result<(), Stop> {
-        if !open {
-            return Err(RunError::SourceStopped.into());
-        }
+    /// The node's configuration changed.
+    fn node_changed(&mut self, changed: Result<(), RecvError>) -> Result<(), Stop> {
+        changed.map_err(|_| RunError::SourceStopped)?;
         let node = self.inputs.node.borrow_and_update().node();
         self.reconciler.set_node_config(&node);
         Ok(())
     }
 
-    /// The switch connected or disconnected (`open`: its task is still running).
-    fn connection_changed(&mut self, open: bool) -> Result<(), Stop> {
-        if !open {
-            return Err(RunError::SwitchStopped.into());
-        }
+    /// The switch connected or disconnected.
+    fn connection_changed(&mut self, changed: Result<(), RecvError>) -> Result<(), Stop> {
+        changed.map_err(|_| RunError::SwitchStopped)?;
         let st = self.connection.borrow_and_update().clone();
         self.reconciler.connection_changed(&st);
         self.quota.resync();
         Ok(())
     }
 
-    /// The switch reports flows changed by someone else (`open`: its task is still running).
-    fn drift_reported(&mut self, open: bool) -> Result<(), Stop> {
-        if !open {
-            return Err(RunError::SwitchStopped.into());
-        }
+    /// The switch reports flows changed by someone else.
+    fn drift_reported(&mut self, changed: Result<(), RecvError>) -> Result<(), Stop> {
+        changed.map_err(|_| RunError::SwitchStopped)?;
         self.drift.borrow_and_update();
         self.reconciler.drift_detected();
         Ok(())
