@@ -5,48 +5,27 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod audit_support;
+mod staged_support;
 
 use audit_support::{ipv4, staged_packet_in, t_allow, tcp, TCP};
 use npagent::admin::metrics::{registry, render, AgentMetrics};
-use npagent::agent::{State, StateResolver, Store};
+use npagent::agent::{State, StateResolver};
 use npagent::audit::format::{Format, Formatter};
 use npagent::audit::{
     entry_from_packet_in, AuditConfig, AuditEntry, AuditStats, Direction, Pipeline, PolicyRef, Record,
 };
+use npagent::compiler;
 use npagent::compiler::userdata::Disposition;
-use npagent::compiler::{self, IdAllocator};
 use npagent::explain::staged::StagedDifference;
 use npagent::explain::{self, Query};
 use npagent::explain_command::staged_explanation;
 use npagent::model::ObjectRef;
-use npagent::snapshot;
+use staged_support::{load, manifests, ALLOW_B, STAGED_ALLOW_C, STAGED_DENY_ALL};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-/// Namespace x and its pods a, b, c (labelled `app: <name>`) at 10.10.1.1, .2, .3.
-fn cluster() -> String {
-    let mut docs =
-        vec!["apiVersion: v1\nkind: Namespace\nmetadata: {name: x, labels: {kubernetes.io/metadata.name: x}}\n"
-            .to_string()];
-    for (i, name) in ["a", "b", "c"].iter().enumerate() {
-        docs.push(format!(
-            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: x, labels: {{app: {name}}}}}\n\
-             spec: {{nodeName: n1, containers: [{{name: c, image: i}}]}}\nstatus: {{phase: Running, podIP: 10.10.1.{}}}\n",
-            i + 1
-        ));
-    }
-    docs.join("---\n")
-}
-
-/// `x/allow-b` (enforced): a accepts b on TCP 80.
-const ALLOW_B: &str = r#"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: allow-b, namespace: x}
-spec:
-  podSelector: {matchLabels: {app: a}}
-  ingress: [{from: [{podSelector: {matchLabels: {app: b}}}], ports: [{port: 80}]}]
-"#;
+/// The pods' subnet.
+const SUBNET: &str = "10.10.1";
 
 /// `x/deny-a` (enforced): a's ingress isolated, nothing allowed by it.
 const DENY_A: &str = r#"
@@ -54,16 +33,6 @@ apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata: {name: deny-a, namespace: x}
 spec: {podSelector: {matchLabels: {app: a}}, policyTypes: [Ingress]}
-"#;
-
-/// A staged edit of `x/allow-b`: a would accept c instead of b.
-const STAGED_ALLOW_C: &str = r#"
-apiVersion: policy.npagent.io/v1alpha1
-kind: StagedNetworkPolicy
-metadata: {name: allow-b, namespace: x}
-spec:
-  podSelector: {matchLabels: {app: a}}
-  ingress: [{from: [{podSelector: {matchLabels: {app: c}}}], ports: [{port: 80}]}]
 "#;
 
 /// A staged edit of `x/allow-b` that no longer selects a.
@@ -76,13 +45,6 @@ spec:
   ingress: [{from: [{podSelector: {matchLabels: {app: b}}}], ports: [{port: 80}]}]
 "#;
 
-const STAGED_DENY_ALL: &str = r#"
-apiVersion: policy.npagent.io/v1alpha1
-kind: StagedNetworkPolicy
-metadata: {name: deny-all, namespace: x}
-spec: {podSelector: {}, policyTypes: [Ingress]}
-"#;
-
 /// The agent's view of `docs` over the cluster, every pod local, compiled with its staged view.
 struct Agent {
     state: Arc<RwLock<State>>,
@@ -91,16 +53,7 @@ struct Agent {
 
 impl Agent {
     fn new(docs: &[&str]) -> Agent {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let text: Vec<String> = std::iter::once(cluster()).chain(docs.iter().map(|d| d.to_string())).collect();
-        std::fs::write(dir.path().join("all.yaml"), text.join("\n---\n")).expect("write");
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-        let source = npagent::agent::SourceConfig::Manifests(dir.path().to_path_buf());
-        let mut store: Store = rt.block_on(snapshot::load_store(&source, true)).unwrap_or_else(|e| panic!("{e:#}"));
-        let pods: Vec<ObjectRef> = store.model().pods.keys().cloned().collect();
-        let (ports, _) = explain::ports_with_stand_ins(store.model(), &pods.iter().collect::<Vec<_>>());
-        store.set_ports(&ports);
-        let compiler = compiler::compile(store.model(), compiler::Config::default(), IdAllocator::new(0), 0);
+        let (store, compiler) = load(manifests(SUBNET, docs).path());
         let state = Arc::new(RwLock::new(State { store, compiler: Some(compiler) }));
         Agent { resolver: StateResolver::new(Arc::clone(&state)), state }
     }
@@ -133,7 +86,7 @@ impl Agent {
     }
 }
 
-/// The pods of [`cluster`], by index: `x/a` is 10.10.1.1.
+/// The pods of [`staged_support::cluster`], by index: `x/a` is 10.10.1.1.
 const PODS: [&str; 3] = ["a", "b", "c"];
 const A: usize = 0;
 const B: usize = 1;

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use harness::{flows_command_diff, probed_port, scenarios_dir, selected, trace_all, ManifestDir};
+use harness::{flows_command_diff, probed_port, scenarios_dir, selected, trace_all, ManifestDir, ScenarioBed};
 use scenario::{all_probes, mismatches, obj_key, truth_table, Base, Observed, PodId, PortKey, Probe, Scenario, Step};
 use support::agent::Agent;
 use support::Testbed;
@@ -132,11 +132,7 @@ fn run_step(tb: &Testbed, agent: &Agent, base: &Base, dir: &mut ManifestDir, ste
 #[test]
 fn scenarios_on_the_testbed() {
     let _serial = harness::timing_lock();
-    let tb = Testbed::start_with_outside();
-    let mut dir = ManifestDir::open(&tb.manifests_dir());
-    let outside: Vec<(String, String)> = tb.outside_hosts().iter().map(|h| (h.id(), h.ip.clone())).collect();
-    let base = dir.base().with_outside(&outside).unwrap_or_else(|e| panic!("{e}"));
-    let scenarios = Scenario::load_dir(&scenarios_dir(), &base).unwrap_or_else(|e| panic!("{e}"));
+    let ScenarioBed { tb, mut dir, outside, base, scenarios } = ScenarioBed::start();
     let pods = base.pods();
     assert_eq!(pods.len(), 9, "the testbed should have nine pods: {pods:?}");
     assert_eq!(outside, Testbed::planned_outside_hosts(), "the outside hosts are the planned ones");

@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use harness::{flows_command_diff, probed_port, scenarios_dir, ManifestDir};
-use scenario::{all_probes, PodId, PortKey, Scenario, Step};
+use harness::{flows_command_diff, probed_port, ManifestDir, ScenarioBed};
+use scenario::{all_probes, PodId, PortKey, Step};
 use support::agent::Agent;
 use support::audit_log::{json_lines, pod_id, wait_json_line};
 use support::policy::network_policy;
@@ -272,11 +272,7 @@ fn run_staged_step(
 #[test]
 fn staged_scenarios_keep_the_no_policy_truth_table_and_would_drop_what_they_deny() {
     let _serial = harness::timing_lock();
-    let tb = Testbed::start_with_outside();
-    let mut dir = ManifestDir::open(&tb.manifests_dir());
-    let outside: Vec<(String, String)> = tb.outside_hosts().iter().map(|h| (h.id(), h.ip.clone())).collect();
-    let base = dir.base().with_outside(&outside).unwrap_or_else(|e| panic!("{e}"));
-    let scenarios = Scenario::load_dir(&scenarios_dir(), &base).unwrap_or_else(|e| panic!("{e}"));
+    let ScenarioBed { tb, mut dir, base, scenarios, .. } = ScenarioBed::start();
     let (agent, log) = start_agent(&tb, &[]);
 
     let started = Instant::now();

@@ -4,55 +4,17 @@
 //! Offline, from a manifests directory; no OVS needed.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
-use npagent::compiler::{self, IdAllocator};
+mod staged_support;
+
+use npagent::compiler;
 use npagent::explain::staged::{StagedDifference, StagedExplanation};
 use npagent::explain::{self, Explanation, Query};
 use npagent::explain_command::staged_explanation;
-use npagent::model::ObjectRef;
-use npagent::snapshot;
+use staged_support::{load, manifests, ALLOW_B, STAGED_ALLOW_C, STAGED_DENY_ALL};
 use std::process::Command;
 
-/// Namespace x and its pods a, b, c (labelled `app: <name>`) at 10.0.0.1, .2, .3.
-fn cluster() -> String {
-    let mut docs =
-        vec!["apiVersion: v1\nkind: Namespace\nmetadata: {name: x, labels: {kubernetes.io/metadata.name: x}}\n"
-            .to_string()];
-    for (i, name) in ["a", "b", "c"].iter().enumerate() {
-        docs.push(format!(
-            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: x, labels: {{app: {name}}}}}\n\
-             spec: {{nodeName: n1, containers: [{{name: c, image: i}}]}}\nstatus: {{phase: Running, podIP: 10.0.0.{}}}\n",
-            i + 1
-        ));
-    }
-    docs.join("---\n")
-}
-
-/// `x/allow-b` (enforced): a accepts b on TCP 80.
-const ALLOW_B: &str = r#"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: allow-b, namespace: x}
-spec:
-  podSelector: {matchLabels: {app: a}}
-  ingress: [{from: [{podSelector: {matchLabels: {app: b}}}], ports: [{port: 80}]}]
-"#;
-
-/// A staged edit of `x/allow-b`: a would accept c instead of b.
-const STAGED_ALLOW_C: &str = r#"
-apiVersion: policy.npagent.io/v1alpha1
-kind: StagedNetworkPolicy
-metadata: {name: allow-b, namespace: x}
-spec:
-  podSelector: {matchLabels: {app: a}}
-  ingress: [{from: [{podSelector: {matchLabels: {app: c}}}], ports: [{port: 80}]}]
-"#;
-
-const STAGED_DENY_ALL: &str = r#"
-apiVersion: policy.npagent.io/v1alpha1
-kind: StagedNetworkPolicy
-metadata: {name: deny-all, namespace: x}
-spec: {podSelector: {}, policyTypes: [Ingress]}
-"#;
+/// The pods' subnet.
+const SUBNET: &str = "10.0.0";
 
 /// Selects no pod: changes nothing.
 const STAGED_NOBODY: &str = r#"
@@ -62,24 +24,11 @@ metadata: {name: nobody, namespace: x}
 spec: {podSelector: {matchLabels: {app: nobody}}, policyTypes: [Ingress, Egress]}
 "#;
 
-fn dir(docs: &[&str]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let text: Vec<String> = std::iter::once(cluster()).chain(docs.iter().map(|d| d.to_string())).collect();
-    std::fs::write(dir.path().join("all.yaml"), text.join("\n---\n")).expect("write");
-    dir
-}
-
 /// The enforced and the staged explanation of `from` -> `to` on TCP 80, every pod local.
 fn ask(docs: &[&str], from: &str, to: &str) -> (Explanation, Option<StagedExplanation>) {
-    let dir = dir(docs);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let source = npagent::agent::SourceConfig::Manifests(dir.path().to_path_buf());
-    let mut store = rt.block_on(snapshot::load_store(&source, true)).unwrap_or_else(|e| panic!("{e:#}"));
-    let pods: Vec<ObjectRef> = store.model().pods.keys().cloned().collect();
-    let (ports, _) = explain::ports_with_stand_ins(store.model(), &pods.iter().collect::<Vec<_>>());
-    store.set_ports(&ports);
+    let dir = manifests(SUBNET, docs);
+    let (store, compiler) = load(dir.path());
     let cfg = compiler::Config::default();
-    let compiler = compiler::compile(store.model(), cfg.clone(), IdAllocator::new(0), 0);
     let q = Query { from: from.parse().unwrap(), to: to.parse().unwrap(), port: Some("80/TCP".parse().unwrap()) };
     let enforced = explain::explain(store.model(), &compiler, &q).expect("explained");
     let staged = staged_explanation(store.model(), cfg, &q, &enforced).expect("staged explained");
@@ -143,7 +92,7 @@ fn a_staged_policy_that_selects_nobody_changes_nothing() {
 }
 
 fn run_binary(docs: &[&str], from: &str, to: &str, json: bool) -> (Option<i32>, String) {
-    let dir = dir(docs);
+    let dir = manifests(SUBNET, docs);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_npagent"));
     cmd.arg("explain").arg("--manifests").arg(dir.path()).args(["--from", from, "--to", to, "--port", "80/TCP"]);
     if json {

@@ -60,6 +60,7 @@ pub mod header;
 pub mod instruction;
 pub mod message;
 pub mod multipart;
+pub mod numbers;
 pub mod oxm;
 pub mod packet_in2;
 pub mod peek;

@@ -25,7 +25,10 @@ impl<T> Masked<T> {
         Masked { value, mask: None }
     }
     /// A value under a mask.
-    #[allow(clippy::self_named_constructors)]
+    #[allow(
+        clippy::self_named_constructors,
+        reason = "`Masked::masked(value, mask)` beside `Masked::exact(value)` says which kind it builds"
+    )]
     pub fn masked(value: T, mask: T) -> Self {
         Masked { value, mask: Some(mask) }
     }

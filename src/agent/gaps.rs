@@ -2,29 +2,35 @@
 //! meters (read every 10 s) and the switch connection's packet-in queue (every tick). Each
 //! poll becomes gap records for the audit log (see [`crate::audit::gap`]; the audit logger's
 //! own queue counts its sheds itself), metrics and rate-limited warnings.
+//!
+//! The meters' gaps start at their [`Baseline`], which the reconciler takes at its first
+//! resync; the polls read the meters themselves, and the pods on their ports from the store.
 
-use super::meters::{self, MeterRates, MeterShed};
-use super::{AgentConfig, RateLimitedWarning, Reconciler};
+use super::meters::{self, Baseline, MeterRates, MeterShed};
+use super::{AgentConfig, RateLimitedWarning, State};
 use crate::admin::metrics::AgentMetrics;
 use crate::audit::gap::{Gap, GapCause};
 use crate::audit::GapInbox;
 use crate::compiler::meters::{owner, MeterKind, MeterOwner};
 use crate::compiler::userdata::Disposition;
 use crate::model::ObjectRef;
-use crate::switch::SwitchHandle;
+use crate::switch::{ConnState, SwitchHandle};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Polls the shed counts (the switch's logging meters every 10 s, its connection every tick)
 /// and turns them into gap records, metrics and warnings.
 pub struct ShedPolls {
     switch: SwitchHandle,
+    /// Where the meters' pods are looked up.
+    state: Arc<RwLock<State>>,
     audit: GapInbox,
     metrics: Arc<AgentMetrics>,
     /// The meters' rates (for the warning).
     meter_rates: MeterRates,
     last_meter_poll: Option<Instant>,
+    meter_baseline: Baseline,
     /// The meters' counts and when they were read; `None` until the baseline is known.
     meter: Option<(MeterShed, SystemTime)>,
     connection: (u64, SystemTime),
@@ -37,14 +43,24 @@ impl ShedPolls {
     /// How long the last meter read at shutdown may take: the switch may be gone.
     const LAST_METER_READ: Duration = Duration::from_millis(250);
 
-    /// Polls of `switch`, sending gaps to the audit logger's inbox `audit`.
-    pub fn new(cfg: &AgentConfig, switch: SwitchHandle, audit: GapInbox, metrics: Arc<AgentMetrics>) -> Self {
+    /// Polls of `switch`, its meters' gaps from `meter_baseline` on, sending gaps to the audit
+    /// logger's inbox `audit`.
+    pub fn new(
+        cfg: &AgentConfig,
+        switch: SwitchHandle,
+        meter_baseline: Baseline,
+        state: Arc<RwLock<State>>,
+        audit: GapInbox,
+        metrics: Arc<AgentMetrics>,
+    ) -> Self {
         ShedPolls {
             switch,
+            state,
             audit,
             metrics,
             meter_rates: cfg.meter_rates(),
             last_meter_poll: None,
+            meter_baseline,
             meter: None,
             connection: (0, SystemTime::now()),
             meter_warning: RateLimitedWarning::default(),
@@ -54,11 +70,11 @@ impl ShedPolls {
 
     /// One tick: the meters when due (a request to the switch), then the connection's count
     /// and the packet-in metrics.
-    pub async fn poll(&mut self, reconciler: &Reconciler) {
-        self.meter_baseline(reconciler);
+    pub async fn poll(&mut self) {
+        self.start_from_baseline();
         if self.meter_due() {
-            let total = self.read_meters(reconciler).await;
-            self.meter_polled(total, reconciler);
+            let total = self.read_meters().await;
+            self.meter_polled(total);
         }
         let dropped = self.switch.packet_in_dropped();
         self.connection_polled(dropped);
@@ -70,19 +86,18 @@ impl ShedPolls {
     }
 
     /// At shutdown: the sheds since the last polls still become gap records.
-    pub async fn poll_last(&mut self, reconciler: &Reconciler) {
-        self.meter_baseline(reconciler);
-        if let Ok(total) = tokio::time::timeout(Self::LAST_METER_READ, self.read_meters(reconciler)).await {
-            self.meter_polled(total, reconciler);
+    pub async fn poll_last(&mut self) {
+        self.start_from_baseline();
+        if let Ok(total) = tokio::time::timeout(Self::LAST_METER_READ, self.read_meters()).await {
+            self.meter_polled(total);
         }
         self.connection_polled(self.switch.packet_in_dropped());
     }
 
-    /// Takes the meters' counts when the agent installed them: where their gaps start (only
-    /// the first one counts; later reads on reconnection would hide sheds since the last poll).
-    fn meter_baseline(&mut self, reconciler: &Reconciler) {
+    /// Starts the meters' counts at their baseline once it is known: where their gaps start.
+    fn start_from_baseline(&mut self) {
         if self.meter.is_none() {
-            self.meter = reconciler.meter_baseline();
+            self.meter = self.meter_baseline.get();
         }
     }
 
@@ -97,8 +112,8 @@ impl ShedPolls {
 
     /// Reads how many logging packets the meters dropped (the switch's counts, `None` if they
     /// could not be read) into the metrics; warns at most once a minute.
-    async fn read_meters(&mut self, reconciler: &Reconciler) -> Option<MeterShed> {
-        if !reconciler.is_connected() {
+    async fn read_meters(&mut self) -> Option<MeterShed> {
+        if !matches!(self.switch.state(), ConnState::Connected { .. }) {
             return None;
         }
         let shed = meters::read_shed(&self.switch).await.ok()?;
@@ -122,7 +137,7 @@ impl ShedPolls {
 
     /// The meters' counts were read (`None`: they could not be); the gap of a pod's meter
     /// names the pod on its ofport, and its cause the kind of meter.
-    fn meter_polled(&mut self, total: Option<MeterShed>, reconciler: &Reconciler) {
+    fn meter_polled(&mut self, total: Option<MeterShed>) {
         let Some(total) = total else { return };
         let now = SystemTime::now();
         if let Some((before, since)) = &self.meter {
@@ -130,7 +145,7 @@ impl ShedPolls {
                 let Some(owner) = owner(*id) else { continue };
                 let (cause, disposition) = meter_gap(owner);
                 let pod = match owner {
-                    MeterOwner::Pod { ofport, .. } => reconciler.pod_on(ofport),
+                    MeterOwner::Pod { ofport, .. } => self.pod_on(ofport),
                     MeterOwner::Node => None,
                 };
                 // A meter new since (a new pod's) starts at zero; a switch restart resets all.
@@ -140,6 +155,12 @@ impl ShedPolls {
             }
         }
         self.meter = Some((total, now));
+    }
+
+    /// The pod on bridge port `ofport`, if any.
+    fn pod_on(&self, ofport: u32) -> Option<ObjectRef> {
+        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
+        state.store.model().ports.get(&ofport).map(|p| p.pod.clone())
     }
 
     /// The connection's count of shed packet-ins.

@@ -1,7 +1,8 @@
 //! The logging meters on the switch: four for every local pod (its Allow copies, its Drop
 //! copies, its security events, its staged verdicts) and the node's security events' meter
 //! (their ids, and why a meter per pod and kind: [`crate::compiler::meters`]), kept in step
-//! with the pods, and their shed counts read for the gap records and the metrics.
+//! with the pods, and their shed counts read for the gap records and the metrics (from the
+//! [`Baseline`] taken when this agent first read them).
 //!
 //! A meter is added before the flows that name it and deleted after them (deleting a meter
 //! deletes the flows that use it).
@@ -10,6 +11,8 @@ use crate::compiler::meters::{self, MeterKind};
 use crate::switch::{SwitchError, SwitchHandle};
 use ofp::{meter, MeterBand, MeterMod};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, OnceLock};
+use std::time::SystemTime;
 
 /// The logging meters count packets, with a burst, and keep statistics (their shed counts).
 const METER_FLAGS: u16 = meter::FLAG_PKTPS | meter::FLAG_BURST | meter::FLAG_STATS;
@@ -47,18 +50,48 @@ impl MeterRates {
     }
 }
 
+/// The meters' shed counts when this agent first read them (at its first resync, before it
+/// set any meter), and when: where this run's gap records start, for what the switch counted
+/// before (an earlier run's sheds) is not this run's gap. Taken once: a read at a reconnection
+/// would hide what was shed since the last poll. Shared between the reconciler, which takes it,
+/// and the shed polls, which start from it.
+#[derive(Debug, Clone, Default)]
+pub struct Baseline(Arc<OnceLock<(MeterShed, SystemTime)>>);
+
+impl Baseline {
+    /// Takes `shed`, read just now, unless a baseline was taken before.
+    fn take(&self, shed: &MeterShed) {
+        self.0.get_or_init(|| (shed.clone(), SystemTime::now()));
+    }
+
+    /// The counts and when they were read; `None` until the first resync read them.
+    pub fn get(&self) -> Option<(MeterShed, SystemTime)> {
+        self.0.get().cloned()
+    }
+}
+
 /// The meters npagent keeps on the switch.
 pub struct LoggingMeters {
     rates: MeterRates,
     /// The meters on the switch as far as this connection knows.
     installed: BTreeSet<u32>,
+    baseline: Baseline,
 }
 
 impl LoggingMeters {
-    /// Meters at `rates` (each at least one packet per second; burst: twice that).
-    pub fn new(rates: MeterRates) -> LoggingMeters {
+    /// Meters at `rates` (each at least one packet per second; burst: twice that), whose first
+    /// read on the switch becomes `baseline`.
+    pub fn new(rates: MeterRates, baseline: Baseline) -> LoggingMeters {
         let MeterRates { allow, drop, staged } = rates;
-        LoggingMeters { rates: MeterRates::new(allow, drop, staged), installed: BTreeSet::new() }
+        LoggingMeters { rates: MeterRates::new(allow, drop, staged), installed: BTreeSet::new(), baseline }
+    }
+
+    /// The shed counts of npagent's meters on the switch (see [`read_shed`]); the first read
+    /// is the [`Baseline`].
+    pub async fn read_on_switch(&self, switch: &SwitchHandle) -> Result<MeterShed, SwitchError> {
+        let shed = read_shed(switch).await?;
+        self.baseline.take(&shed);
+        Ok(shed)
     }
 
     /// The meters the pods on `ports` need, with their rates.
@@ -164,7 +197,7 @@ mod tests {
 
     #[test]
     fn each_pod_has_a_meter_of_each_kind_at_its_rate_and_none_is_zero() {
-        let m = LoggingMeters::new(MeterRates { allow: 10, drop: 20, staged: 30 });
+        let m = LoggingMeters::new(MeterRates { allow: 10, drop: 20, staged: 30 }, Baseline::default());
         let mut want = BTreeMap::from([(meters::NODE_SECURITY, 20)]);
         for o in [5, 7] {
             want.insert(meters::pod(MeterKind::Allow, o), 10);
@@ -173,8 +206,17 @@ mod tests {
             want.insert(meters::pod(MeterKind::Staged, o), 30);
         }
         assert_eq!(m.desired(&BTreeSet::from([5, 7])), want);
-        let m = LoggingMeters::new(MeterRates { allow: 0, drop: 0, staged: 0 });
+        let m = LoggingMeters::new(MeterRates { allow: 0, drop: 0, staged: 0 }, Baseline::default());
         assert_eq!(m.desired(&BTreeSet::new()), BTreeMap::from([(meters::NODE_SECURITY, 1)]));
         assert!(m.desired(&BTreeSet::from([3])).values().all(|r| *r == 1));
+    }
+
+    #[test]
+    fn the_baseline_is_the_first_read() {
+        let baseline = Baseline::default();
+        assert_eq!(baseline.get(), None);
+        baseline.take(&MeterShed::from([(1, 5)]));
+        baseline.clone().take(&MeterShed::from([(1, 9)]));
+        assert_eq!(baseline.get().map(|(shed, _)| shed), Some(MeterShed::from([(1, 5)])));
     }
 }

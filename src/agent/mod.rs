@@ -14,10 +14,13 @@ mod forwarded_snat;
 mod gaps;
 mod host_ends;
 mod iptables;
+mod main_loop;
 mod meters;
+mod packet_ins;
 mod reconciler;
 mod resolver;
 mod store;
+mod tasks;
 
 pub use crate::rate_limited::RateLimitedWarning;
 pub use conntrack_quota::{PodLimit, QuotaConfig};
@@ -26,29 +29,20 @@ pub use reconciler::Reconciler;
 pub use resolver::StateResolver;
 pub use store::Store;
 
-use crate::admin::health::{Health, ReadinessChange};
 use crate::admin::metrics::{self, AgentMetrics};
-use crate::admin::Admin;
 use crate::audit::writer::WriteError;
-use crate::audit::{AuditConfig, AuditLogger, AuditSender};
-use crate::cni::attach::AgentView;
-use crate::compiler::{tables, Compiler};
+use crate::audit::{AuditConfig, AuditLogger};
+use crate::compiler::Compiler;
 use crate::endpoint::Endpoint;
 use crate::model::node::NodeConfig;
-use crate::source::ovsdb::db::BridgePorts;
-use crate::source::ovsdb::gateway::{self, GatewaySpec};
-use crate::source::ovsdb::gateway_addrs::{self, DeviceAddrs};
 use crate::source::ovsdb::BridgeSpec;
-use crate::source::SourceEvent;
 use crate::switch::{self, ConnectionConfig};
-use ofp::packet_in2::PacketIn2;
+use main_loop::MainLoop;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot, watch};
+use std::time::Instant;
 
 /// Where Namespaces, Pods and NetworkPolicies come from.
 #[derive(Debug, Clone)]
@@ -149,6 +143,15 @@ pub struct State {
     pub compiler: Option<Compiler>,
 }
 
+/// What the agent's parts are made with: the configuration, when the agent started, the
+/// state the reconciler writes and the others read, the metrics.
+struct Shared {
+    cfg: AgentConfig,
+    started: Instant,
+    state: Arc<RwLock<State>>,
+    metrics: Arc<AgentMetrics>,
+}
+
 /// Runs the agent until `shutdown` resolves, even in the middle of a reconcile or a request
 /// to the switch; then flushes the audit log. The flows stay on the bridge, so the datapath
 /// keeps enforcing while the agent is away. An error names the task that stopped (they
@@ -162,272 +165,19 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     if let Ok(mut st) = state.write() {
         st.store.set_node_config(&cfg.node_net.node());
     }
-    let metrics = Arc::new(AgentMetrics::default());
-
-    let audit = AuditLogger::spawn(cfg.audit.clone(), Arc::new(StateResolver::new(Arc::clone(&state))));
-
+    let shared = Shared { cfg, started, state, metrics: Arc::new(AgentMetrics::default()) };
+    let audit = AuditLogger::spawn(shared.cfg.audit.clone(), Arc::new(StateResolver::new(Arc::clone(&shared.state))));
     let conn = ConnectionConfig {
-        endpoint: cfg.ofp.clone(),
-        session: switch::SessionConfig { controller_id: cfg.controller_id, ..Default::default() },
+        endpoint: shared.cfg.ofp.clone(),
+        session: switch::SessionConfig { controller_id: shared.cfg.controller_id, ..Default::default() },
         ..Default::default()
     };
     let (switch, packet_ins) = switch::spawn(conn);
-    let (stop_forward, forward_stopped) = oneshot::channel();
-    let forward = tokio::spawn(forward_packet_ins(packet_ins, audit.sender(), forward_stopped));
-
-    let (source_tx, mut source_rx) = mpsc::channel::<SourceEvent>(1024);
-    // The node's configuration: the flags', and in kube mode what the API adds; it lives as
-    // long as the source task.
-    let (node_tx, configured_rx) = watch::channel(cfg.node_net.clone());
-    let source_task = match &cfg.source {
-        SourceConfig::Manifests(dir) => {
-            let objects = crate::source::manifests::watch_manifests(dir.clone(), source_tx);
-            tokio::spawn(async move {
-                let _flags_only = node_tx;
-                objects.await
-            })
-        }
-        SourceConfig::Kube { kubeconfig } => {
-            let client = crate::source::kube::client(kubeconfig.as_deref()).await?;
-            let node = crate::source::kube::node::watch_node_config(
-                client.clone(),
-                cfg.node.clone(),
-                cfg.node_net.clone(),
-                node_tx,
-            );
-            let objects = crate::source::kube::watch_kube(client, source_tx);
-            tokio::spawn(async move {
-                tokio::join!(objects, node);
-            })
-        }
-    };
-    // The node's configuration as the pipeline and the CNI server use it: the gateway's
-    // addresses are those its device holds when none are configured.
-    let (merged_tx, mut node_rx) = watch::channel(cfg.node_net.clone());
-    let (view_tx, view_rx) = watch::channel(AgentView::default());
-    let (cni_task, mut withdrawn_rx) = cni::spawn(&cfg, node_rx.clone(), view_rx, Arc::clone(&state))?;
-    let mut withdrawals_open = true;
-    let (ports_tx, mut ports_rx) = watch::channel(BridgePorts::default());
-    let names = tables::TABLES.iter().map(|(id, name)| (*id, name.to_string())).collect();
-    let ovsdb_task =
-        tokio::spawn(crate::source::ovsdb::run_ovsdb(cfg.ovsdb.clone(), cfg.bridge.clone(), names, ports_tx));
-    let (device_tx, device_rx) = watch::channel(DeviceAddrs::Unknown);
-    let device_task = tokio::spawn(gateway_addrs::follow_gateway_addrs(ports_rx.clone(), device_tx));
-    let merge_task = tokio::spawn(gateway_addrs::merge(configured_rx.clone(), device_rx.clone(), merged_tx));
-    let gateway_spec =
-        GatewaySpec { ovsdb: cfg.ovsdb.clone(), bridge: cfg.bridge.name.clone(), create: cfg.gateway.clone() };
-    let gateway_task = tokio::spawn(gateway::run_gateway(gateway_spec, ports_rx.clone(), configured_rx, device_rx));
-    let forwarded_task =
-        tokio::spawn(forwarded_snat::run_forwarded_snat(cfg.forwarded.clone(), ports_rx.clone(), node_rx.clone()));
-    let host_ends_task = tokio::spawn(host_ends::run_host_ends(ports_rx.clone()));
-    let source_name = match &cfg.source {
-        SourceConfig::Manifests(_) => "the manifests directory",
-        SourceConfig::Kube { .. } => "the Kubernetes API",
-    };
-    let registry = metrics::registry_with(Arc::clone(&metrics), audit.stats(), cfg.metrics_policy_labels);
-    let admin = Arc::new(Admin::new(Health::new(source_name, started), registry));
-    match admin_listener.local_addr() {
-        Ok(addr) => tracing::info!("admin server on http://{addr}/ (livez, readyz, metrics)"),
-        Err(e) => tracing::warn!("admin server: cannot read its bound address: {e}"),
-    }
-    let admin_task = tokio::spawn(crate::admin::serve(admin_listener, Arc::clone(&admin), Arc::clone(&metrics)));
-
-    let mut reconciler = Reconciler::new(&cfg, switch.clone(), Arc::clone(&state), Arc::clone(&metrics));
-    let mut quota = conntrack_quota::ConntrackQuota::new(cfg.conntrack.clone(), Arc::clone(&metrics));
-    let mut conn_state = switch.subscribe();
-    let mut drift = switch.subscribe_drift();
-    let mut ports_seen = false;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut sheds = gaps::ShedPolls::new(&cfg, switch.clone(), audit.gap_inbox(), Arc::clone(&metrics));
-    let tasks = [
-        ("the object source", &source_task),
-        ("the OVSDB client", &ovsdb_task),
-        ("the gateway", &gateway_task),
-        ("the gateway's addresses", &device_task),
-        ("the node's configuration", &merge_task),
-        ("the forwarded connections' rule", &forwarded_task),
-        ("the pods' host ends' rules", &host_ends_task),
-        ("the packet-in forwarder", &forward),
-        ("the admin server", &admin_task),
-        ("the CNI server", &cni_task),
-    ];
-    let audit_alive = audit.sender();
-    tokio::pin!(shutdown);
-    let outcome = loop {
-        tokio::select! {
-            biased;
-            _ = &mut shutdown => break Ok(()),
-            _ = audit_alive.closed() => break Err(RunError::AuditWriterStopped),
-            ev = source_rx.recv() => match ev {
-                Some(ev) => {
-                    reconciler.apply_source(ev);
-                    // Coalesce a burst: take everything already queued before recomputing.
-                    while let Ok(ev) = source_rx.try_recv() {
-                        reconciler.apply_source(ev);
-                    }
-                }
-                None => break Err(RunError::SourceStopped),
-            },
-            changed = ports_rx.changed() => {
-                if changed.is_err() {
-                    break Err(RunError::OvsdbStopped);
-                }
-                ports_seen = true;
-                let ports = cni::without_withdrawn(&ports_rx.borrow_and_update(), &withdrawn_rx.borrow());
-                reconciler.set_ports(&ports);
-                quota.set_ports(&ports);
-            }
-            changed = withdrawn_rx.changed(), if withdrawals_open => {
-                // The CNI server ended (it is reported as a stopped task); nothing is withdrawn.
-                withdrawals_open = changed.is_ok();
-                let ports = cni::without_withdrawn(&ports_rx.borrow(), &withdrawn_rx.borrow_and_update());
-                reconciler.set_ports(&ports);
-                quota.set_ports(&ports);
-            }
-            changed = node_rx.changed() => {
-                if changed.is_err() {
-                    break Err(RunError::SourceStopped);
-                }
-                let node = node_rx.borrow_and_update().node();
-                reconciler.set_node_config(&node);
-            }
-            changed = conn_state.changed() => {
-                if changed.is_err() {
-                    break Err(RunError::SwitchStopped);
-                }
-                let st = conn_state.borrow_and_update().clone();
-                reconciler.connection_changed(&st);
-                quota.resync();
-            }
-            changed = drift.changed() => {
-                if changed.is_err() {
-                    break Err(RunError::SwitchStopped);
-                }
-                drift.borrow_and_update();
-                reconciler.drift_detected();
-            }
-            _ = tick.tick() => {
-                reconciler.expire();
-                admin.health().tasks_stopped(tasks.iter().filter(|(_, t)| t.is_finished()).map(|(name, _)| *name).collect());
-                if unless_shutdown(&mut shutdown, &admin, sheds.poll(&reconciler)).await.is_none() {
-                    break Ok(());
-                }
-            }
-        }
-        // Before the reconcile too: it may wait long on the switch, and the verdict must not
-        // be that of before this event meanwhile.
-        report_progress(&admin, &metrics, &reconciler, ports_seen, &state, started);
-        // A new pod's zone limit before its flows; a gone pod's zone released after them.
-        if ports_seen && unless_shutdown(&mut shutdown, &admin, quota.apply()).await.is_none() {
-            break Ok(());
-        }
-        if ports_seen && unless_shutdown(&mut shutdown, &admin, reconciler.reconcile()).await.is_none() {
-            break Ok(());
-        }
-        if ports_seen && unless_shutdown(&mut shutdown, &admin, quota.release()).await.is_none() {
-            break Ok(());
-        }
-        admin.health().beat(Instant::now());
-        report_progress(&admin, &metrics, &reconciler, ports_seen, &state, started);
-        cni::publish_view(&view_tx, &admin, &reconciler, &state);
-    };
-
-    tracing::info!("shutting down: flushing the audit log; flows stay installed");
-    source_task.abort();
-    ovsdb_task.abort();
-    gateway_task.abort();
-    device_task.abort();
-    merge_task.abort();
-    forwarded_task.abort();
-    host_ends_task.abort();
-    admin_task.abort();
-    cni_task.abort();
-    sheds.poll_last(&reconciler).await;
-    // A reconcile cut short leaves the bridge with all of its bundle or none (bundles are
-    // atomic); the next start dumps the bridge and sends the difference.
-    drop(reconciler);
-    drop(sheds);
+    let running = tasks::spawn(&shared, &audit, admin_listener, packet_ins).await?;
+    let main_loop = MainLoop::new(&shared, &switch, running, &audit);
+    // The loop holds the switch's other handles: the connection ends with the loop.
     drop(switch);
-    // The packet-ins already received still reach the audit log before it is flushed.
-    let _ = stop_forward.send(());
-    let _ = forward.await;
-    drop(audit_alive);
+    let outcome = main_loop.run(shutdown).await;
     let flushed = audit.shutdown().await.map_err(RunError::AuditNotFlushed);
     outcome.and(flushed)
-}
-
-/// Runs `work` unless `shutdown` resolves first (then `None`): a reconcile or a request to a
-/// switch that does not answer must not delay a SIGTERM. Beats the health while it waits: a
-/// wait on the switch is bounded by the switch's own timeouts and is no stuck loop.
-async fn unless_shutdown<S, W>(shutdown: &mut Pin<&mut S>, admin: &Admin, work: W) -> Option<W::Output>
-where
-    S: Future<Output = ()>,
-    W: Future,
-{
-    tokio::pin!(work);
-    let mut beat = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        tokio::select! {
-            biased;
-            _ = shutdown.as_mut() => return None,
-            out = &mut work => return Some(out),
-            _ = beat.tick() => admin.health().beat(Instant::now()),
-        }
-    }
-}
-
-/// Tells the health (and the connected and synced gauges) how far the reconciler got; logs
-/// the first sync and readiness changes.
-fn report_progress(
-    admin: &Admin,
-    metrics: &AgentMetrics,
-    reconciler: &Reconciler,
-    ports_seen: bool,
-    state: &RwLock<State>,
-    started: Instant,
-) {
-    let progress = reconciler.progress(ports_seen);
-    let change = admin.health().set_progress(progress);
-    metrics.switch_connected.set(i64::from(progress.connection.is_some()));
-    metrics.synced.set(i64::from(admin.health().readiness().is_ok()));
-    match change {
-        Some(ReadinessChange::FirstReady) => {
-            let status = std::fs::read_to_string("/proc/self/status").ok();
-            let state = state.read().unwrap_or_else(|p| p.into_inner());
-            tracing::info!("{}", first_sync::summary(&state, started.elapsed(), status.as_deref()));
-        }
-        Some(ReadinessChange::Ready) => tracing::info!("ready again: the resync with the switch is committed"),
-        Some(ReadinessChange::NotReady(reason)) => tracing::info!("not ready: {reason}"),
-        None => {}
-    }
-}
-
-/// Hands the switch's packet-ins to the audit logger until `stop`; then takes those already
-/// queued and ends, whatever the connection task is doing.
-///
-/// The switch's queue and the audit logger's stay two on purpose: the logger counts what it
-/// sheds by direction and disposition (its `queue` gap records), which the switch, a layer
-/// below audit, cannot do; one queue would turn those records into `connection` ones.
-async fn forward_packet_ins(
-    mut packet_ins: mpsc::Receiver<PacketIn2>,
-    audit: AuditSender,
-    mut stop: oneshot::Receiver<()>,
-) {
-    loop {
-        tokio::select! {
-            biased;
-            _ = &mut stop => break,
-            pi = packet_ins.recv() => match pi {
-                Some(pi) => {
-                    audit.submit(pi);
-                }
-                None => return,
-            },
-        }
-    }
-    packet_ins.close();
-    while let Ok(pi) = packet_ins.try_recv() {
-        audit.submit(pi);
-    }
 }

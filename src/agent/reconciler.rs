@@ -8,9 +8,10 @@
 //! Refused flows: when the switch refuses flows of a bundle, those are set aside
 //! ([`refused`]), the rest goes out in a new bundle, and they are retried with backoff.
 
+mod phase;
 mod refused;
 
-use super::meters::{self, LoggingMeters, MeterShed};
+use super::meters::{Baseline, LoggingMeters, MeterShed};
 use super::{AgentConfig, State};
 use crate::admin::health::Progress;
 use crate::admin::metrics::{AgentMetrics, KindLabel, TableLabel};
@@ -20,6 +21,7 @@ use crate::source::ovsdb::db::BridgePorts;
 use crate::source::SourceEvent;
 use crate::switch::{ConnState, OfpError, SwitchError, SwitchHandle};
 use ofp::{FlowMod, FlowModCommand};
+use phase::{Phase, Step};
 use refused::Refused;
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
@@ -47,39 +49,37 @@ pub struct Reconciler {
     installed: FlowTable,
     /// Model changes not yet compiled.
     pending: Vec<Change>,
-    /// Generation of the connection the installed view belongs to; `None` = not dumped yet.
-    synced_generation: Option<u64>,
-    /// The current connection, if any.
+    /// How far the installed view is known to be the desired flows.
+    phase: Phase,
+    /// The generation of the current connection, if any.
     connected: Option<u64>,
-    retry_at: Option<Instant>,
-    /// The switch reported foreign flow changes: dump and repair at the next reconcile.
-    drifted: bool,
     /// Flows the switch refused, waiting for their retry.
     refused: Refused,
-    /// The meters' shed counts when this agent first installed them, and when they were read.
-    meter_baseline: Option<(MeterShed, std::time::SystemTime)>,
     /// The policy change log (`--audit-changes-log`).
     changes: Option<ChangeAuditor>,
 }
 
 impl Reconciler {
-    /// A reconciler for `cfg` talking through `switch`.
-    pub fn new(cfg: &AgentConfig, switch: SwitchHandle, state: Arc<RwLock<State>>, metrics: Arc<AgentMetrics>) -> Self {
+    /// A reconciler for `cfg` talking through `switch`, taking the meters' `meter_baseline`.
+    pub fn new(
+        cfg: &AgentConfig,
+        switch: SwitchHandle,
+        state: Arc<RwLock<State>>,
+        metrics: Arc<AgentMetrics>,
+        meter_baseline: Baseline,
+    ) -> Self {
         Reconciler {
             switch,
             state,
             metrics,
             compiler_cfg: compiler::Config { controller_id: cfg.controller_id },
-            meters: LoggingMeters::new(cfg.meter_rates()),
+            meters: LoggingMeters::new(cfg.meter_rates(), meter_baseline),
             started: Instant::now(),
             installed: FlowTable::new(),
             pending: Vec::new(),
-            synced_generation: None,
+            phase: Phase::default(),
             connected: None,
-            retry_at: None,
-            drifted: false,
             refused: Refused::default(),
-            meter_baseline: None,
             changes: cfg.audit.changes_log.as_deref().and_then(|path| {
                 ChangeAuditor::open(path)
                     .map_err(|e| {
@@ -93,17 +93,13 @@ impl Reconciler {
     /// Whether the switch holds the flows of every change applied so far: synced with this
     /// connection, nothing pending, no retry or repair waiting.
     pub fn caught_up(&self) -> bool {
-        self.connected.is_some()
-            && self.synced_generation == self.connected
-            && self.pending.is_empty()
-            && self.retry_at.is_none()
-            && !self.drifted
+        self.phase.in_step(self.connected) && self.pending.is_empty()
     }
 
     /// The switch says its flows were changed by someone else: the next reconcile dumps them
     /// and repairs the difference.
     pub fn drift_detected(&mut self) {
-        self.drifted = true;
+        self.phase.drift_detected();
     }
 
     /// How far the reconciler got, for readiness; `ovsdb_read` is the main loop's to say.
@@ -112,7 +108,7 @@ impl Reconciler {
             sources_synced: self.state.read().unwrap_or_else(|p| p.into_inner()).store.is_synced(),
             ovsdb_read,
             connection: self.connected,
-            committed: self.synced_generation.filter(|g| Some(*g) == self.connected),
+            committed: self.phase.committed(self.connected),
         }
     }
 
@@ -131,7 +127,7 @@ impl Reconciler {
         if let Some(log) = self.changes.as_mut() {
             log.changed(&changes, &write(&self.state).store.refused_policies());
         }
-        if self.synced_generation.is_none() {
+        if self.phase.is_unsynced() {
             // A full resync comes first: it compiles every pod and clears what is pending, so
             // the pod changes of the initial listing (one per pod) need not be kept until
             // then. Policy and namespace changes are, for the check of their namespaces.
@@ -161,7 +157,7 @@ impl Reconciler {
                     self.metrics.reconnects.inc();
                 }
                 self.connected = Some(*generation);
-                self.retry_at = None;
+                self.phase.connected();
             }
             ConnState::Disconnected { reason } => {
                 if self.connected.take().is_some() {
@@ -190,7 +186,8 @@ impl Reconciler {
     /// Brings the switch to the desired state, if the inputs are complete and it is connected.
     pub async fn reconcile(&mut self) {
         let Some(generation) = self.connected else { return };
-        if self.retry_at.is_some_and(|t| Instant::now() < t) {
+        let step = self.phase.step(generation, Instant::now());
+        if step == Step::Wait {
             return;
         }
         {
@@ -200,40 +197,31 @@ impl Reconciler {
             }
             state.store.check_policy_namespaces(&self.pending);
         }
-        let result = if self.synced_generation != Some(generation) {
-            self.resync(generation).await
-        } else if self.drifted {
-            self.repair().await
-        } else if self.pending.is_empty() && self.refused.due(Instant::now()).is_empty() {
-            return;
-        } else {
-            self.incremental().await
+        let result = match step {
+            Step::Wait => return,
+            Step::Resync => self.resync(generation).await,
+            Step::Repair => self.repair(generation).await,
+            Step::Incremental if self.pending.is_empty() && self.refused.due(Instant::now()).is_empty() => return,
+            Step::Incremental => self.incremental().await,
         };
         match result {
             Ok(()) => {
-                self.retry_at = None;
                 if let Some(log) = self.changes.as_mut() {
                     log.enforced(&write(&self.state).store.model().policies);
                 }
             }
             Err(e) => {
                 tracing::error!("reconcile failed: {e}; retrying with a full resync");
-                self.synced_generation = None;
-                self.retry_at = Some(Instant::now() + RETRY_AFTER);
+                self.phase = Phase::failed(Instant::now() + RETRY_AFTER);
             }
         }
     }
 
-    /// Dumps the switch, recompiles everything, sends the full diff.
+    /// Dumps the switch, recompiles everything, sends the full diff (which repairs any drift
+    /// too).
     async fn resync(&mut self, generation: u64) -> Result<(), SwitchError> {
-        // A full resync repairs any drift too.
-        self.drifted = false;
         self.meters.forget();
-        let on_switch = meters::read_shed(&self.switch).await?;
-        if self.meter_baseline.is_none() {
-            // What the switch counted before (an earlier run's sheds) is not this run's gap.
-            self.meter_baseline = Some((on_switch.clone(), std::time::SystemTime::now()));
-        }
+        let on_switch = self.meters.read_on_switch(&self.switch).await?;
         let dump = self.switch.dump_flows(None).await?;
         self.installed = compiler::installed_from_stats(&dump);
         let now = self.now();
@@ -257,15 +245,15 @@ impl Reconciler {
         );
         self.update_flow_gauges();
         self.send_with_meters(mods, &on_switch).await?;
-        self.synced_generation = Some(generation);
+        self.phase = Phase::Synced { generation, drifted: false };
         Ok(())
     }
 
     /// Dumps the switch after someone else changed its flows and sends the difference to the
     /// desired flows (brought up to date with the pending changes first).
-    async fn repair(&mut self) -> Result<(), SwitchError> {
+    async fn repair(&mut self, generation: u64) -> Result<(), SwitchError> {
         // Cleared before the dump: a change reported after it is repaired by the next round.
-        self.drifted = false;
+        self.phase = Phase::Synced { generation, drifted: false };
         // Deleting a meter by hand deletes the flows using it; they are put back with them.
         self.meters.forget();
         let dump = self.switch.dump_flows(None).await?;
@@ -494,22 +482,6 @@ impl Reconciler {
         for (id, name) in tables::TABLES {
             self.metrics.flows.get_or_create(&TableLabel { table: name.to_string() }).set(per_table[usize::from(id)]);
         }
-    }
-
-    /// The meters' shed counts when this agent first installed them, and when (`None` before).
-    pub fn meter_baseline(&self) -> Option<(MeterShed, std::time::SystemTime)> {
-        self.meter_baseline.clone()
-    }
-
-    /// The pod on bridge port `ofport`, if any.
-    pub fn pod_on(&self, ofport: u32) -> Option<crate::model::ObjectRef> {
-        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
-        state.store.model().ports.get(&ofport).map(|p| p.pod.clone())
-    }
-
-    /// Whether the switch is connected (its meters can be read).
-    pub fn is_connected(&self) -> bool {
-        self.connected.is_some()
     }
 }
 

@@ -4,23 +4,10 @@
 //! Decoding never panics on any input: every read is a checked slice. A frame that is not IP,
 //! or whose headers are cut short, is a [`PacketError`].
 
+use ofp::numbers::{eth_type, ip_proto};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// IP protocol numbers npagent names in its log.
-pub(crate) mod proto {
-    pub(crate) const ICMP: u8 = 1;
-    pub(crate) const IGMP: u8 = 2;
-    pub(crate) const TCP: u8 = 6;
-    pub(crate) const UDP: u8 = 17;
-    pub(crate) const ICMPV6: u8 = 58;
-    pub(crate) const SCTP: u8 = 132;
-}
-
 const ETH_HEADER: usize = 14;
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_IPV6: u16 = 0x86dd;
-const ETHERTYPE_VLAN: u16 = 0x8100;
-const ETHERTYPE_QINQ: u16 = 0x88a8;
 const MAX_VLAN_TAGS: usize = 2;
 /// Extension headers skipped before giving up; real traffic carries one or two.
 const MAX_IPV6_EXT_HEADERS: usize = 8;
@@ -61,12 +48,12 @@ pub struct PacketInfo {
 /// The name Antrea prints for an IP protocol number, if it has one.
 pub(crate) fn protocol_name(protocol: u8) -> Option<&'static str> {
     Some(match protocol {
-        proto::ICMP => "ICMP",
-        proto::IGMP => "IGMP",
-        proto::TCP => "TCP",
-        proto::UDP => "UDP",
-        proto::ICMPV6 => "IPv6-ICMP",
-        proto::SCTP => "SCTP",
+        ip_proto::ICMP => "ICMP",
+        ip_proto::IGMP => "IGMP",
+        ip_proto::TCP => "TCP",
+        ip_proto::UDP => "UDP",
+        ip_proto::ICMPV6 => "IPv6-ICMP",
+        ip_proto::SCTP => "SCTP",
         _ => return None,
     })
 }
@@ -100,7 +87,7 @@ pub fn decode(frame: &[u8]) -> Result<PacketInfo, PacketError> {
     let mut ethertype = be16(eth[12], eth[13]);
     let mut offset = ETH_HEADER;
     let mut tags = 0;
-    while ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ {
+    while ethertype == eth_type::VLAN || ethertype == eth_type::QINQ {
         if tags == MAX_VLAN_TAGS {
             return Err(PacketError::TooManyVlanTags);
         }
@@ -110,8 +97,8 @@ pub fn decode(frame: &[u8]) -> Result<PacketInfo, PacketError> {
         tags += 1;
     }
     match ethertype {
-        ETHERTYPE_IPV4 => decode_ipv4(frame, offset),
-        ETHERTYPE_IPV6 => decode_ipv6(frame, offset),
+        eth_type::IPV4 => decode_ipv4(frame, offset),
+        eth_type::IPV6 => decode_ipv6(frame, offset),
         other => Err(PacketError::NotIp(other)),
     }
 }
@@ -157,12 +144,12 @@ fn decode_ipv6(frame: &[u8], offset: usize) -> Result<PacketInfo, PacketError> {
     loop {
         let len = match next {
             // Hop-by-hop, routing, destination options: length in 8-octet units, not counting the first 8.
-            0 | 43 | 60 => {
+            ip_proto::HOP_BY_HOP | ip_proto::IPV6_ROUTING | ip_proto::IPV6_DEST_OPTS => {
                 let ext = fixed::<2>(frame, at, "IPv6 extension header")?;
                 (usize::from(ext[1]) + 1) * 8
             }
             // Fragment header: fixed 8 bytes; a non-first fragment carries no L4 header.
-            44 => {
+            ip_proto::IPV6_FRAGMENT => {
                 let ext = fixed::<8>(frame, at, "IPv6 fragment header")?;
                 if be16(ext[2], ext[3]) & 0xfff8 != 0 {
                     first_fragment = false;
@@ -185,9 +172,9 @@ fn decode_ipv6(frame: &[u8], offset: usize) -> Result<PacketInfo, PacketError> {
 
 fn ports(frame: &[u8], at: usize, protocol: u8) -> Result<(Option<u16>, Option<u16>), PacketError> {
     let what = match protocol {
-        proto::TCP => "TCP ports",
-        proto::UDP => "UDP ports",
-        proto::SCTP => "SCTP ports",
+        ip_proto::TCP => "TCP ports",
+        ip_proto::UDP => "UDP ports",
+        ip_proto::SCTP => "SCTP ports",
         _ => return Ok((None, None)),
     };
     let p = fixed::<4>(frame, at, what)?;
@@ -206,12 +193,12 @@ mod tests {
 
     #[test]
     fn ipv4_udp_with_options() {
-        let mut f = eth(ETHERTYPE_IPV4);
+        let mut f = eth(eth_type::IPV4);
         // IHL 6 (one option word), total length 32, UDP.
         f.extend_from_slice(&[0x46, 0, 0, 32, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 1, 1, 0, 0]);
         f.extend_from_slice(&[0x30, 0x39, 0, 53, 0, 8, 0, 0]);
         let p = decode(&f).unwrap();
-        assert_eq!(p.protocol, proto::UDP);
+        assert_eq!(p.protocol, ip_proto::UDP);
         assert_eq!((p.src_port, p.dst_port), (Some(12345), Some(53)));
         assert_eq!(p.ip_len, 32);
         assert_eq!(p.src_ip, "10.0.0.1".parse::<IpAddr>().unwrap());
@@ -219,16 +206,16 @@ mod tests {
 
     #[test]
     fn ipv4_non_first_fragment_has_no_ports() {
-        let mut f = eth(ETHERTYPE_IPV4);
+        let mut f = eth(eth_type::IPV4);
         f.extend_from_slice(&[0x45, 0, 0, 28, 0, 0, 0, 0x10, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
         let p = decode(&f).unwrap();
         assert_eq!((p.src_port, p.dst_port), (None, None));
-        assert_eq!(p.protocol, proto::TCP);
+        assert_eq!(p.protocol, ip_proto::TCP);
     }
 
     #[test]
     fn ipv6_extension_headers_are_skipped() {
-        let mut f = eth(ETHERTYPE_IPV6);
+        let mut f = eth(eth_type::IPV6);
         let mut h = vec![0x60, 0, 0, 0, 0, 24, 0 /* hop-by-hop */, 64];
         h.extend_from_slice(&[0; 15]);
         h.push(1);
@@ -239,7 +226,7 @@ mod tests {
         f.extend_from_slice(&[132 /* SCTP */, 0, 0, 0, 0, 0, 0, 0]);
         f.extend_from_slice(&[0x0b, 0xb8, 0x13, 0x88, 0, 0, 0, 0]);
         let p = decode(&f).unwrap();
-        assert_eq!(p.protocol, proto::SCTP);
+        assert_eq!(p.protocol, ip_proto::SCTP);
         assert_eq!((p.src_port, p.dst_port), (Some(3000), Some(5000)));
         assert_eq!(p.ip_len, 64);
         assert_eq!(p.dst_ip, "::2".parse::<IpAddr>().unwrap());
@@ -247,19 +234,19 @@ mod tests {
 
     #[test]
     fn ipv6_later_fragment_has_no_ports() {
-        let mut f = eth(ETHERTYPE_IPV6);
+        let mut f = eth(eth_type::IPV6);
         let mut h = vec![0x60, 0, 0, 0, 0, 16, 44, 64];
         h.extend_from_slice(&[0; 32]);
         f.extend_from_slice(&h);
         f.extend_from_slice(&[6, 0, 0x05, 0xa8, 0, 0, 0, 1]);
         let p = decode(&f).unwrap();
-        assert_eq!(p.protocol, proto::TCP);
+        assert_eq!(p.protocol, ip_proto::TCP);
         assert_eq!(p.src_port, None);
     }
 
     #[test]
     fn endless_extension_chain_is_bounded() {
-        let mut f = eth(ETHERTYPE_IPV6);
+        let mut f = eth(eth_type::IPV6);
         let mut h = vec![0x60, 0, 0, 0, 0, 0, 0, 64];
         h.extend_from_slice(&[0; 32]);
         f.extend_from_slice(&h);
@@ -271,20 +258,20 @@ mod tests {
 
     #[test]
     fn vlan_tags_and_non_ip() {
-        let mut f = eth(ETHERTYPE_QINQ);
+        let mut f = eth(eth_type::QINQ);
         f.extend_from_slice(&[0, 10, 0x81, 0x00, 0, 20, 0x08, 0x06]);
-        assert_eq!(decode(&f), Err(PacketError::NotIp(0x0806)));
-        let mut f = eth(ETHERTYPE_VLAN);
+        assert_eq!(decode(&f), Err(PacketError::NotIp(eth_type::ARP)));
+        let mut f = eth(eth_type::VLAN);
         f.extend_from_slice(&[0, 10, 0x81, 0x00, 0, 20, 0x81, 0x00, 0, 30, 0x08, 0x00]);
         assert_eq!(decode(&f), Err(PacketError::TooManyVlanTags));
     }
 
     #[test]
     fn bad_version_and_ihl() {
-        let mut f = eth(ETHERTYPE_IPV4);
+        let mut f = eth(eth_type::IPV4);
         f.extend_from_slice(&[0x65; 20]);
         assert_eq!(decode(&f), Err(PacketError::BadIpVersion(6, 4)));
-        let mut f = eth(ETHERTYPE_IPV4);
+        let mut f = eth(eth_type::IPV4);
         f.extend_from_slice(&[0x44; 20]);
         assert_eq!(decode(&f), Err(PacketError::BadIhl(16)));
     }

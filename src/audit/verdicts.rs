@@ -61,7 +61,7 @@ pub(crate) fn staged_entry(disposition: LineDisposition, policy: PolicyRef, isol
         dst_ip: ip,
         src_port: None,
         dst_port: None,
-        protocol: 6,
+        protocol: ofp::numbers::ip_proto::TCP,
         ip_len: 60,
         log_label: None,
         isolated_by,

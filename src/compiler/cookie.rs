@@ -4,7 +4,6 @@
 
 use super::ids::RuleKey;
 use super::rules::Direction;
-use crate::model::Protocol;
 
 /// Top 16 bits of every npagent cookie ("NP").
 pub(crate) const MARKER: u16 = 0x4e50;
@@ -78,12 +77,7 @@ pub(crate) fn rule_cookie(key: &RuleKey) -> u64 {
     }
     h.bytes(&key.rule.to_be_bytes());
     for p in &key.ports {
-        let proto = match p.protocol {
-            Protocol::Tcp => 6u8,
-            Protocol::Udp => 17,
-            Protocol::Sctp => 132,
-        };
-        h.bytes(&[proto]);
+        h.bytes(&[p.protocol.number()]);
         h.bytes(&p.first.to_be_bytes());
         h.bytes(&p.last.to_be_bytes());
     }
@@ -108,7 +102,7 @@ impl Fnv {
 mod tests {
     use super::*;
     use crate::compiler::ids::PortRange;
-    use crate::model::ObjectRef;
+    use crate::model::{ObjectRef, Protocol};
 
     #[test]
     fn layout() {

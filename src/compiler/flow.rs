@@ -4,6 +4,7 @@
 use super::normalize::normalize_match;
 use super::rules::Direction;
 use super::tables;
+use ofp::numbers::eth_type;
 use ofp::{Action, Controller2, Ct, CtZoneSrc, Instruction, Masked, Match, Oxm};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -36,10 +37,6 @@ pub type FlowTable = BTreeMap<FlowKey, FlowValue>;
 
 /// The flows the compiler wants on the bridge.
 pub type DesiredFlows = FlowTable;
-
-pub(crate) const ETH_IP: u16 = 0x0800;
-pub(crate) const ETH_IPV6: u16 = 0x86dd;
-pub(crate) const ETH_ARP: u16 = 0x0806;
 
 /// The registers the pipeline carries between tables:
 /// - `reg1`: the port the packet leaves by (a pod, the gateway or an uplink), set by
@@ -139,7 +136,7 @@ fn prefix(
     match cidr.addr {
         IpAddr::V4(a) => {
             let mask = if cidr.prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(cidr.prefix.min(32))) };
-            let mut v = vec![Oxm::EthType(ETH_IP)];
+            let mut v = vec![Oxm::EthType(eth_type::IPV4)];
             if mask != 0 {
                 v.push(v4(Masked::masked(a, mask.into())));
             }
@@ -147,7 +144,7 @@ fn prefix(
         }
         IpAddr::V6(a) => {
             let mask = if cidr.prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(cidr.prefix.min(128))) };
-            let mut v = vec![Oxm::EthType(ETH_IPV6)];
+            let mut v = vec![Oxm::EthType(eth_type::IPV6)];
             if mask != 0 {
                 v.push(v6(Masked::masked(a, mask.into())));
             }
@@ -159,7 +156,7 @@ fn prefix(
 /// `ct_state` bits.
 pub(crate) mod ct {
     pub(crate) const NEW: u32 = 0x01;
-    #[allow(dead_code)] // no flow matches +est alone, but the table names every bit
+    #[allow(dead_code, reason = "no flow matches +est alone, but the table names every bit")]
     pub(crate) const EST: u32 = 0x02;
     pub(crate) const REL: u32 = 0x04;
     pub(crate) const RPL: u32 = 0x08;

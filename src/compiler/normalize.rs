@@ -215,6 +215,7 @@ fn normalize_action(a: &Action) -> Action {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ofp::numbers::{eth_type, ip_proto};
     use std::net::Ipv4Addr;
 
     #[test]
@@ -246,16 +247,16 @@ mod tests {
             fields: vec![
                 Oxm::TcpDst(Masked::masked(0x55, 0xfff0)),
                 Oxm::Ipv4Src(Masked::masked(Ipv4Addr::new(10, 0, 0, 7), Ipv4Addr::new(255, 255, 255, 255))),
-                Oxm::IpProto(6),
-                Oxm::EthType(0x0800),
+                Oxm::IpProto(ip_proto::TCP),
+                Oxm::EthType(eth_type::IPV4),
                 Oxm::CtMark(Masked::masked(7, 0)),
             ],
         };
         assert_eq!(
             normalize_match(&m).fields,
             vec![
-                Oxm::EthType(0x0800),
-                Oxm::IpProto(6),
+                Oxm::EthType(eth_type::IPV4),
+                Oxm::IpProto(ip_proto::TCP),
                 Oxm::Ipv4Src(Masked::exact(Ipv4Addr::new(10, 0, 0, 7))),
                 Oxm::TcpDst(Masked::masked(0x50, 0xfff0)),
             ]
@@ -268,7 +269,7 @@ mod tests {
             Oxm::ConjId(9),
             Oxm::CtState(Masked::masked(0x22, 0x23)),
             Oxm::Reg { index: 3, value: Masked::masked(0xff, 0x0f) },
-            Oxm::EthType(0x86dd),
+            Oxm::EthType(eth_type::IPV6),
         ];
         let a = normalize_match(&Match { fields: fields.clone() });
         let mut rev = fields;

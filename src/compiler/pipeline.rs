@@ -5,14 +5,14 @@
 
 use super::cookie::{self, Kind};
 use super::copies::{self, CopyKind};
-use super::flow::{self, ct, from, FlowKey, FlowValue, ETH_ARP, ETH_IP, ETH_IPV6};
+use super::flow::{self, ct, from, FlowKey, FlowValue};
 use super::tables;
 use super::userdata::SecurityEvent;
 use crate::model::{Cidr, LocalPort, Node, NodePort};
+use ofp::numbers::{eth_type, ip_proto};
 use ofp::{Action, Instruction, Masked, Oxm};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-const ICMPV6: u8 = 58;
 const ND_ROUTER_ADVERT: u8 = 134;
 const ND_NEIGHBOR_SOLICIT: u8 = 135;
 const ND_NEIGHBOR_ADVERT: u8 = 136;
@@ -41,7 +41,7 @@ fn deliver_to(o: u32, mac: Option<[u8; 6]>) -> Vec<Action> {
 
 /// ARP, neighbour solicitations and advertisements.
 fn neighbor_messages() -> [Vec<Oxm>; 3] {
-    [vec![Oxm::EthType(ETH_ARP)], nd(ND_NEIGHBOR_SOLICIT), nd(ND_NEIGHBOR_ADVERT)]
+    [vec![Oxm::EthType(eth_type::ARP)], nd(ND_NEIGHBOR_SOLICIT), nd(ND_NEIGHBOR_ADVERT)]
 }
 
 /// `vlan_tci=0x0000/0x1fff`: frames without an 802.1Q header only (no VLAN hopping, and no
@@ -82,11 +82,11 @@ fn arp_reply(ip: Ipv4Addr, mac: [u8; 6]) -> Vec<Action> {
 
 /// `arp,arp_op=1,arp_tpa=<ip>`.
 fn arp_request_for(ip: Ipv4Addr) -> Vec<Oxm> {
-    vec![Oxm::EthType(ETH_ARP), Oxm::ArpOp(ARP_REQUEST), Oxm::ArpTpa(Masked::exact(ip))]
+    vec![Oxm::EthType(eth_type::ARP), Oxm::ArpOp(ARP_REQUEST), Oxm::ArpTpa(Masked::exact(ip))]
 }
 
 fn nd(kind: u8) -> Vec<Oxm> {
-    vec![Oxm::EthType(ETH_IPV6), Oxm::IpProto(ICMPV6), Oxm::Icmpv6Type(kind)]
+    vec![Oxm::EthType(eth_type::IPV6), Oxm::IpProto(ip_proto::ICMPV6), Oxm::Icmpv6Type(kind)]
 }
 
 /// The neighbour discovery messages for a holder of IPv6 address `a` (a solicitation for
@@ -123,7 +123,7 @@ fn neighbor_flows(
                     out.push((k(table, answer_priority, arp_request_for(*a)), v(vec![apply(arp_reply(*a, mac))])));
                 }
                 let answer =
-                    vec![Oxm::EthType(ETH_ARP), Oxm::ArpTpa(Masked::exact(*a)), flow::from_flags(from::GATEWAY)];
+                    vec![Oxm::EthType(eth_type::ARP), Oxm::ArpTpa(Masked::exact(*a)), flow::from_flags(from::GATEWAY)];
                 out.push((k(table, priority, answer), v(vec![apply(vec![flow::output(o)])])));
             }
             IpAddr::V6(a) => {
@@ -152,12 +152,12 @@ pub(crate) fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
         // IP with a source or MAC not the pod's are security events (below); IPv6 from a
         // link-local or the unspecified address (multicast listener reports, say) and the rest
         // are dropped quietly.
-        (k(SPOOF_GUARD, priority::QUIET_DROP, vec![Oxm::EthType(ETH_IPV6), Oxm::Ipv6Src(link_local)]), drop()),
+        (k(SPOOF_GUARD, priority::QUIET_DROP, vec![Oxm::EthType(eth_type::IPV6), Oxm::Ipv6Src(link_local)]), drop()),
         (
             k(
                 SPOOF_GUARD,
                 priority::QUIET_DROP,
-                vec![Oxm::EthType(ETH_IPV6), Oxm::Ipv6Src(Masked::exact(Ipv6Addr::UNSPECIFIED))],
+                vec![Oxm::EthType(eth_type::IPV6), Oxm::Ipv6Src(Masked::exact(Ipv6Addr::UNSPECIFIED))],
             ),
             drop(),
         ),
@@ -192,7 +192,7 @@ pub(crate) fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
         (k(OUTPUT, priority::MISS, vec![]), drop()),
         (k(NEIGHBOR_FORWARD, priority::MISS, vec![]), drop()),
     ];
-    for eth in [ETH_IP, ETH_IPV6] {
+    for eth in [eth_type::IPV4, eth_type::IPV6] {
         out.push((
             k(SPOOF_GUARD, priority::TAGGED_DROP, vec![tagged(), Oxm::EthType(eth)]),
             logged_drop(SecurityEvent::TaggedFrame),
@@ -213,7 +213,7 @@ pub(crate) fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
     // Back from the owner's zone: a new connection committed there (the mark says so), so
     // into the main zone; a later packet of one the zone holds, delivered; refused by the
     // zone's limit (no mark), dropped.
-    for eth in [ETH_IP, ETH_IPV6] {
+    for eth in [eth_type::IPV4, eth_type::IPV6] {
         out.push((
             k(CONNTRACK_QUOTA, priority::NORMAL, vec![Oxm::EthType(eth), quota_granted()]),
             v(vec![apply(vec![flow::ct_action(true, None), flow::resubmit(OUTPUT)])]),
@@ -358,7 +358,7 @@ pub(crate) fn port_flows(p: &LocalPort, controller_id: u16) -> Vec<(FlowKey, Flo
         match ip {
             IpAddr::V4(a) => {
                 let a = Masked::exact(*a);
-                let arp = vec![Oxm::EthType(ETH_ARP), Oxm::ArpSpa(a), Oxm::ArpSha(Masked::exact(mac))];
+                let arp = vec![Oxm::EthType(eth_type::ARP), Oxm::ArpSpa(a), Oxm::ArpSha(Masked::exact(mac))];
                 out.push((k(SPOOF_GUARD, priority::NORMAL, from_pod(arp)), to_neighbors()));
             }
             IpAddr::V6(a) => own_v6.push(*a),
@@ -420,7 +420,7 @@ fn node_port_flows(port: &NodePort, class: u32) -> Vec<(FlowKey, FlowValue)> {
     let k = FlowKey::new;
     let mut out = Vec::new();
     let mark = flow::set_reg(3, class);
-    for eth in [ETH_IP, ETH_IPV6] {
+    for eth in [eth_type::IPV4, eth_type::IPV6] {
         out.push((
             k(CLASSIFIER, priority::SKIP, vec![Oxm::InPort(o), untagged(), Oxm::EthType(eth)]),
             v(vec![apply(vec![mark.clone(), into_conntrack()])]),
@@ -436,7 +436,7 @@ fn node_port_flows(port: &NodePort, class: u32) -> Vec<(FlowKey, FlowValue)> {
     }
     // Connections that entered by it (and no local pod opened): counted in the inbound zone,
     // never in a pod's.
-    for eth in [ETH_IP, ETH_IPV6] {
+    for eth in [eth_type::IPV4, eth_type::IPV6] {
         out.push(zone_new_flow(INBOUND_ZONE, priority::INBOUND, vec![Oxm::EthType(eth), Oxm::InPort(o)], v));
         let later = vec![Oxm::EthType(eth), Oxm::CtMark(Masked::exact(o))];
         out.push(zone_later_flow(INBOUND_ZONE, priority::INBOUND, later, v));
@@ -482,7 +482,7 @@ fn gateway_flows(node: &Node, gw: &NodePort) -> Vec<(FlowKey, FlowValue)> {
     }
     // The node's own connections are counted in a zone of their own: neither a pod's zone
     // nor a flood through the inbound zone holds kubelet's probes back.
-    for eth in [ETH_IP, ETH_IPV6] {
+    for eth in [eth_type::IPV4, eth_type::IPV6] {
         out.push(zone_new_flow(NODE_ZONE, priority::BY_NODE, vec![Oxm::EthType(eth), flow::from_flags(from::NODE)], v));
     }
     for cidr in &node.service_cidrs {
@@ -500,7 +500,7 @@ fn gateway_flows(node: &Node, gw: &NodePort) -> Vec<(FlowKey, FlowValue)> {
             v(vec![flow::goto(L2_FORWARDING_CALC)]),
         ));
     }
-    for eth in [ETH_IP, ETH_IPV6] {
+    for eth in [eth_type::IPV4, eth_type::IPV6] {
         // Pod traffic for no local pod: the node routes it.
         out.push((
             k(L2_FORWARDING_CALC, priority::ROUTE, vec![Oxm::EthType(eth), flow::from_flags(from::POD)]),

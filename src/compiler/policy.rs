@@ -10,13 +10,14 @@
 //! split the applied-to pods (ingress) or the destination pods (egress).
 
 use super::cookie;
-use super::flow::{self, ct, FlowKey, FlowValue, ETH_IP, ETH_IPV6};
+use super::flow::{self, ct, FlowKey, FlowValue};
 use super::ids::{IdAllocator, PortRange, RuleKey};
 use super::ranges::{port_range_masks, subtract};
 use super::rules::{Direction, RuleInfo, Stage};
 use super::staged;
 use super::tables::{self, priority};
 use crate::model::{Cidr, Labels, LocalPort, Model, ObjectRef, Peer, Pod, Policy, PortRef, PortSpec, Protocol};
+use ofp::numbers::{eth_type, ip_proto};
 use ofp::{Action, Instruction, Masked, Oxm};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -398,7 +399,7 @@ impl PolicyCompiler<'_, '_> {
         }
         for pr in &key.ports {
             for (value, mask) in port_range_masks(pr.first, pr.last) {
-                for eth in [ETH_IP, ETH_IPV6] {
+                for eth in [eth_type::IPV4, eth_type::IPV6] {
                     for fields in port_matches(eth, pr.protocol, value, mask) {
                         add(fields, 2);
                     }
@@ -489,7 +490,7 @@ fn conj_flows(stage: Stage, dir: Direction, id: u32, rule_cookie: u64, logging: 
 /// The peer clause's matches: the prefixes, or any IPv4 and IPv6 when the rule has no peers.
 fn peer_clause<'c>(direction: Direction, prefixes: Option<impl Iterator<Item = &'c Cidr>>) -> Vec<Vec<Oxm>> {
     match prefixes {
-        None => vec![vec![Oxm::EthType(ETH_IP)], vec![Oxm::EthType(ETH_IPV6)]],
+        None => vec![vec![Oxm::EthType(eth_type::IPV4)], vec![Oxm::EthType(eth_type::IPV6)]],
         Some(p) => p.map(|c| peer_match(direction, c)).collect(),
     }
 }
@@ -547,12 +548,12 @@ fn port_matches(eth: u16, proto: Protocol, value: u16, mask: u16) -> Vec<Vec<Oxm
         ]
     };
     match proto {
-        Protocol::Tcp => ct_port(6),
-        Protocol::Udp => ct_port(17),
+        Protocol::Tcp => ct_port(ip_proto::TCP),
+        Protocol::Udp => ct_port(ip_proto::UDP),
         Protocol::Sctp => {
             let sctp = |reply: bool, field: Oxm| {
                 let state = if reply { flow::ct_state(ct::RPL | ct::TRK, 0) } else { flow::ct_state(ct::TRK, ct::RPL) };
-                vec![Oxm::EthType(eth), Oxm::IpProto(132), state, field]
+                vec![Oxm::EthType(eth), Oxm::IpProto(ip_proto::SCTP), state, field]
             };
             vec![sctp(false, Oxm::SctpDst(m)), sctp(true, Oxm::SctpSrc(m))]
         }

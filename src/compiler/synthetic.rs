@@ -14,8 +14,11 @@
 //! StagedNetworkPolicies to either (edits of enforced policies, default-denies and allows).
 //!
 //! Built only with the `testing` feature (the crate's tests, benches and examples enable it).
-//! Its inputs are literals of the tests, so a malformed one may panic.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "its inputs are literals of the tests, so a malformed one may panic"
+)]
 
 use crate::model::{
     Annotations, Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, LocalPort, Model, Namespace,
@@ -232,7 +235,7 @@ fn synthetic_policy(ns: &str, i: usize, k: usize, namespaces: usize) -> Policy {
         namespace_selector: Some(LabelSelector {
             match_labels: Default::default(),
             match_expressions: vec![Requirement {
-                key: "kubernetes.io/metadata.name".into(),
+                key: crate::k8s::NAMESPACE_NAME_LABEL.into(),
                 op: SelectorOp::In,
                 values: [ns_name((i + k + 1) % namespaces), ns_name((i + 7 * k + 3) % namespaces)]
                     .into_iter()

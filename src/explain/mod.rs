@@ -198,7 +198,7 @@ pub fn explain(model: &Model, compiler: &Compiler, q: &Query) -> Result<Explanat
         dst_port: to.ofport,
         src,
         dst,
-        transport: q.port.as_ref().zip(port.as_ref()).map(|(spec, p)| (query::ip_proto(spec.protocol), p.port)),
+        transport: q.port.as_ref().zip(port.as_ref()).map(|(spec, p)| (spec.protocol.number(), p.port)),
     };
     let mut egress = answer(compiler, Direction::Egress, &from, &pkt);
     let mut ingress = answer(compiler, Direction::Ingress, &to, &pkt);

@@ -106,9 +106,9 @@ pub(crate) fn first_packet_state(f: &Oxm) -> bool {
 /// The EtherType of a packet from `ip`.
 fn eth_type(ip: &IpAddr) -> u16 {
     if ip.is_ipv4() {
-        crate::compiler::flow::ETH_IP
+        ofp::numbers::eth_type::IPV4
     } else {
-        crate::compiler::flow::ETH_IPV6
+        ofp::numbers::eth_type::IPV6
     }
 }
 

@@ -91,15 +91,6 @@ pub(crate) fn protocol_name(p: Protocol) -> &'static str {
     }
 }
 
-/// The IP protocol number of `p`.
-pub(crate) fn ip_proto(p: Protocol) -> u8 {
-    match p {
-        Protocol::Tcp => 6,
-        Protocol::Udp => 17,
-        Protocol::Sctp => 132,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

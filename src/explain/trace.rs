@@ -50,7 +50,7 @@ pub fn flow(p: &TracePacket) -> String {
     let ct_transport = match p.transport {
         None => String::new(),
         Some((proto, port)) => {
-            format!(",ct_nw_proto={},ct_tp_src={SRC_PORT},ct_tp_dst={port}", super::query::ip_proto(proto))
+            format!(",ct_nw_proto={},ct_tp_src={SRC_PORT},ct_tp_dst={port}", proto.number())
         }
     };
     format!(

@@ -20,6 +20,7 @@ pub use liveness::{ClaimRank, Phase, PodLife};
 pub use node::{Node, NodePort};
 pub use selector::{LabelSelector, Requirement, SelectorOp};
 
+use ofp::numbers::ip_proto;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
@@ -60,6 +61,17 @@ pub enum Protocol {
     Tcp,
     Udp,
     Sctp,
+}
+
+impl Protocol {
+    /// Its IP protocol number.
+    pub fn number(self) -> u8 {
+        match self {
+            Protocol::Tcp => ip_proto::TCP,
+            Protocol::Udp => ip_proto::UDP,
+            Protocol::Sctp => ip_proto::SCTP,
+        }
+    }
 }
 
 /// A container port (used to resolve named ports).

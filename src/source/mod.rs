@@ -147,9 +147,10 @@ impl<T> Sourced<T> {
 }
 
 /// A change reported by an object source. See the module documentation for the contract.
-// Unboxed on purpose: `Applied` is most of a watch's events, and boxing it would add an
-// allocation to each to shrink the rarer variants.
-#[allow(clippy::large_enum_variant)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "unboxed on purpose: `Applied` is most of a watch's events, and boxing it would add an allocation to each to shrink the rarer variants"
+)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceEvent {
     /// Replace everything of these kinds (initial list, watcher InitDone/relist, manifest load).

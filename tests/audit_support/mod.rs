@@ -234,15 +234,7 @@ pub fn packet_in(frame: Vec<u8>, disposition: Disposition, table_id: u8, id: u32
             panic!("a staged copy names its pod in a register: use staged_packet_in")
         }
     };
-    let ud = LogUserdata { disposition, table_id, subject };
-    PacketIn2 {
-        packet: Bytes::from(frame),
-        table_id: Some(table_id),
-        reason: Some(1),
-        userdata: Some(Bytes::copy_from_slice(&ud.encode())),
-        metadata,
-        ..Default::default()
-    }
+    logging_copy(frame, LogUserdata { disposition, table_id, subject }, metadata)
 }
 
 /// A SYN from default/client (10.10.1.13:57050) to default/nettool port 80, allowed by conj 17.
@@ -326,13 +318,18 @@ pub fn staged_packet_in_with(
         }
         (Disposition::Allow | Disposition::Drop, _) => panic!("not a staged verdict: use packet_in"),
     };
-    let ud = LogUserdata { disposition, table_id, subject };
+    logging_copy(frame, LogUserdata { disposition, table_id, subject }, ovs_registers(&regs))
+}
+
+/// The packet-in of a logging flow's copy of `frame` (an action=controller copy, reason 1),
+/// its userdata `ud` and the registers `metadata`.
+fn logging_copy(frame: Vec<u8>, ud: LogUserdata, metadata: Vec<ofp::Oxm>) -> PacketIn2 {
     PacketIn2 {
         packet: Bytes::from(frame),
-        table_id: Some(table_id),
+        table_id: Some(ud.table_id),
         reason: Some(1),
         userdata: Some(Bytes::copy_from_slice(&ud.encode())),
-        metadata: ovs_registers(&regs),
+        metadata,
         ..Default::default()
     }
 }

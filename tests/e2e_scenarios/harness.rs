@@ -22,6 +22,31 @@ pub fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/scenarios")
 }
 
+/// The testbed the scenarios run on, with its outside hosts, and the scenarios over it.
+pub struct ScenarioBed {
+    pub tb: Testbed,
+    /// The agent's manifests directory, which each step rewrites.
+    pub dir: ManifestDir,
+    /// Each outside host's id and address.
+    pub outside: Vec<(String, String)>,
+    /// The testbed's objects and outside hosts, the scenarios' base.
+    pub base: Base,
+    /// Every scenario of testbed/scenarios.
+    pub scenarios: Vec<Scenario>,
+}
+
+impl ScenarioBed {
+    /// Starts the testbed with its outside hosts and loads the scenarios over it.
+    pub fn start() -> ScenarioBed {
+        let tb = Testbed::start_with_outside();
+        let dir = ManifestDir::open(&tb.manifests_dir());
+        let outside: Vec<(String, String)> = tb.outside_hosts().iter().map(|h| (h.id(), h.ip.clone())).collect();
+        let base = dir.base().with_outside(&outside).unwrap_or_else(|e| panic!("{e}"));
+        let scenarios = Scenario::load_dir(&scenarios_dir(), &base).unwrap_or_else(|e| panic!("{e}"));
+        ScenarioBed { tb, dir, outside, base, scenarios }
+    }
+}
+
 /// An exclusive lock shared by every end-to-end test that measures convergence, across test
 /// processes (cargo-nextest runs each test in a process of its own): on two cores, a second
 /// testbed probing at the same time would make the timings meaningless. A directory created

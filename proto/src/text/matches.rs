@@ -1,6 +1,7 @@
 //! Matches, printed in OVS's fixed field order with its shorthands.
 
 use super::*;
+use crate::numbers::{eth_type, ip_proto};
 
 /// The match folded into OVS's flow/wildcard view: (value, mask) per field, value & mask.
 #[derive(Default)]
@@ -461,20 +462,20 @@ pub(super) fn write_match(s: &mut String, m: &Match, priority: Option<u16>, n: &
         skip_type = true;
         let proto = |ip4: bool| -> Option<&'static str> {
             Some(match (v.nw_proto?, ip4) {
-                (1, true) => "icmp",
-                (6, true) => "tcp",
-                (17, true) => "udp",
-                (132, true) => "sctp",
-                (58, false) => "icmp6",
-                (6, false) => "tcp6",
-                (17, false) => "udp6",
-                (132, false) => "sctp6",
+                (ip_proto::ICMP, true) => "icmp",
+                (ip_proto::TCP, true) => "tcp",
+                (ip_proto::UDP, true) => "udp",
+                (ip_proto::SCTP, true) => "sctp",
+                (ip_proto::ICMPV6, false) => "icmp6",
+                (ip_proto::TCP, false) => "tcp6",
+                (ip_proto::UDP, false) => "udp6",
+                (ip_proto::SCTP, false) => "sctp6",
                 _ => return None,
             })
         };
         let short = match t {
-            0x0800 | 0x86dd => {
-                let ip4 = t == 0x0800;
+            eth_type::IPV4 | eth_type::IPV6 => {
+                let ip4 = t == eth_type::IPV4;
                 match proto(ip4) {
                     Some(p) => {
                         skip_proto = true;
@@ -484,10 +485,10 @@ pub(super) fn write_match(s: &mut String, m: &Match, priority: Option<u16>, n: &
                     None => "ipv6",
                 }
             }
-            0x0806 => "arp",
-            0x8035 => "rarp",
-            0x8847 => "mpls",
-            0x8848 => "mplsm",
+            eth_type::ARP => "arp",
+            eth_type::RARP => "rarp",
+            eth_type::MPLS => "mpls",
+            eth_type::MPLS_MULTICAST => "mplsm",
             _ => {
                 skip_type = false;
                 ""
@@ -526,8 +527,8 @@ pub(super) fn write_match(s: &mut String, m: &Match, priority: Option<u16>, n: &
             let _ = write!(s, "dl_type=0x{t:04x},");
         }
     }
-    let arp = dl_type == 0x0806 || dl_type == 0x8035;
-    if dl_type == 0x86dd {
+    let arp = dl_type == eth_type::ARP || dl_type == eth_type::RARP;
+    if dl_type == eth_type::IPV6 {
         ipv6_netmask(s, "ipv6_src", v.ipv6_src);
         ipv6_netmask(s, "ipv6_dst", v.ipv6_dst);
     } else if arp {
@@ -547,24 +548,24 @@ pub(super) fn write_match(s: &mut String, m: &Match, priority: Option<u16>, n: &
         eth_masked(s, "arp_tha", v.arp_tha);
     }
     nw_frag(s, v.nw_frag);
-    let is_ip = dl_type == 0x0800 || dl_type == 0x86dd;
+    let is_ip = dl_type == eth_type::IPV4 || dl_type == eth_type::IPV6;
     let proto = v.nw_proto.unwrap_or(0);
-    if is_ip && (proto == 1 || proto == 58) {
+    if is_ip && (proto == ip_proto::ICMP || proto == ip_proto::ICMPV6) {
         be16_masked(s, "icmp_type", v.tp_src);
         be16_masked(s, "icmp_code", v.tp_dst);
-        if proto == 58 && dl_type == 0x86dd {
+        if proto == ip_proto::ICMPV6 && dl_type == eth_type::IPV6 {
             ipv6_netmask(s, "nd_target", v.nd_target);
             eth_masked(s, "nd_sll", v.arp_sha);
             eth_masked(s, "nd_tll", v.arp_tha);
         }
-    } else if is_ip && proto == 2 {
+    } else if is_ip && proto == ip_proto::IGMP {
         be16_masked(s, "igmp_type", v.tp_src);
         be16_masked(s, "igmp_code", v.tp_dst);
     } else {
         be16_masked(s, "tp_src", v.tp_src);
         be16_masked(s, "tp_dst", v.tp_dst);
     }
-    if is_ip && proto == 6 && v.tcp_flags.1 & 0x0fff != 0 {
+    if is_ip && proto == ip_proto::TCP && v.tcp_flags.1 & 0x0fff != 0 {
         s.push_str("tcp_flags=");
         flags_masked(s, tcp_flag_name, u32::from(v.tcp_flags.0), u32::from(v.tcp_flags.1 & 0x0fff), 0x0fff);
         s.push(',');

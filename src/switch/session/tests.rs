@@ -99,7 +99,7 @@ fn conj_flow(i: u32) -> FlowMod {
         cookie: 0x42,
         match_: Match {
             fields: vec![
-                Oxm::EthType(0x0800),
+                Oxm::EthType(ofp::numbers::eth_type::IPV4),
                 Oxm::Ipv4Src(ofp::Masked::exact(std::net::Ipv4Addr::from(0x0a00_0000 + i))),
             ],
         },

@@ -1,0 +1,195 @@
+//! The tasks the agent runs beside its main loop, started in one place: the object source,
+//! the OVSDB client, the gateway port and its device's addresses, the node's configuration
+//! (the flags' and the API's, with the gateway device's addresses merged in), the forwarded
+//! connections' rule, the pods' host ends' rules, the packet-in forwarder, the admin server and the CNI server. What they
+//! tell the main loop arrives on its [`Inputs`]; [`Tasks`] says which of them ended.
+
+use super::{cni, forwarded_snat, host_ends, packet_ins, RunError, Shared, SourceConfig};
+use crate::admin::health::Health;
+use crate::admin::metrics;
+use crate::admin::Admin;
+use crate::audit::AuditLogger;
+use crate::cni::attach::AgentView;
+use crate::compiler::tables;
+use crate::model::node::NodeConfig;
+use crate::source::ovsdb::db::BridgePorts;
+use crate::source::ovsdb::gateway::{self, GatewaySpec};
+use crate::source::ovsdb::gateway_addrs::{self, DeviceAddrs};
+use crate::source::SourceEvent;
+use ofp::packet_in2::PacketIn2;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+/// The tasks beside the main loop. They retry what fails, so one that ends is a bug.
+pub(super) struct Tasks {
+    source: JoinHandle<()>,
+    ovsdb: JoinHandle<()>,
+    gateway: JoinHandle<()>,
+    gateway_addrs: JoinHandle<()>,
+    node_config: JoinHandle<()>,
+    forwarded_snat: JoinHandle<()>,
+    host_ends: JoinHandle<()>,
+    packet_ins: JoinHandle<()>,
+    /// Tells the packet-in forwarder to hand on what it holds and end.
+    stop_packet_ins: oneshot::Sender<()>,
+    admin: JoinHandle<()>,
+    cni: JoinHandle<()>,
+}
+
+impl Tasks {
+    /// Every task with its name as a reason names it ("the OVSDB client").
+    fn named(&self) -> [(&'static str, &JoinHandle<()>); 10] {
+        [
+            ("the object source", &self.source),
+            ("the OVSDB client", &self.ovsdb),
+            ("the gateway", &self.gateway),
+            ("the gateway's addresses", &self.gateway_addrs),
+            ("the node's configuration", &self.node_config),
+            ("the forwarded connections' rule", &self.forwarded_snat),
+            ("the pods' host ends' rules", &self.host_ends),
+            ("the packet-in forwarder", &self.packet_ins),
+            ("the admin server", &self.admin),
+            ("the CNI server", &self.cni),
+        ]
+    }
+
+    /// The names of the tasks that ended.
+    pub(super) fn stopped(&self) -> Vec<&'static str> {
+        self.named().into_iter().filter(|(_, task)| task.is_finished()).map(|(name, _)| name).collect()
+    }
+
+    /// Ends every task but the packet-in forwarder ([`Self::drain_packet_ins`]): what they
+    /// were doing, the next start does again.
+    pub(super) fn abort(&self) {
+        for (_, task) in self.named() {
+            if !std::ptr::eq(task, &self.packet_ins) {
+                task.abort();
+            }
+        }
+    }
+
+    /// Ends the packet-in forwarder once the packet-ins already received reach the audit log.
+    pub(super) async fn drain_packet_ins(self) {
+        let _ = self.stop_packet_ins.send(());
+        let _ = self.packet_ins.await;
+    }
+}
+
+/// What the tasks tell the main loop, and what it tells the CNI server.
+pub(super) struct Inputs {
+    /// Namespaces, Pods and (staged) NetworkPolicies as they change.
+    pub(super) source: mpsc::Receiver<SourceEvent>,
+    /// The bridge's ports, from OVSDB.
+    pub(super) ports: watch::Receiver<BridgePorts>,
+    /// The pod ports the CNI server is taking apart (left out of the model first).
+    pub(super) withdrawn: watch::Receiver<BTreeSet<String>>,
+    /// The node's configuration as the pipeline uses it.
+    pub(super) node: watch::Receiver<NodeConfig>,
+    /// Whether the agent is ready and which pod ports are enforced, for the CNI server.
+    pub(super) view: watch::Sender<AgentView>,
+}
+
+/// The tasks started, what they tell the main loop, and the admin server's state.
+pub(super) struct Running {
+    pub(super) tasks: Tasks,
+    pub(super) inputs: Inputs,
+    pub(super) admin: Arc<Admin>,
+}
+
+/// Starts the tasks beside the main loop, among them the admin server (on `admin_listener`,
+/// with the `audit` logger's stats) and the packet-in forwarder (of `packet_ins` to `audit`).
+/// Fails when no Kubernetes client can be made or the CNI socket cannot be served.
+pub(super) async fn spawn(
+    shared: &Shared,
+    audit: &AuditLogger,
+    admin_listener: TcpListener,
+    packet_ins: mpsc::Receiver<PacketIn2>,
+) -> Result<Running, RunError> {
+    let Shared { cfg, started, state, metrics } = shared;
+    let (packet_ins, stop_packet_ins) = packet_ins::spawn(packet_ins, audit.sender());
+    let (source_tx, source_rx) = mpsc::channel::<SourceEvent>(1024);
+    // The node's configuration: the flags', and in kube mode what the API adds; it lives as
+    // long as the source task.
+    let (node_tx, configured_rx) = watch::channel(cfg.node_net.clone());
+    let source = spawn_source(&cfg.source, &cfg.node, &cfg.node_net, source_tx, node_tx).await?;
+    // The node's configuration as the pipeline and the CNI server use it: the gateway's
+    // addresses are those its device holds when none are configured.
+    let (merged_tx, node_rx) = watch::channel(cfg.node_net.clone());
+    let (view_tx, view_rx) = watch::channel(AgentView::default());
+    let (cni, withdrawn_rx) = cni::spawn(cfg, node_rx.clone(), view_rx, Arc::clone(state))?;
+    let (ports_tx, ports_rx) = watch::channel(BridgePorts::default());
+    let names = tables::TABLES.iter().map(|(id, name)| (*id, name.to_string())).collect();
+    let ovsdb = tokio::spawn(crate::source::ovsdb::run_ovsdb(cfg.ovsdb.clone(), cfg.bridge.clone(), names, ports_tx));
+    let (device_tx, device_rx) = watch::channel(DeviceAddrs::Unknown);
+    let gateway_addrs = tokio::spawn(gateway_addrs::follow_gateway_addrs(ports_rx.clone(), device_tx));
+    let node_config = tokio::spawn(gateway_addrs::merge(configured_rx.clone(), device_rx.clone(), merged_tx));
+    let gateway_spec =
+        GatewaySpec { ovsdb: cfg.ovsdb.clone(), bridge: cfg.bridge.name.clone(), create: cfg.gateway.clone() };
+    let gateway = tokio::spawn(gateway::run_gateway(gateway_spec, ports_rx.clone(), configured_rx, device_rx));
+    let forwarded_snat =
+        tokio::spawn(forwarded_snat::run_forwarded_snat(cfg.forwarded.clone(), ports_rx.clone(), node_rx.clone()));
+    let host_ends = tokio::spawn(host_ends::run_host_ends(ports_rx.clone()));
+    let source_name = match &cfg.source {
+        SourceConfig::Manifests(_) => "the manifests directory",
+        SourceConfig::Kube { .. } => "the Kubernetes API",
+    };
+    let registry = metrics::registry_with(Arc::clone(metrics), audit.stats(), cfg.metrics_policy_labels);
+    let admin = Arc::new(Admin::new(Health::new(source_name, *started), registry));
+    match admin_listener.local_addr() {
+        Ok(addr) => tracing::info!("admin server on http://{addr}/ (livez, readyz, metrics)"),
+        Err(e) => tracing::warn!("admin server: cannot read its bound address: {e}"),
+    }
+    let admin_task = tokio::spawn(crate::admin::serve(admin_listener, Arc::clone(&admin), Arc::clone(metrics)));
+    let tasks = Tasks {
+        source,
+        ovsdb,
+        gateway,
+        gateway_addrs,
+        node_config,
+        forwarded_snat,
+        host_ends,
+        packet_ins,
+        stop_packet_ins,
+        admin: admin_task,
+        cni,
+    };
+    let inputs = Inputs { source: source_rx, ports: ports_rx, withdrawn: withdrawn_rx, node: node_rx, view: view_tx };
+    Ok(Running { tasks, inputs, admin })
+}
+
+/// Starts the object source `source` (for node `node`, whose flags say `node_net`): its
+/// objects go to `objects`, what it says of the node to `node_tx` (in kube mode: the flags'
+/// with the Node's and the ServiceCIDRs' on top).
+async fn spawn_source(
+    source: &SourceConfig,
+    node: &str,
+    node_net: &NodeConfig,
+    objects: mpsc::Sender<SourceEvent>,
+    node_tx: watch::Sender<NodeConfig>,
+) -> Result<JoinHandle<()>, RunError> {
+    Ok(match source {
+        SourceConfig::Manifests(dir) => {
+            let objects = crate::source::manifests::watch_manifests(dir.clone(), objects);
+            tokio::spawn(async move {
+                let _flags_only = node_tx;
+                objects.await
+            })
+        }
+        SourceConfig::Kube { kubeconfig } => {
+            let client = crate::source::kube::client(kubeconfig.as_deref()).await?;
+            let node = crate::source::kube::node::watch_node_config(
+                client.clone(),
+                node.to_owned(),
+                node_net.clone(),
+                node_tx,
+            );
+            let objects = crate::source::kube::watch_kube(client, objects);
+            tokio::spawn(async move {
+                tokio::join!(objects, node);
+            })
+        }
+    })
+}
