@@ -22,10 +22,10 @@
 //! a kernel mark would not cross the userspace datapath's tap. The node never needs to hold
 //! the address: its replies are un-NATed by the node's conntrack before they are routed.
 
+use crate::host::netlink::link::{LinkError, Netlink};
 use crate::model::node::NodeConfig;
 use crate::rate_limited::RateLimitedWarning;
 use crate::source::ovsdb::db::BridgePorts;
-use crate::source::ovsdb::link::{LinkError, Netlink};
 use std::net::IpAddr;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;

@@ -34,10 +34,11 @@ use super::spec::{code, AddResult, AttachmentId, CniError, Env, Interface, IpCon
 use super::veth::{Leftover, PodEndConfig};
 use super::{ipam, port, veth};
 use crate::endpoint::Endpoint;
+use crate::host::ovsdb::bridge;
+use crate::host::ovsdb::port_keys::{self, role};
+use crate::host::ovsdb::value::format_mac;
 use crate::model::names::{validate_namespace_name, validate_object_name};
 use crate::model::node::{InterfaceAddr, NodeConfig};
-use crate::source::ovsdb::bridge;
-use crate::source::ovsdb::db::format_mac;
 
 /// How long an ADD waits for the pod's flows.
 pub const ENFORCED_WITHIN: Duration = Duration::from_secs(30);
@@ -308,14 +309,14 @@ impl Attacher {
         let mac_text = format_mac(mac);
         let ips: Vec<String> = addrs.iter().map(|a| a.ip.to_string()).collect();
         let ids: BTreeMap<String, String> = [
-            (port::key::ANTREA_TYPE, port::key::CONTAINER.to_string()),
-            (port::key::CONTAINER_ID, id.container_id.clone()),
-            (port::key::POD_NAME, name.to_string()),
-            (port::key::POD_NAMESPACE, namespace.to_string()),
-            (port::key::IP_ADDRESS, ips.join(",")),
-            (port::key::ATTACHED_MAC, mac_text.clone()),
-            (port::key::IF_DEV, id.ifname.clone()),
-            (port::key::NET_NS, netns.display().to_string()),
+            (port_keys::ANTREA_TYPE, role::CONTAINER.to_string()),
+            (port_keys::CONTAINER_ID, id.container_id.clone()),
+            (port_keys::POD_NAME, name.to_string()),
+            (port_keys::POD_NAMESPACE, namespace.to_string()),
+            (port_keys::IP_ADDRESS, ips.join(",")),
+            (port_keys::ATTACHED_MAC, mac_text.clone()),
+            (port_keys::IF_DEV, id.ifname.clone()),
+            (port_keys::NET_NS, netns.display().to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -410,7 +411,7 @@ impl Attacher {
             .await
             .map_err(|e| CniError::new(code::TRY_AGAIN_LATER, "cannot read the bridge's ports").with_details(e))?
             .into_iter()
-            .any(|p| p.name == record.host && p.get(port::key::CONTAINER_ID) == id.container_id);
+            .any(|p| p.name == record.host && p.get(port_keys::CONTAINER_ID) == id.container_id);
         if ours {
             self.records.insert(id.clone(), record);
             return self.take_apart(&id).await;
@@ -464,7 +465,7 @@ impl Attacher {
         let ports = port::list(&self.cfg.ovsdb, &self.cfg.bridge)
             .await
             .map_err(|e| CniError::new(code::TRY_AGAIN_LATER, "cannot read the bridge's ports").with_details(e))?;
-        if !ports.iter().any(|p| p.name == record.host && p.get(port::key::CONTAINER_ID) == id.container_id) {
+        if !ports.iter().any(|p| p.name == record.host && p.get(port_keys::CONTAINER_ID) == id.container_id) {
             return Err(differs(format!("port {} is missing from bridge {}", record.host, self.cfg.bridge)));
         }
         if !self.view.borrow().enforced.contains(&record.host) {
@@ -518,7 +519,7 @@ impl Attacher {
         }
         let mut gone = Vec::new();
         for (id, r) in records {
-            let port = ports.iter().find(|p| p.name == r.host && p.get(port::key::CONTAINER_ID) == id.container_id);
+            let port = ports.iter().find(|p| p.name == r.host && p.get(port_keys::CONTAINER_ID) == id.container_id);
             let netns_alive = r.env.netns.as_deref().is_some_and(Path::exists);
             if port.is_none() || !netns_alive || r.result.is_none() {
                 gone.push(id.clone());
@@ -528,10 +529,10 @@ impl Attacher {
         // Pod ports that no record explains and whose namespace is gone.
         for p in &ports {
             let id = AttachmentId {
-                container_id: p.get(port::key::CONTAINER_ID).to_string(),
-                ifname: p.get(port::key::IF_DEV).to_string(),
+                container_id: p.get(port_keys::CONTAINER_ID).to_string(),
+                ifname: p.get(port_keys::IF_DEV).to_string(),
             };
-            let netns = p.get(port::key::NET_NS);
+            let netns = p.get(port_keys::NET_NS);
             if !self.records.contains_key(&id) && !netns.is_empty() && !Path::new(netns).exists() {
                 if let Err(e) = port::remove(&self.cfg.ovsdb, &self.cfg.bridge, &p.name).await {
                     tracing::warn!("removing the port of a gone pod: {e}");
