@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+use super::spec::AttachmentId;
 use crate::endpoint::Endpoint;
 use crate::host::ovsdb::port_keys::{self, role};
 use crate::host::ovsdb::transact::{self, rows, transact};
@@ -25,6 +26,17 @@ impl PortRecord {
     /// The value of `key`, or "".
     pub fn get(&self, key: &str) -> &str {
         self.external_ids.get(key).map(String::as_str).unwrap_or_default()
+    }
+
+    /// The attachment the port says it was made for (`container-id`, `if-dev`).
+    pub fn attachment(&self) -> AttachmentId {
+        AttachmentId::new(self.get(port_keys::CONTAINER_ID), self.get(port_keys::IF_DEV))
+    }
+
+    /// Whether this is the port `host` that attachment `id` made: named so, and made for its
+    /// container.
+    pub fn is_of(&self, host: &str, id: &AttachmentId) -> bool {
+        self.name == host && self.get(port_keys::CONTAINER_ID) == id.container_id
     }
 }
 
