@@ -4,14 +4,14 @@
 //! is: the addresses its device holds ([`addrs`]) are the gateway's when none are
 //! configured; a configured address the device does not hold, or a device address not
 //! configured, is a warning naming both (the configured ones are used). npagent never changes
-//! or re-creates a gateway it did not create. When the bridge has no gateway, a name to create one
-//! under is given (`--gateway`, default `antrea-gw0`) and the gateway has an address
+//! or re-creates a gateway it did not create. When the bridge has no gateway, a name to create
+//! one under is given (`--gateway`, default `antrea-gw0`) and the gateway has an address
 //! (`--gateway-ip`, or in kube mode the first address of the Node's podCIDR), npagent creates
 //! it as Antrea does: an OVS internal port (`ofport_request` 32769) marked
 //! `antrea-type=gateway`, in one OVSDB transaction that fails when a gateway appeared
 //! meanwhile. Once ovs-vswitchd has made its device, npagent adds the addresses and brings it
-//! up through netlink ([`crate::host::netlink::link`]). Its MAC is the one the device got, as OVSDB reports it
-//! (`mac_in_use`), never chosen. Failures are logged naming the port and retried with backoff;
+//! up through netlink ([`crate::host::netlink::link`]). Its MAC is the one the device got, as
+//! OVSDB reports it (`mac_in_use`), never chosen. Failures are logged naming the port and retried with backoff;
 //! the pipeline serves what is valid meanwhile (a gateway without a MAC gets no flows).
 
 pub mod addrs;

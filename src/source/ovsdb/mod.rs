@@ -1,14 +1,13 @@
-//! The bridge's ports from OVSDB: a small RFC 7047 JSON-RPC client.
+//! The bridge's ports from OVSDB, read with the host's client ([`crate::host::ovsdb`]:
+//! JSON-RPC, transactions, value encodings, port keys).
 //!
 //! It `monitor`s Bridge, Port, Interface and Flow_Table rows of the Open_vSwitch database and
 //! publishes the classified ports of one bridge (see [`db`] for what makes a pod, gateway or
-//! uplink port) on a
-//! `watch` channel, sorted, whenever they change. It also names npagent's OpenFlow tables
+//! uplink port) on a `watch` channel, sorted, whenever they change. It also names npagent's OpenFlow tables
 //! ([`tables`]). When OVSDB goes away it says so, keeps the last published ports (the
 //! datapath still has them) and reconnects with backoff; the monitor reply on reconnect
 //! replaces the whole state, so nothing missed meanwhile is lost. Once per connection it
-//! makes the bridge's `fail_mode` `secure` ([`fail_mode`]). The client itself (JSON-RPC,
-//! transactions, value encodings, port keys) is [`crate::host::ovsdb`].
+//! makes the bridge's `fail_mode` `secure` ([`fail_mode`]).
 
 pub mod db;
 pub mod fail_mode;
