@@ -6,10 +6,27 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+/// The paths of OVS's sockets in its default run directory, written once: the `const`s below
+/// are built from them (`concat!` takes only literals).
+macro_rules! default_ofp_path {
+    () => {
+        "/var/run/openvswitch/br-int.mgmt"
+    };
+}
+macro_rules! default_ovsdb_path {
+    () => {
+        "/var/run/openvswitch/db.sock"
+    };
+}
+
 /// OVS's management socket of br-int in the default run directory.
-pub const DEFAULT_OFP: &str = "unix:/var/run/openvswitch/br-int.mgmt";
+pub const DEFAULT_OFP_PATH: &str = default_ofp_path!();
+/// [`DEFAULT_OFP_PATH`] as an endpoint string.
+pub const DEFAULT_OFP: &str = concat!("unix:", default_ofp_path!());
 /// ovsdb-server's socket in the default run directory.
-pub const DEFAULT_OVSDB: &str = "unix:/var/run/openvswitch/db.sock";
+pub const DEFAULT_OVSDB_PATH: &str = default_ovsdb_path!();
+/// [`DEFAULT_OVSDB_PATH`] as an endpoint string.
+pub const DEFAULT_OVSDB: &str = concat!("unix:", default_ovsdb_path!());
 
 /// An endpoint of an Open vSwitch daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,12 +79,12 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
 impl Endpoint {
     /// [`DEFAULT_OFP`].
     pub fn default_ofp() -> Endpoint {
-        Endpoint::Unix(PathBuf::from("/var/run/openvswitch/br-int.mgmt"))
+        Endpoint::Unix(PathBuf::from(DEFAULT_OFP_PATH))
     }
 
     /// [`DEFAULT_OVSDB`].
     pub fn default_ovsdb() -> Endpoint {
-        Endpoint::Unix(PathBuf::from("/var/run/openvswitch/db.sock"))
+        Endpoint::Unix(PathBuf::from(DEFAULT_OVSDB_PATH))
     }
 
     /// Connects once.

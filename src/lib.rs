@@ -1,9 +1,10 @@
 //! npagent: Kubernetes NetworkPolicy enforcement and audit logging on an Open vSwitch bridge.
 //!
 //! Layers, each using only the ones below it: [`endpoint`] (where OVS listens), [`model`]
-//! (our types), [`source`] (where the model comes from), [`compiler`] (pure: model to desired
-//! flows, diff), [`switch`] (the OpenFlow connection), [`audit`] (packet-ins to log lines),
-//! [`admin`] (health and metrics over HTTP), and [`agent`] wiring them.
+//! (our types), [`host`] (the OVSDB client and the node's network devices), [`source`] (where
+//! the model comes from), [`compiler`] (pure: model to desired flows, diff), [`switch`] (the
+//! OpenFlow connection), [`audit`] (packet-ins to log lines), [`admin`] (health and metrics
+//! over HTTP), and [`agent`] wiring them.
 
 pub mod admin;
 pub mod agent;
@@ -14,6 +15,7 @@ pub mod compiler;
 pub mod endpoint;
 pub mod explain;
 pub mod explain_command;
+pub mod host;
 pub mod install_cni;
 pub mod json_stream;
 pub mod k8s;

@@ -361,8 +361,8 @@ async fn a_standalone_or_unset_bridge_becomes_secure() {
 /// that name already there, and a second gateway.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_is_created_once_and_never_beside_another() {
-    use npagent::source::ovsdb::gateway::{create_outcome, create_params};
-    use npagent::source::ovsdb::rpc;
+    use npagent::host::ovsdb::rpc;
+    use npagent::source::gateway::{create_outcome, create_params};
 
     let ovs = Ovs::start();
     let ep: npagent::endpoint::Endpoint = ovs.client_endpoint().parse().expect("endpoint");

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use super::{AgentConfig, Reconciler, RunError, State};
 use crate::admin::Admin;
-use crate::cni::attach::{AgentView, AttachConfig, Attacher, Holder, PodDirectory, PodStatus};
+use crate::cni::attach::{AgentView, AttachConfig, Attacher, Holder, PodDirectory, PodStatus, Readiness};
 use crate::model::node::NodeConfig;
 use crate::source::ovsdb::db::BridgePorts;
 
@@ -98,7 +98,10 @@ pub(super) fn publish_view(
     reconciler: &Reconciler,
     state: &RwLock<State>,
 ) {
-    let readiness = admin.health().readiness();
+    let readiness = match admin.health().readiness() {
+        Ok(()) => Readiness::Ready,
+        Err(why) => Readiness::NotReady(why),
+    };
     let enforced = reconciler.caught_up().then(|| {
         let state = state.read().unwrap_or_else(|p| p.into_inner());
         let model = state.store.model();
@@ -109,10 +112,9 @@ pub(super) fn publish_view(
             .map(|p| p.interface.clone())
             .collect::<BTreeSet<String>>()
     });
-    let (ready, not_ready) = (readiness.is_ok(), readiness.err().unwrap_or_default());
     view.send_if_modified(|v| {
-        let mut changed = v.ready != ready || v.not_ready != not_ready;
-        (v.ready, v.not_ready) = (ready, not_ready);
+        let mut changed = v.readiness != readiness;
+        v.readiness = readiness;
         if let Some(enforced) = enforced.filter(|e| *e != v.enforced) {
             v.enforced = enforced;
             changed = true;

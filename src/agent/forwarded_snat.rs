@@ -23,10 +23,10 @@
 //! the address: its replies are un-NATed by the node's conntrack before they are routed.
 
 use super::iptables::{self, Family};
+use crate::host::netlink::link::{LinkError, Netlink};
 use crate::model::node::NodeConfig;
 use crate::rate_limited::RateLimitedWarning;
 use crate::source::ovsdb::db::BridgePorts;
-use crate::source::ovsdb::link::{LinkError, Netlink};
 use std::net::IpAddr;
 use std::time::Duration;
 use tokio::sync::watch;

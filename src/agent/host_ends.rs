@@ -16,9 +16,9 @@
 //! removed when npagent stops.
 
 use super::iptables::{self, Family};
+use crate::host::netlink::link::{LinkError, Netlink};
 use crate::rate_limited::RateLimitedWarning;
 use crate::source::ovsdb::db::BridgePorts;
-use crate::source::ovsdb::link::{LinkError, Netlink};
 use std::time::Duration;
 use tokio::sync::watch;
 

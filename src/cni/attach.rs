@@ -30,14 +30,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::spec::{code, AddResult, AttachmentId, CniError, Env, Interface, IpConfig, NetConf, Route};
+use super::spec::{code, AddResult, AttachmentId, CniError, Command, Env, Interface, IpConfig, NetConf, Route};
 use super::veth::{Leftover, PodEndConfig};
 use super::{ipam, port, veth};
 use crate::endpoint::Endpoint;
+use crate::host::ovsdb::bridge;
+use crate::host::ovsdb::port_keys::{self, role};
+use crate::host::ovsdb::value::format_mac;
 use crate::model::names::{validate_namespace_name, validate_object_name};
 use crate::model::node::{InterfaceAddr, NodeConfig};
-use crate::source::ovsdb::bridge;
-use crate::source::ovsdb::db::format_mac;
+use crate::model::ObjectRef;
 
 /// How long an ADD waits for the pod's flows.
 pub const ENFORCED_WITHIN: Duration = Duration::from_secs(30);
@@ -76,13 +78,26 @@ pub trait PodDirectory: Send + Sync {
     fn local_holder(&self, ip: IpAddr) -> Option<Holder>;
 }
 
+/// Whether the agent can take ADDs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// The agent has synced its sources and the switch.
+    Ready,
+    /// Not yet, or not any more: why.
+    NotReady(String),
+}
+
+impl Default for Readiness {
+    /// Not ready, before the agent has said anything.
+    fn default() -> Readiness {
+        Readiness::NotReady(String::new())
+    }
+}
+
 /// What the agent tells the CNI side.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentView {
-    /// The agent has synced its sources and the switch and can take ADDs.
-    pub ready: bool,
-    /// Why not, when not.
-    pub not_ready: String,
+    pub readiness: Readiness,
     /// The interfaces of pod ports whose flows are installed with their Pod known.
     pub enforced: BTreeSet<String>,
 }
@@ -128,9 +143,17 @@ pub struct Attacher {
 pub struct PendingAdd {
     id: AttachmentId,
     host: String,
-    /// `(namespace, name)` of the Pod.
-    pod: (String, String),
+    pod: ObjectRef,
     result: AddResult,
+}
+
+/// The bridge's datapath, as far as a pod's interface is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Datapath {
+    Kernel,
+    /// OVS's userspace datapath (`datapath_type=netdev`): pods' interfaces must compute their
+    /// own checksums.
+    Userspace,
 }
 
 impl Attacher {
@@ -157,10 +180,9 @@ impl Attacher {
 
     /// Whether the agent is ready; when not, an error with `code` saying why.
     fn ready(&self, code: u32) -> Result<(), CniError> {
-        let view = self.view.borrow();
-        match view.ready {
-            true => Ok(()),
-            false => Err(CniError::new(code, format!("the npagent agent is not ready: {}", view.not_ready))),
+        match &self.view.borrow().readiness {
+            Readiness::Ready => Ok(()),
+            Readiness::NotReady(why) => Err(CniError::new(code, format!("the npagent agent is not ready: {why}"))),
         }
     }
 
@@ -169,8 +191,7 @@ impl Attacher {
     pub async fn add(&mut self, env: &Env, conf: &NetConf) -> Result<PendingAdd, CniError> {
         self.ready(code::TRY_AGAIN_LATER)?;
         let id = AttachmentId::of(env);
-        let (namespace, name) = self.pod_of(env)?;
-        let pod = (namespace.to_string(), name.to_string());
+        let pod = self.pod_of(env)?;
         if let Some(Record { host, result: Some(result), .. }) = self.records.get(&id) {
             // A repeated ADD of a made attachment (a runtime retrying after a lost answer).
             return Ok(PendingAdd { id, host: host.clone(), pod, result: result.clone() });
@@ -180,16 +201,16 @@ impl Attacher {
         let plugin = conf.ipam_type().ok_or_else(|| {
             CniError::new(code::INVALID_NETWORK_CONFIG, "the network configuration has no ipam section")
         })?;
-        let record = self.record_for(env, conf, name);
+        let record = self.record_for(env, conf, &pod.name);
         if let Some(other) = self.records.values().find(|r| r.host == record.host) {
             return Err(CniError::new(
                 code::ATTACH_FAILED,
                 format!("port {} is held by container {} already", record.host, other.env.container_id),
             ));
         }
-        let tx_checksums_off = self.userspace_datapath().await?;
+        let datapath = self.datapath().await?;
         self.save(&id, &record)?;
-        let allocated = match ipam::delegate(plugin, "ADD", env, &record.config).await {
+        let allocated = match ipam::delegate(plugin, Command::Add, env, &record.config).await {
             Ok(v) => ipam::parse_result(plugin, v).and_then(|r| self.unheld(&id, plugin, r)),
             Err(e) => Err(e),
         };
@@ -202,8 +223,7 @@ impl Attacher {
             }
         };
         self.records.insert(id.clone(), record.clone());
-        let target = Target { id: &id, record: &record, namespace, name, tx_checksums_off };
-        match self.plumb(&target, &ipam_result, &conf.cni_version).await {
+        match self.plumb(&record, &pod, &ipam_result, datapath, &conf.cni_version).await {
             Ok(result) => {
                 let record = Record { result: Some(result.clone()), ..record };
                 if let Err(e) = self.save(&id, &record) {
@@ -222,7 +242,7 @@ impl Attacher {
 
     /// The Pod `env` names (`K8S_POD_NAMESPACE`, `K8S_POD_NAME`), refused at once when the
     /// API server would refuse its names or the agent refused its object.
-    fn pod_of<'e>(&self, env: &'e Env) -> Result<(&'e str, &'e str), CniError> {
+    fn pod_of(&self, env: &Env) -> Result<ObjectRef, CniError> {
         let (namespace, name) = env.pod().ok_or_else(|| {
             CniError::new(code::INVALID_ENVIRONMENT, "CNI_ARGS names no pod (K8S_POD_NAMESPACE and K8S_POD_NAME)")
         })?;
@@ -234,19 +254,22 @@ impl Attacher {
         };
         validate_namespace_name(namespace).map_err(|why| invalid("K8S_POD_NAMESPACE", namespace, why))?;
         validate_object_name(name).map_err(|why| invalid("K8S_POD_NAME", name, why))?;
+        let pod = ObjectRef { namespace: namespace.into(), name: name.into() };
         if let PodStatus::Refused(why) = self.pods.pod(namespace, name) {
-            return Err(refused(namespace, name, &why));
+            return Err(refused(&pod, &why));
         }
-        Ok((namespace, name))
+        Ok(pod)
     }
 
-    /// Whether the bridge runs the userspace datapath (`datapath_type=netdev`), on which pods'
-    /// interfaces must compute their own checksums.
-    async fn userspace_datapath(&self) -> Result<bool, CniError> {
+    /// The bridge's datapath.
+    async fn datapath(&self) -> Result<Datapath, CniError> {
         let datapath = bridge::datapath_type(&self.cfg.ovsdb, &self.cfg.bridge).await.map_err(|e| {
             CniError::new(code::TRY_AGAIN_LATER, "cannot read the bridge's datapath type").with_details(e)
         })?;
-        Ok(datapath == bridge::USERSPACE_DATAPATH)
+        Ok(match datapath == bridge::USERSPACE_DATAPATH {
+            true => Datapath::Userspace,
+            false => Datapath::Kernel,
+        })
     }
 
     /// `result` when none of its addresses is held by another local pod or attachment; else
@@ -257,7 +280,7 @@ impl Attacher {
             let other_record = self.records.iter().find(|(other, r)| {
                 *other != id
                     && r.result.as_ref().is_some_and(|res| {
-                        res.ips.iter().any(|o| o.address.split('/').next() == Some(&addr.ip.to_string()))
+                        res.ips.iter().any(|o| InterfaceAddr::parse(&o.address).is_ok_and(|o| o.ip == addr.ip))
                     })
             });
             let holder = match (other_record, self.pods.local_holder(addr.ip)) {
@@ -278,9 +301,17 @@ impl Attacher {
         Ok(result)
     }
 
-    /// The veth and the port for an allocated address; the ADD's result.
-    async fn plumb(&self, target: &Target<'_>, ipam_result: &AddResult, version: &str) -> Result<AddResult, CniError> {
-        let Target { id, record, namespace, name, tx_checksums_off } = *target;
+    /// The veth and the port of `record`'s attachment of `pod` for the addresses IPAM
+    /// allocated (`ipam_result`); the ADD's result, written in `version`.
+    async fn plumb(
+        &self,
+        record: &Record,
+        pod: &ObjectRef,
+        ipam_result: &AddResult,
+        datapath: Datapath,
+        version: &str,
+    ) -> Result<AddResult, CniError> {
+        let id = &AttachmentId::of(&record.env);
         let gateways = self.node_config.borrow().gateway_addrs.clone();
         let failed =
             |what: String| move |e: &dyn std::fmt::Display| CniError::new(code::ATTACH_FAILED, what).with_details(e);
@@ -298,24 +329,24 @@ impl Attacher {
             ifname: id.ifname.clone(),
             addrs: addrs.clone(),
             gateways: routes.clone(),
-            tx_checksums_off,
+            tx_checksums_off: datapath == Datapath::Userspace,
         };
         let mac =
-            veth::create(&self.node, &record.host, &id.owner(), &pod_end).await.map_err(|e| match e.is_netns() {
+            veth::create(&self.node, &record.host, &owner(id), &pod_end).await.map_err(|e| match e.is_netns() {
                 true => CniError::new(code::INVALID_ENVIRONMENT, format!("CNI_NETNS: {e}")),
                 false => failed(format!("cannot make the veth pair {}", record.host))(&e),
             })?;
         let mac_text = format_mac(mac);
         let ips: Vec<String> = addrs.iter().map(|a| a.ip.to_string()).collect();
         let ids: BTreeMap<String, String> = [
-            (port::key::ANTREA_TYPE, port::key::CONTAINER.to_string()),
-            (port::key::CONTAINER_ID, id.container_id.clone()),
-            (port::key::POD_NAME, name.to_string()),
-            (port::key::POD_NAMESPACE, namespace.to_string()),
-            (port::key::IP_ADDRESS, ips.join(",")),
-            (port::key::ATTACHED_MAC, mac_text.clone()),
-            (port::key::IF_DEV, id.ifname.clone()),
-            (port::key::NET_NS, netns.display().to_string()),
+            (port_keys::ANTREA_TYPE, role::CONTAINER.to_string()),
+            (port_keys::CONTAINER_ID, id.container_id.clone()),
+            (port_keys::POD_NAME, pod.name.to_string()),
+            (port_keys::POD_NAMESPACE, pod.namespace.to_string()),
+            (port_keys::IP_ADDRESS, ips.join(",")),
+            (port_keys::ATTACHED_MAC, mac_text.clone()),
+            (port_keys::IF_DEV, id.ifname.clone()),
+            (port_keys::NET_NS, netns.display().to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -363,26 +394,25 @@ impl Attacher {
             (a.view.clone(), a.node.clone(), Arc::clone(&a.pods))
         };
         let host = pending.host.clone();
-        let (namespace, name) = (&pending.pod.0, &pending.pod.1);
-        let enforced =
-            tokio::time::timeout(ENFORCED_WITHIN, wait_for_flows(view, &*pods, &host, namespace, name)).await;
+        let pod = &pending.pod;
+        let enforced = tokio::time::timeout(ENFORCED_WITHIN, wait_for_flows(view, &*pods, &host, pod)).await;
         let outcome = match enforced {
             Ok(Ok(())) => veth::set_up(&node, &host).await.map_err(|e| {
                 CniError::new(code::ATTACH_FAILED, format!("cannot bring {host} up")).with_details(e)
             }),
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(match pods.pod(namespace, name) {
+            Err(_) => Err(match pods.pod(&pod.namespace, &pod.name) {
                 PodStatus::Unknown => CniError::new(
                     code::TRY_AGAIN_LATER,
                     format!(
-                        "Pod {namespace}/{name} is not known to the agent within {ENFORCED_WITHIN:?} (in kube mode: not in the API; in manifests mode: not in the directory)"
+                        "Pod {pod} is not known to the agent within {ENFORCED_WITHIN:?} (in kube mode: not in the API; in manifests mode: not in the directory)"
                     ),
                 ),
-                PodStatus::Refused(why) => refused(namespace, name, &why),
+                PodStatus::Refused(why) => refused(pod, &why),
                 PodStatus::Known => CniError::new(
                     code::TRY_AGAIN_LATER,
                     format!(
-                        "the flows of Pod {namespace}/{name} were not installed within {ENFORCED_WITHIN:?}: the agent has not caught up (see its log)"
+                        "the flows of Pod {pod} were not installed within {ENFORCED_WITHIN:?}: the agent has not caught up (see its log)"
                     ),
                 ),
             }),
@@ -410,7 +440,7 @@ impl Attacher {
             .await
             .map_err(|e| CniError::new(code::TRY_AGAIN_LATER, "cannot read the bridge's ports").with_details(e))?
             .into_iter()
-            .any(|p| p.name == record.host && p.get(port::key::CONTAINER_ID) == id.container_id);
+            .any(|p| p.is_of(&record.host, &id));
         if ours {
             self.records.insert(id.clone(), record);
             return self.take_apart(&id).await;
@@ -464,7 +494,7 @@ impl Attacher {
         let ports = port::list(&self.cfg.ovsdb, &self.cfg.bridge)
             .await
             .map_err(|e| CniError::new(code::TRY_AGAIN_LATER, "cannot read the bridge's ports").with_details(e))?;
-        if !ports.iter().any(|p| p.name == record.host && p.get(port::key::CONTAINER_ID) == id.container_id) {
+        if !ports.iter().any(|p| p.is_of(&record.host, &id)) {
             return Err(differs(format!("port {} is missing from bridge {}", record.host, self.cfg.bridge)));
         }
         if !self.view.borrow().enforced.contains(&record.host) {
@@ -518,25 +548,22 @@ impl Attacher {
         }
         let mut gone = Vec::new();
         for (id, r) in records {
-            let port = ports.iter().find(|p| p.name == r.host && p.get(port::key::CONTAINER_ID) == id.container_id);
+            let has_port = ports.iter().any(|p| p.is_of(&r.host, &id));
             let netns_alive = r.env.netns.as_deref().is_some_and(Path::exists);
-            if port.is_none() || !netns_alive || r.result.is_none() {
+            if !has_port || !netns_alive || r.result.is_none() {
                 gone.push(id.clone());
             }
             self.records.insert(id, r);
         }
         // Pod ports that no record explains and whose namespace is gone.
         for p in &ports {
-            let id = AttachmentId {
-                container_id: p.get(port::key::CONTAINER_ID).to_string(),
-                ifname: p.get(port::key::IF_DEV).to_string(),
-            };
-            let netns = p.get(port::key::NET_NS);
+            let id = p.attachment();
+            let netns = p.get(port_keys::NET_NS);
             if !self.records.contains_key(&id) && !netns.is_empty() && !Path::new(netns).exists() {
                 if let Err(e) = port::remove(&self.cfg.ovsdb, &self.cfg.bridge, &p.name).await {
                     tracing::warn!("removing the port of a gone pod: {e}");
                 }
-                if let Err(e) = veth::delete_owned(&self.node, &p.name, &id.owner(), Leftover::MayBeUnmarked).await {
+                if let Err(e) = veth::delete_owned(&self.node, &p.name, &owner(&id), Leftover::MayBeUnmarked).await {
                     tracing::warn!("removing the veth of a gone pod: {e}");
                 }
             }
@@ -570,10 +597,10 @@ impl Attacher {
                 errors.push(e.to_string());
             }
             let leftover = if record.marked { Leftover::MustBeMarked } else { Leftover::MayBeUnmarked };
-            match veth::delete_owned(&self.node, &record.host, &id.owner(), leftover).await {
+            match veth::delete_owned(&self.node, &record.host, &owner(id), leftover).await {
                 Ok(()) => {}
                 // Another's device under the name: nothing of this attachment is there.
-                Err(e @ veth::VethError::NotOurs { .. }) => tracing::warn!("CNI {}: {e}: left as it is", id.owner()),
+                Err(e @ veth::VethError::NotOurs { .. }) => tracing::warn!("CNI {}: {e}: left as it is", owner(id)),
                 Err(e) => errors.push(e.to_string()),
             }
         }
@@ -618,7 +645,7 @@ impl Attacher {
     async fn release(&mut self, id: &AttachmentId, record: &Record) {
         let plugin = record.config.get("ipam").and_then(|i| i.get("type")).and_then(Value::as_str);
         if let Some(plugin) = plugin {
-            if let Err(e) = ipam::delegate(plugin, "DEL", &record.env, &record.config).await {
+            if let Err(e) = ipam::delegate(plugin, Command::Del, &record.env, &record.config).await {
                 tracing::warn!("container {} as {}: releasing its address: {e}", id.container_id, id.ifname);
                 return;
             }
@@ -649,31 +676,14 @@ impl Attacher {
     }
 }
 
-/// The attachment being made, as `plumb` needs it.
-#[derive(Clone, Copy)]
-struct Target<'a> {
-    id: &'a AttachmentId,
-    record: &'a Record,
-    namespace: &'a str,
-    name: &'a str,
-    tx_checksums_off: bool,
-}
-
-impl AttachmentId {
-    /// The attachment `env` names.
-    pub fn of(env: &Env) -> AttachmentId {
-        AttachmentId { container_id: env.container_id.clone(), ifname: env.ifname.clone() }
-    }
-
-    /// The mark on its veth's ends.
-    pub fn owner(&self) -> String {
-        veth::owner_alias(&self.container_id, &self.ifname)
-    }
+/// The mark on the ends of attachment `id`'s veth.
+fn owner(id: &AttachmentId) -> String {
+    veth::owner_alias(&id.container_id, &id.ifname)
 }
 
 /// The ADD of a Pod the agent refused.
-fn refused(namespace: &str, name: &str, why: &str) -> CniError {
-    CniError::new(code::ATTACH_FAILED, format!("Pod {namespace}/{name} was refused by the agent: {why}"))
+fn refused(pod: &ObjectRef, why: &str) -> CniError {
+    CniError::new(code::ATTACH_FAILED, format!("Pod {pod} was refused by the agent: {why}"))
 }
 
 /// Refuses a `CNI_NETNS` that cannot be opened, or that is the agent's own or the host's
@@ -697,16 +707,15 @@ async fn wait_for_flows(
     mut view: watch::Receiver<AgentView>,
     pods: &dyn PodDirectory,
     host: &str,
-    namespace: &str,
-    name: &str,
+    pod: &ObjectRef,
 ) -> Result<(), CniError> {
     let mut poll = tokio::time::interval(REFUSAL_POLL);
     loop {
         if view.borrow_and_update().enforced.contains(host) {
             return Ok(());
         }
-        if let PodStatus::Refused(why) = pods.pod(namespace, name) {
-            return Err(refused(namespace, name, &why));
+        if let PodStatus::Refused(why) = pods.pod(&pod.namespace, &pod.name) {
+            return Err(refused(pod, &why));
         }
         tokio::select! {
             changed = view.changed() => if changed.is_err() {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
-use super::spec::{code, AddResult, CniError, Env};
+use super::spec::{code, AddResult, CniError, Command, Env};
 use crate::model::node::InterfaceAddr;
 use crate::model::Cidr;
 
@@ -36,11 +36,11 @@ pub fn with_node_ranges(config: &Value, gateways: &[InterfaceAddr]) -> Value {
     config
 }
 
-/// Runs the IPAM plugin `plugin` for `command` (`ADD`, `DEL`, `CHECK`) of `env`'s attachment
+/// Runs the IPAM plugin `plugin` for `command` (ADD, DEL, CHECK) of `env`'s attachment
 /// with `config` on stdin; returns its stdout parsed (`Null` when empty). A plugin that does
 /// not know spec 1.1.0 yet is asked again in 1.0.0, whose results and IPAM commands are the
 /// same.
-pub async fn delegate(plugin: &str, command: &str, env: &Env, config: &Value) -> Result<Value, CniError> {
+pub async fn delegate(plugin: &str, command: Command, env: &Env, config: &Value) -> Result<Value, CniError> {
     match run_plugin(plugin, command, env, config).await {
         Err(e) if e.code == code::INCOMPATIBLE_VERSION && config.get("cniVersion") == Some(&json!("1.1.0")) => {
             let mut older = config.clone();
@@ -51,7 +51,7 @@ pub async fn delegate(plugin: &str, command: &str, env: &Env, config: &Value) ->
     }
 }
 
-async fn run_plugin(plugin: &str, command: &str, env: &Env, config: &Value) -> Result<Value, CniError> {
+async fn run_plugin(plugin: &str, command: Command, env: &Env, config: &Value) -> Result<Value, CniError> {
     let failed = |msg: String| CniError::new(code::ATTACH_FAILED, msg);
     let path = find(plugin, &env.path)
         .ok_or_else(|| failed(format!("IPAM plugin {plugin:?} not found in CNI_PATH {:?}", env.path)))?;
@@ -62,7 +62,7 @@ async fn run_plugin(plugin: &str, command: &str, env: &Env, config: &Value) -> R
     let search: Vec<String> = env.path.iter().map(|p| p.display().to_string()).collect();
     let mut child = tokio::process::Command::new(&path)
         .env_clear()
-        .env("CNI_COMMAND", command)
+        .env("CNI_COMMAND", command.as_str())
         .env("CNI_CONTAINERID", &env.container_id)
         .env("CNI_NETNS", env.netns.as_ref().map(|p| p.display().to_string()).unwrap_or_default())
         .env("CNI_IFNAME", &env.ifname)
@@ -74,7 +74,10 @@ async fn run_plugin(plugin: &str, command: &str, env: &Env, config: &Value) -> R
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| failed(format!("cannot run IPAM plugin {}", path.display())).with_details(e))?;
-    let input = serde_json::to_vec(config).unwrap_or_default();
+    let input = serde_json::to_vec(config).map_err(|e| {
+        CniError::new(code::IO_FAILURE, format!("cannot serialise the configuration for IPAM plugin {plugin}"))
+            .with_details(e)
+    })?;
     if let Some(mut stdin) = child.stdin.take() {
         // A plugin that exits without reading its input is judged by its exit status.
         let _ = stdin.write_all(&input).await;

@@ -4,11 +4,14 @@
 //! configuration's IPAM plugin ([`ipam`]), a veth pair ([`veth`]) and a bridge port with the
 //! pod's `external_ids` ([`port`]), answered only once the pod's flows are installed. The
 //! spec's types are in [`spec`].
+//!
+//! Only [`plugin`], which the binary runs, and [`spec`], the types of its requests and
+//! answers, are public; the rest is the agent's own.
 
-pub mod attach;
-pub mod ipam;
+pub(crate) mod attach;
+pub(crate) mod ipam;
 pub mod plugin;
-pub mod port;
-pub mod server;
+pub(crate) mod port;
+pub(crate) mod server;
 pub mod spec;
-pub mod veth;
+pub(crate) mod veth;

@@ -5,30 +5,14 @@
 //! bridge without saying whose it is. Removed by name; listed by the `antrea-type` mark.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::spec::AttachmentId;
 use crate::endpoint::Endpoint;
-use crate::source::ovsdb::{db, rpc, tables};
-
-/// Bound on one OVSDB transaction.
-const TRANSACT_WITHIN: Duration = Duration::from_secs(10);
-
-/// The `external_ids` keys of a pod port.
-pub mod key {
-    pub const ANTREA_TYPE: &str = "antrea-type";
-    pub const CONTAINER: &str = "container";
-    pub const CONTAINER_ID: &str = "container-id";
-    pub const POD_NAME: &str = "pod-name";
-    pub const POD_NAMESPACE: &str = "pod-namespace";
-    pub const IP_ADDRESS: &str = "ip-address";
-    pub const ATTACHED_MAC: &str = "attached-mac";
-    /// The interface's name inside the pod (`CNI_IFNAME`).
-    pub const IF_DEV: &str = "if-dev";
-    /// The pod's network namespace (`CNI_NETNS`).
-    pub const NET_NS: &str = "net-ns";
-}
+use crate::host::ovsdb::port_keys::{self, role};
+use crate::host::ovsdb::transact::{self, rows, transact};
+use crate::host::ovsdb::{value, Error};
 
 /// A pod port of the bridge as OVSDB has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,12 +27,18 @@ impl PortRecord {
     pub fn get(&self, key: &str) -> &str {
         self.external_ids.get(key).map(String::as_str).unwrap_or_default()
     }
-}
 
-/// Why an OVSDB operation failed, naming the port or bridge.
-#[derive(Debug, thiserror::Error)]
-#[error("OVSDB: {0}")]
-pub struct PortError(String);
+    /// The attachment the port says it was made for (`container-id`, `if-dev`).
+    pub fn attachment(&self) -> AttachmentId {
+        AttachmentId::new(self.get(port_keys::CONTAINER_ID), self.get(port_keys::IF_DEV))
+    }
+
+    /// Whether this is the port `host` that attachment `id` made: named so, and made for its
+    /// container.
+    pub fn is_of(&self, host: &str, id: &AttachmentId) -> bool {
+        self.name == host && self.get(port_keys::CONTAINER_ID) == id.container_id
+    }
+}
 
 /// The `transact` parameters that put port `name` on `bridge` with `ids` on its Port and
 /// Interface.
@@ -65,21 +55,22 @@ pub fn add_params(bridge: &str, name: &str, ids: &BTreeMap<String, String>) -> V
 }
 
 /// Creates port `name` on `bridge` with `ids`.
-pub async fn add(ovsdb: &Endpoint, bridge: &str, name: &str, ids: &BTreeMap<String, String>) -> Result<(), PortError> {
-    let result = transact(ovsdb, add_params(bridge, name, ids), &format!("add port {name}")).await?;
-    let errors = tables::transact_errors(&result);
+pub async fn add(ovsdb: &Endpoint, bridge: &str, name: &str, ids: &BTreeMap<String, String>) -> Result<(), Error> {
+    let what = format!("add port {name}");
+    let result = transact(ovsdb, add_params(bridge, name, ids), &what).await?;
+    let errors = transact::errors(&result);
     if !errors.is_empty() {
-        return Err(PortError(format!("add port {name} to bridge {bridge}: {}", errors.join("; "))));
+        return Err(Error::Refused { what: format!("{what} to bridge {bridge}"), errors });
     }
     match result.get(2).and_then(|op| op.get("count")).and_then(Value::as_u64) {
-        Some(0) => Err(PortError(format!("add port {name}: bridge {bridge} does not exist"))),
+        Some(0) => Err(Error::NoBridge(bridge.to_string()).during(what)),
         _ => Ok(()),
     }
 }
 
 /// Removes port `name` from `bridge` (OVSDB then drops the Port and its Interface); a port
 /// that is not there is no error.
-pub async fn remove(ovsdb: &Endpoint, bridge: &str, name: &str) -> Result<(), PortError> {
+pub async fn remove(ovsdb: &Endpoint, bridge: &str, name: &str) -> Result<(), Error> {
     let select = json!(["Open_vSwitch", {"op": "select", "table": "Port", "where": [["name", "==", name]], "columns": ["_uuid"]}]);
     let found = transact(ovsdb, select, &format!("find port {name}")).await?;
     let uuids: Vec<Value> = rows(&found, 0).iter().filter_map(|r| r.get("_uuid").cloned()).collect();
@@ -88,50 +79,39 @@ pub async fn remove(ovsdb: &Endpoint, bridge: &str, name: &str) -> Result<(), Po
     }
     let params = json!(["Open_vSwitch", {"op": "mutate", "table": "Bridge", "where": [["name", "==", bridge]],
         "mutations": [["ports", "delete", ["set", uuids]]]}]);
-    let result = transact(ovsdb, params, &format!("remove port {name}")).await?;
-    let errors = tables::transact_errors(&result);
+    let what = format!("remove port {name}");
+    let result = transact(ovsdb, params, &what).await?;
+    let errors = transact::errors(&result);
     match errors.is_empty() {
         true => Ok(()),
-        false => Err(PortError(format!("remove port {name} from bridge {bridge}: {}", errors.join("; ")))),
+        false => Err(Error::Refused { what: format!("{what} from bridge {bridge}"), errors }),
     }
 }
 
 /// The pod ports of `bridge` (ports marked `antrea-type=container`).
-pub async fn list(ovsdb: &Endpoint, bridge: &str) -> Result<Vec<PortRecord>, PortError> {
+pub async fn list(ovsdb: &Endpoint, bridge: &str) -> Result<Vec<PortRecord>, Error> {
     let params = json!([
         "Open_vSwitch",
         {"op": "select", "table": "Bridge", "where": [["name", "==", bridge]], "columns": ["ports"]},
         {"op": "select", "table": "Port",
-         "where": [["external_ids", "includes", ["map", [[key::ANTREA_TYPE, key::CONTAINER]]]]],
+         "where": [["external_ids", "includes", ["map", [[port_keys::ANTREA_TYPE, role::CONTAINER]]]]],
          "columns": ["_uuid", "name", "external_ids"]},
     ]);
     let result = transact(ovsdb, params, "list pod ports").await?;
     let on_bridge: Vec<String> =
-        rows(&result, 0).iter().flat_map(|b| db::uuid_set(b.get("ports")).unwrap_or_default()).collect();
+        rows(&result, 0).iter().flat_map(|b| value::uuid_set(b.get("ports")).unwrap_or_default()).collect();
     let mut out = Vec::new();
     for row in rows(&result, 1) {
-        let Some(uuid) = row.get("_uuid").and_then(db::uuid) else { continue };
+        let Some(uuid) = row.get("_uuid").and_then(value::uuid) else { continue };
         if !on_bridge.contains(&uuid) {
             continue;
         }
         let name = row.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-        let external_ids =
-            db::string_map(row.get("external_ids")).map_err(|e| PortError(format!("port {name}: {e}")))?;
+        let external_ids = value::string_map(row.get("external_ids"))
+            .map_err(|error| Error::Malformed { row: format!("port {name}"), error })?;
         out.push(PortRecord { name, external_ids });
     }
     Ok(out)
-}
-
-fn rows(result: &Value, op: usize) -> &[Value] {
-    result.get(op).and_then(|o| o.get("rows")).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
-}
-
-async fn transact(ovsdb: &Endpoint, params: Value, what: &str) -> Result<Value, PortError> {
-    match tokio::time::timeout(TRANSACT_WITHIN, rpc::call(ovsdb, "transact", params)).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(PortError(format!("{what}: {e}"))),
-        Err(_) => Err(PortError(format!("{what}: no answer from {ovsdb} within {TRANSACT_WITHIN:?}"))),
-    }
 }
 
 #[cfg(test)]

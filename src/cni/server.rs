@@ -68,7 +68,10 @@ async fn answer_connection(mut stream: UnixStream, attacher: &Mutex<Attacher>) -
         Ok(Err(e)) => return Err(e),
         Err(_) => Answer::Error(CniError::new(code::IO_FAILURE, format!("no request within {REQUEST_WITHIN:?}"))),
     };
-    stream.write_all(&serde_json::to_vec(&answer).unwrap_or_default()).await?;
+    // An answer that cannot be serialised is no answer: the plugin then says the agent did
+    // not answer, rather than printing an empty result.
+    let bytes = serde_json::to_vec(&answer).map_err(std::io::Error::other)?;
+    stream.write_all(&bytes).await?;
     stream.shutdown().await
 }
 

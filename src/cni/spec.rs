@@ -76,23 +76,37 @@ pub enum Command {
 }
 
 impl Command {
+    /// Every command, in the order the spec lists them.
+    pub const ALL: [Command; 6] =
+        [Command::Add, Command::Del, Command::Check, Command::Status, Command::Gc, Command::Version];
+
+    /// `CNI_COMMAND`'s value for the command.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Command::Add => "ADD",
+            Command::Del => "DEL",
+            Command::Check => "CHECK",
+            Command::Status => "STATUS",
+            Command::Gc => "GC",
+            Command::Version => "VERSION",
+        }
+    }
+
     /// The command named by `CNI_COMMAND`'s value.
     pub fn parse(s: &str) -> Option<Command> {
-        Some(match s {
-            "ADD" => Command::Add,
-            "DEL" => Command::Del,
-            "CHECK" => Command::Check,
-            "STATUS" => Command::Status,
-            "GC" => Command::Gc,
-            "VERSION" => Command::Version,
-            _ => return None,
-        })
+        Command::ALL.into_iter().find(|c| c.as_str() == s)
     }
 
     /// Whether the command is about one container's attachment (and needs `CNI_CONTAINERID`
     /// and `CNI_IFNAME`).
     pub fn is_per_attachment(self) -> bool {
         matches!(self, Command::Add | Command::Del | Command::Check)
+    }
+}
+
+impl std::fmt::Display for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -217,6 +231,18 @@ pub struct AttachmentId {
     #[serde(rename = "containerID")]
     pub container_id: String,
     pub ifname: String,
+}
+
+impl AttachmentId {
+    /// The attachment of container `container_id` as interface `ifname`.
+    pub fn new(container_id: &str, ifname: &str) -> AttachmentId {
+        AttachmentId { container_id: container_id.to_string(), ifname: ifname.to_string() }
+    }
+
+    /// The attachment `env` names (`CNI_CONTAINERID`, `CNI_IFNAME`).
+    pub fn of(env: &Env) -> AttachmentId {
+        AttachmentId::new(&env.container_id, &env.ifname)
+    }
 }
 
 /// The network configuration on stdin, as far as npagent reads it. The whole value is kept

@@ -22,9 +22,9 @@ use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage}
 use rtnetlink::{Handle, LinkUnspec, LinkVeth, RouteMessageBuilder};
 use tokio::sync::oneshot;
 
+use crate::host::netlink::ethtool::{self, EthtoolError};
+use crate::host::netlink::link::{errno, find_link, read_device, LinkError, EEXIST, ENODEV};
 use crate::model::node::InterfaceAddr;
-use crate::source::ovsdb::ethtool::{self, EthtoolError};
-use crate::source::ovsdb::link::{errno, find_link, read_device, LinkError, EEXIST, ENODEV};
 
 /// Why a veth could not be made, read or removed; names the device or namespace.
 #[derive(Debug, thiserror::Error)]

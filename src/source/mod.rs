@@ -1,5 +1,6 @@
 //! Where the model comes from: Kubernetes objects from a manifests directory ([`manifests`]) or
-//! the API server ([`kube`]), and the bridge's pod ports from OVSDB ([`ovsdb`]).
+//! the API server ([`kube`]), the bridge's pod ports from OVSDB ([`ovsdb`]), and the node's
+//! gateway port, adopted or created, with the addresses its device holds ([`gateway`]).
 //!
 //! The object sources deliver [`crate::k8s`] objects (Kubernetes objects with only the fields npagent
 //! reads) wrapped in [`SourceEvent`]s; turning them into model types is
@@ -21,6 +22,7 @@
 //! [`SourceEvent::Invalid`] reports and the parts of listings of other kinds (the kube source
 //! lists its kinds at once).
 
+pub mod gateway;
 pub mod kube;
 pub mod manifests;
 pub mod ovsdb;
@@ -176,23 +178,4 @@ pub enum Error {
     Io { path: String, source: std::io::Error },
     #[error("Kubernetes client: {0}")]
     Kube(String),
-    #[error("OVSDB connection: {0}")]
-    OvsdbIo(#[from] std::io::Error),
-    #[error("OVSDB sent malformed JSON: {0}")]
-    OvsdbJson(serde_json::Error),
-    #[error("OVSDB message too large ({0} bytes buffered)")]
-    OvsdbTooLarge(usize),
-    #[error("OVSDB protocol: {0}")]
-    OvsdbProtocol(String),
-    #[error("OVSDB closed the connection")]
-    OvsdbClosed,
-}
-
-impl From<crate::json_stream::StreamError> for Error {
-    fn from(e: crate::json_stream::StreamError) -> Error {
-        match e {
-            crate::json_stream::StreamError::TooLarge(n) => Error::OvsdbTooLarge(n),
-            crate::json_stream::StreamError::Json(e) => Error::OvsdbJson(e),
-        }
-    }
 }

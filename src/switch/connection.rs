@@ -43,7 +43,7 @@ pub struct ConnectionConfig {
 impl Default for ConnectionConfig {
     fn default() -> Self {
         ConnectionConfig {
-            endpoint: Endpoint::Unix("/var/run/openvswitch/br-int.mgmt".into()),
+            endpoint: Endpoint::default_ofp(),
             session: SessionConfig::default(),
             packet_in_capacity: 4096,
             command_capacity: 64,

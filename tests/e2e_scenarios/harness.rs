@@ -121,7 +121,7 @@ pub fn trace_verdict(tb: &Testbed, from: &Pod, to: &Pod, proto: Proto, port: u16
         Proto::Sctp => npagent::model::Protocol::Sctp,
     };
     let mac = |m: &str| -> Result<[u8; 6], String> {
-        npagent::source::ovsdb::db::parse_mac(m).ok_or_else(|| format!("bad MAC {m}"))
+        npagent::host::ovsdb::value::parse_mac(m).ok_or_else(|| format!("bad MAC {m}"))
     };
     let ip = |a: &str| -> Result<std::net::IpAddr, String> { a.parse().map_err(|_| format!("bad address {a}")) };
     // The same packet `npagent explain --trace` traces, with its new connection's tuple.

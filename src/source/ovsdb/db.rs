@@ -2,10 +2,13 @@
 //! notifications, and the pod ports it describes.
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::IpAddr;
 
 use serde_json::{json, Value};
 
+use crate::host::ovsdb::port_keys::{self, role};
+use crate::host::ovsdb::value::{
+    map_pairs, optional_string, parse_ip, parse_mac, set_items, string_map, uuid, uuid_set,
+};
 use crate::model::{LocalPort, NodePort, ObjectRef};
 
 /// Columns npagent monitors, per table (the `monitor` request's third parameter).
@@ -114,9 +117,9 @@ impl Db {
         for port in br.ports.iter().filter_map(|u| self.ports.get(u)) {
             for iface in port.interfaces.iter().filter_map(|u| self.interfaces.get(u)) {
                 let get = |k: &str| iface.external_ids.get(k).or_else(|| port.external_ids.get(k)).map(String::as_str);
-                match get(ANTREA_TYPE) {
-                    Some(GATEWAY) => gateways.extend(node_port(iface, &mut problems)),
-                    Some(UPLINK | TUNNEL) => out.uplinks.extend(node_port(iface, &mut problems)),
+                match get(port_keys::ANTREA_TYPE) {
+                    Some(role::GATEWAY) => gateways.extend(node_port(iface, &mut problems)),
+                    Some(role::UPLINK | role::TUNNEL) => out.uplinks.extend(node_port(iface, &mut problems)),
                     _ if uplink_names.contains(&iface.name) => out.uplinks.extend(node_port(iface, &mut problems)),
                     _ => out.pods.extend(local_port(port, iface, &mut problems)),
                 }
@@ -156,16 +159,6 @@ fn upsert<T>(map: &mut HashMap<String, T>, uuid: String, new: Option<Result<T, S
     }
 }
 
-/// Antrea's CNI keys.
-const POD_NAME: &str = "pod-name";
-const POD_NAMESPACE: &str = "pod-namespace";
-const IP_ADDRESS: &str = "ip-address";
-const ATTACHED_MAC: &str = "attached-mac";
-/// Antrea's key for a port's role, and the roles npagent reads from it.
-const ANTREA_TYPE: &str = "antrea-type";
-const GATEWAY: &str = "gateway";
-const UPLINK: &str = "uplink";
-const TUNNEL: &str = "tunnel";
 /// Highest ofport of a physical/virtual port (OFPP_MAX - 1): above it are reserved ports.
 const MAX_OFPORT: i64 = 0xfeff;
 
@@ -191,12 +184,12 @@ fn node_port(iface: &Interface, problems: &mut Vec<String>) -> Option<NodePort> 
 fn local_port(port: &Port, iface: &Interface, problems: &mut Vec<String>) -> Option<LocalPort> {
     // Interface keys take precedence; Port keys are the fallback.
     let get = |k: &str| iface.external_ids.get(k).or_else(|| port.external_ids.get(k)).map(String::as_str);
-    let name = get(POD_NAME).filter(|s| !s.is_empty())?;
-    let namespace = get(POD_NAMESPACE).filter(|s| !s.is_empty())?;
+    let name = get(port_keys::POD_NAME).filter(|s| !s.is_empty())?;
+    let namespace = get(port_keys::POD_NAMESPACE).filter(|s| !s.is_empty())?;
     let ofport = valid_ofport(iface)?;
     let who = format!("interface {} (pod {namespace}/{name})", iface.name);
     let mut ips = Vec::new();
-    for token in get(IP_ADDRESS).unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()) {
+    for token in get(port_keys::IP_ADDRESS).unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()) {
         match parse_ip(token) {
             Some(ip) => ips.push(ip),
             None => problems.push(format!("{who}: ip-address {token:?} is not an IP address")),
@@ -204,7 +197,7 @@ fn local_port(port: &Port, iface: &Interface, problems: &mut Vec<String>) -> Opt
     }
     ips.sort();
     ips.dedup();
-    let mac = match get(ATTACHED_MAC).filter(|s| !s.is_empty()) {
+    let mac = match get(port_keys::ATTACHED_MAC).filter(|s| !s.is_empty()) {
         None => None,
         Some(s) => {
             let mac = parse_mac(s);
@@ -221,93 +214,6 @@ fn local_port(port: &Port, iface: &Interface, problems: &mut Vec<String>) -> Opt
         ips,
         mac,
     })
-}
-
-/// `10.10.0.1`, `10.10.0.1/16`, `fe80::1/64`: the address (Antrea writes CIDR-style values).
-pub fn parse_ip(s: &str) -> Option<IpAddr> {
-    let (addr, prefix) = match s.split_once('/') {
-        Some((a, p)) => (a, Some(p)),
-        None => (s, None),
-    };
-    let ip: IpAddr = addr.parse().ok()?;
-    if let Some(p) = prefix {
-        let max = if ip.is_ipv4() { 32 } else { 128 };
-        p.parse::<u8>().ok().filter(|p| *p <= max)?;
-    }
-    Some(ip)
-}
-
-/// `aa:bb:cc:dd:ee:ff`, as OVSDB's `attached-mac` and `mac_in_use` hold a MAC.
-pub fn format_mac(mac: [u8; 6]) -> String {
-    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
-}
-
-/// `aa:bb:cc:dd:ee:ff` (either case).
-pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let mut parts = s.split(':');
-    for byte in mac.iter_mut() {
-        let p = parts.next()?;
-        if p.len() != 2 || !p.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return None;
-        }
-        *byte = u8::from_str_radix(p, 16).ok()?;
-    }
-    parts.next().is_none().then_some(mac)
-}
-
-// ---- OVSDB value encodings (RFC 7047 section 5.1) ----
-
-/// Members of a set: `["set", [..]]`, or a single atom standing for a one-element set.
-fn set_items(v: &Value) -> Vec<&Value> {
-    match v.as_array().map(Vec::as_slice) {
-        Some([tag, Value::Array(items)]) if tag == "set" => items.iter().collect(),
-        _ => vec![v],
-    }
-}
-
-/// `["uuid", "..."]`.
-pub fn uuid(v: &Value) -> Option<String> {
-    match v.as_array().map(Vec::as_slice) {
-        Some([tag, Value::String(u)]) if tag == "uuid" => Some(u.clone()),
-        _ => None,
-    }
-}
-
-/// Pairs of `["map", [[k, v], ..]]`.
-fn map_pairs(v: &Value) -> Result<Vec<(&Value, &Value)>, String> {
-    match v.as_array().map(Vec::as_slice) {
-        Some([tag, Value::Array(pairs)]) if tag == "map" => pairs
-            .iter()
-            .map(|p| match p.as_array().map(Vec::as_slice) {
-                Some([k, v]) => Ok((k, v)),
-                _ => Err(format!("bad map pair {p}")),
-            })
-            .collect(),
-        _ => Err(format!("not a map: {v}")),
-    }
-}
-
-/// A map of strings (`["map", [[k, v], ..]]`); absent is empty.
-pub fn string_map(v: Option<&Value>) -> Result<BTreeMap<String, String>, String> {
-    let Some(v) = v else { return Ok(BTreeMap::new()) };
-    map_pairs(v)?
-        .into_iter()
-        .map(|(k, v)| match (k.as_str(), v.as_str()) {
-            (Some(k), Some(v)) => Ok((k.to_string(), v.to_string())),
-            _ => Err(format!("non-string map entry {k}: {v}")),
-        })
-        .collect()
-}
-
-/// A set of uuids; absent is empty.
-pub fn uuid_set(v: Option<&Value>) -> Result<Vec<String>, String> {
-    let Some(v) = v else { return Ok(Vec::new()) };
-    set_items(v).into_iter().map(|i| uuid(i).ok_or_else(|| format!("not a uuid: {i}"))).collect()
-}
-
-fn optional_string(v: &Value) -> Option<String> {
-    set_items(v).first().and_then(|s| s.as_str()).map(str::to_string)
 }
 
 fn name(row: &Value) -> String {
@@ -343,6 +249,7 @@ fn interface(row: &Value) -> Result<Interface, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::IpAddr;
 
     fn ids(pairs: &[(&str, &str)]) -> Value {
         json!(["map", pairs.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>()])
@@ -444,24 +351,5 @@ mod tests {
         assert_eq!(problems.len(), 1);
         assert!(db.ports.is_empty());
         assert!(!db.apply(&json!([1, 2])).is_empty());
-    }
-
-    #[test]
-    fn ip_and_mac_parsing() {
-        assert_eq!(parse_ip("10.0.0.1/16"), "10.0.0.1".parse().ok());
-        assert_eq!(parse_ip("10.0.0.1/33"), None);
-        assert_eq!(parse_ip("::1/128"), "::1".parse().ok());
-        assert_eq!(parse_ip("10.0.0.1/"), None);
-        assert_eq!(parse_mac("aa:bb:cc:dd:ee:ff"), Some([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]));
-        for bad in [
-            "aa:bb:cc:dd:ee",
-            "aa:bb:cc:dd:ee:ff:00",
-            "a:bb:cc:dd:ee:ff0",
-            "gg:bb:cc:dd:ee:ff",
-            "+a:bb:cc:dd:ee:ff",
-            "",
-        ] {
-            assert_eq!(parse_mac(bad), None, "{bad}");
-        }
     }
 }

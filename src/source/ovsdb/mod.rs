@@ -1,25 +1,16 @@
-//! The bridge's ports from OVSDB: a small RFC 7047 JSON-RPC client.
+//! The bridge's ports from OVSDB, read with the host's client ([`crate::host::ovsdb`]:
+//! JSON-RPC, transactions, value encodings, port keys).
 //!
 //! It `monitor`s Bridge, Port, Interface and Flow_Table rows of the Open_vSwitch database and
 //! publishes the classified ports of one bridge (see [`db`] for what makes a pod, gateway or
-//! uplink port) on a
-//! `watch` channel, sorted, whenever they change. It also names npagent's OpenFlow tables
+//! uplink port) on a `watch` channel, sorted, whenever they change. It also names npagent's OpenFlow tables
 //! ([`tables`]). When OVSDB goes away it says so, keeps the last published ports (the
 //! datapath still has them) and reconnects with backoff; the monitor reply on reconnect
 //! replaces the whole state, so nothing missed meanwhile is lost. Once per connection it
-//! makes the bridge's `fail_mode` `secure` ([`fail_mode`]). Beside it, [`gateway`] adopts the
-//! node's gateway port or creates one (its device configured through [`link`]),
-//! [`gateway_addrs`] follows the addresses the gateway's device holds, and [`ethtool`] turns
-//! a device's TX checksum offload off for the userspace datapath.
+//! makes the bridge's `fail_mode` `secure` ([`fail_mode`]).
 
-pub mod bridge;
 pub mod db;
-pub mod ethtool;
 pub mod fail_mode;
-pub mod gateway;
-pub mod gateway_addrs;
-pub mod link;
-pub mod rpc;
 pub mod tables;
 
 use std::time::Duration;
@@ -29,8 +20,8 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
 use crate::endpoint::Endpoint;
+use crate::host::ovsdb::{rpc, transact, Error};
 use crate::json_stream::JsonStream;
-use crate::source::Error;
 use db::{BridgePorts, Db};
 
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
@@ -125,7 +116,7 @@ impl<'a> Session<'a> {
                 _ = self.ports_tx.closed() => return Ok(()),
             };
             if n == 0 {
-                return Err(Error::OvsdbClosed);
+                return Err(Error::Closed);
             }
             framer.push(chunk.get(..n).unwrap_or_default())?;
             while let Some(msg) = framer.next_value()? {
@@ -165,7 +156,7 @@ impl<'a> Session<'a> {
         let result = msg.get("result").unwrap_or(&Value::Null);
         if id == Some(MONITOR_ID) {
             if let Some(e) = error {
-                return Err(Error::OvsdbProtocol(format!("monitor refused: {e}")));
+                return Err(Error::Protocol(format!("monitor refused: {e}")));
             }
             self.db = Db::default();
             self.apply(result);
@@ -180,7 +171,7 @@ impl<'a> Session<'a> {
         } else if let Some((_, previous)) = self.pending_fail_mode.take_if(|(p, _)| Some(*p) == id) {
             let errors = match error {
                 Some(e) => vec![e.to_string()],
-                None => tables::transact_errors(result),
+                None => transact::errors(result),
             };
             let previous = previous.as_deref().unwrap_or("unset");
             if errors.is_empty() {
@@ -199,7 +190,7 @@ impl<'a> Session<'a> {
             self.pending_transact = None;
             let errors = match error {
                 Some(e) => vec![e.to_string()],
-                None => tables::transact_errors(result),
+                None => transact::errors(result),
             };
             for e in errors {
                 tracing::warn!("OVSDB refused to name the OpenFlow tables: {e}");

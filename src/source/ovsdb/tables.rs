@@ -51,18 +51,6 @@ pub fn name_ops(db: &Db, bridge: &str, names: &[(u8, String)]) -> Option<Vec<Val
     (!ops.is_empty()).then_some(ops)
 }
 
-/// The errors in a `transact` reply (`error` members of its per-operation results).
-pub fn transact_errors(result: &Value) -> Vec<String> {
-    result
-        .as_array()
-        .map(|ops| {
-            ops.iter()
-                .filter_map(|op| op.get("error").map(|e| format!("{e} {}", op.get("details").unwrap_or(&Value::Null))))
-                .collect()
-        })
-        .unwrap_or_else(|| vec![format!("unexpected transact result {result}")])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

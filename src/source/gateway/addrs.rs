@@ -1,5 +1,5 @@
 //! The gateway's addresses as the node's stack holds them: the device of the bridge's gateway
-//! port is read through rtnetlink ([`super::link`]) and read again whenever an address or link
+//! port is read through rtnetlink ([`crate::host::netlink::link`]) and read again whenever an address or link
 //! of npagent's network namespace changes (and every [`RECHECK`] in case a change notice was
 //! lost), so that what is published is always what the device holds now.
 //!
@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::db::BridgePorts;
-use super::link::{Changes, Netlink};
+use crate::host::netlink::link::{Changes, Netlink};
 use crate::model::node::{InterfaceAddr, NodeConfig};
+use crate::source::ovsdb::db::BridgePorts;
 
 /// How often the device is read again without a change notice.
 const RECHECK: Duration = Duration::from_secs(10);

@@ -1,18 +1,20 @@
 //! The node's gateway port: adopted when the bridge has one, created when it has none.
 //!
-//! A port marked `external_ids:antrea-type=gateway` ([`super::db`]) is adopted as it is: the
-//! addresses its device holds ([`super::gateway_addrs`]) are the gateway's when none are
+//! A port marked `external_ids:antrea-type=gateway` ([`super::ovsdb::db`]) is adopted as it
+//! is: the addresses its device holds ([`addrs`]) are the gateway's when none are
 //! configured; a configured address the device does not hold, or a device address not
 //! configured, is a warning naming both (the configured ones are used). npagent never changes
-//! or re-creates a gateway it did not create. When the bridge has no gateway, a name to create one
-//! under is given (`--gateway`, default `antrea-gw0`) and the gateway has an address
+//! or re-creates a gateway it did not create. When the bridge has no gateway, a name to create
+//! one under is given (`--gateway`, default `antrea-gw0`) and the gateway has an address
 //! (`--gateway-ip`, or in kube mode the first address of the Node's podCIDR), npagent creates
 //! it as Antrea does: an OVS internal port (`ofport_request` 32769) marked
 //! `antrea-type=gateway`, in one OVSDB transaction that fails when a gateway appeared
 //! meanwhile. Once ovs-vswitchd has made its device, npagent adds the addresses and brings it
-//! up through netlink ([`super::link`]). Its MAC is the one the device got, as OVSDB reports it
-//! (`mac_in_use`), never chosen. Failures are logged naming the port and retried with backoff;
+//! up through netlink ([`crate::host::netlink::link`]). Its MAC is the one the device got, as
+//! OVSDB reports it (`mac_in_use`), never chosen. Failures are logged naming the port and retried with backoff;
 //! the pipeline serves what is valid meanwhile (a gateway without a MAC gets no flows).
+
+pub mod addrs;
 
 use std::time::Duration;
 
@@ -20,13 +22,16 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::db::BridgePorts;
-use super::gateway_addrs::DeviceAddrs;
-use super::link::{LinkError, Netlink};
-use super::{rpc, tables};
+use super::ovsdb::db::BridgePorts;
 use crate::endpoint::Endpoint;
+use crate::host::netlink::ethtool;
+use crate::host::netlink::link::{LinkError, Netlink};
+use crate::host::ovsdb::port_keys::{self, role};
+use crate::host::ovsdb::transact::{self, transact};
+use crate::host::ovsdb::{bridge, value};
 use crate::model::node::{InterfaceAddr, NodeConfig};
 use crate::model::NodePort;
+use addrs::DeviceAddrs;
 
 /// The ofport Antrea's gateway asks for.
 pub const OFPORT_REQUEST: i64 = 32769;
@@ -35,14 +40,12 @@ pub const OFPORT_REQUEST: i64 = 32769;
 const SHOW_UP_WITHIN: Duration = Duration::from_secs(10);
 const MIN_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-/// Bound on one OVSDB transaction.
-const TRANSACT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The `transact` parameters that create gateway port `name` on `bridge`: a wait that no
 /// port or interface is marked as a gateway yet, the Interface (internal), the Port, and the
 /// Bridge's reference to it.
 pub fn create_params(bridge: &str, name: &str) -> Value {
-    let gateway = json!(["map", [["antrea-type", "gateway"]]]);
+    let gateway = json!(["map", [[port_keys::ANTREA_TYPE, role::GATEWAY]]]);
     let none_marked = |table: &str| {
         json!({
             "op": "wait", "table": table, "timeout": 0,
@@ -80,7 +83,7 @@ pub fn create_outcome(bridge: &str, result: &Value) -> Result<(), String> {
                 .into(),
         );
     }
-    let errors = tables::transact_errors(result);
+    let errors = transact::errors(result);
     if !errors.is_empty() {
         return Err(errors.join("; "));
     }
@@ -217,10 +220,11 @@ impl Gateway {
     async fn configure(&mut self, port: &NodePort, addrs: &[InterfaceAddr], held: &DeviceAddrs) -> Option<Instant> {
         let name = &port.interface;
         let configured = async {
-            let datapath = super::bridge::datapath_type(&self.spec.ovsdb, &self.spec.bridge).await?;
-            if datapath == super::bridge::USERSPACE_DATAPATH {
+            let datapath =
+                bridge::datapath_type(&self.spec.ovsdb, &self.spec.bridge).await.map_err(|e| e.to_string())?;
+            if datapath == bridge::USERSPACE_DATAPATH {
                 let device = name.clone();
-                tokio::task::spawn_blocking(move || super::ethtool::tx_checksums_off(&device))
+                tokio::task::spawn_blocking(move || ethtool::tx_checksums_off(&device))
                     .await
                     .map_err(|e| e.to_string())?
                     .map_err(|e| e.to_string())?;
@@ -229,7 +233,7 @@ impl Gateway {
         };
         match configured.await {
             Ok(()) => {
-                let mac = port.mac.map(|m| format!(", MAC {}", super::db::format_mac(m))).unwrap_or_default();
+                let mac = port.mac.map(|m| format!(", MAC {}", value::format_mac(m))).unwrap_or_default();
                 self.say(
                     tracing::Level::INFO,
                     format!("gateway {name} created (ofport {}{mac}) with {}, up", port.ofport, list(addrs)),
@@ -265,11 +269,9 @@ impl Gateway {
         if let Some(t) = self.not_before.filter(|t| *t > Instant::now()) {
             return Some(t);
         }
-        let call = rpc::call(&self.spec.ovsdb, "transact", create_params(&bridge, &name));
-        let outcome = match tokio::time::timeout(TRANSACT_TIMEOUT, call).await {
-            Err(_) => Err(format!("OVSDB did not answer within {TRANSACT_TIMEOUT:?}")),
-            Ok(Err(e)) => Err(e.to_string()),
-            Ok(Ok(result)) => create_outcome(&bridge, &result),
+        let outcome = match transact(&self.spec.ovsdb, create_params(&bridge, &name), "OVSDB transaction").await {
+            Err(e) => Err(e.to_string()),
+            Ok(result) => create_outcome(&bridge, &result),
         };
         match outcome {
             Ok(()) => {
