@@ -19,10 +19,10 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use support::agent::{Agent, FIRST_SYNC};
+use support::agent::Agent;
 use support::policy::allow_egress;
 use support::wait::wait_until;
 use support::{write_atomic, Port, Testbed, GATEWAY_IP};
@@ -31,33 +31,6 @@ use support::{write_atomic, Port, Testbed, GATEWAY_IP};
 const OFF_NODE_SERVICE: &str = "10.96.200.10";
 /// The ClusterIP of a Service whose endpoint is the node itself (hostNetwork).
 const HOST_NETWORK_SERVICE: &str = "10.96.200.20";
-
-/// The node's listener on TCP 80, TCP 81 and UDP 80 (a host-network endpoint), stopped by pid
-/// when dropped.
-struct NodeListener(Child);
-
-impl NodeListener {
-    fn start(tb: &Testbed) -> NodeListener {
-        let pidfile = tb.sandbox.dir.join("node-listener.pid");
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/testbed/probe.py");
-        let child = Command::new("ip")
-            .args(["netns", "exec", &tb.sandbox.netns, "python3", script, "serve", "--pidfile"])
-            .arg(&pidfile)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the node's listener");
-        wait_until(Duration::from_secs(10), "the node's listener", || pidfile.exists());
-        NodeListener(child)
-    }
-}
-
-impl Drop for NodeListener {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// kube-proxy's DNAT for a Service at `vip` with the one endpoint `endpoint`, in the node's
 /// namespace.
@@ -70,33 +43,22 @@ fn add_service(tb: &Testbed, vip: &str, endpoint: &str) {
     assert!(status.success(), "DNAT {vip} -> {endpoint}");
 }
 
-/// Which ports `from` reaches at `ip` (named `label` in the prober's answer).
-fn reached(tb: &Testbed, from: &str, label: &str, ip: &str) -> Vec<Port> {
-    let got = tb.probe_from_netns(&tb.pod(from).netns, from, &[(label.to_string(), ip.to_string())]);
-    Port::ALL.into_iter().filter(|p| got[&(label.to_string(), *p)]).collect()
-}
-
 #[test]
 fn a_pods_service_connections_meet_its_egress_policy_only_when_the_backend_is_a_local_pod() {
     let tb = Testbed::start_with_outside();
-    let ports = [("TCP", 80), ("TCP", 81), ("UDP", 80)];
-    write_atomic(&tb.manifests_dir().join("policy.yaml"), &allow_egress("x", "a-to-b", "a", "b", &ports));
-    let log = tb.sandbox.dir.join("npagent.log");
-    let audit_log = tb.sandbox.dir.join("np.log");
-    let mut agent =
-        Agent::spawn_in_node(&tb.sandbox, &tb.manifests_dir(), &log, &["--audit-log", audit_log.to_str().unwrap()]);
-    agent.wait_log(FIRST_SYNC, Duration::from_secs(30));
+    write_atomic(&tb.manifests_dir().join("policy.yaml"), &allow_egress("x", "a-to-b", "a", "b", &[]));
+    let _agent = Agent::start_in_node(&tb.sandbox, &tb.manifests_dir(), &tb.sandbox.dir.join("np.log"), &[]);
     wait_until(Duration::from_secs(20), "x/a's egress policy", || !tb.reaches("x/a", "y/a", Port::Tcp80));
-    let _listener = NodeListener::start(&tb);
+    let _listener = tb.node_listener();
     let outside = tb.host("outside/h1").ip;
     add_service(&tb, OFF_NODE_SERVICE, &outside);
     add_service(&tb, HOST_NETWORK_SERVICE, GATEWAY_IP);
 
     // Controls: the endpoints answer others, and x/a reaches neither of them directly.
-    assert_eq!(reached(&tb, "x/b", "outside/h1", OFF_NODE_SERVICE), Port::ALL, "x/b to h1's Service");
-    assert_eq!(reached(&tb, "x/b", "node", HOST_NETWORK_SERVICE), Port::ALL, "x/b to the node's Service");
-    assert_eq!(reached(&tb, "x/a", "outside/h1", &outside), [], "x/a to h1 directly");
-    assert_eq!(reached(&tb, "x/a", "node", GATEWAY_IP), [], "x/a to the node directly");
+    assert_eq!(tb.ports_reached("x/b", "outside/h1", OFF_NODE_SERVICE), Port::ALL, "x/b to h1's Service");
+    assert_eq!(tb.ports_reached("x/b", "node", HOST_NETWORK_SERVICE), Port::ALL, "x/b to the node's Service");
+    assert_eq!(tb.ports_reached("x/a", "outside/h1", &outside), [], "x/a to h1 directly");
+    assert_eq!(tb.ports_reached("x/a", "node", GATEWAY_IP), [], "x/a to the node directly");
 
     // A local backend: judged after the DNAT, against the backend.
     assert!(tb.reaches_service("x/a", "x/b", Port::Tcp80), "x/a to x/b's Service (allowed)");
@@ -105,6 +67,6 @@ fn a_pods_service_connections_meet_its_egress_policy_only_when_the_backend_is_a_
     }
 
     // Backends that are not local pods: no egress verdict (the README's stated gap).
-    assert_eq!(reached(&tb, "x/a", "outside/h1", OFF_NODE_SERVICE), Port::ALL, "x/a to h1's Service");
-    assert_eq!(reached(&tb, "x/a", "node", HOST_NETWORK_SERVICE), Port::ALL, "x/a to the node's Service");
+    assert_eq!(tb.ports_reached("x/a", "outside/h1", OFF_NODE_SERVICE), Port::ALL, "x/a to h1's Service");
+    assert_eq!(tb.ports_reached("x/a", "node", HOST_NETWORK_SERVICE), Port::ALL, "x/a to the node's Service");
 }

@@ -22,10 +22,9 @@
 //! a kernel mark would not cross the userspace datapath's tap. The node never needs to hold
 //! the address: its replies are un-NATed by the node's conntrack before they are routed.
 
-use super::iptables::{self, Family};
+use super::iptables::{self, Family, NOT_HERE};
 use crate::host::netlink::link::{LinkError, Netlink};
 use crate::model::node::NodeConfig;
-use crate::rate_limited::RateLimitedWarning;
 use crate::source::ovsdb::db::BridgePorts;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -35,8 +34,6 @@ use tokio::sync::watch;
 pub const CHAIN: iptables::Chain = iptables::Chain { table: "nat", hook: "POSTROUTING", name: "NPAGENT-POSTROUTING" };
 /// How often the rules are read back and repaired.
 pub const CHECK_EVERY: Duration = Duration::from_secs(5);
-/// What a warning says when npagent runs apart from the gateway's device.
-const NOT_HERE: &str = "run npagent in the node's network namespace";
 
 /// What the rules say (`--forwarded-source`, `--masquerade-mark`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,36 +62,16 @@ pub async fn run_forwarded_snat(
     mut ports: watch::Receiver<BridgePorts>,
     mut config: watch::Receiver<NodeConfig>,
 ) {
-    let mut said: Option<String> = None;
-    let mut failing = RateLimitedWarning::default();
-    let mut failures = 0u64;
+    let mut reports = iptables::Reports::default();
     loop {
         let gateway = ports.borrow_and_update().gateway.as_ref().map(|g| g.interface.clone());
         let node = config.borrow_and_update().clone();
         if let Some(gateway) = gateway {
-            match step(&cfg, &gateway, &node).await {
-                Ok(Some(message)) => {
-                    if said.as_deref() != Some(message.as_str()) {
-                        if message.contains(NOT_HERE) {
-                            tracing::warn!("{message}");
-                        } else {
-                            tracing::info!("{message}");
-                        }
-                        said = Some(message);
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    failures += 1;
-                    failing.total(failures, |_| {
-                        tracing::warn!(
-                            "cannot keep the node's forwarded connections apart from its own ({e}): connections the \
-                             node masquerades to the gateway (NodePorts, hairpin) pass as the node's own into every \
-                             pod until it works (retrying)"
-                        )
-                    });
-                }
-            }
+            reports.check(
+                step(&cfg, &gateway, &node).await,
+                "connections the node masquerades to the gateway (NodePorts, hairpin) pass as the node's own into \
+                 every pod until the node's forwarded connections are kept apart",
+            );
         }
         tokio::select! {
             changed = ports.changed() => if changed.is_err() { return },
@@ -106,7 +83,9 @@ pub async fn run_forwarded_snat(
 
 /// One check of every family; what changed, to say once.
 async fn step(cfg: &ForwardedSnatConfig, gateway: &str, node: &NodeConfig) -> Result<Option<String>, String> {
-    match Netlink::open().map_err(|e| e.to_string())?.device(gateway).await {
+    let cannot =
+        |e: &dyn std::fmt::Display| format!("cannot keep the node's forwarded connections apart from its own ({e})");
+    match Netlink::open().map_err(|e| cannot(&e))?.device(gateway).await {
         Ok(_) => {}
         Err(LinkError::NotFound(_)) => {
             return Ok(Some(format!(
@@ -114,7 +93,7 @@ async fn step(cfg: &ForwardedSnatConfig, gateway: &str, node: &NodeConfig) -> Re
                  forwards are not told apart from its own ({NOT_HERE})"
             )))
         }
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(cannot(&e)),
     }
     let own: Vec<IpAddr> = node.gateway_addrs.iter().map(|a| a.ip).chain(node.node_ips.iter().copied()).collect();
     let mut installed = Vec::new();
@@ -125,7 +104,7 @@ async fn step(cfg: &ForwardedSnatConfig, gateway: &str, node: &NodeConfig) -> Re
             continue;
         }
         let rule = snat_rule(gateway, cfg.masquerade_mark, *source);
-        if CHAIN.ensure(family, &[rule]).await.map_err(|e| e.to_string())? {
+        if CHAIN.ensure(family, &[rule]).await.map_err(|e| cannot(&e))? {
             installed.push(source.to_string());
         }
     }

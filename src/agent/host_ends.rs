@@ -15,9 +15,8 @@
 //! device is not in npagent's network namespace is skipped (npagent then says so). Nothing is
 //! removed when npagent stops.
 
-use super::iptables::{self, Family};
+use super::iptables::{self, Family, NOT_HERE};
 use crate::host::netlink::link::{LinkError, Netlink};
-use crate::rate_limited::RateLimitedWarning;
 use crate::source::ovsdb::db::BridgePorts;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -34,30 +33,14 @@ fn drop_rule(interface: &str) -> String {
 
 /// Keeps the rules in place for the pod ports OVSDB names (`ports`) until the channel closes.
 pub async fn run_host_ends(mut ports: watch::Receiver<BridgePorts>) {
-    let mut said: Option<String> = None;
-    let mut failing = RateLimitedWarning::default();
-    let mut failures = 0u64;
+    let mut reports = iptables::Reports::default();
     loop {
         let interfaces: Vec<String> = ports.borrow_and_update().pods.iter().map(|p| p.interface.clone()).collect();
-        match step(&interfaces).await {
-            Ok(Some(message)) => {
-                if said.as_deref() != Some(message.as_str()) {
-                    tracing::info!("{message}");
-                    said = Some(message);
-                }
-            }
-            Ok(None) => {}
-            Err(e) => {
-                failures += 1;
-                failing.total(failures, |_| {
-                    tracing::warn!(
-                        "cannot keep the node's stack from hearing pods' host ends ({e}): on the userspace datapath \
-                         a pod can reach the node's own services and route through the node past its egress policy \
-                         until it works (retrying)"
-                    )
-                });
-            }
-        }
+        reports.check(
+            step(&interfaces).await,
+            "on the userspace datapath a pod can reach the node's own services and route through the node past its \
+             egress policy until the node's stack is kept from hearing pods' host ends",
+        );
         tokio::select! {
             changed = ports.changed() => if changed.is_err() { return },
             _ = tokio::time::sleep(CHECK_EVERY) => {}
@@ -67,25 +50,26 @@ pub async fn run_host_ends(mut ports: watch::Receiver<BridgePorts>) {
 
 /// One check of both families; what changed, to say once.
 async fn step(interfaces: &[String]) -> Result<Option<String>, String> {
-    let netlink = Netlink::open().map_err(|e| e.to_string())?;
+    let cannot = |e: &dyn std::fmt::Display| format!("cannot keep the node's stack from hearing pods' host ends ({e})");
+    let netlink = Netlink::open().map_err(|e| cannot(&e))?;
     let mut here = Vec::new();
     let mut elsewhere = Vec::new();
     for interface in interfaces {
         match netlink.device(interface).await {
             Ok(_) => here.push(interface.as_str()),
             Err(LinkError::NotFound(_)) => elsewhere.push(interface.as_str()),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(cannot(&e)),
         }
     }
     let rules: Vec<String> = here.iter().map(|i| drop_rule(i)).collect();
     let mut changed = false;
     for family in [Family::V4, Family::V6] {
-        changed |= CHAIN.ensure(family, &rules).await.map_err(|e| e.to_string())?;
+        changed |= CHAIN.ensure(family, &rules).await.map_err(|e| cannot(&e))?;
     }
     if !elsewhere.is_empty() {
         return Ok(Some(format!(
             "{} of {} pod ports' devices are not in npagent's network namespace ({}, ...): the node's stack is not kept \
-             from hearing them (run npagent in the node's network namespace)",
+             from hearing them ({NOT_HERE})",
             elsewhere.len(),
             interfaces.len(),
             elsewhere[0]

@@ -4,9 +4,13 @@
 //! `iptables` (the table and backend kube-proxy's rules are in). Used for the forwarded
 //! connections' source address (`nat`) and the pod ports' host ends (`raw`).
 
+use crate::rate_limited::RateLimitedWarning;
 use std::net::IpAddr;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
+
+/// What a message says when npagent runs apart from the devices its rules name.
+pub const NOT_HERE: &str = "run npagent in the node's network namespace";
 
 /// How long one `iptables` command may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -94,6 +98,37 @@ impl Chain {
         let restore = format!("{iptables}-restore");
         run(&restore, &["-w", "5", "--noflush"], Some(&self.restore_input(rules, jumps))).await?;
         Ok(true)
+    }
+}
+
+/// What a chain's keeper says of its checks: a new message once (a warning when it says
+/// npagent runs apart from the node, [`NOT_HERE`]), failures through a rate-limited warning.
+#[derive(Default)]
+pub struct Reports {
+    said: Option<String>,
+    failing: RateLimitedWarning,
+    failures: u64,
+}
+
+impl Reports {
+    /// Says what one check found (`Ok(Some(message))`: what changed), or that it failed, with
+    /// `consequence` saying what holds meanwhile.
+    pub fn check(&mut self, outcome: Result<Option<String>, String>, consequence: &str) {
+        match outcome {
+            Ok(Some(message)) if self.said.as_deref() != Some(message.as_str()) => {
+                if message.contains(NOT_HERE) {
+                    tracing::warn!("{message}");
+                } else {
+                    tracing::info!("{message}");
+                }
+                self.said = Some(message);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                self.failures += 1;
+                self.failing.total(self.failures, |_| tracing::warn!("{e}: {consequence} (retrying)"));
+            }
+        }
     }
 }
 

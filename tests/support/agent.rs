@@ -48,6 +48,18 @@ impl Agent {
         Agent::spawn_in(Some(&sb.netns), sb, manifests, log, extra, &[])
     }
 
+    /// Like [`Agent::start`], in the node's network namespace ([`Agent::spawn_in_node`]):
+    /// returns once its log says its first sync is complete.
+    pub fn start_in_node(sb: &Sandbox, manifests: &Path, audit_log: &Path, extra: &[&str]) -> Agent {
+        let log = audit_log.with_extension("agent.log");
+        let audit_arg = audit_log.to_string_lossy();
+        let mut args = vec!["--audit-log", audit_arg.as_ref()];
+        args.extend_from_slice(extra);
+        let mut agent = Agent::spawn_in_node(sb, manifests, &log, &args);
+        agent.wait_log(FIRST_SYNC, START_TIMEOUT);
+        agent
+    }
+
     /// Like [`Agent::spawn_in_node`], without the environment variables `unset` that
     /// [`super::node_env`] sets (`NPAGENT_GATEWAY_IP`: npagent is told no gateway address).
     pub fn spawn_in_node_without(sb: &Sandbox, manifests: &Path, log: &Path, extra: &[&str], unset: &[&str]) -> Agent {

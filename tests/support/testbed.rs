@@ -361,6 +361,30 @@ impl Testbed {
         got
     }
 
+    /// The ports on which pod `from` reaches address `ip` (named `label` in the prober's
+    /// answer), in [`Port::ALL`]'s order.
+    pub fn ports_reached(&self, from: &str, label: &str, ip: &str) -> Vec<Port> {
+        let got = self.probe_from_netns(&self.pod(from).netns, from, &[(label.to_string(), ip.to_string())]);
+        Port::ALL.into_iter().filter(|p| got[&(label.to_string(), *p)]).collect()
+    }
+
+    /// Starts a listener on TCP 80, TCP 81 and UDP 80 in the node's own network namespace (a
+    /// host-network service), stopped by pid when the value is dropped.
+    pub fn node_listener(&self) -> NodeListener {
+        let pidfile = self.sandbox.dir.join("node-listener.pid");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.sandbox.netns, "python3"])
+            .arg(repo_path("testbed/probe.py"))
+            .args(["serve", "--pidfile"])
+            .arg(&pidfile)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the node's listener");
+        super::wait::wait_until(Duration::from_secs(10), "the node's listener", || pidfile.exists());
+        NodeListener(child)
+    }
+
     /// Does pod `from` reach the Service of pod `to` (its ClusterIP, DNATed by the node) on
     /// `port`?
     pub fn reaches_service(&self, from: &str, to: &str, port: Port) -> bool {
@@ -660,4 +684,15 @@ pub fn write_atomic(path: &Path, text: &str) {
     let tmp = path.with_file_name(format!(".{name}.tmp"));
     std::fs::write(&tmp, text).unwrap_or_else(|e| panic!("write {}: {e}", tmp.display()));
     std::fs::rename(&tmp, path).unwrap_or_else(|e| panic!("rename to {}: {e}", path.display()));
+}
+
+/// A listener in the node's network namespace ([`Testbed::node_listener`]), stopped by pid when
+/// dropped.
+pub struct NodeListener(std::process::Child);
+
+impl Drop for NodeListener {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
