@@ -12,8 +12,9 @@
 //! The rules live in chain `NPAGENT-PREROUTING`, jumped to from the first rule of the `raw`
 //! table's PREROUTING, kept as [`super::iptables`] keeps chains: read back every
 //! [`CHECK_EVERY`] and as the bridge's pod ports change, put back when they differ. A port whose
-//! device is not in npagent's network namespace is skipped (npagent then says so). Nothing is
-//! removed when npagent stops.
+//! device is not in npagent's network namespace is skipped (npagent then says so); with none of
+//! them there, nothing is changed (npagent runs apart from the node, whose tables these are not).
+//! Nothing is removed when npagent stops.
 
 use super::iptables::{self, Family, NOT_HERE};
 use crate::host::netlink::link::{LinkError, Netlink};
@@ -61,10 +62,14 @@ async fn step(interfaces: &[String]) -> Result<Option<String>, String> {
             Err(e) => return Err(cannot(&e)),
         }
     }
-    let rules: Vec<String> = here.iter().map(|i| drop_rule(i)).collect();
+    // With none of the devices here, npagent runs apart from the node: its own namespace's
+    // tables are not the node's to change.
     let mut changed = false;
-    for family in [Family::V4, Family::V6] {
-        changed |= CHAIN.ensure(family, &rules).await.map_err(|e| cannot(&e))?;
+    if !here.is_empty() {
+        let rules: Vec<String> = here.iter().map(|i| drop_rule(i)).collect();
+        for family in [Family::V4, Family::V6] {
+            changed |= CHAIN.ensure(family, &rules).await.map_err(|e| cannot(&e))?;
+        }
     }
     if !elsewhere.is_empty() {
         return Ok(Some(format!(
