@@ -14,26 +14,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::audit_log::wait_json_line;
-use support::cni_node::{all_ports, CniNode};
+use support::cni_node::{all_ports, node_with, CniNode};
 use support::containerd::Containerd;
 use support::cri::PodRef;
 use support::rootfs::{self, SHARE_IN_CONTAINER};
 use support::{wait_until, write_atomic, Port};
 
 const WITHIN: Duration = Duration::from_secs(20);
-
-/// The node and a containerd on it, or None (printing why) when containerd cannot run on this
-/// machine at all.
-fn node_with_containerd() -> Option<(CniNode, Containerd)> {
-    if let Some(why) = Containerd::unavailable() {
-        eprintln!("containerd cannot run on this machine: {why}; not tested");
-        return None;
-    }
-    let node = CniNode::start();
-    let containerd = Containerd::start(&node).unwrap_or_else(|e| panic!("containerd did not start: {e}"));
-    eprintln!("runtime: {}", containerd.version());
-    Some((node, containerd))
-}
 
 /// A pod of containerd's with the testbed's listeners running in it.
 struct ServerPod {
@@ -97,7 +84,7 @@ fn leftovers(node: &CniNode) -> (Vec<String>, Vec<String>, Vec<String>, Vec<Stri
 
 #[test]
 fn a_pod_containerd_starts_is_enforced_from_its_first_packet_and_named_in_np_log() {
-    let Some((node, containerd)) = node_with_containerd() else { return };
+    let Some((node, containerd)) = node_with::<Containerd>() else { return };
     let before = leftovers(&node);
     let n = start_server_pod(&node, &containerd, "x", "n");
 
@@ -139,7 +126,7 @@ fn a_pod_containerd_starts_is_enforced_from_its_first_packet_and_named_in_np_log
 
 #[test]
 fn a_pod_containerd_starts_survives_an_agent_restart() {
-    let Some((mut node, containerd)) = node_with_containerd() else { return };
+    let Some((mut node, containerd)) = node_with::<Containerd>() else { return };
     let before = leftovers(&node);
     let n = start_server_pod(&node, &containerd, "x", "n");
     assert_eq!(node.probe_to("x/b", "x/n", &n.ip), all_ports(true));
@@ -161,7 +148,7 @@ const SANDBOXES: usize = 100;
 
 #[test]
 fn a_hundred_sandboxes_at_once_leave_nothing() {
-    let Some((node, containerd)) = node_with_containerd() else { return };
+    let Some((node, containerd)) = node_with::<Containerd>() else { return };
     let pods: Vec<PodRef> = (0..SANDBOXES).map(|i| PodRef::new("y", &format!("m{i}"))).collect();
     let manifests: Vec<String> = pods
         .iter()

@@ -14,25 +14,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::audit_log::wait_json_line;
-use support::cni_node::{all_ports, CniNode};
+use support::cni_node::{all_ports, node_with, CniNode};
 use support::podman::Podman;
 use support::rootfs::{self, SHARE_IN_CONTAINER};
 use support::{wait_until, write_atomic, Port};
 
 const WITHIN: Duration = Duration::from_secs(20);
-
-/// The node and a podman on it, or None (printing why) when podman cannot run on this machine
-/// at all.
-fn node_with_podman() -> Option<(CniNode, Podman)> {
-    if let Some(why) = Podman::unavailable() {
-        eprintln!("podman cannot run on this machine: {why}; not tested");
-        return None;
-    }
-    let node = CniNode::start();
-    let podman = Podman::start(&node).unwrap_or_else(|e| panic!("podman does not work: {e}"));
-    eprintln!("runtime: {}", podman.version());
-    Some((node, podman))
-}
 
 /// Runs container `name` as pod `namespace/name` with the testbed's listeners in it; returns
 /// its address once the server's sockets are bound.
@@ -73,7 +60,7 @@ fn leftovers(node: &CniNode) -> (Vec<String>, Vec<String>, Vec<String>, Vec<Stri
 
 #[test]
 fn a_container_podman_runs_is_enforced_from_its_first_packet_and_named_in_np_log() {
-    let Some((node, podman)) = node_with_podman() else { return };
+    let Some((node, podman)) = node_with::<Podman>() else { return };
     let before = leftovers(&node);
     let ip = start_server(&node, &podman, "x", "n");
 
@@ -107,7 +94,7 @@ fn a_container_podman_runs_is_enforced_from_its_first_packet_and_named_in_np_log
 
 #[test]
 fn without_the_namespace_in_cni_args_podman_run_fails_naming_it() {
-    let Some((node, podman)) = node_with_podman() else { return };
+    let Some((node, podman)) = node_with::<Podman>() else { return };
     let before = leftovers(&node);
     // podman alone sends K8S_POD_NAME only: npagent refuses to guess the namespace.
     let out =
@@ -121,7 +108,7 @@ fn without_the_namespace_in_cni_args_podman_run_fails_naming_it() {
 
 #[test]
 fn a_container_podman_runs_survives_an_agent_restart() {
-    let Some((mut node, podman)) = node_with_podman() else { return };
+    let Some((mut node, podman)) = node_with::<Podman>() else { return };
     let before = leftovers(&node);
     let ip = start_server(&node, &podman, "x", "n");
     assert_eq!(node.probe_to("x/b", "x/n", &ip), all_ports(true));
@@ -144,7 +131,7 @@ const WORKERS: usize = 10;
 
 #[test]
 fn a_hundred_containers_at_once_leave_nothing() {
-    let Some((node, podman)) = node_with_podman() else { return };
+    let Some((node, podman)) = node_with::<Podman>() else { return };
     let names: Vec<String> = (0..CONTAINERS).map(|i| format!("m{i}")).collect();
     let manifests: Vec<String> = names
         .iter()

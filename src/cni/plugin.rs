@@ -92,7 +92,6 @@ pub fn ask(socket: &Path, request: &Request) -> std::io::Result<Answer> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn vars(list: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {

@@ -396,7 +396,6 @@ pub fn version_result(cni_version: &str) -> Value {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn env(vars: &[(&str, &str)]) -> Result<Env, CniError> {

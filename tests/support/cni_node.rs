@@ -248,3 +248,28 @@ fn names_in(dir: &Path) -> Vec<String> {
     names.sort();
     names
 }
+
+/// A container runtime the tests drive on a [`CniNode`] (podman, containerd).
+pub trait Runtime: Sized {
+    /// What messages call it.
+    const NAME: &'static str;
+    /// Why it cannot run on this machine at all, if so.
+    fn unavailable() -> Option<String>;
+    /// Starts a private instance of it for `node`.
+    fn start(node: &CniNode) -> Result<Self, String>;
+    /// Its version, as it reports it.
+    fn version(&self) -> String;
+}
+
+/// The node and runtime `R` on it, or None (printing why) when `R` cannot run on this machine
+/// at all.
+pub fn node_with<R: Runtime>() -> Option<(CniNode, R)> {
+    if let Some(why) = R::unavailable() {
+        eprintln!("{} cannot run on this machine: {why}; not tested", R::NAME);
+        return None;
+    }
+    let node = CniNode::start();
+    let runtime = R::start(&node).unwrap_or_else(|e| panic!("{} did not start: {e}", R::NAME));
+    eprintln!("runtime: {}", runtime.version());
+    Some((node, runtime))
+}

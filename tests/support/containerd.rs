@@ -167,6 +167,22 @@ impl Containerd {
     }
 }
 
+impl super::cni_node::Runtime for Containerd {
+    const NAME: &'static str = "containerd";
+
+    fn unavailable() -> Option<String> {
+        Containerd::unavailable()
+    }
+
+    fn start(node: &CniNode) -> Result<Containerd, String> {
+        Containerd::start(node)
+    }
+
+    fn version(&self) -> String {
+        Containerd::version(self)
+    }
+}
+
 impl Drop for Containerd {
     fn drop(&mut self) {
         if std::thread::panicking() {

@@ -148,6 +148,22 @@ default_network = "{NETWORK}"
     }
 }
 
+impl super::cni_node::Runtime for Podman {
+    const NAME: &'static str = "podman";
+
+    fn unavailable() -> Option<String> {
+        Podman::unavailable()
+    }
+
+    fn start(node: &CniNode) -> Result<Podman, String> {
+        Podman::start(node)
+    }
+
+    fn version(&self) -> String {
+        Podman::version(self)
+    }
+}
+
 impl Drop for Podman {
     fn drop(&mut self) {
         if let Err(e) = self.run_ok(None, &["rm", "-a", "-f", "-t", "0"]) {

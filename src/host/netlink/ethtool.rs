@@ -199,7 +199,6 @@ fn u32_attr(kind: u16, v: u32) -> DefaultNla {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use netlink_packet_core::Nla;
 
