@@ -234,34 +234,35 @@ fn quota_granted() -> Oxm {
     Oxm::CtMark(Masked::exact(tables::QUOTA_MARK))
 }
 
-/// ConntrackCommit's flow for a new connection counted in `zone` (`new` matches its first
-/// packet, which may say where it came from): committed into the zone, then on to
-/// ConntrackQuota, which admits it only when the zone had room.
-fn zone_new_flow(
-    zone: u16,
-    priority: u16,
-    new: Vec<Oxm>,
-    v: impl Fn(Vec<Instruction>) -> FlowValue,
-) -> (FlowKey, FlowValue) {
-    let new = flow::with_ct_state(new, ct::NEW | ct::TRK, ct::INV);
-    let commit = flow::ct_quota(zone, tables::QUOTA_MARK);
-    (FlowKey::new(tables::CONNTRACK_COMMIT, priority, new), v(vec![apply(vec![commit])]))
+/// Which packets of a connection a ConntrackCommit flow takes.
+#[derive(Clone, Copy)]
+enum Packets {
+    /// Its first (`ct_state=+new`), which may say where it came from.
+    First,
+    /// The rest (`ct_state=-new`), matched by what their connection's tuple or mark says.
+    Later,
 }
 
-/// ConntrackCommit's flow for the later packets of the connections counted in `zone`
-/// (`owned` matches them: `ct_nw_src`, `ct_mark`): tracked there too, so the zone's entry
-/// lives as long as the connection, then on to ConntrackQuota, which delivers them only when
-/// the zone holds the connection. An entry that went (expired while policy dropped the
-/// connection's packets) is re-created only within the zone's limit.
-fn zone_later_flow(
+/// ConntrackCommit's flow for the `packets` of the connections counted in `zone` (`fields`
+/// match them): committed into the zone, then on to ConntrackQuota, which admits a new
+/// connection only when the zone had room and delivers a later packet only when the zone
+/// holds its connection. Tracking every packet there keeps the zone's entry alive as long as
+/// the connection; an entry that went (expired while policy dropped the connection's
+/// packets) is re-created only within the zone's limit.
+fn zone_flow(
     zone: u16,
     priority: u16,
-    owned: Vec<Oxm>,
+    packets: Packets,
+    fields: Vec<Oxm>,
     v: impl Fn(Vec<Instruction>) -> FlowValue,
 ) -> (FlowKey, FlowValue) {
-    let later = flow::with_ct_state(owned, ct::TRK, ct::NEW | ct::INV);
-    let commit = flow::ct_quota(zone, tables::QUOTA_LATER_MARK);
-    (FlowKey::new(tables::CONNTRACK_COMMIT, priority, later), v(vec![apply(vec![commit])]))
+    let (set, clear, mark) = match packets {
+        Packets::First => (ct::NEW | ct::TRK, ct::INV, tables::QUOTA_MARK),
+        Packets::Later => (ct::TRK, ct::NEW | ct::INV, tables::QUOTA_LATER_MARK),
+    };
+    let matched = flow::with_ct_state(fields, set, clear);
+    let commit = flow::ct_quota(zone, mark);
+    (FlowKey::new(tables::CONNTRACK_COMMIT, priority, matched), v(vec![apply(vec![commit])]))
 }
 
 /// ConntrackCommit's flows for the connections the pod on port `o` with address `host` opens
@@ -272,8 +273,8 @@ fn quota_flows(o: u32, host: &Cidr, v: impl Fn(Vec<Instruction>) -> FlowValue) -
     use tables::{priority, quota_zone};
     let Some(zone) = quota_zone(o) else { return vec![] };
     vec![
-        zone_new_flow(zone, priority::NORMAL, flow::ct_src_prefix(host), &v),
-        zone_later_flow(zone, priority::NORMAL, flow::ct_src_prefix(host), &v),
+        zone_flow(zone, priority::NORMAL, Packets::First, flow::ct_src_prefix(host), &v),
+        zone_flow(zone, priority::NORMAL, Packets::Later, flow::ct_src_prefix(host), &v),
     ]
 }
 
@@ -437,9 +438,15 @@ fn node_port_flows(port: &NodePort, class: u32) -> Vec<(FlowKey, FlowValue)> {
     // Connections that entered by it (and no local pod opened): counted in the inbound zone,
     // never in a pod's.
     for eth in [eth_type::IPV4, eth_type::IPV6] {
-        out.push(zone_new_flow(INBOUND_ZONE, priority::INBOUND, vec![Oxm::EthType(eth), Oxm::InPort(o)], v));
+        out.push(zone_flow(
+            INBOUND_ZONE,
+            priority::INBOUND,
+            Packets::First,
+            vec![Oxm::EthType(eth), Oxm::InPort(o)],
+            v,
+        ));
         let later = vec![Oxm::EthType(eth), Oxm::CtMark(Masked::exact(o))];
-        out.push(zone_later_flow(INBOUND_ZONE, priority::INBOUND, later, v));
+        out.push(zone_flow(INBOUND_ZONE, priority::INBOUND, Packets::Later, later, v));
     }
     // Back to the gateway addressed to the node's MAC (a pod replied to its peer's); an uplink
     // carries the frame on as it is.
@@ -478,12 +485,18 @@ fn gateway_flows(node: &Node, gw: &NodePort) -> Vec<(FlowKey, FlowValue)> {
         let mut later = flow::ct_src_prefix(&Cidr::host(ip));
         later.push(Oxm::CtMark(Masked::exact(o)));
         out.push((k(INGRESS_RULE, priority::SKIP, later.clone()), v(vec![flow::goto(CONNTRACK_COMMIT)])));
-        out.push(zone_later_flow(NODE_ZONE, priority::BY_NODE, later, v));
+        out.push(zone_flow(NODE_ZONE, priority::BY_NODE, Packets::Later, later, v));
     }
     // The node's own connections are counted in a zone of their own: neither a pod's zone
     // nor a flood through the inbound zone holds kubelet's probes back.
     for eth in [eth_type::IPV4, eth_type::IPV6] {
-        out.push(zone_new_flow(NODE_ZONE, priority::BY_NODE, vec![Oxm::EthType(eth), flow::from_flags(from::NODE)], v));
+        out.push(zone_flow(
+            NODE_ZONE,
+            priority::BY_NODE,
+            Packets::First,
+            vec![Oxm::EthType(eth), flow::from_flags(from::NODE)],
+            v,
+        ));
     }
     for cidr in &node.service_cidrs {
         // A pod's connection to a Service goes to the node, which DNATs it and sends it back
