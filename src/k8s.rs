@@ -1,6 +1,6 @@
 //! The Kubernetes objects as npagent reads them, at the bottom of the layers so that the model
 //! (which converts them) and the sources (which read them) share one definition: Namespaces,
-//! Pods, NetworkPolicies and npagent's StagedNetworkPolicies with only the fields npagent uses, deserialized straight from the
+//! Pods, Nodes, NetworkPolicies and npagent's StagedNetworkPolicies with only the fields npagent uses, deserialized straight from the
 //! wire (manifest files, the API server's lists and watch events), and Kubernetes'
 //! conventions about them ([`NAMESPACE_NAME_LABEL`], [`namespace_or_default`]). Everything else
 //! in an object (a Pod's images, volumes, conditions, `managedFields`, owner references...) is
@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ContainerPort, PodIP};
+use k8s_openapi::api::core::v1::{ContainerPort, NodeAddress, PodIP};
 use k8s_openapi::api::networking::v1::NetworkPolicySpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -75,6 +75,34 @@ pub struct PodStatus {
     pub pod_ip: Option<String>,
     #[serde(default, rename = "podIPs", skip_serializing_if = "Option::is_none")]
     pub pod_ips: Option<Vec<PodIP>>,
+}
+
+/// A Node: its name, pod subnets and addresses (the routes to its pods, and the node's own
+/// addresses when it is this node).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    #[serde(default, deserialize_with = "slim_meta")]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<NodeSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<NodeStatus>,
+}
+
+/// The part of `Node.spec` npagent reads: the pod subnets the controller manager gave it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeSpec {
+    #[serde(default, rename = "podCIDR", skip_serializing_if = "Option::is_none")]
+    pub pod_cidr: Option<String>,
+    #[serde(default, rename = "podCIDRs", skip_serializing_if = "Option::is_none")]
+    pub pod_cidrs: Option<Vec<String>>,
+}
+
+/// The part of `Node.status` npagent reads: its addresses.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addresses: Option<Vec<NodeAddress>>,
 }
 
 /// A NetworkPolicy: metadata and its whole spec.
@@ -189,6 +217,7 @@ macro_rules! resource_like {
 
 resource_like!(Namespace, k8s_openapi::api::core::v1::Namespace);
 resource_like!(Pod, k8s_openapi::api::core::v1::Pod);
+resource_like!(Node, k8s_openapi::api::core::v1::Node);
 resource_like!(NetworkPolicy, k8s_openapi::api::networking::v1::NetworkPolicy);
 resource_like!(StagedNetworkPolicy, StagedNetworkPolicy);
 

@@ -91,6 +91,7 @@ async fn api_server(
                 list("Namespace", "v1", "1", vec![json!({"apiVersion": "v1", "kind": "Namespace",
                     "metadata": {"name": "x", "resourceVersion": "1", "labels": {"kubernetes.io/metadata.name": "x"}}})]),
             )),
+            ("/api/v1/nodes", false) => send.send_response(respond(StatusCode::OK, list("Node", "v1", "1", vec![]))),
             ("/apis/networking.k8s.io/v1/networkpolicies", false) => {
                 policy_lists += 1;
                 if policy_lists == 1 {
@@ -210,7 +211,7 @@ async fn list_watch_and_resync_after_410_gone() {
     let mut pods = Vec::new();
     let mut others = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while pods.len() < want_pods.len() || others.len() < 3 {
+    while pods.len() < want_pods.len() || others.len() < 4 {
         let ev = tokio::time::timeout_at(deadline, rx.recv())
             .await
             .unwrap_or_else(|_| panic!("not all events within 20 s: pods {pods:#?} others {others:#?}"))
@@ -224,7 +225,12 @@ async fn list_watch_and_resync_after_410_gone() {
     others.sort();
     assert_eq!(
         others,
-        vec!["Reset [Namespace] [/x]", "Reset [NetworkPolicy] [x/deny]", "Reset [StagedNetworkPolicy] [x/deny-staged]"]
+        vec![
+            "Reset [Namespace] [/x]",
+            "Reset [NetworkPolicy] [x/deny]",
+            "Reset [Node] []",
+            "Reset [StagedNetworkPolicy] [x/deny-staged]"
+        ]
     );
 
     // Nothing more: the last watches hang, no spurious events.
@@ -374,7 +380,6 @@ async fn node_api_server(
             "status": {"addresses": [
                 {"type": "InternalIP", "address": internal},
                 {"type": "ExternalIP", "address": "203.0.113.5"},
-                {"type": "InternalIP", "address": "bogus"},
                 {"type": "Hostname", "address": "n1"}
             ]}
         })
@@ -423,7 +428,23 @@ async fn node_config_until(
     let server = tokio::spawn(node_api_server(handle, service_cidrs));
     let client = Client::new(service, "default");
     let (tx, mut rx) = tokio::sync::watch::channel(flags.clone());
-    let source = tokio::spawn(npagent::source::kube::node::watch_node_config(client, "n1".into(), flags, tx));
+    // The agent's path: the objects' watchers feed the store, whose Nodes feed the node's
+    // configuration beside the ServiceCIDRs' watcher.
+    let (events_tx, mut events) = tokio::sync::mpsc::channel(64);
+    let objects = tokio::spawn(npagent::source::kube::watch_kube(client.clone(), events_tx));
+    let (nodes_tx, nodes_rx) = tokio::sync::watch::channel(None);
+    let store = tokio::spawn(async move {
+        let mut store = npagent::agent::Store::default();
+        while let Some(ev) = events.recv().await {
+            store.apply(ev);
+            if store.take_nodes_changed() {
+                nodes_tx.send_replace(store.nodes().cloned());
+            }
+        }
+    });
+    let service_cidrs = npagent::source::node_config::service_cidr_events(client);
+    let source =
+        tokio::spawn(npagent::source::node_config::follow_node_config("n1".into(), flags, nodes_rx, service_cidrs, tx));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let config = rx.borrow_and_update().clone();
@@ -440,6 +461,8 @@ async fn node_config_until(
     let config = rx.borrow().clone();
     drop(rx);
     tokio::time::timeout(Duration::from_secs(5), source).await.expect("source stops").expect("join");
+    objects.abort();
+    let _ = store.await;
     let seen = tokio::time::timeout(Duration::from_secs(5), server).await.expect("server ends").expect("server");
     assert_watched(&seen);
     (config, seen)
@@ -469,14 +492,14 @@ async fn the_nodes_pod_cidrs_addresses_and_the_service_cidrs_reach_the_node_conf
     // The first address of each podCIDR is the gateway's (no --gateway-ip).
     assert_eq!(config.gateway_addrs, addrs(&["10.244.1.1/24", "fd00:10:244:1::1/64"]));
     // The flags' address, the InternalIP as the watch changed it and the ExternalIP; not the
-    // Hostname, not the one that does not parse, not the InternalIP it replaced.
+    // Hostname, not the InternalIP it replaced.
     let ips: Vec<String> = config.node_ips.iter().map(ToString::to_string).collect();
     assert_eq!(ips, ["10.0.0.9", "192.168.1.6", "203.0.113.5"]);
     assert_eq!(config.service_cidrs, cidrs(&["10.96.0.0/16", "10.97.0.0/16", "10.100.0.0/16", "fd00:96::/112"]));
-    // Only this node's Node is asked for.
+    // Every Node is listed (the other nodes' podCIDRs are routes), not only this one.
     let node_requests: Vec<&String> = seen.iter().filter(|r| r.starts_with("/api/v1/nodes?")).collect();
     assert!(!node_requests.is_empty());
-    assert!(node_requests.iter().all(|r| r.contains("fieldSelector=metadata.name%3Dn1")), "{node_requests:#?}");
+    assert!(node_requests.iter().all(|r| !r.contains("fieldSelector")), "{node_requests:#?}");
 }
 
 #[tokio::test]

@@ -146,6 +146,7 @@ impl MainLoop {
         while let Ok(ev) = self.inputs.source.try_recv() {
             self.reconciler.apply_source(ev);
         }
+        self.reconciler.publish_nodes(&self.inputs.nodes);
         Ok(())
     }
 

@@ -136,6 +136,15 @@ impl Reconciler {
         self.pending.extend(changes);
     }
 
+    /// Sends the cluster's Nodes on `tx` when they changed since last sent (they change no
+    /// flow: the routes and the node's configuration follow them).
+    pub fn publish_nodes(&mut self, tx: &tokio::sync::watch::Sender<Option<crate::model::node::ClusterNodes>>) {
+        let mut state = self.state();
+        if state.store.take_nodes_changed() {
+            tx.send_replace(state.store.nodes().cloned());
+        }
+    }
+
     /// Replaces the bridge's classified ports.
     pub fn set_ports(&mut self, ports: &BridgePorts) {
         let changes = self.state().store.set_bridge_ports(ports);

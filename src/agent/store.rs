@@ -14,6 +14,9 @@
 //!   reports no [`Change`] for it. Its invalid version leaves the last good one staged; one
 //!   that never was valid is reported and not staged (isolating nothing is its fail-closed).
 //!
+//! Nodes are kept apart from the model ([`Store::nodes`]): they change routes, never a flow,
+//! so the store reports no [`Change`] for them.
+//!
 //! Only live pods own IPs: the model's pods carry just the addresses they win (see
 //! [`crate::model::liveness`]), so a finished pod is no peer and no name in the audit log, and
 //! an address two pods claim belongs to one of them only.
@@ -21,6 +24,7 @@
 use super::claims::AddressClaims;
 use crate::cni::attach::PodStatus;
 use crate::compiler::Change;
+use crate::model::node::ClusterNodes;
 use crate::model::{convert, ClaimRank, Interner, LocalPort, Model, Node, ObjectRef, Pod};
 use crate::source::ovsdb::db::BridgePorts;
 use crate::source::{Kind, KubeObject, SourceEvent, Sourced};
@@ -60,6 +64,10 @@ pub struct Store {
     /// addresses of its bridge port (`ip-address`, what the CNI allocated) until its status
     /// says otherwise.
     port_addressed: HashMap<ObjectRef, (ClaimRank, Option<SystemTime>)>,
+    /// The cluster's Nodes.
+    nodes: ClusterNodes,
+    /// Whether `nodes` changed since [`Store::take_nodes_changed`] last said so.
+    nodes_changed: bool,
 }
 
 impl Store {
@@ -84,6 +92,16 @@ impl Store {
             Some(why) => PodStatus::Refused(why.clone()),
             None => PodStatus::Unknown,
         }
+    }
+
+    /// The cluster's Nodes as their objects say; `None` until they have been listed.
+    pub fn nodes(&self) -> Option<&ClusterNodes> {
+        self.synced.contains(&Kind::Node).then_some(&self.nodes)
+    }
+
+    /// Whether [`Store::nodes`] changed (or was first listed) since this was last asked.
+    pub fn take_nodes_changed(&mut self) -> bool {
+        std::mem::take(&mut self.nodes_changed)
     }
 
     /// True once every kind has had its initial list.
@@ -280,6 +298,7 @@ impl Store {
             for r in stale {
                 self.remove(*kind, &r, changes);
             }
+            self.nodes_changed |= *kind == Kind::Node && self.synced.insert(Kind::Node);
             self.synced.insert(*kind);
         }
     }
@@ -290,6 +309,9 @@ impl Store {
                 self.model.namespaces.keys().map(|n| ObjectRef { namespace: "".into(), name: n.as_str().into() }),
             ),
             Kind::Pod => Box::new(self.model.pods.keys().cloned()),
+            Kind::Node => {
+                Box::new(self.nodes.keys().map(|n| ObjectRef { namespace: "".into(), name: n.as_str().into() }))
+            }
             Kind::NetworkPolicy => Box::new(self.model.policies.keys().cloned()),
             Kind::StagedNetworkPolicy => Box::new(self.model.staged_policies.keys().cloned()),
         }
@@ -338,6 +360,13 @@ impl Store {
                 let life = convert::pod_life(p);
                 self.put_pod(pod, life.claim(now), life.deletion, changes);
             }),
+            // Routes only: no change of the model.
+            (KubeObject::Node(n), _) => convert::node(n).map(|(name, facts)| {
+                if self.nodes.get(&name) != Some(&facts) {
+                    self.nodes.insert(name, facts);
+                    self.nodes_changed = true;
+                }
+            }),
             (KubeObject::NetworkPolicy(np), None) => convert::policy(np, &mut self.strings).map(|policy| {
                 let r = ObjectRef { namespace: policy.namespace.as_str().into(), name: policy.name.as_str().into() };
                 self.fail_closed.remove(&r);
@@ -375,6 +404,7 @@ impl Store {
         let held = match kind {
             Kind::Namespace => self.model.namespaces.contains_key(&*r.name),
             Kind::Pod => self.model.pods.contains_key(r),
+            Kind::Node => self.nodes.contains_key(&*r.name),
             Kind::NetworkPolicy => self.model.policies.contains_key(r) && !self.fail_closed.contains(r),
             Kind::StagedNetworkPolicy => self.model.staged_policies.contains_key(r),
         };
@@ -479,6 +509,9 @@ impl Store {
                     changes.push(Change::Pod(r.clone()));
                 }
                 self.claims.refresh(&mut self.model.pods, &touched, r, changes);
+            }
+            Kind::Node => {
+                self.nodes_changed |= self.nodes.remove(&*r.name).is_some();
             }
             Kind::NetworkPolicy => {
                 self.fail_closed.remove(r);

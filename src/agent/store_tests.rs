@@ -8,6 +8,7 @@ fn sourced(value: serde_json::Value) -> Sourced<KubeObject> {
     let object = match value["kind"].as_str() {
         Some("Namespace") => KubeObject::Namespace(serde_json::from_value(value).unwrap()),
         Some("Pod") => KubeObject::Pod(serde_json::from_value(value).unwrap()),
+        Some("Node") => KubeObject::Node(serde_json::from_value(value).unwrap()),
         Some("StagedNetworkPolicy") => KubeObject::StagedNetworkPolicy(serde_json::from_value(value).unwrap()),
         _ => KubeObject::NetworkPolicy(serde_json::from_value(value).unwrap()),
     };
@@ -126,7 +127,45 @@ fn not_synced_until_every_kind_is_listed() {
     store.apply(SourceEvent::Reset { kinds: vec![Kind::NetworkPolicy], objects: vec![] });
     assert!(!store.is_synced(), "the staged policies are not listed yet");
     store.apply(SourceEvent::Reset { kinds: vec![Kind::StagedNetworkPolicy], objects: vec![] });
+    assert!(!store.is_synced(), "the Nodes are not listed yet");
+    store.apply(SourceEvent::Reset { kinds: vec![Kind::Node], objects: vec![] });
     assert!(store.is_synced());
+}
+
+fn node(name: &str, pod_cidr: &str, internal_ip: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {"podCIDR": pod_cidr},
+           "status": {"addresses": [{"type": "InternalIP", "address": internal_ip}, {"type": "Hostname", "address": name}]}})
+}
+
+#[test]
+fn nodes_change_no_flow_and_are_known_once_listed() {
+    let mut store = Store::default();
+    assert_eq!(store.nodes(), None, "not listed yet");
+    let changes = store.apply(SourceEvent::Reset {
+        kinds: vec![Kind::Node],
+        objects: vec![sourced(node("n1", "10.10.0.0/24", "192.168.77.1"))],
+    });
+    assert_eq!(changes, vec![], "a Node is no flow");
+    assert!(store.take_nodes_changed());
+    assert!(!store.take_nodes_changed(), "said once");
+    let n1 = &store.nodes().expect("listed")["n1"];
+    assert_eq!(
+        n1.route(true),
+        Some((crate::model::cidr::parse_cidr("10.10.0.0/24").expect("cidr"), "192.168.77.1".parse().expect("ip")))
+    );
+    assert_eq!(n1.route(false), None);
+
+    // A version that does not convert keeps the last good one.
+    let changes = store.apply(SourceEvent::Applied(sourced(node("n1", "10.10.0.0/33", "192.168.77.9"))));
+    assert_eq!(changes, vec![]);
+    assert!(!store.take_nodes_changed());
+    assert_eq!(store.nodes().expect("listed")["n1"].internal_ips, ["192.168.77.1".parse::<IpAddr>().expect("ip")]);
+
+    store.apply(SourceEvent::Applied(sourced(node("n2", "10.10.1.0/24", "192.168.77.2"))));
+    assert!(store.take_nodes_changed());
+    store.apply(SourceEvent::Deleted { kind: Kind::Node, object: oref("", "n1") });
+    assert!(store.take_nodes_changed());
+    assert_eq!(store.nodes().expect("listed").keys().collect::<Vec<_>>(), ["n2"]);
 }
 
 #[test]

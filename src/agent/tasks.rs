@@ -11,9 +11,10 @@ use crate::admin::Admin;
 use crate::audit::AuditLogger;
 use crate::cni::attach::AgentView;
 use crate::compiler::tables;
-use crate::model::node::NodeConfig;
+use crate::model::node::{ClusterNodes, NodeConfig};
 use crate::source::gateway::addrs::{self as gateway_addrs, DeviceAddrs};
 use crate::source::gateway::{self, GatewaySpec};
+use crate::source::node_config;
 use crate::source::ovsdb::db::BridgePorts;
 use crate::source::SourceEvent;
 use ofp::packet_in2::PacketIn2;
@@ -90,6 +91,9 @@ pub(super) struct Inputs {
     pub(super) node: watch::Receiver<NodeConfig>,
     /// Whether the agent is ready and which pod ports are enforced, for the CNI server.
     pub(super) view: watch::Sender<AgentView>,
+    /// The cluster's Nodes as the source lists them (`None` until listed), for the node's
+    /// configuration and the routes.
+    pub(super) nodes: watch::Sender<Option<ClusterNodes>>,
 }
 
 /// The tasks started, what they tell the main loop, and the admin server's state.
@@ -114,7 +118,8 @@ pub(super) async fn spawn(
     // The node's configuration: the flags', and in kube mode what the API adds; it lives as
     // long as the source task.
     let (node_tx, configured_rx) = watch::channel(cfg.node_net.clone());
-    let source = spawn_source(&cfg.source, &cfg.node, &cfg.node_net, source_tx, node_tx).await?;
+    let (nodes_tx, nodes_rx) = watch::channel(None);
+    let source = spawn_source(&cfg.source, &cfg.node, &cfg.node_net, source_tx, nodes_rx, node_tx).await?;
     // The node's configuration as the pipeline and the CNI server use it: the gateway's
     // addresses are those its device holds when none are configured.
     let (merged_tx, node_rx) = watch::channel(cfg.node_net.clone());
@@ -156,36 +161,42 @@ pub(super) async fn spawn(
         admin: admin_task,
         cni,
     };
-    let inputs = Inputs { source: source_rx, ports: ports_rx, withdrawn: withdrawn_rx, node: node_rx, view: view_tx };
+    let inputs = Inputs {
+        source: source_rx,
+        ports: ports_rx,
+        withdrawn: withdrawn_rx,
+        node: node_rx,
+        view: view_tx,
+        nodes: nodes_tx,
+    };
     Ok(Running { tasks, inputs, admin })
 }
 
 /// Starts the object source `source` (for node `node`, whose flags say `node_net`): its
-/// objects go to `objects`, what it says of the node to `node_tx` (in kube mode: the flags'
-/// with the Node's and the ServiceCIDRs' on top).
+/// objects go to `objects`, what it says of the node to `node_tx`: the flags' with the
+/// Node's (from `nodes`, which the main loop fills from the objects) and, in kube mode, the
+/// ServiceCIDRs' on top.
 async fn spawn_source(
     source: &SourceConfig,
     node: &str,
     node_net: &NodeConfig,
     objects: mpsc::Sender<SourceEvent>,
+    nodes: watch::Receiver<Option<ClusterNodes>>,
     node_tx: watch::Sender<NodeConfig>,
 ) -> Result<JoinHandle<()>, RunError> {
+    let (name, flags) = (node.to_owned(), node_net.clone());
     Ok(match source {
         SourceConfig::Manifests(dir) => {
             let objects = crate::source::manifests::watch_manifests(dir.clone(), objects);
+            let node = node_config::follow_node_config(name, flags, nodes, futures::stream::pending(), node_tx);
             tokio::spawn(async move {
-                let _flags_only = node_tx;
-                objects.await
+                tokio::join!(objects, node);
             })
         }
         SourceConfig::Kube { kubeconfig } => {
             let client = crate::source::kube::client(kubeconfig.as_deref()).await?;
-            let node = crate::source::kube::node::watch_node_config(
-                client.clone(),
-                node.to_owned(),
-                node_net.clone(),
-                node_tx,
-            );
+            let service_cidrs = node_config::service_cidr_events(client.clone());
+            let node = node_config::follow_node_config(name, flags, nodes, service_cidrs, node_tx);
             let objects = crate::source::kube::watch_kube(client, objects);
             tokio::spawn(async move {
                 tokio::join!(objects, node);

@@ -6,6 +6,7 @@ use super::cidr::parse_cidr;
 use super::liveness::{Phase, PodLife};
 use super::logging::logging_annotations;
 use super::names::{validate_label_key, validate_label_value, validate_namespace_name, validate_object_name};
+use super::node::NodeFacts;
 use super::{
     ContainerPort, EgressRule, IngressRule, Interner, LabelSelector, Labels, Namespace, Peer, Policy, PortRef,
     PortSpec, Protocol, Requirement, SelectorOp,
@@ -120,6 +121,45 @@ pub fn namespace(ns: &k8s::Namespace, strings: &mut Interner) -> Result<Namespac
     let mut labels = labels_of(&ctx, &ns.metadata, strings)?;
     labels.insert(strings.intern(NAMESPACE_NAME_LABEL), strings.intern(&name));
     Ok(Namespace { name, labels, annotations: ns.metadata.annotations.clone().unwrap_or_default() })
+}
+
+/// The Node address types npagent reads: `InternalIP` (where other nodes route its pods, and
+/// the node's own) and `ExternalIP` (the node's own).
+const INTERNAL_IP: &str = "InternalIP";
+const EXTERNAL_IP: &str = "ExternalIP";
+
+/// Converts a Node: its name, podCIDRs (`spec.podCIDRs`, else `spec.podCIDR`) and its
+/// InternalIP and ExternalIP addresses; other address types (hostnames) are not read.
+pub fn node(n: &k8s::Node) -> Result<(String, NodeFacts), ConvertError> {
+    let name = name_of(&n.metadata, "Node", validate_object_name)?;
+    let ctx = Ctx { kind: "Node", namespace: None, name: &name };
+    let mut facts = NodeFacts::default();
+    let spec = n.spec.as_ref();
+    let listed = spec.and_then(|s| s.pod_cidrs.as_ref()).filter(|c| !c.is_empty());
+    let cidrs: Vec<(String, &String)> = match (listed, spec.and_then(|s| s.pod_cidr.as_ref())) {
+        (Some(list), _) => list.iter().enumerate().map(|(i, c)| (format!("spec.podCIDRs[{i}]"), c)).collect(),
+        (None, Some(one)) if !one.is_empty() => vec![("spec.podCIDR".to_string(), one)],
+        _ => Vec::new(),
+    };
+    for (path, text) in cidrs {
+        facts.pod_cidrs.push(parse_cidr(text).map_err(|e| ctx.err(path, format!("{text:?}: {e}")))?);
+    }
+    let addresses = n.status.as_ref().and_then(|s| s.addresses.as_ref());
+    for (i, a) in addresses.into_iter().flatten().enumerate() {
+        let list = match a.type_.as_str() {
+            INTERNAL_IP => &mut facts.internal_ips,
+            EXTERNAL_IP => &mut facts.external_ips,
+            _ => continue,
+        };
+        let ip: IpAddr = a
+            .address
+            .parse()
+            .map_err(|_| ctx.err(format!("status.addresses[{i}].address"), format!("invalid IP {:?}", a.address)))?;
+        if !list.contains(&ip) {
+            list.push(ip);
+        }
+    }
+    Ok((name, facts))
 }
 
 /// Converts a Pod: labels, IPs (`status.podIPs`, else `status.podIP`), named container ports

@@ -91,6 +91,35 @@ impl std::fmt::Display for InterfaceAddr {
     }
 }
 
+/// What a Node object says of its node: where its pods live and how it is reached.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeFacts {
+    /// `spec.podCIDRs` (or the older `spec.podCIDR`), in order.
+    pub pod_cidrs: Vec<Cidr>,
+    /// Its `InternalIP` addresses (`status.addresses`): where the other nodes route its pods.
+    pub internal_ips: Vec<IpAddr>,
+    /// Its `ExternalIP` addresses.
+    pub external_ips: Vec<IpAddr>,
+}
+
+impl NodeFacts {
+    /// Its own addresses, internal and external: traffic from them is the node's own.
+    pub fn addresses(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.internal_ips.iter().chain(&self.external_ips).copied()
+    }
+
+    /// The route to its pods of one IP family: its first podCIDR of that family, through its
+    /// first InternalIP of that family; `None` when it has either not.
+    pub fn route(&self, v4: bool) -> Option<(Cidr, IpAddr)> {
+        let cidr = self.pod_cidrs.iter().find(|c| c.addr.is_ipv4() == v4)?;
+        let via = self.internal_ips.iter().find(|ip| ip.is_ipv4() == v4)?;
+        Some((*cidr, *via))
+    }
+}
+
+/// The cluster's nodes by name, as their Node objects say.
+pub type ClusterNodes = std::collections::BTreeMap<String, NodeFacts>;
+
 /// What the node's configuration says of it, beyond its bridge: the flags, and in kube mode
 /// also its Node object (podCIDRs, addresses) and the cluster's ServiceCIDR objects.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! The Kubernetes API as a source: kube-rs watchers of Namespaces, Pods (of all nodes: remote
-//! pods are policy peers), NetworkPolicies and StagedNetworkPolicies; and of this node's Node
-//! and the ServiceCIDRs, for the node's configuration ([`node`]).
+//! pods are policy peers), Nodes (routes to their pods, this node's configuration),
+//! NetworkPolicies and StagedNetworkPolicies; the ServiceCIDRs are watched for the node's
+//! configuration ([`super::node_config`]).
 //!
 //! Staging is optional: when the API server serves no StagedNetworkPolicies (404: their CRD
 //! is not installed), that is said once, their watch ends with an empty listing (nothing is
@@ -22,9 +23,7 @@ use kube::{Api, Client};
 use tokio::sync::mpsc;
 
 use super::{Error, Kind, KubeObject, SourceEvent, Sourced};
-use crate::k8s::{Namespace, NetworkPolicy, Pod, StagedNetworkPolicy};
-
-pub mod node;
+use crate::k8s::{Namespace, NetworkPolicy, Node, Pod, StagedNetworkPolicy};
 
 /// Objects per [`SourceEvent::ResetChunk`] of a listing.
 pub const LIST_CHUNK: usize = 1000;
@@ -68,6 +67,13 @@ impl Watched for Pod {
     const KIND: Kind = Kind::Pod;
     fn wrap(self) -> KubeObject {
         KubeObject::Pod(self)
+    }
+}
+
+impl Watched for Node {
+    const KIND: Kind = Kind::Node;
+    fn wrap(self) -> KubeObject {
+        KubeObject::Node(self)
     }
 }
 
@@ -154,7 +160,8 @@ fn watch<K: Watched>(client: Client) -> impl Stream<Item = SourceEvent> + Send {
 /// with an empty listing, said once.
 fn watch_staged(client: Client) -> impl Stream<Item = SourceEvent> + Send {
     let stream = watcher(Api::<StagedNetworkPolicy>::all(client), watcher::Config::default()).default_backoff();
-    let served = stream.take_while(|item| std::future::ready(!matches!(item, Err(e) if node::is_not_found(e))));
+    let served =
+        stream.take_while(|item| std::future::ready(!matches!(item, Err(e) if super::node_config::is_not_found(e))));
     source_events::<StagedNetworkPolicy, _>(served).chain(futures::stream::once(async {
         tracing::info!(
             "the Kubernetes API serves no {} (its CRD, deploy/staged-network-policy-crd.yaml, is not installed): \
@@ -166,7 +173,7 @@ fn watch_staged(client: Client) -> impl Stream<Item = SourceEvent> + Send {
 }
 
 /// The API group (`""` for core) and resource (plural, as in RBAC rules) of every kind
-/// [`watch_kube`] and [`node::watch_node_config`] watch: what npagent's ClusterRole must grant,
+/// [`watch_kube`] and [`super::node_config::service_cidr_events`] watch: what npagent's ClusterRole must grant,
 /// with [`VERBS`], and nothing more.
 pub const WATCHED_RESOURCES: [(&str, &str); 6] = [
     api_resource::<k8s_openapi::api::core::v1::Namespace>(),
@@ -185,12 +192,13 @@ const fn api_resource<K: k8s_openapi::Resource>() -> (&'static str, &'static str
     (K::GROUP, K::URL_PATH_SEGMENT)
 }
 
-/// Watches Namespaces, Pods, NetworkPolicies and StagedNetworkPolicies cluster-wide and sends their events to `tx`
+/// Watches Namespaces, Pods, Nodes, NetworkPolicies and StagedNetworkPolicies cluster-wide and sends their events to `tx`
 /// until the receiver is gone. Never fails: API errors are retried with backoff.
 pub async fn watch_kube(client: Client, tx: mpsc::Sender<SourceEvent>) {
     let mut all = futures::stream::select_all([
         watch::<Namespace>(client.clone()).boxed(),
         watch::<Pod>(client.clone()).boxed(),
+        watch::<Node>(client.clone()).boxed(),
         watch::<NetworkPolicy>(client.clone()).boxed(),
         watch_staged(client).boxed(),
     ]);

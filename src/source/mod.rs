@@ -1,6 +1,7 @@
 //! Where the model comes from: Kubernetes objects from a manifests directory ([`manifests`]) or
 //! the API server ([`kube`]), the bridge's pod ports from OVSDB ([`ovsdb`]), and the node's
-//! gateway port, adopted or created, with the addresses its device holds ([`gateway`]).
+//! gateway port, adopted or created, with the addresses its device holds ([`gateway`]); this
+//! node's configuration from its Node and the ServiceCIDRs ([`node_config`]).
 //!
 //! The object sources deliver [`crate::k8s`] objects (Kubernetes objects with only the fields npagent
 //! reads) wrapped in [`SourceEvent`]s; turning them into model types is
@@ -25,9 +26,10 @@
 pub mod gateway;
 pub mod kube;
 pub mod manifests;
+pub mod node_config;
 pub mod ovsdb;
 
-use crate::k8s::{Namespace, NetworkPolicy, Pod, StagedNetworkPolicy};
+use crate::k8s::{Namespace, NetworkPolicy, Node, Pod, StagedNetworkPolicy};
 
 use crate::model::ObjectRef;
 
@@ -36,6 +38,8 @@ use crate::model::ObjectRef;
 pub enum KubeObject {
     Namespace(Namespace),
     Pod(Pod),
+    /// The cluster's nodes: routes to their pods, and this node's own configuration.
+    Node(Node),
     NetworkPolicy(NetworkPolicy),
     /// Read and judged, never enforced.
     StagedNetworkPolicy(StagedNetworkPolicy),
@@ -46,19 +50,21 @@ pub enum KubeObject {
 pub enum Kind {
     Namespace,
     Pod,
+    Node,
     NetworkPolicy,
     StagedNetworkPolicy,
 }
 
 impl Kind {
     /// Every kind, in the order sources list them.
-    pub const ALL: [Kind; 4] = [Kind::Namespace, Kind::Pod, Kind::NetworkPolicy, Kind::StagedNetworkPolicy];
+    pub const ALL: [Kind; 5] = [Kind::Namespace, Kind::Pod, Kind::Node, Kind::NetworkPolicy, Kind::StagedNetworkPolicy];
 
     /// The Kubernetes `kind` string.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Namespace => "Namespace",
             Kind::Pod => "Pod",
+            Kind::Node => "Node",
             Kind::NetworkPolicy => "NetworkPolicy",
             Kind::StagedNetworkPolicy => "StagedNetworkPolicy",
         }
@@ -67,7 +73,7 @@ impl Kind {
     /// The `apiVersion` npagent accepts for this kind.
     pub fn api_version(self) -> &'static str {
         match self {
-            Kind::Namespace | Kind::Pod => "v1",
+            Kind::Namespace | Kind::Pod | Kind::Node => "v1",
             Kind::NetworkPolicy => "networking.k8s.io/v1",
             Kind::StagedNetworkPolicy => <StagedNetworkPolicy as k8s_openapi::Resource>::API_VERSION,
         }
@@ -80,7 +86,7 @@ impl Kind {
 
     /// Cluster-scoped kinds have no namespace (their [`ObjectRef::namespace`] is "").
     pub fn is_namespaced(self) -> bool {
-        !matches!(self, Kind::Namespace)
+        !matches!(self, Kind::Namespace | Kind::Node)
     }
 }
 
@@ -96,6 +102,7 @@ impl KubeObject {
         match self {
             KubeObject::Namespace(_) => Kind::Namespace,
             KubeObject::Pod(_) => Kind::Pod,
+            KubeObject::Node(_) => Kind::Node,
             KubeObject::NetworkPolicy(_) => Kind::NetworkPolicy,
             KubeObject::StagedNetworkPolicy(_) => Kind::StagedNetworkPolicy,
         }
@@ -105,6 +112,7 @@ impl KubeObject {
         match self {
             KubeObject::Namespace(o) => &o.metadata,
             KubeObject::Pod(o) => &o.metadata,
+            KubeObject::Node(o) => &o.metadata,
             KubeObject::NetworkPolicy(o) => &o.metadata,
             KubeObject::StagedNetworkPolicy(o) => &o.metadata,
         }

@@ -125,6 +125,7 @@ pub(super) fn object_hash(o: &Sourced<KubeObject>) -> u64 {
     let written = match &o.object {
         KubeObject::Namespace(x) => serde_json::to_writer(HashWriter(&mut h), x),
         KubeObject::Pod(x) => serde_json::to_writer(HashWriter(&mut h), x),
+        KubeObject::Node(x) => serde_json::to_writer(HashWriter(&mut h), x),
         KubeObject::NetworkPolicy(x) => serde_json::to_writer(HashWriter(&mut h), x),
         KubeObject::StagedNetworkPolicy(x) => serde_json::to_writer(HashWriter(&mut h), x),
     };

@@ -22,7 +22,9 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::k8s::{self, Namespace, NetworkPolicy, Pod, PodSpec, PodStatus, StagedNetworkPolicy};
+use crate::k8s::{
+    self, Namespace, NetworkPolicy, Node, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus, StagedNetworkPolicy,
+};
 use crate::source::{Kind, KubeObject};
 
 /// What a JSON document holds, when every object in it reads without a problem.
@@ -73,6 +75,8 @@ enum Part<'a> {
     Raw(&'a RawValue),
     PodSpec(Option<PodSpec>),
     PodStatus(Option<PodStatus>),
+    NodeSpec(Option<NodeSpec>),
+    NodeStatus(Option<NodeStatus>),
     PolicySpec(Option<NetworkPolicySpec>),
     /// Of a kind that has no use for it.
     Skipped,
@@ -114,6 +118,11 @@ impl<'a> Fields<'a> {
                 metadata,
                 spec: self.spec.read(|p| if let Part::PodSpec(s) = p { Some(s) } else { None })?,
                 status: self.status.read(|p| if let Part::PodStatus(s) = p { Some(s) } else { None })?,
+            }),
+            Kind::Node => KubeObject::Node(Node {
+                metadata,
+                spec: self.spec.read(|p| if let Part::NodeSpec(s) = p { Some(s) } else { None })?,
+                status: self.status.read(|p| if let Part::NodeStatus(s) = p { Some(s) } else { None })?,
             }),
             Kind::NetworkPolicy => KubeObject::NetworkPolicy(NetworkPolicy {
                 metadata,
@@ -216,6 +225,7 @@ impl<'de> Visitor<'de> for FieldsSeed {
                     out.spec = match self.kind_now(out.kind.as_deref()) {
                         None => Part::Raw(map.next_value()?),
                         Some(Some(Kind::Pod)) => Part::PodSpec(map.next_value()?),
+                        Some(Some(Kind::Node)) => Part::NodeSpec(map.next_value()?),
                         Some(Some(Kind::NetworkPolicy | Kind::StagedNetworkPolicy)) => {
                             Part::PolicySpec(map.next_value()?)
                         }
@@ -229,6 +239,7 @@ impl<'de> Visitor<'de> for FieldsSeed {
                     out.status = match self.kind_now(out.kind.as_deref()) {
                         None => Part::Raw(map.next_value()?),
                         Some(Some(Kind::Pod)) => Part::PodStatus(map.next_value()?),
+                        Some(Some(Kind::Node)) => Part::NodeStatus(map.next_value()?),
                         Some(_) => {
                             map.next_value::<IgnoredAny>()?;
                             Part::Skipped

@@ -35,7 +35,7 @@ use super::bounded::{self, Bounded};
 use super::json;
 use super::Invalid;
 use crate::k8s::{namespace_or_default, NAMESPACE_NAME_LABEL};
-use crate::k8s::{Namespace, NetworkPolicy, Pod, StagedNetworkPolicy};
+use crate::k8s::{Namespace, NetworkPolicy, Node, Pod, StagedNetworkPolicy};
 use crate::model::ObjectRef;
 use crate::source::{Kind, KubeObject, Sourced};
 
@@ -412,6 +412,7 @@ fn typed(kind: Kind, doc: Value, id: &ObjectRef) -> Result<KubeObject, serde_jso
     let object = match kind {
         Kind::Namespace => KubeObject::Namespace(serde_json::from_value::<Namespace>(doc)?),
         Kind::Pod => KubeObject::Pod(serde_json::from_value::<Pod>(doc)?),
+        Kind::Node => KubeObject::Node(serde_json::from_value::<Node>(doc)?),
         Kind::NetworkPolicy => KubeObject::NetworkPolicy(serde_json::from_value::<NetworkPolicy>(doc)?),
         Kind::StagedNetworkPolicy => {
             KubeObject::StagedNetworkPolicy(serde_json::from_value::<StagedNetworkPolicy>(doc)?)
@@ -424,6 +425,7 @@ fn typed(kind: Kind, doc: Value, id: &ObjectRef) -> Result<KubeObject, serde_jso
 /// absent) and the Namespace name label.
 fn as_served(mut object: KubeObject, id: &ObjectRef) -> KubeObject {
     match &mut object {
+        KubeObject::Node(_) => {}
         KubeObject::Namespace(ns) => {
             ns.metadata
                 .labels
