@@ -1,9 +1,10 @@
 //! testbed/kind/ and scripts/kind-e2e, checked as far as a machine without Docker, Kind or an
-//! API server can: the Kind config reads with the fields the issue asks for (and no field Kind
-//! would not know), the overlay the script applies renders with `kubectl kustomize` to deploy/
-//! plus the cluster's Service range for npagent, and the script is valid bash, clean under
-//! shellcheck, documents its options, names what it lacks, and refers to files that exist. No
-//! root, no cluster: the script itself does not run here.
+//! API server can: the Kind configs (one node; one control-plane and two workers) read with the
+//! fields the issue asks for (and no field Kind would not know) and the same networks, the
+//! overlay the script applies renders with `kubectl kustomize` to deploy/ plus the cluster's
+//! Service range for npagent, and the script is valid bash, clean under shellcheck, documents
+//! its options, names what it lacks, and refers to files that exist. No root, no cluster: the
+//! script itself does not run here.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use std::net::IpAddr;
@@ -74,8 +75,20 @@ fn overlap(a: (IpAddr, u8), b: (IpAddr, u8)) -> bool {
 }
 
 fn kind_config() -> KindConfig {
-    let path = repo("testbed/kind/kind-config.yaml");
+    kind_config_at("testbed/kind/kind-config.yaml")
+}
+
+fn kind_config_at(rel: &str) -> KindConfig {
+    let path = repo(rel);
     yaml::from_str(&read(&path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A node's kubeadm config patches, as JSON values.
+fn kubeadm_patches(node: &KindNode) -> Vec<serde_json::Value> {
+    node.kubeadm_config_patches
+        .iter()
+        .map(|p| yaml::from_str(p).unwrap_or_else(|e| panic!("kubeadm patch {p:?}: {e}")))
+        .collect()
 }
 
 #[test]
@@ -94,13 +107,52 @@ fn kind_config_disables_the_default_cni_on_one_untainted_node() {
     let node = &config.nodes[0];
     assert_eq!(node.role, "control-plane");
     // Untainted: kubeadm's InitConfiguration gives the control-plane node no taint.
-    let patches: Vec<serde_json::Value> = node
-        .kubeadm_config_patches
-        .iter()
-        .map(|p| yaml::from_str(p).unwrap_or_else(|e| panic!("kubeadm patch {p:?}: {e}")))
-        .collect();
+    let patches = kubeadm_patches(node);
     let init = patches.iter().find(|p| p["kind"] == "InitConfiguration").expect("an InitConfiguration patch");
     assert_eq!(init["nodeRegistration"]["taints"], serde_json::json!([]), "no taint on the node: {init}");
+}
+
+#[test]
+fn kind_config_3_nodes_is_one_control_plane_and_two_workers_on_the_same_networks() {
+    let one = kind_config();
+    let config = kind_config_at("testbed/kind/kind-config-3-nodes.yaml");
+    assert_eq!((config.kind.as_str(), config.api_version.as_str()), ("Cluster", "kind.x-k8s.io/v1alpha4"));
+    let net = &config.networking;
+    assert!(net.disable_default_cni, "kindnet would attach the pods instead of npagent");
+    // The overlay, which both clusters get, tells npagent the one-node config's Service range.
+    assert_eq!(
+        (net.pod_subnet.as_str(), net.service_subnet.as_str(), net.kube_proxy_mode.as_str()),
+        (
+            one.networking.pod_subnet.as_str(),
+            one.networking.service_subnet.as_str(),
+            one.networking.kube_proxy_mode.as_str()
+        ),
+        "podSubnet, serviceSubnet and kubeProxyMode as in kind-config.yaml"
+    );
+    let pods = cidr(&net.pod_subnet);
+    let services = cidr(&net.service_subnet);
+    assert!(!overlap(pods, services), "{} and {} overlap", net.pod_subnet, net.service_subnet);
+    // The controller manager gives each Node a /24 (its default --node-cidr-mask-size) from it.
+    assert!(pods.1 <= 24 && 1u64 << (24 - pods.1) >= 3, "no room for three /24 podCIDRs in {}", net.pod_subnet);
+    // Kind's Docker network, where the nodes' InternalIPs (the routes' next hops) come from,
+    // takes its range from Docker's default pools.
+    for pool in ["172.16.0.0/12", "192.168.0.0/16"] {
+        for (what, range) in [("podSubnet", pods), ("serviceSubnet", services)] {
+            assert!(!overlap(range, cidr(pool)), "{what} overlaps Docker's default pool {pool}");
+        }
+    }
+
+    let roles: Vec<&str> = config.nodes.iter().map(|n| n.role.as_str()).collect();
+    assert_eq!(roles.iter().filter(|r| **r == "control-plane").count(), 1, "one control-plane: {roles:?}");
+    assert_eq!(roles.iter().filter(|r| **r == "worker").count(), 2, "two workers: {roles:?}");
+    assert_eq!(roles.len(), 3, "nothing else: {roles:?}");
+    // Kind's own taints: the control-plane node keeps kubeadm's (the suite's pods go to the
+    // workers), the workers have none. No patch changes them.
+    for node in &config.nodes {
+        for patch in kubeadm_patches(node) {
+            assert!(patch["nodeRegistration"]["taints"].is_null(), "{} node: a patch sets taints: {patch}", node.role);
+        }
+    }
 }
 
 #[test]
