@@ -19,6 +19,7 @@ mod meters;
 mod packet_ins;
 mod reconciler;
 mod resolver;
+pub mod routes;
 mod store;
 mod tasks;
 

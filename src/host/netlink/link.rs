@@ -52,7 +52,7 @@ pub struct Device {
 
 /// A route netlink socket of npagent's network namespace.
 pub struct Netlink {
-    handle: Handle,
+    pub(super) handle: Handle,
     connection: tokio::task::JoinHandle<()>,
 }
 
