@@ -198,6 +198,9 @@ fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
                 let p = convert::staged_policy(p, &mut strings).map_err(|e| e.to_string())?;
                 back.staged_policies.insert(oref(&p.namespace, &p.name), p);
             }
+            KubeObject::Node(n) => {
+                convert::node(n).map_err(|e| e.to_string())?;
+            }
         }
     }
     if back.namespaces != model.namespaces

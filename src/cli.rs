@@ -289,7 +289,31 @@ pub struct RunArgs {
     #[command(flatten)]
     pub forwarded: ForwardedArgs,
     #[command(flatten)]
+    pub cluster: ClusterArgs,
+    #[command(flatten)]
     pub cni: CniArgs,
+}
+
+/// How pods on different nodes reach each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrafficMode {
+    /// Through the node's routing table: npagent keeps a route to every other Node's
+    /// podCIDR via its InternalIP, turns IP forwarding on and masquerades pods' connections
+    /// to the outside. The nodes must share one L2, or the network between them route the
+    /// pod subnets.
+    Routed,
+}
+
+/// The cluster beyond this node (with `--node` naming it among the Nodes).
+#[derive(Debug, Clone, Args)]
+pub struct ClusterArgs {
+    /// How pods reach pods of other nodes (encapsulation is not supported yet).
+    #[arg(long, value_enum, default_value = "routed", env = "NPAGENT_TRAFFIC_MODE")]
+    pub traffic_mode: TrafficMode,
+    /// Remove npagent's routes to the other nodes' pods when it stops cleanly (they stay by
+    /// default, so that pods keep reaching each other while npagent restarts).
+    #[arg(long, env = "NPAGENT_REMOVE_ROUTES_AT_EXIT")]
+    pub remove_routes_at_exit: bool,
 }
 
 /// Connections the node forwards, told apart from those it starts.

@@ -288,6 +288,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             sources: args.forwarded.forwarded_sources.clone(),
             masquerade_mark: args.forwarded.masquerade_mark,
         },
+        remove_routes_at_exit: args.cluster.remove_routes_at_exit,
         cni: args
             .cni
             .cni_socket

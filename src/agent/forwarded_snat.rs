@@ -23,8 +23,9 @@
 //! the address: its replies are un-NATed by the node's conntrack before they are routed.
 
 use super::iptables::{self, Family, NOT_HERE};
+use super::masquerade;
 use crate::host::netlink::link::{LinkError, Netlink};
-use crate::model::node::NodeConfig;
+use crate::model::node::{ClusterNodes, NodeConfig};
 use crate::source::ovsdb::db::BridgePorts;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -54,58 +55,79 @@ fn snat_rule(gateway: &str, mark: u32, source: IpAddr) -> String {
     )
 }
 
-/// Keeps the rules in place for the gateway OVSDB names (`ports`) and the IP families the
-/// node has addresses in (`config`: only traffic from those is taken for the node's own),
-/// until either channel closes.
-pub async fn run_forwarded_snat(
+/// Keeps the chain in place: the forwarded connections' rule for the gateway OVSDB names
+/// (`ports`) and the IP families the node has addresses in (`config`: only traffic from those
+/// is taken for the node's own), then the masquerade of node `local`'s pods
+/// ([`super::masquerade`], from the cluster's `nodes`), until a channel closes.
+pub async fn run_postrouting(
     cfg: ForwardedSnatConfig,
+    local: String,
     mut ports: watch::Receiver<BridgePorts>,
     mut config: watch::Receiver<NodeConfig>,
+    mut nodes: watch::Receiver<Option<ClusterNodes>>,
 ) {
     let mut reports = iptables::Reports::default();
     loop {
         let gateway = ports.borrow_and_update().gateway.as_ref().map(|g| g.interface.clone());
         let node = config.borrow_and_update().clone();
+        let cluster = nodes.borrow_and_update().clone().unwrap_or_default();
         if let Some(gateway) = gateway {
             reports.check(
-                step(&cfg, &gateway, &node).await,
+                step(&cfg, &gateway, &node, &local, &cluster).await,
                 "connections the node masquerades to the gateway (NodePorts, hairpin) pass as the node's own into \
-                 every pod until the node's forwarded connections are kept apart",
+                 every pod until the node's forwarded connections are kept apart; pods' connections to the outside \
+                 leave unmasqueraded",
             );
         }
         tokio::select! {
             changed = ports.changed() => if changed.is_err() { return },
             changed = config.changed() => if changed.is_err() { return },
+            changed = nodes.changed() => if changed.is_err() { return },
             _ = tokio::time::sleep(CHECK_EVERY) => {}
         }
     }
 }
 
 /// One check of every family; what changed, to say once.
-async fn step(cfg: &ForwardedSnatConfig, gateway: &str, node: &NodeConfig) -> Result<Option<String>, String> {
-    let cannot =
-        |e: &dyn std::fmt::Display| format!("cannot keep the node's forwarded connections apart from its own ({e})");
+async fn step(
+    cfg: &ForwardedSnatConfig,
+    gateway: &str,
+    node: &NodeConfig,
+    local: &str,
+    cluster: &ClusterNodes,
+) -> Result<Option<String>, String> {
+    let cannot = |e: &dyn std::fmt::Display| format!("cannot keep chain {} in nat POSTROUTING ({e})", CHAIN.name);
     match Netlink::open().map_err(|e| cannot(&e))?.device(gateway).await {
         Ok(_) => {}
         Err(LinkError::NotFound(_)) => {
             return Ok(Some(format!(
                 "the gateway's device {gateway} is not in npagent's network namespace: connections the node \
-                 forwards are not told apart from its own ({NOT_HERE})"
+                 forwards are not told apart from its own, pods' connections are not masqueraded ({NOT_HERE})"
             )))
         }
         Err(e) => return Err(cannot(&e)),
     }
     let own: Vec<IpAddr> = node.gateway_addrs.iter().map(|a| a.ip).chain(node.node_ips.iter().copied()).collect();
     let mut installed = Vec::new();
-    for source in &cfg.sources {
-        let family = Family::of(source);
+    for family in [Family::V4, Family::V6] {
+        let mut rules = Vec::new();
         // Without a node address of that family nothing of it passes as the node's own.
-        if !own.iter().any(|ip| Family::of(ip) == family) {
+        let forwarded = cfg.sources.iter().find(|s| Family::of(s) == family);
+        if let Some(source) = forwarded.filter(|_| own.iter().any(|ip| Family::of(ip) == family)) {
+            rules.push(snat_rule(gateway, cfg.masquerade_mark, *source));
+        }
+        let masquerade = masquerade::rules(CHAIN.name, family, local, cluster, node);
+        let masquerades = !masquerade.is_empty();
+        rules.extend(masquerade);
+        if rules.is_empty() {
             continue;
         }
-        let rule = snat_rule(gateway, cfg.masquerade_mark, *source);
-        if CHAIN.ensure(family, &[rule]).await.map_err(|e| cannot(&e))? {
-            installed.push(source.to_string());
+        if CHAIN.ensure(family, &rules).await.map_err(|e| cannot(&e))? {
+            installed.push(match (forwarded, masquerades) {
+                (Some(source), true) => format!("{source} for forwarded connections, pods' masquerade"),
+                (Some(source), false) => source.to_string(),
+                (None, _) => format!("{family:?} pods' masquerade"),
+            });
         }
     }
     Ok((!installed.is_empty()).then(|| {

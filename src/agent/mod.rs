@@ -15,6 +15,7 @@ mod gaps;
 mod host_ends;
 mod iptables;
 mod main_loop;
+mod masquerade;
 mod meters;
 mod packet_ins;
 mod reconciler;
@@ -86,6 +87,8 @@ pub struct AgentConfig {
     pub conntrack: QuotaConfig,
     /// The source address of connections the node forwards and masquerades to the gateway.
     pub forwarded: ForwardedSnatConfig,
+    /// Remove npagent's routes to other nodes' pods at a clean shutdown.
+    pub remove_routes_at_exit: bool,
     /// The CNI plugin's socket, when the agent attaches pods itself (`--cni-socket`).
     pub cni: Option<CniConfig>,
 }
@@ -165,6 +168,7 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     let state = Arc::new(RwLock::new(State::default()));
     if let Ok(mut st) = state.write() {
         st.store.set_node_config(&cfg.node_net.node());
+        st.store.set_local_node(&cfg.node);
     }
     let shared = Shared { cfg, started, state, metrics: Arc::new(AgentMetrics::default()) };
     let audit = AuditLogger::spawn(shared.cfg.audit.clone(), Arc::new(StateResolver::new(Arc::clone(&shared.state))));
@@ -179,6 +183,12 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
     // The loop holds the switch's other handles: the connection ends with the loop.
     drop(switch);
     let outcome = main_loop.run(shutdown).await;
+    if outcome.is_ok() && shared.cfg.remove_routes_at_exit {
+        match routes::remove_own_routes().await {
+            Ok(n) => tracing::info!("removed npagent's {n} routes to other nodes' pods (--remove-routes-at-exit)"),
+            Err(e) => tracing::warn!("cannot remove npagent's routes to other nodes' pods: {e}"),
+        }
+    }
     let flushed = audit.shutdown().await.map_err(RunError::AuditNotFlushed);
     outcome.and(flushed)
 }

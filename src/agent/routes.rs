@@ -14,6 +14,7 @@ use super::iptables::Reports;
 use crate::host::netlink::link::Netlink;
 use crate::host::netlink::route::{Route, RouteError};
 use crate::model::cidr::Cidr;
+use crate::model::node::ClusterNodes;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -174,6 +175,54 @@ pub async fn remove_own_routes() -> Result<usize, RouteError> {
 pub struct ForwardingError {
     pub path: PathBuf,
     pub error: std::io::Error,
+}
+
+/// The routes node `local` wants: one to every other Node's pods of each IP family
+/// ([`NodeFacts::route`]).
+pub fn desired(local: &str, nodes: &ClusterNodes) -> BTreeMap<Cidr, IpAddr> {
+    nodes
+        .iter()
+        .filter(|(name, _)| *name != local)
+        .flat_map(|(_, node)| [node.route(true), node.route(false)])
+        .flatten()
+        .collect()
+}
+
+/// Keeps the routes node `local` wants among the cluster's `nodes` ([`desired`], through
+/// [`run_routes`]) and, once they are listed, IP forwarding on (IPv6 too when the local node
+/// has an IPv6 podCIDR), until `nodes` closes. A node that does not name itself (`local`
+/// empty) is alone: nothing is routed.
+pub async fn run_cluster_routes(local: String, mut nodes: watch::Receiver<Option<ClusterNodes>>) {
+    if local.is_empty() {
+        while nodes.changed().await.is_ok() {}
+        return;
+    }
+    let (tx, rx) = watch::channel(None);
+    let follow = async move {
+        let mut forwarding = false;
+        loop {
+            if let Some(listed) = nodes.borrow_and_update().as_ref() {
+                if !forwarding {
+                    let v6 = listed.get(&local).is_some_and(|n| n.pod_cidrs.iter().any(|c| c.addr.is_ipv6()));
+                    match enable_forwarding(true, v6) {
+                        Ok(()) => tracing::info!("IP forwarding is on (routed mode)"),
+                        Err(e) => tracing::warn!("{e}: pods cannot reach other nodes' pods or the outside"),
+                    }
+                    forwarding = true;
+                }
+                let wanted = desired(&local, listed);
+                tx.send_if_modified(|held| {
+                    let changed = held.as_ref() != Some(&wanted);
+                    *held = Some(wanted);
+                    changed
+                });
+            }
+            if nodes.changed().await.is_err() {
+                return;
+            }
+        }
+    };
+    tokio::join!(follow, run_routes(rx));
 }
 
 /// Turns IP forwarding on in npagent's network namespace (that of the calling thread) for

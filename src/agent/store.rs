@@ -64,6 +64,8 @@ pub struct Store {
     /// addresses of its bridge port (`ip-address`, what the CNI allocated) until its status
     /// says otherwise.
     port_addressed: HashMap<ObjectRef, (ClaimRank, Option<SystemTime>)>,
+    /// This node's name (`--node`), when given: a Pod scheduled to another node is remote.
+    local_node: Option<String>,
     /// The cluster's Nodes.
     nodes: ClusterNodes,
     /// Whether `nodes` changed since [`Store::take_nodes_changed`] last said so.
@@ -85,13 +87,25 @@ impl Store {
     /// not convert and none is held, with why), or unknown.
     pub fn pod_status(&self, namespace: &str, name: &str) -> PodStatus {
         let r = ObjectRef { namespace: namespace.into(), name: name.into() };
-        if self.model.pods.contains_key(&r) {
-            return PodStatus::Known;
+        if let Some(pod) = self.model.pods.get(&r) {
+            return match (&pod.node, &self.local_node) {
+                (Some(there), Some(here)) if **there != **here => PodStatus::Refused(format!(
+                    "Pod {r} is scheduled to node {there:?} (spec.nodeName), not to this node {here:?} (--node): \
+                     it has no port here"
+                )),
+                _ => PodStatus::Known,
+            };
         }
         match self.invalid.get(&(Kind::Pod, r)) {
             Some(why) => PodStatus::Refused(why.clone()),
             None => PodStatus::Unknown,
         }
+    }
+
+    /// Names this node (`--node`; empty: not named): Pods scheduled to other nodes are then
+    /// remote, never attached here.
+    pub fn set_local_node(&mut self, name: &str) {
+        self.local_node = Some(name.to_owned()).filter(|n| !n.is_empty());
     }
 
     /// The cluster's Nodes as their objects say; `None` until they have been listed.

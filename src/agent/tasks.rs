@@ -4,7 +4,7 @@
 //! connections' rule, the pods' host ends' rules, the packet-in forwarder, the admin server and the CNI server. What they
 //! tell the main loop arrives on its [`Inputs`]; [`Tasks`] says which of them ended.
 
-use super::{cni, forwarded_snat, host_ends, packet_ins, RunError, Shared, SourceConfig};
+use super::{cni, forwarded_snat, host_ends, packet_ins, routes, RunError, Shared, SourceConfig};
 use crate::admin::health::Health;
 use crate::admin::metrics;
 use crate::admin::Admin;
@@ -33,6 +33,7 @@ pub(super) struct Tasks {
     node_config: JoinHandle<()>,
     forwarded_snat: JoinHandle<()>,
     host_ends: JoinHandle<()>,
+    routes: JoinHandle<()>,
     packet_ins: JoinHandle<()>,
     /// Tells the packet-in forwarder to hand on what it holds and end.
     stop_packet_ins: oneshot::Sender<()>,
@@ -42,15 +43,16 @@ pub(super) struct Tasks {
 
 impl Tasks {
     /// Every task with its name as a reason names it ("the OVSDB client").
-    fn named(&self) -> [(&'static str, &JoinHandle<()>); 10] {
+    fn named(&self) -> [(&'static str, &JoinHandle<()>); 11] {
         [
             ("the object source", &self.source),
             ("the OVSDB client", &self.ovsdb),
             ("the gateway", &self.gateway),
             ("the gateway's addresses", &self.gateway_addrs),
             ("the node's configuration", &self.node_config),
-            ("the forwarded connections' rule", &self.forwarded_snat),
+            ("the forwarded connections' and the masquerade's rules", &self.forwarded_snat),
             ("the pods' host ends' rules", &self.host_ends),
+            ("the routes to other nodes' pods", &self.routes),
             ("the packet-in forwarder", &self.packet_ins),
             ("the admin server", &self.admin),
             ("the CNI server", &self.cni),
@@ -119,7 +121,7 @@ pub(super) async fn spawn(
     // long as the source task.
     let (node_tx, configured_rx) = watch::channel(cfg.node_net.clone());
     let (nodes_tx, nodes_rx) = watch::channel(None);
-    let source = spawn_source(&cfg.source, &cfg.node, &cfg.node_net, source_tx, nodes_rx, node_tx).await?;
+    let source = spawn_source(&cfg.source, &cfg.node, &cfg.node_net, source_tx, nodes_rx.clone(), node_tx).await?;
     // The node's configuration as the pipeline and the CNI server use it: the gateway's
     // addresses are those its device holds when none are configured.
     let (merged_tx, node_rx) = watch::channel(cfg.node_net.clone());
@@ -134,9 +136,15 @@ pub(super) async fn spawn(
     let gateway_spec =
         GatewaySpec { ovsdb: cfg.ovsdb.clone(), bridge: cfg.bridge.name.clone(), create: cfg.gateway.clone() };
     let gateway = tokio::spawn(gateway::run_gateway(gateway_spec, ports_rx.clone(), configured_rx, device_rx));
-    let forwarded_snat =
-        tokio::spawn(forwarded_snat::run_forwarded_snat(cfg.forwarded.clone(), ports_rx.clone(), node_rx.clone()));
+    let forwarded_snat = tokio::spawn(forwarded_snat::run_postrouting(
+        cfg.forwarded.clone(),
+        cfg.node.clone(),
+        ports_rx.clone(),
+        node_rx.clone(),
+        nodes_rx.clone(),
+    ));
     let host_ends = tokio::spawn(host_ends::run_host_ends(ports_rx.clone()));
+    let routes = tokio::spawn(routes::run_cluster_routes(cfg.node.clone(), nodes_rx.clone()));
     let source_name = match &cfg.source {
         SourceConfig::Manifests(_) => "the manifests directory",
         SourceConfig::Kube { .. } => "the Kubernetes API",
@@ -156,6 +164,7 @@ pub(super) async fn spawn(
         node_config,
         forwarded_snat,
         host_ends,
+        routes,
         packet_ins,
         stop_packet_ins,
         admin: admin_task,
