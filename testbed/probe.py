@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Listeners and prober of the testbed pods (Python 3 standard library only).
 
-  probe.py serve --pidfile FILE [--tcp 80,81] [--udp 80]
+  probe.py serve --pidfile FILE [--tcp 80,81] [--udp 80] [--log-peers]
       Run inside a pod's network namespace: accept TCP connections (and close them) and echo
-      UDP datagrams. Writes FILE (its pid) once every socket is bound.
+      UDP datagrams. Writes FILE (its pid) once every socket is bound. With --log-peers it
+      prints PROTO/PORT and the peer's address for each connection and datagram.
 
   probe.py probe-from FROM [--timeout S] TARGET...
       Run inside the network namespace of pod FROM (ns/name). TARGET is ns/name=IP, or
@@ -59,11 +60,13 @@ def serve(args):
             sock = key.fileobj
             try:
                 if key.data == "tcp":
-                    conn, _ = sock.accept()
+                    conn, peer = sock.accept()
                     conn.close()
                 else:
                     data, peer = sock.recvfrom(65535)
                     sock.sendto(data, peer)
+                if args.log_peers:
+                    print("%s/%d %s" % (key.data, sock.getsockname()[1], peer[0]), flush=True)
             except (BlockingIOError, ConnectionError, OSError):
                 pass
 
@@ -215,6 +218,7 @@ def main():
     s.add_argument("--tcp", default="80,81")
     s.add_argument("--udp", default="80")
     s.add_argument("--tag", default="", help="ignored; marks the process for its owner")
+    s.add_argument("--log-peers", action="store_true", help="print PROTO/PORT PEER-IP for each connection")
     p = sub.add_parser("probe-from")
     p.add_argument("src")
     p.add_argument("targets", nargs="*")

@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod audit_log;
+pub mod cluster;
 pub mod cni_node;
 pub mod containerd;
 pub mod cri;
@@ -22,7 +23,7 @@ pub mod yaml;
 
 pub use sandbox::Sandbox;
 pub use testbed::{
-    cluster_ip, eventually, finish, finish_count, node_env, write_atomic, Pod, Port, Reachability, Testbed, A_FROM_B,
-    GATEWAY_IP, NAMESPACES_X_LOGGING, SERVICE_CIDR,
+    cluster_ip, eventually, finish, finish_count, node_env, write_atomic, Hosts, Pod, Port, Reachability, Testbed,
+    A_FROM_B, GATEWAY_IP, NAMESPACES_X_LOGGING, SERVICE_CIDR,
 };
 pub use wait::{exit_within, wait_until, wait_until_every};

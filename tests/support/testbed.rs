@@ -148,8 +148,8 @@ impl Pod {
 pub struct Testbed {
     /// The OVS underneath.
     pub sandbox: Sandbox,
-    /// `<sandbox dir>/testbed`: pods.tsv, listener pidfiles and logs, manifests/.
-    pub state: PathBuf,
+    /// Its hosts (`<sandbox dir>/testbed`: pods.tsv, listener pidfiles and logs, manifests/).
+    pub hosts: Hosts,
 }
 
 impl Testbed {
@@ -191,7 +191,7 @@ impl Testbed {
     fn up(sandbox: Sandbox, options: &[&str]) -> Testbed {
         run(Command::new("bash").arg(repo_path("testbed/testbed")).arg("up").arg(&sandbox.dir).args(options));
         let state = sandbox.dir.join("testbed");
-        Testbed { sandbox, state }
+        Testbed { sandbox, hosts: Hosts { state } }
     }
 
     /// The outside hosts `testbed/testbed` creates (`--outside`): id (`outside/h1`) and IPv4
@@ -206,6 +206,93 @@ impl Testbed {
             .collect()
     }
 
+    /// Adds a pod (listeners started, port on br-int with the next free ofport, manifest
+    /// written). The namespace's manifest is the caller's business if it is a new one.
+    pub fn add_pod(&self, namespace: &str, name: &str, ip: &str) -> Pod {
+        run(Command::new("bash")
+            .arg(repo_path("testbed/testbed"))
+            .args(["add-pod"])
+            .arg(&self.sandbox.dir)
+            .args([namespace, name, ip]));
+        self.pod(&format!("{namespace}/{name}"))
+    }
+
+    /// Removes a pod: listener, port, netns and manifest.
+    pub fn del_pod(&self, namespace: &str, name: &str) {
+        run(Command::new("bash")
+            .arg(repo_path("testbed/testbed"))
+            .args(["del-pod"])
+            .arg(&self.sandbox.dir)
+            .args([namespace, name]));
+    }
+
+    /// Starts a listener on TCP 80, TCP 81 and UDP 80 in the node's own network namespace (a
+    /// host-network service), stopped by pid when the value is dropped.
+    pub fn node_listener(&self) -> NodeListener {
+        let pidfile = self.sandbox.dir.join("node-listener.pid");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.sandbox.netns, "python3"])
+            .arg(repo_path("testbed/probe.py"))
+            .args(["serve", "--pidfile"])
+            .arg(&pidfile)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the node's listener");
+        super::wait::wait_until(Duration::from_secs(10), "the node's listener", || pidfile.exists());
+        NodeListener(child)
+    }
+
+    /// Does pod `from` reach the Service of pod `to` (its ClusterIP, DNATed by the node) on
+    /// `port`?
+    pub fn reaches_service(&self, from: &str, to: &str, port: Port) -> bool {
+        let target = (to.to_string(), cluster_ip(&self.pod(to).ip));
+        self.probe_from_netns(&self.pod(from).netns, from, &[target])[&(to.to_string(), port)]
+    }
+
+    /// Gives pod `id`'s Service NodePorts as kube-proxy does (`externalTrafficPolicy:
+    /// Cluster`: DNAT to the pod, masqueraded): TCP `30000 + offset` for 80, `30001 + offset`
+    /// for 81, UDP `30000 + offset` for 80, on every address of the node.
+    pub fn add_nodeport(&self, id: &str, offset: u16) {
+        let (ns, name) = id.split_once('/').unwrap_or_else(|| panic!("not ns/name: {id}"));
+        run(Command::new("bash").arg(repo_path("testbed/testbed")).arg("add-nodeport").arg(&self.sandbox.dir).args([
+            ns,
+            name,
+            &offset.to_string(),
+        ]));
+    }
+
+    /// Does `from` (a pod or outside host) reach pod `to` on `port` through the NodePort
+    /// [`Testbed::add_nodeport`] gave it with `offset`, at the node's gateway address?
+    pub fn reaches_nodeport(&self, from: &str, to: &str, port: Port, offset: u16) -> bool {
+        let target = (to.to_string(), format!("{GATEWAY_IP}:{}", 30000 + offset));
+        self.probe_from_netns(&self.host(from).netns, from, &[target])[&(to.to_string(), port)]
+    }
+
+    /// Does the node itself reach pod `to` on `port`, from its gateway address (as kubelet's
+    /// probes do)?
+    pub fn node_reaches(&self, to: &str, port: Port) -> bool {
+        let target = (to.to_string(), self.pod(to).ip);
+        self.probe_from_netns(&self.sandbox.netns, "node", &[target])[&(to.to_string(), port)]
+    }
+}
+
+impl std::ops::Deref for Testbed {
+    type Target = Hosts;
+    fn deref(&self) -> &Hosts {
+        &self.hosts
+    }
+}
+
+/// The hosts of a testbed, one node's or a cluster's (`testbed/cluster`): its tables
+/// (pods.tsv, outside.tsv in `state`) and the prober.
+#[derive(Debug, Clone)]
+pub struct Hosts {
+    /// `pods.tsv`, `outside.tsv`, listener pidfiles and logs, `manifests/`.
+    pub state: PathBuf,
+}
+
+impl Hosts {
     /// Namespace and Pod manifests of the live pods (one file per object), for
     /// `npagent run --manifests`. Policies may be written next to them.
     pub fn manifests_dir(&self) -> PathBuf {
@@ -270,26 +357,6 @@ impl Testbed {
     /// `ns/name` of every pod, in creation order.
     pub fn pod_ids(&self) -> Vec<String> {
         self.pods().iter().map(Pod::id).collect()
-    }
-
-    /// Adds a pod (listeners started, port on br-int with the next free ofport, manifest
-    /// written). The namespace's manifest is the caller's business if it is a new one.
-    pub fn add_pod(&self, namespace: &str, name: &str, ip: &str) -> Pod {
-        run(Command::new("bash")
-            .arg(repo_path("testbed/testbed"))
-            .args(["add-pod"])
-            .arg(&self.sandbox.dir)
-            .args([namespace, name, ip]));
-        self.pod(&format!("{namespace}/{name}"))
-    }
-
-    /// Removes a pod: listener, port, netns and manifest.
-    pub fn del_pod(&self, namespace: &str, name: &str) {
-        run(Command::new("bash")
-            .arg(repo_path("testbed/testbed"))
-            .args(["del-pod"])
-            .arg(&self.sandbox.dir)
-            .args([namespace, name]));
     }
 
     /// Runs a command inside the network namespace of pod (or outside host) `id` (`ping`,
@@ -366,56 +433,6 @@ impl Testbed {
     pub fn ports_reached(&self, from: &str, label: &str, ip: &str) -> Vec<Port> {
         let got = self.probe_from_netns(&self.pod(from).netns, from, &[(label.to_string(), ip.to_string())]);
         Port::ALL.into_iter().filter(|p| got[&(label.to_string(), *p)]).collect()
-    }
-
-    /// Starts a listener on TCP 80, TCP 81 and UDP 80 in the node's own network namespace (a
-    /// host-network service), stopped by pid when the value is dropped.
-    pub fn node_listener(&self) -> NodeListener {
-        let pidfile = self.sandbox.dir.join("node-listener.pid");
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.sandbox.netns, "python3"])
-            .arg(repo_path("testbed/probe.py"))
-            .args(["serve", "--pidfile"])
-            .arg(&pidfile)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start the node's listener");
-        super::wait::wait_until(Duration::from_secs(10), "the node's listener", || pidfile.exists());
-        NodeListener(child)
-    }
-
-    /// Does pod `from` reach the Service of pod `to` (its ClusterIP, DNATed by the node) on
-    /// `port`?
-    pub fn reaches_service(&self, from: &str, to: &str, port: Port) -> bool {
-        let target = (to.to_string(), cluster_ip(&self.pod(to).ip));
-        self.probe_from_netns(&self.pod(from).netns, from, &[target])[&(to.to_string(), port)]
-    }
-
-    /// Gives pod `id`'s Service NodePorts as kube-proxy does (`externalTrafficPolicy:
-    /// Cluster`: DNAT to the pod, masqueraded): TCP `30000 + offset` for 80, `30001 + offset`
-    /// for 81, UDP `30000 + offset` for 80, on every address of the node.
-    pub fn add_nodeport(&self, id: &str, offset: u16) {
-        let (ns, name) = id.split_once('/').unwrap_or_else(|| panic!("not ns/name: {id}"));
-        run(Command::new("bash").arg(repo_path("testbed/testbed")).arg("add-nodeport").arg(&self.sandbox.dir).args([
-            ns,
-            name,
-            &offset.to_string(),
-        ]));
-    }
-
-    /// Does `from` (a pod or outside host) reach pod `to` on `port` through the NodePort
-    /// [`Testbed::add_nodeport`] gave it with `offset`, at the node's gateway address?
-    pub fn reaches_nodeport(&self, from: &str, to: &str, port: Port, offset: u16) -> bool {
-        let target = (to.to_string(), format!("{GATEWAY_IP}:{}", 30000 + offset));
-        self.probe_from_netns(&self.host(from).netns, from, &[target])[&(to.to_string(), port)]
-    }
-
-    /// Does the node itself reach pod `to` on `port`, from its gateway address (as kubelet's
-    /// probes do)?
-    pub fn node_reaches(&self, to: &str, port: Port) -> bool {
-        let target = (to.to_string(), self.pod(to).ip);
-        self.probe_from_netns(&self.sandbox.netns, "node", &[target])[&(to.to_string(), port)]
     }
 
     /// Probes every pod pair (self included: loopback, which never crosses the bridge) on
