@@ -351,3 +351,51 @@ fn an_agent_restart_keeps_the_routes_and_cross_node_connections() {
     assert!(looks > 50, "only {looks} looks at the route");
     assert_eq!(gaps, 0, "the route to n2's pods was missing or changed at {gaps} of {looks} looks");
 }
+
+/// y/a admits z/c (its neighbour on n2) only.
+const Y_A_FROM_Z_C: &str = "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: y, name: a-from-z-c}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress:
+  - from:
+    - namespaceSelector: {matchLabels: {ns: z}}
+      podSelector: {matchLabels: {pod: c}}
+";
+
+/// How many of pod `id`'s listener's peers were `ip` on UDP 80.
+fn udp_peers(cluster: &Cluster, id: &str, ip: &str) -> usize {
+    cluster.peers_of(id).lines().filter(|l| *l == format!("udp/80 {ip}")).count()
+}
+
+#[test]
+fn a_host_beyond_the_node_cannot_send_in_a_local_pods_name() {
+    let cluster = Cluster::start();
+    let logs = tempfile::tempdir().unwrap();
+    write_atomic(&cluster.manifests_dir().join("policies.yaml"), Y_A_FROM_Z_C);
+    let _agents = start_agents(&cluster, logs.path());
+    wait_until(Duration::from_secs(10), "z/c reaches y/a", || cluster.reaches("z/c", "y/a", Port::Udp80));
+    assert!(!cluster.reaches("x/c", "y/a", Port::Udp80), "control: x/c reached y/a, which admits z/c only");
+
+    // The internet host routes n2's pods through n1 (its own table: an attacker's choice) and
+    // sends UDP in z/c's name (a pod of n2) to y/a, which admits z/c.
+    let inet = "outside/inet";
+    let out = cluster.pod_exec(inet, &["ip", "route", "add", &cluster.node("n2").pod_cidr, "via", "198.51.100.1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (z_c, y_a) = (cluster.pod("z/c").ip, cluster.pod("y/a").ip);
+    let before = udp_peers(&cluster, "y/a", &z_c);
+    let spoof = |src: &str, dst: &str| {
+        cluster.attack(
+            inet,
+            &["udp-spoof", "--src", src, "--sport", "4444", "--dst", dst, "--dport", "80", "--count", "20"],
+        );
+    };
+    spoof(&z_c, &y_a);
+    // Control: the same path delivers datagrams in a name outside every pod subnet to y/b,
+    // which admits everyone.
+    let stranger = "203.0.113.5";
+    spoof(stranger, &cluster.pod("y/b").ip);
+    wait_until(Duration::from_secs(5), "the control's datagrams at y/b", || udp_peers(&cluster, "y/b", stranger) >= 20);
+    assert_eq!(udp_peers(&cluster, "y/a", &z_c), before, "datagrams in z/c's name from beyond n2 reached y/a");
+}

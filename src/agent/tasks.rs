@@ -143,7 +143,7 @@ pub(super) async fn spawn(
         node_rx.clone(),
         nodes_rx.clone(),
     ));
-    let host_ends = tokio::spawn(host_ends::run_host_ends(ports_rx.clone()));
+    let host_ends = tokio::spawn(host_ends::run_host_ends(ports_rx.clone(), cfg.node.clone(), nodes_rx.clone()));
     let routes = tokio::spawn(routes::run_cluster_routes(cfg.node.clone(), nodes_rx.clone()));
     let source_name = match &cfg.source {
         SourceConfig::Manifests(_) => "the manifests directory",
