@@ -615,3 +615,22 @@ fn staged_policies_are_kept_apart_and_change_nothing_enforced() {
     // Staged policies are not refused NetworkPolicies (the policy change log's business).
     assert!(store.refused_policies().is_empty());
 }
+
+#[test]
+fn a_pod_scheduled_to_another_node_is_refused_here() {
+    let mut store = Store::default();
+    let mut there = pod("x", "a", "10.0.0.1");
+    there["spec"]["nodeName"] = json!("n2");
+    let mut here = pod("x", "b", "10.0.0.2");
+    here["spec"]["nodeName"] = json!("n1");
+    store.apply(reset(vec![namespace("x"), there, here, pod("x", "c", "10.0.0.3")]));
+    // Without --node every known Pod may be attached, as before.
+    assert_eq!(store.pod_status("x", "a"), PodStatus::Known);
+    store.set_local_node("n1");
+    match store.pod_status("x", "a") {
+        PodStatus::Refused(why) => assert!(why.contains("\"n2\"") && why.contains("\"n1\""), "{why}"),
+        other => panic!("x/a runs on n2, yet {other:?}"),
+    }
+    assert_eq!(store.pod_status("x", "b"), PodStatus::Known);
+    assert_eq!(store.pod_status("x", "c"), PodStatus::Known, "no spec.nodeName: today's behaviour");
+}
