@@ -278,8 +278,13 @@ fn forwarding_is_turned_on_in_npagents_namespace_only() {
     let in_ns =
         || files.map(|f| run(Command::new("ip").args(["netns", "exec", &ns.name, "cat", f])).trim().to_string());
     let host = || files.map(|f| std::fs::read_to_string(f).unwrap().trim().to_string());
+    // A new namespace takes the host's IPv4 settings (net.core.devconf_inherit_init_net 0):
+    // off in it first, whatever the host has.
+    for f in ["net.ipv4.ip_forward=0", "net.ipv6.conf.all.forwarding=0"] {
+        run(Command::new("ip").args(["netns", "exec", &ns.name, "sysctl", "-qw", f]));
+    }
     let host_before = host();
-    assert_eq!(in_ns(), ["0", "0"], "a fresh namespace forwards nothing");
+    assert_eq!(in_ns(), ["0", "0"], "forwarding off to begin with");
 
     ns.enter(|| enable_forwarding(true, false)).unwrap();
     assert_eq!(in_ns(), ["1", "0"]);
