@@ -178,8 +178,11 @@ pub struct ForwardingError {
 }
 
 /// The routes node `local` wants: one to every other Node's pods of each IP family
-/// ([`NodeFacts::route`]).
+/// ([`crate::model::node::NodeFacts::route`]); none when no Node is `local` (the node is none of the cluster's).
 pub fn desired(local: &str, nodes: &ClusterNodes) -> BTreeMap<Cidr, IpAddr> {
+    if !nodes.contains_key(local) {
+        return BTreeMap::new();
+    }
     nodes
         .iter()
         .filter(|(name, _)| *name != local)
@@ -189,8 +192,8 @@ pub fn desired(local: &str, nodes: &ClusterNodes) -> BTreeMap<Cidr, IpAddr> {
 }
 
 /// Keeps the routes node `local` wants among the cluster's `nodes` ([`desired`], through
-/// [`run_routes`]) and, once they are listed, IP forwarding on (IPv6 too when the local node
-/// has an IPv6 podCIDR), until `nodes` closes. A node that does not name itself (`local`
+/// [`run_routes`]) and, once its Node is listed, IP forwarding on (IPv6 too when it has an
+/// IPv6 podCIDR), until `nodes` closes. A node that does not name itself (`local`
 /// empty) is alone: nothing is routed.
 pub async fn run_cluster_routes(local: String, mut nodes: watch::Receiver<Option<ClusterNodes>>) {
     if local.is_empty() {
@@ -202,8 +205,10 @@ pub async fn run_cluster_routes(local: String, mut nodes: watch::Receiver<Option
         let mut forwarding = false;
         loop {
             if let Some(listed) = nodes.borrow_and_update().as_ref() {
-                if !forwarding {
-                    let v6 = listed.get(&local).is_some_and(|n| n.pod_cidrs.iter().any(|c| c.addr.is_ipv6()));
+                // Only a node that is one of the cluster's: a `--node` no Node names changes
+                // nothing of its host.
+                if let Some(node) = listed.get(&local).filter(|_| !forwarding) {
+                    let v6 = node.pod_cidrs.iter().any(|c| c.addr.is_ipv6());
                     match enable_forwarding(true, v6) {
                         Ok(()) => tracing::info!("IP forwarding is on (routed mode)"),
                         Err(e) => tracing::warn!("{e}: pods cannot reach other nodes' pods or the outside"),
@@ -254,6 +259,29 @@ mod tests {
 
     fn cidr(s: &str) -> Cidr {
         crate::model::cidr::parse_cidr(s).unwrap()
+    }
+
+    #[test]
+    fn a_node_routes_every_other_nodes_pods_and_nothing_when_it_is_none_of_them() {
+        use crate::model::node::NodeFacts;
+        let node = |cidrs: &[&str], ips: &[&str]| NodeFacts {
+            pod_cidrs: cidrs.iter().map(|c| cidr(c)).collect(),
+            internal_ips: ips.iter().map(|i| i.parse().unwrap()).collect(),
+            ..Default::default()
+        };
+        let nodes: ClusterNodes = [
+            ("n1".to_string(), node(&["10.10.0.0/24"], &["192.168.77.11"])),
+            ("n2".to_string(), node(&["10.10.1.0/24", "fd00:1::/64"], &["192.168.77.12", "fd77::12"])),
+            ("n3".to_string(), node(&["10.10.2.0/24"], &[])),
+        ]
+        .into();
+        let want: BTreeMap<Cidr, IpAddr> = [
+            (cidr("10.10.1.0/24"), "192.168.77.12".parse().unwrap()),
+            (cidr("fd00:1::/64"), "fd77::12".parse().unwrap()),
+        ]
+        .into();
+        assert_eq!(desired("n1", &nodes), want, "n3 has no InternalIP: no route");
+        assert!(desired("n9", &nodes).is_empty(), "a node no Node names routes nothing");
     }
 
     fn route(destination: &str, via: &str) -> Route {
