@@ -12,8 +12,9 @@
 //!
 //! The rule lives in chain `NPAGENT-POSTROUTING`, jumped to from the first rule of the `nat`
 //! table's POSTROUTING, through the node's own `iptables` (the table and backend
-//! kube-proxy's rules are in, where the order of rules is the order of NAT decisions).
-//! Level-triggered: every [`CHECK_EVERY`] (and when the gateway changes) the chain and the
+//! kube-proxy's rules are in, where the order of rules is the order of NAT decisions), with
+//! the masquerade of pods' connections to the outside after it in a cluster
+//! ([`super::masquerade`]): one keeper for the chain ([`run_postrouting`]). Level-triggered: every [`CHECK_EVERY`] (and when the gateway changes) the chain and the
 //! jump's place are read back and, when they differ, put back in one `iptables-restore`
 //! transaction (kube-proxy prepends its own jump when it finds it missing). Nothing is removed
 //! when npagent stops, so forwarded connections keep their address while it restarts.
