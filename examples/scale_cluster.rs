@@ -39,7 +39,8 @@
 //!   <podCIDR> via <InternalIP>` (`removed ...` when it leaves) in LOG, then checks the routing
 //!   table of network namespace NETNS (`ip -n NETNS route show proto 78`: the route there or
 //!   gone, and M routes of npagent's in all after a join, M - 1 after a leave). Prints one line
-//!   per event: `i join|leave rename_to_route_ms`.
+//!   per event: `i join|leave rename_to_route_ms rename_to_scan_ms` (the scan: the manifests
+//!   source's last debug line `manifests: ... files looked at` before the route's).
 //! - `scale_cluster count DIR` compiles the cluster of DIR (as `gen` wrote it) and prints
 //!   `flows staged_flows touched_pods local_pods staged_policies` (staged flows by
 //!   `npagent::compiler::is_staged_flow`; the node's flows are not in the synthetic model).
@@ -632,12 +633,22 @@ fn node_events(dir: &Path, log: &Path, n: &str, netns: &str) -> Result<(), Strin
             }
             let done = now_secs();
             let needle = format!("{} {route}", if join { "set" } else { "removed" });
-            let Some(line) = tail.wait_for(&[&needle], Duration::from_secs(10)) else {
-                return Err(format!("event {i}: no \"{needle}\" in the agent's log within 10 s"));
+            // The route's line, and the last scan before it.
+            let mut scan = None;
+            let line = loop {
+                let Some(line) = tail.wait_for(&[&needle, "files looked at"], Duration::from_secs(10)) else {
+                    return Err(format!("event {i}: no \"{needle}\" in the agent's log within 10 s"));
+                };
+                if line.contains(&needle) {
+                    break line;
+                }
+                scan = Some(line);
             };
-            let ms = line_time(&line).map(|t| (t - done) * 1000.0).ok_or(format!("no timestamp in {line:?}"))?;
+            let ms =
+                |line: &str| line_time(line).map(|t| (t - done) * 1000.0).ok_or(format!("no timestamp in {line:?}"));
+            let (route_ms, scan_ms) = (ms(&line)?, ms(scan.as_deref().ok_or("no scan line before the route's")?)?);
             let event = if join { "join" } else { "leave" };
-            writeln!(out, "{i} {event} {ms:.3}").map_err(|e| e.to_string())?;
+            writeln!(out, "{i} {event} {route_ms:.3} {scan_ms:.3}").map_err(|e| e.to_string())?;
             out.flush().map_err(|e| e.to_string())?;
 
             let shown = std::process::Command::new("ip")
