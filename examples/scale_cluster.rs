@@ -1,7 +1,7 @@
 //! Helper of `scripts/bench-scale`: the compiler's synthetic cluster as manifests, and the
 //! manifest-change latency loop.
 //!
-//! - `scale_cluster gen DIR [small] [baseline|egress] [staged=N] [json]` writes
+//! - `scale_cluster gen DIR [small] [baseline|egress] [staged=N] [nodes=N] [json]` writes
 //!   `npagent::compiler::synthetic::cluster` (the scale target, or a 10x smaller cluster; with
 //!   `baseline` the same cluster without its egress sections, `cluster_without_egress`; with
 //!   `staged=N`, N StagedNetworkPolicies from `synthetic::add_staged`) as YAML, one file per
@@ -9,9 +9,14 @@
 //!   StagedNetworkPolicies, as YAML documents), or with `json` as JSON (`DIR/nsI.json`: the same
 //!   objects, one compact JSON object per line, which the manifest loader reads as concatenated
 //!   JSON objects; a `nsI.yaml` left by an earlier `gen` is removed, and the other way round).
+//!   With `nodes=N` the pods are scheduled on N nodes (`synthetic::spread_over_nodes`: the
+//!   local pods on `node-0`, the others spread over `node-1` to `node-{N-1}`, as their
+//!   `spec.nodeName`) and the N Node objects (podCIDR and InternalIP each) go to `DIR/nodes.yaml`
+//!   (`.json`); without it the pods keep the generator's node names and no Node is written (a
+//!   `nodes.*` left by an earlier `gen` is removed).
 //!   It then reads the directory back through npagent's own manifest loader and conversion and
-//!   checks that it gives the same model. The bridge ports of the local pods go to stdout, one
-//!   per line: `ofport interface namespace pod ip mac`.
+//!   checks that it gives the same model, and the same Nodes. The bridge ports of the local
+//!   pods go to stdout, one per line: `ofport interface namespace pod ip mac`.
 //! - `scale_cluster churn DIR LOG N KIND [OFP]` changes namespace ns0 (ns110 for the egress
 //!   kinds) N times by atomically replacing its file, `DIR/ns0.yaml` or `DIR/ns0.json`,
 //!   whichever exists, in the same format (write a temporary file, rename), and waits each time
@@ -27,6 +32,15 @@
 //!   bridge with `ovs-ofctl dump-flows` when OFP is given (the clause flow with the changed
 //!   `ct_tp_dst`, `ct_nw_src` or `ct_nw_dst` and a `conjunction()` is there exactly when it
 //!   should be).
+//! - `scale_cluster node-events DIR LOG N NETNS` (a cluster of `gen ... nodes=M`): N times
+//!   node `node-M` joins (its Node, podCIDR `synthetic::node_pod_cidr(M)`, written to
+//!   `DIR/node-M.yaml` (`.json`, the format of `nodes.*`) by an atomic replace) and leaves (the
+//!   file removed); each time waits for the agent's info line `routes to other nodes' pods: set
+//!   <podCIDR> via <InternalIP>` (`removed ...` when it leaves) in LOG, then checks the routing
+//!   table of network namespace NETNS (`ip -n NETNS route show proto 78`: the route there or
+//!   gone, and M routes of npagent's in all after a join, M - 1 after a leave). Prints one line
+//!   per event: `i join|leave rename_to_route_ms rename_to_scan_ms` (the scan: the manifests
+//!   source's last debug line `manifests: ... files looked at` before the route's).
 //! - `scale_cluster count DIR` compiles the cluster of DIR (as `gen` wrote it) and prints
 //!   `flows staged_flows touched_pods local_pods staged_policies` (staged flows by
 //!   `npagent::compiler::is_staged_flow`; the node's flows are not in the synthetic model).
@@ -37,9 +51,11 @@
 
 use npagent::audit::timefmt::Civil;
 use npagent::compiler::synthetic::{
-    add_staged, cluster, cluster_without_egress, ns_name, oref, pod_name, tcp, touched_ports, ClusterSpec,
+    add_staged, cluster, cluster_without_egress, node_facts, node_name, ns_name, oref, pod_name, spread_over_nodes,
+    tcp, touched_ports, ClusterSpec, MAX_NODES,
 };
 use npagent::compiler::{compile, is_staged_flow, Config, IdAllocator};
+use npagent::model::node::{ClusterNodes, NodeFacts};
 use npagent::model::{convert, LabelSelector, Model, ObjectRef, Peer, Policy, PortRef, PortSpec, Protocol, SelectorOp};
 use npagent::source::manifests::load_dir;
 use npagent::source::KubeObject;
@@ -52,15 +68,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["gen", dir, opts @ ..] if opts.iter().all(|o| ["small", "baseline", "egress", "json"].contains(o) || staged_opt(o).is_some()) => {
+        ["gen", dir, opts @ ..] if opts.iter().all(|o| ["small", "baseline", "egress", "json"].contains(o) || staged_opt(o).is_some() || nodes_opt(o).is_some()) => {
             let staged = opts.iter().find_map(|o| staged_opt(o)).unwrap_or(0);
-            let spec = Spec { small: opts.contains(&"small"), egress: !opts.contains(&"baseline"), staged };
+            let nodes = opts.iter().find_map(|o| nodes_opt(o)).unwrap_or(0);
+            let spec = Spec { small: opts.contains(&"small"), egress: !opts.contains(&"baseline"), staged, nodes };
             let format = if opts.contains(&"json") { Format::Json } else { Format::Yaml };
             gen(Path::new(dir), spec, format)
         }
         ["churn", dir, log, n, kind, rest @ ..] => churn(Path::new(dir), Path::new(log), n, kind, rest.first().copied()),
+        ["node-events", dir, log, n, netns] => node_events(Path::new(dir), Path::new(log), n, netns),
         ["count", dir] => count(Path::new(dir)),
-        _ => Err("usage: scale_cluster gen DIR [small] [baseline|egress] [staged=N] [json] | churn DIR LOG N policy|pod|egress|egress-pod|staged [OFP] | count DIR".into()),
+        _ => Err("usage: scale_cluster gen DIR [small] [baseline|egress] [staged=N] [nodes=N] [json] | churn DIR LOG N policy|pod|egress|egress-pod|staged [OFP] | node-events DIR LOG N NETNS | count DIR".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -76,17 +94,29 @@ fn staged_opt(o: &str) -> Option<usize> {
     o.strip_prefix("staged=")?.parse().ok()
 }
 
+/// `nodes=N`: the pods on N nodes, with their Node objects (1 to `MAX_NODES`).
+fn nodes_opt(o: &str) -> Option<usize> {
+    o.strip_prefix("nodes=")?.parse().ok().filter(|n| (1..=MAX_NODES).contains(n))
+}
+
 /// Which cluster: the scale target or 10x smaller, with or without egress sections, with
-/// `staged` StagedNetworkPolicies (`synthetic::add_staged`).
+/// `staged` StagedNetworkPolicies (`synthetic::add_staged`), on `nodes` Nodes
+/// (`synthetic::spread_over_nodes`; 0: the generator's node names, no Node objects).
 #[derive(Clone, Copy)]
 struct Spec {
     small: bool,
     egress: bool,
     staged: usize,
+    nodes: usize,
 }
 
 impl Spec {
     fn model(self) -> Model {
+        self.cluster().0
+    }
+
+    /// The model, and the Nodes (none without `nodes`).
+    fn cluster(self) -> (Model, ClusterNodes) {
         let size = if self.small {
             ClusterSpec { namespaces: 100, pods_per_ns: 100, policies_per_ns: 10, local_pods: 10 }
         } else {
@@ -94,15 +124,17 @@ impl Spec {
         };
         let mut m = if self.egress { cluster(size) } else { cluster_without_egress(size) };
         add_staged(&mut m, size, self.staged);
-        m
+        let nodes = if self.nodes > 0 { spread_over_nodes(&mut m, self.nodes) } else { ClusterNodes::new() };
+        (m, nodes)
     }
 
     fn marker(self) -> String {
         format!(
-            "{}{}{}\n",
+            "{}{}{}{}\n",
             if self.small { "small" } else { "target" },
             if self.egress { "" } else { " baseline" },
-            if self.staged > 0 { format!(" staged={}", self.staged) } else { String::new() }
+            if self.staged > 0 { format!(" staged={}", self.staged) } else { String::new() },
+            if self.nodes > 0 { format!(" nodes={}", self.nodes) } else { String::new() }
         )
     }
 }
@@ -146,30 +178,50 @@ fn spec_for(dir: &Path) -> Spec {
     // `gen` leaves a marker so `churn` rebuilds the same model.
     let marker = std::fs::read_to_string(dir.join(".spec")).unwrap_or_default();
     let staged = marker.split_whitespace().find_map(staged_opt).unwrap_or(0);
-    Spec { small: marker.starts_with("small"), egress: !marker.contains("baseline"), staged }
+    let nodes = marker.split_whitespace().find_map(nodes_opt).unwrap_or(0);
+    Spec { small: marker.starts_with("small"), egress: !marker.contains("baseline"), staged, nodes }
+}
+
+/// The file of the Nodes, `nodes.yaml` or `nodes.json`.
+const NODES_FILE: &str = "nodes";
+
+/// Removes `path` if it is there.
+fn remove_if_there(path: &Path) -> Result<(), String> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("{}: {e}", path.display())),
+        _ => Ok(()),
+    }
 }
 
 fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
-    let model = spec.model();
+    let (model, nodes) = spec.cluster();
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let started = Instant::now();
     for ns in model.namespaces.keys() {
         let text = namespace_file(&model, ns, format)?;
         std::fs::write(dir.join(format!("{ns}.{}", format.ext())), text).map_err(|e| format!("{ns}: {e}"))?;
         // The same objects in the other format would be read too, as duplicates.
-        let stale = dir.join(format!("{ns}.{}", format.other().ext()));
-        match std::fs::remove_file(&stale) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("{}: {e}", stale.display())),
-            _ => {}
-        }
+        remove_if_there(&dir.join(format!("{ns}.{}", format.other().ext())))?;
+    }
+    // The Nodes, in one file; none left by an earlier `gen` in either format, nor the node
+    // `node-events` adds.
+    for f in [format, format.other()] {
+        remove_if_there(&dir.join(format!("{NODES_FILE}.{}", f.ext())))?;
+        remove_if_there(&dir.join(format!("{}.{}", node_name(spec.nodes), f.ext())))?;
+    }
+    if !nodes.is_empty() {
+        let docs: Vec<Value> = nodes.iter().map(|(name, facts)| node_doc(name, facts)).collect();
+        let path = dir.join(format!("{NODES_FILE}.{}", format.ext()));
+        std::fs::write(&path, documents(docs, format)?).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     std::fs::write(dir.join(".spec"), spec.marker()).map_err(|e| e.to_string())?;
     eprintln!(
-        "wrote {} namespaces, {} pods, {} policies, {} staged policies in {:?}",
+        "wrote {} namespaces, {} pods, {} policies, {} staged policies, {} nodes in {:?}",
         model.namespaces.len(),
         model.pods.len(),
         model.policies.len(),
         model.staged_policies.len(),
+        nodes.len(),
         started.elapsed()
     );
 
@@ -179,6 +231,7 @@ fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
         return Err(format!("{} problem(s) reading back, first: {}: {}", invalid.len(), i.origin, i.error));
     }
     let mut back = Model::default();
+    let mut back_nodes = ClusterNodes::new();
     let mut strings = npagent::model::Interner::default();
     for o in &objects {
         match &o.object {
@@ -199,7 +252,8 @@ fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
                 back.staged_policies.insert(oref(&p.namespace, &p.name), p);
             }
             KubeObject::Node(n) => {
-                convert::node(n).map_err(|e| e.to_string())?;
+                let (name, facts) = convert::node(n).map_err(|e| e.to_string())?;
+                back_nodes.insert(name, facts);
             }
         }
     }
@@ -210,7 +264,14 @@ fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
     {
         return Err("the manifests read back differ from the synthetic model".into());
     }
-    eprintln!("read back and checked: identical model");
+    if back_nodes != nodes {
+        return Err(format!(
+            "the Nodes read back differ from the generated ones ({} read, {} generated)",
+            back_nodes.len(),
+            nodes.len()
+        ));
+    }
+    eprintln!("read back and checked: identical model, {} identical Nodes", nodes.len());
 
     let mut out = std::io::stdout().lock();
     for p in model.ports.values() {
@@ -254,6 +315,11 @@ fn namespace_file(model: &Model, ns: &str, format: Format) -> Result<String, Str
     for p in in_ns(&model.staged_policies) {
         docs.push(policy_doc(&p, "policy.npagent.io/v1alpha1", "StagedNetworkPolicy"));
     }
+    documents(docs, format)
+}
+
+/// Documents as a file's text: YAML documents, or JSON objects one per line.
+fn documents(docs: Vec<Value>, format: Format) -> Result<String, String> {
     let mut text = String::new();
     for d in docs {
         match format {
@@ -268,6 +334,25 @@ fn namespace_file(model: &Model, ns: &str, format: Format) -> Result<String, Str
         }
     }
     Ok(text)
+}
+
+/// A Node: its podCIDRs (`spec.podCIDR` the first) and its InternalIPs and ExternalIPs (and
+/// its name as Hostname, which npagent does not read).
+fn node_doc(name: &str, facts: &NodeFacts) -> Value {
+    let cidrs: Vec<String> = facts.pod_cidrs.iter().map(ToString::to_string).collect();
+    let mut addresses: Vec<Value> = facts
+        .internal_ips
+        .iter()
+        .map(|ip| json!({"type": "InternalIP", "address": ip.to_string()}))
+        .chain(facts.external_ips.iter().map(|ip| json!({"type": "ExternalIP", "address": ip.to_string()})))
+        .collect();
+    addresses.push(json!({"type": "Hostname", "address": name}));
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name},
+        "spec": {"podCIDR": cidrs.first(), "podCIDRs": cidrs},
+        "status": {"addresses": addresses},
+    })
 }
 
 /// A NetworkPolicy, or with `kind` StagedNetworkPolicy its staged twin (the same spec).
@@ -515,6 +600,75 @@ fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Resu
         }
         // Let the next change be a change of its own (not coalesced with this one).
         std::thread::sleep(Duration::from_millis(30 + (i as u64 * 7) % 40));
+    }
+    Ok(())
+}
+
+/// `node-events DIR LOG N NETNS`: node `node-M` (M the cluster's node count) joins and leaves
+/// N times each; the time from the rename (or the removal) of its file to the agent's line
+/// saying its route was set (or removed), checked in the routing table of NETNS.
+fn node_events(dir: &Path, log: &Path, n: &str, netns: &str) -> Result<(), String> {
+    let n: usize = n.parse().map_err(|_| format!("bad count {n:?}"))?;
+    let nodes = spec_for(dir).nodes;
+    if nodes == 0 || nodes >= MAX_NODES {
+        return Err(format!("{}: no cluster of Nodes there (gen ... nodes=N, N < {MAX_NODES})", dir.display()));
+    }
+    let format = Format::of(dir, NODES_FILE)?;
+    let name = node_name(nodes);
+    let facts = node_facts(nodes);
+    let (cidr, via) = facts.route(true).ok_or("the new node has no IPv4 route")?;
+    let route = format!("{cidr} via {via}");
+    let text = documents(vec![node_doc(&name, &facts)], format)?;
+    let target: PathBuf = dir.join(format!("{name}.{}", format.ext()));
+    let tmp: PathBuf = dir.join(format!(".{name}.{}.tmp", format.ext()));
+    let mut tail = LogTail::open(log)?;
+    let mut out = std::io::stdout().lock();
+    for i in 1..=n {
+        for join in [true, false] {
+            if join {
+                std::fs::write(&tmp, &text).map_err(|e| format!("{}: {e}", tmp.display()))?;
+                std::fs::rename(&tmp, &target).map_err(|e| format!("rename: {e}"))?;
+            } else {
+                std::fs::remove_file(&target).map_err(|e| format!("{}: {e}", target.display()))?;
+            }
+            let done = now_secs();
+            let needle = format!("{} {route}", if join { "set" } else { "removed" });
+            // The route's line, and the last scan before it.
+            let mut scan = None;
+            let line = loop {
+                let Some(line) = tail.wait_for(&[&needle, "files looked at"], Duration::from_secs(10)) else {
+                    return Err(format!("event {i}: no \"{needle}\" in the agent's log within 10 s"));
+                };
+                if line.contains(&needle) {
+                    break line;
+                }
+                scan = Some(line);
+            };
+            let ms =
+                |line: &str| line_time(line).map(|t| (t - done) * 1000.0).ok_or(format!("no timestamp in {line:?}"));
+            let (route_ms, scan_ms) = (ms(&line)?, ms(scan.as_deref().ok_or("no scan line before the route's")?)?);
+            let event = if join { "join" } else { "leave" };
+            writeln!(out, "{i} {event} {route_ms:.3} {scan_ms:.3}").map_err(|e| e.to_string())?;
+            out.flush().map_err(|e| e.to_string())?;
+
+            let shown = std::process::Command::new("ip")
+                .args(["-n", netns, "route", "show", "proto", "78"])
+                .output()
+                .map_err(|e| format!("ip route: {e}"))?;
+            let table = String::from_utf8_lossy(&shown.stdout);
+            let held = table.lines().any(|l| l.starts_with(&format!("{cidr} via {via} ")) || l.trim() == route);
+            let count = table.lines().count();
+            let want = if join { nodes } else { nodes - 1 };
+            if !shown.status.success() || held != join || count != want {
+                return Err(format!(
+                    "event {i} ({event}): the routing table of {netns} holds {count} routes of npagent's (not \
+                     {want}), {route} {}",
+                    if held { "among them" } else { "not among them" }
+                ));
+            }
+            // Let the next event be one of its own.
+            std::thread::sleep(Duration::from_millis(30 + (i as u64 * 7) % 40));
+        }
     }
     Ok(())
 }

@@ -78,6 +78,34 @@ fn same_input_same_output_whatever_the_order() {
 }
 
 #[test]
+fn the_pods_spread_over_nodes_compile_to_the_same_flows() {
+    let m = small_cluster();
+    let mut spread = m.clone();
+    let nodes = spread_over_nodes(&mut spread, 7);
+    assert_eq!(nodes.len(), 7);
+    assert_eq!(nodes.keys().cloned().collect::<BTreeSet<_>>(), (0..7).map(node_name).collect::<BTreeSet<_>>());
+    let cidrs: BTreeSet<_> = nodes.values().map(|n| n.pod_cidrs.clone()).collect();
+    let ips: BTreeSet<_> = nodes.values().map(|n| n.internal_ips.clone()).collect();
+    assert_eq!((cidrs.len(), ips.len()), (7, 7), "distinct podCIDRs and InternalIPs");
+    assert!(nodes.values().all(|n| n.internal_ips.iter().all(|ip| node_subnet().contains(ip))));
+    let local: BTreeSet<_> = spread.ports.values().map(|p| p.pod.clone()).collect();
+    assert_eq!(local.len(), 5);
+    let mut per_node = std::collections::BTreeMap::<String, usize>::new();
+    for (r, p) in &spread.pods {
+        let node = p.node.as_deref().expect("every pod is scheduled");
+        assert_eq!(node == "node-0", local.contains(r), "{r}: the local pods, and they alone, are on node-0");
+        *per_node.entry(node.to_string()).or_default() += 1;
+        assert!(nodes.values().all(|n| !n.pod_cidrs[0].contains(&p.ips[0])), "the pods keep their addresses");
+    }
+    let others: Vec<usize> = per_node.iter().filter(|(n, _)| *n != "node-0").map(|(_, c)| *c).collect();
+    assert_eq!(others.len(), 6);
+    assert!(others.iter().max().unwrap() - others.iter().min().unwrap() <= 1, "{per_node:?}");
+    // Only the pods' node names differ, and the flows do not.
+    let c = |m: &Model| compile(m, Config::default(), IdAllocator::new(60), 0);
+    assert_eq!(c(&spread).flows(), c(&m).flows());
+}
+
+#[test]
 fn changing_one_policy_changes_only_its_flows() {
     let mut m = small_cluster();
     let mut c = compile(&m, Config::default(), IdAllocator::new(60), 0);

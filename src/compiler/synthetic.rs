@@ -12,6 +12,7 @@
 //! the range 8000-8100; and `egress: []` (egress isolation only). [`cluster_without_egress`]
 //! is the same cluster without them, the baseline of the benchmarks. [`add_staged`] adds
 //! StagedNetworkPolicies to either (edits of enforced policies, default-denies and allows).
+//! [`spread_over_nodes`] schedules the pods on a number of nodes and gives their Node facts.
 //!
 //! Built only with the `testing` feature (the crate's tests, benches and examples enable it).
 #![allow(
@@ -20,6 +21,7 @@
     reason = "its inputs are literals of the tests, so a malformed one may panic"
 )]
 
+use crate::model::node::{ClusterNodes, NodeFacts};
 use crate::model::{
     Annotations, Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, LocalPort, Model, Namespace,
     ObjectRef, Peer, Pod, Policy, PortRef, PortSpec, Protocol, Requirement, SelectorOp,
@@ -328,6 +330,61 @@ fn add_egress(p: &mut Policy, i: usize, k: usize, namespaces: usize) {
         }],
         _ => vec![],
     };
+}
+
+/// The name of node `k` of [`spread_over_nodes`]; `node-0` is the local node.
+pub fn node_name(k: usize) -> String {
+    format!("node-{k}")
+}
+
+/// How many nodes [`spread_over_nodes`] can give distinct podCIDRs and InternalIPs.
+pub const MAX_NODES: usize = 1 << 15;
+
+/// The podCIDR of node `k` (`k < MAX_NODES`): the `k`-th /24 of 10.128.0.0/9, apart from the
+/// synthetic pods' addresses (10.0.0.0/14), the ipBlocks of [`cluster`]'s policies
+/// (172.16.0.0/16 to 172.25.0.0/16, 192.168.0.0/16) and [`node`]'s Service range (10.96.0.0/12).
+pub fn node_pod_cidr(k: usize) -> Cidr {
+    let n = 128 * 256 + k;
+    Cidr::new(IpAddr::V4(Ipv4Addr::new(10, (n >> 8) as u8, n as u8, 0)), 24)
+}
+
+/// The InternalIP of node `k` (`k < MAX_NODES`): the `k + 1`-th address of [`NODE_SUBNET`].
+pub fn node_internal_ip(k: usize) -> IpAddr {
+    let n = k + 1;
+    IpAddr::V4(Ipv4Addr::new(172, 31, (n >> 8) as u8, n as u8))
+}
+
+/// The subnet of the nodes' InternalIPs (172.31.0.0/16): on-link for the routes to their pods.
+pub fn node_subnet() -> Cidr {
+    Cidr::new(IpAddr::V4(Ipv4Addr::new(172, 31, 0, 0)), 16)
+}
+
+/// What the Node object of node `k` says: podCIDR [`node_pod_cidr`], InternalIP
+/// [`node_internal_ip`].
+pub fn node_facts(k: usize) -> NodeFacts {
+    NodeFacts { pod_cidrs: vec![node_pod_cidr(k)], internal_ips: vec![node_internal_ip(k)], external_ips: vec![] }
+}
+
+/// Schedules the pods of `m` on `nodes` nodes (`1..=MAX_NODES`) and gives their Node facts,
+/// by name: the local pods (those with a bridge port) on `node-0`, every other pod on one of
+/// `node-1` to `node-{nodes - 1}` by turn in the model's order (about the same number on
+/// each; on `node-0` too when it is the only one). The pods keep their addresses, so they are
+/// not inside their node's podCIDR ([`node_pod_cidr`]): the flows are those of the cluster
+/// before, whatever nodes it has.
+pub fn spread_over_nodes(m: &mut Model, nodes: usize) -> ClusterNodes {
+    assert!((1..=MAX_NODES).contains(&nodes), "{nodes} nodes: 1 to {MAX_NODES}");
+    let local: std::collections::BTreeSet<ObjectRef> = m.ports.values().map(|p| p.pod.clone()).collect();
+    let names: Vec<crate::model::SharedStr> = (0..nodes).map(|k| node_name(k).into()).collect();
+    let mut turn = 0;
+    for (r, p) in &mut m.pods {
+        p.node = Some(if local.contains(r) || nodes == 1 {
+            names[0].clone()
+        } else {
+            turn += 1;
+            names[1 + (turn - 1) % (nodes - 1)].clone()
+        });
+    }
+    (0..nodes).map(|k| (node_name(k), node_facts(k))).collect()
 }
 
 /// Adds `count` StagedNetworkPolicies to `m`, a cluster of `spec` from [`cluster`] or
