@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ContainerPort, NodeAddress, PodIP};
 use k8s_openapi::api::networking::v1::NetworkPolicySpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The label the API server puts on every Namespace: its name.
@@ -140,6 +140,159 @@ impl k8s_openapi::Resource for StagedNetworkPolicy {
     const VERSION: &'static str = "v1alpha1";
     const URL_PATH_SEGMENT: &'static str = "stagednetworkpolicies";
     type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
+/// A ClusterNetworkPolicy (`policy.networking.k8s.io/v1alpha2`, cluster-scoped), as upstream
+/// (kubernetes-sigs/network-policy-api) defines it: field names and shapes are the CRD's,
+/// every field optional here so that what is missing is an error naming it
+/// ([`crate::model::cluster_policy`]) rather than a parse failure. Fields it does not define
+/// are skipped, as the API server prunes them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterNetworkPolicy {
+    #[serde(default, deserialize_with = "slim_meta")]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<ClusterNetworkPolicySpec>,
+}
+
+/// `ClusterNetworkPolicy.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterNetworkPolicySpec {
+    /// `Admin` or `Baseline`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
+    /// 0 to 1000; lower is first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<ClusterNetworkPolicySubject>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<Vec<ClusterNetworkPolicyIngressRule>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Vec<ClusterNetworkPolicyEgressRule>>,
+}
+
+/// The pods a ClusterNetworkPolicy applies to: exactly one field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterNetworkPolicySubject {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<LabelSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<NamespacedPod>,
+}
+
+/// Pods selected by a namespace selector and a pod selector together.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespacedPod {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_selector: Option<LabelSelector>,
+}
+
+/// An ingress rule of a ClusterNetworkPolicy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterNetworkPolicyIngressRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `Accept`, `Deny` or `Pass`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Vec<ClusterNetworkPolicyIngressPeer>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocols: Option<Vec<ClusterNetworkPolicyProtocol>>,
+}
+
+/// An egress rule of a ClusterNetworkPolicy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterNetworkPolicyEgressRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `Accept`, `Deny` or `Pass`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<Vec<ClusterNetworkPolicyEgressPeer>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocols: Option<Vec<ClusterNetworkPolicyProtocol>>,
+}
+
+/// A source of an ingress rule: exactly one field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterNetworkPolicyIngressPeer {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<LabelSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<NamespacedPod>,
+}
+
+/// A destination of an egress rule: exactly one field (`nodes` and `domainNames` are
+/// upstream's experimental peers).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterNetworkPolicyEgressPeer {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<LabelSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<NamespacedPod>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<LabelSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub networks: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain_names: Option<Vec<String>>,
+}
+
+/// A protocol match: exactly one field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterNetworkPolicyProtocol {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<ProtocolPort>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<ProtocolPort>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sctp: Option<ProtocolPort>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination_named_port: Option<String>,
+}
+
+/// A protocol's destination port.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProtocolPort {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination_port: Option<ClusterPort>,
+}
+
+/// A port number or an inclusive range: exactly one field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterPort {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<ClusterPortRange>,
+}
+
+/// An inclusive port range, `start` below `end`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterPortRange {
+    #[serde(default)]
+    pub start: i64,
+    #[serde(default)]
+    pub end: i64,
+}
+
+impl k8s_openapi::Resource for ClusterNetworkPolicy {
+    const API_VERSION: &'static str = "policy.networking.k8s.io/v1alpha2";
+    const GROUP: &'static str = "policy.networking.k8s.io";
+    const KIND: &'static str = "ClusterNetworkPolicy";
+    const VERSION: &'static str = "v1alpha2";
+    const URL_PATH_SEGMENT: &'static str = "clusternetworkpolicies";
+    type Scope = k8s_openapi::ClusterResourceScope;
 }
 
 /// The metadata fields npagent reads; every other field is skipped without being built.

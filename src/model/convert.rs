@@ -54,11 +54,11 @@ impl ConvertError {
 
 /// Names the object being converted, for error messages (formatted only for an error: most
 /// objects are valid).
-struct Ctx<'a> {
-    kind: &'static str,
+pub(super) struct Ctx<'a> {
+    pub(super) kind: &'static str,
     /// `None` for a cluster-scoped object.
-    namespace: Option<&'a str>,
-    name: &'a str,
+    pub(super) namespace: Option<&'a str>,
+    pub(super) name: &'a str,
 }
 
 impl<'a> Ctx<'a> {
@@ -66,7 +66,7 @@ impl<'a> Ctx<'a> {
         Ctx { kind: "NetworkPolicy", namespace: Some(namespace), name }
     }
 
-    fn err(&self, path: impl Into<String>, message: impl Into<String>) -> ConvertError {
+    pub(super) fn err(&self, path: impl Into<String>, message: impl Into<String>) -> ConvertError {
         let object = match self.namespace {
             Some(ns) => format!("{ns}/{}", self.name),
             None => self.name.to_string(),
@@ -76,7 +76,7 @@ impl<'a> Ctx<'a> {
 }
 
 /// `metadata.name`, validated with `rule` (names are printed in logs: see [`super::names`]).
-fn name_of(
+pub(super) fn name_of(
     meta: &meta::ObjectMeta,
     kind: &'static str,
     rule: fn(&str) -> Result<(), String>,
@@ -459,7 +459,7 @@ fn protocol(ctx: &Ctx, path: impl FnOnce() -> String, p: Option<&str>) -> Result
     }
 }
 
-fn selector(
+pub(super) fn selector(
     ctx: &Ctx,
     path: &str,
     s: &meta::LabelSelector,
@@ -523,7 +523,7 @@ fn validate_labels(ctx: &Ctx, path: &str, labels: &BTreeMap<String, String>) -> 
 
 /// IANA service name: 1-15 lowercase alphanumerics and '-', at least one letter, no leading,
 /// trailing or doubled '-'.
-fn validate_port_name(name: &str) -> Result<(), String> {
+pub(super) fn validate_port_name(name: &str) -> Result<(), String> {
     let b = name.as_bytes();
     if b.is_empty() || b.len() > 15 {
         return Err("must be 1-15 characters".into());

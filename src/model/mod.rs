@@ -3,6 +3,7 @@
 //! [`convert`]; everything above works on these.
 
 pub mod cidr;
+pub mod cluster_policy;
 pub mod convert;
 pub mod intern;
 pub mod labels;
@@ -12,6 +13,7 @@ pub mod names;
 pub mod node;
 pub mod selector;
 pub mod staged;
+pub mod tiers;
 
 pub use cidr::Cidr;
 pub use intern::Interner;
