@@ -1,7 +1,8 @@
 //! The tasks the agent runs beside its main loop, started in one place: the object source,
 //! the OVSDB client, the gateway port and its device's addresses, the node's configuration
-//! (the flags' and the API's, with the gateway device's addresses merged in), the forwarded
-//! connections' rule, the pods' host ends' rules, the packet-in forwarder, the admin server and the CNI server. What they
+//! (the flags' and its Node's, with the gateway device's addresses merged in), the forwarded
+//! connections' and the masquerade's rules, the pods' host ends' rules, the routes to other
+//! nodes' pods, the packet-in forwarder, the admin server and the CNI server. What they
 //! tell the main loop arrives on its [`Inputs`]; [`Tasks`] says which of them ended.
 
 use super::{cni, forwarded_snat, host_ends, packet_ins, routes, RunError, Shared, SourceConfig};

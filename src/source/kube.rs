@@ -156,12 +156,22 @@ fn watch<K: Watched>(client: Client) -> impl Stream<Item = SourceEvent> + Send {
     source_events::<K, _>(stream)
 }
 
+/// Whether a watcher error is the API server's 404: the resource is not served.
+pub(super) fn is_not_found(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.is_not_found(),
+        watcher::Error::WatchError(status) => status.is_not_found(),
+        _ => false,
+    }
+}
+
 /// The StagedNetworkPolicy watch: as [`watch`], but a 404 (the CRD is not installed) ends it
 /// with an empty listing, said once.
 fn watch_staged(client: Client) -> impl Stream<Item = SourceEvent> + Send {
     let stream = watcher(Api::<StagedNetworkPolicy>::all(client), watcher::Config::default()).default_backoff();
-    let served =
-        stream.take_while(|item| std::future::ready(!matches!(item, Err(e) if super::node_config::is_not_found(e))));
+    let served = stream.take_while(|item| std::future::ready(!matches!(item, Err(e) if is_not_found(e))));
     source_events::<StagedNetworkPolicy, _>(served).chain(futures::stream::once(async {
         tracing::info!(
             "the Kubernetes API serves no {} (its CRD, deploy/staged-network-policy-crd.yaml, is not installed): \

@@ -163,7 +163,7 @@ impl NodeConfigState {
 /// The ServiceCIDR watcher's events, ending at a 404 (the API serves none, said once).
 pub fn service_cidr_events(client: Client) -> impl Stream<Item = Result<Event<ServiceCIDR>, watcher::Error>> + Send {
     watcher(Api::<ServiceCIDR>::all(client), watcher::Config::default()).default_backoff().take_while(|item| {
-        let served = !matches!(item, Err(e) if is_not_found(e));
+        let served = !matches!(item, Err(e) if super::kube::is_not_found(e));
         if !served {
             tracing::info!(
                 "the Kubernetes API serves no networking.k8s.io/v1 ServiceCIDRs (before 1.33?): the Service ranges are --service-cidr's alone"
@@ -210,17 +210,6 @@ pub async fn follow_node_config(
             },
             _ = tx.closed() => return,
         }
-    }
-}
-
-/// Whether a watcher error is the API server's 404: the resource is not served.
-pub(crate) fn is_not_found(e: &watcher::Error) -> bool {
-    match e {
-        watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
-        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.is_not_found(),
-        watcher::Error::WatchError(status) => status.is_not_found(),
-        _ => false,
     }
 }
 
