@@ -125,14 +125,10 @@ pub fn decide<'a>(
             return (v, chain);
         }
     }
-    match network_policy {
-        NetworkPolicySay::Allowed => {
-            return (Verdict::Allow, [chain, vec![Step::NetworkPolicy(network_policy)]].concat())
-        }
-        NetworkPolicySay::Denied => {
-            return (Verdict::Deny, [chain, vec![Step::NetworkPolicy(network_policy)]].concat())
-        }
-        NetworkPolicySay::NotIsolated => {}
+    if network_policy != NetworkPolicySay::NotIsolated {
+        chain.push(Step::NetworkPolicy(network_policy));
+        let verdict = if network_policy == NetworkPolicySay::Allowed { Verdict::Allow } else { Verdict::Deny };
+        return (verdict, chain);
     }
     if let Some(d) = baseline {
         chain.push(Step::Cluster(d));
