@@ -53,6 +53,8 @@ pub enum Change {
     Node,
     /// A StagedNetworkPolicy (which never changes an enforced flow).
     StagedPolicy(ObjectRef),
+    /// A ClusterNetworkPolicy, by name.
+    ClusterPolicy(String),
 }
 
 /// The model as one compiler reads it: the enforced policies, or the staged view (the staged
@@ -312,6 +314,8 @@ impl Compiler {
                 }
                 Change::Node if self.stage == Stage::Enforced => self.node_changed(model),
                 Change::Node => {}
+                // Compiled by the tiers' compiler (not yet).
+                Change::ClusterPolicy(_) => {}
             }
         }
         for p in &policies {
@@ -749,7 +753,7 @@ fn ports_to_recheck(model: &Model, touched: &Touched, changes: &[Change]) -> BTr
             Change::Port(o) => {
                 out.insert(*o);
             }
-            Change::Namespace(_) | Change::Node => {}
+            Change::Namespace(_) | Change::Node | Change::ClusterPolicy(_) => {}
         }
     }
     out

@@ -193,6 +193,8 @@ pub struct Model {
     /// The StagedNetworkPolicies, converted as NetworkPolicies are: judged ([`staged`]),
     /// never enforced. The compiler does not read them.
     pub staged_policies: BTreeMap<ObjectRef, Policy>,
+    /// The ClusterNetworkPolicies (cluster-scoped), by name.
+    pub cluster_policies: BTreeMap<String, cluster_policy::ClusterPolicy>,
 }
 
 impl Model {
