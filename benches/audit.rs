@@ -54,7 +54,8 @@ fn resolver() -> FakeResolver {
     let mut r = FakeResolver::default();
     for id in 0..1_000u32 {
         let policy = obj(&format!("team-{}", id % 50), &format!("allow-frontend-to-backend-{id}"));
-        r.rules.insert(id, RuleMeta { policy, rule_name: None, priority: 190, log_label: None });
+        let table = npagent::compiler::tables::INGRESS_RULE;
+        r.rules.insert(id, RuleMeta { policy, rule_name: None, priority: 190, log_label: None, table, cluster: None });
     }
     for i in 0..5_000u32 {
         let pod = obj(&format!("team-{}", i % 50), &format!("backend-7d9f8c6b5-{i:05}"));

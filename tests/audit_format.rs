@@ -467,6 +467,8 @@ fn a_would_allow_names_the_staged_rule_of_its_directions_register() {
             rule_name: None,
             priority: 190,
             log_label: Some("dns".into()),
+            table: tables::STAGED_EGRESS_RULE,
+            cluster: None,
         },
     );
     let egress = staged_packet_in(

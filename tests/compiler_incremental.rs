@@ -214,6 +214,9 @@ enum Op {
     /// Stages template t in a namespace: as an edit of the enforced `t<t>` or as a new policy.
     Stage(usize, usize, bool),
     Unstage(usize, usize, bool),
+    /// Adds (or replaces) ClusterNetworkPolicy template t at priority p.
+    AddClusterPolicy(usize, u16),
+    RemoveClusterPolicy(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -228,7 +231,47 @@ fn op() -> impl Strategy<Value = Op> {
         (0..3usize, 0..4usize).prop_map(|(n, p)| Op::TogglePort(n, p)),
         (0..3usize, 0..9usize, any::<bool>()).prop_map(|(n, t, e)| Op::Stage(n, t, e)),
         (0..3usize, 0..9usize, any::<bool>()).prop_map(|(n, t, e)| Op::Unstage(n, t, e)),
+        (0..6usize, 0..3u16).prop_map(|(t, p)| Op::AddClusterPolicy(t, p)),
+        (0..6usize).prop_map(Op::RemoveClusterPolicy),
     ]
+}
+
+/// ClusterNetworkPolicy template `t` at priority `priority`: both tiers, every action, every
+/// kind of peer (an unknown one too) and protocol (a named port too).
+fn cluster_template(t: usize, priority: u16) -> npagent::model::cluster_policy::ClusterPolicy {
+    use serde_json::json;
+    let role = |r: &str| json!({"pods": {"namespaceSelector": {}, "podSelector": {"matchLabels": {"role": r}}}});
+    let team = |t: &str| json!({"namespaces": {"matchLabels": {"team": t}}});
+    let spec = match t {
+        0 => json!({"tier": "Admin", "priority": priority, "subject": {"namespaces": {}},
+            "ingress": [{"name": "deny-r1", "action": "Deny", "from": [role("r1")],
+                         "protocols": [{"tcp": {"destinationPort": {"number": 80}}}]},
+                        {"action": "Pass", "from": [team("t1")]}]}),
+        1 => json!({"tier": "Admin", "priority": priority,
+            "subject": {"pods": {"namespaceSelector": {"matchLabels": {"team": "t0"}}, "podSelector": {"matchLabels": {"role": "r0"}}}},
+            "egress": [{"name": "to-http", "action": "Accept", "to": [role("r2")],
+                        "protocols": [{"destinationNamedPort": "http"}]},
+                       {"action": "Accept", "to": [{"networks": ["10.1.2.0/24"]}]},
+                       {"action": "Deny", "to": [{}]}]}),
+        2 => {
+            json!({"tier": "Baseline", "priority": priority, "subject": {"namespaces": {"matchLabels": {"team": "t1"}}},
+            "ingress": [{"action": "Accept", "from": [team("t1")]},
+                        {"action": "Deny", "from": [{"namespaces": {}}],
+                         "protocols": [{"udp": {"destinationPort": {"range": {"start": 100, "end": 200}}}}]}],
+            "egress": [{"action": "Pass", "to": [{"networks": ["10.1.0.0/16"]}]}]})
+        }
+        3 => json!({"tier": "Baseline", "priority": priority, "subject": {"namespaces": {}},
+            "ingress": [{"name": "named", "action": "Deny", "from": [role("r3")],
+                         "protocols": [{"destinationNamedPort": "http"}, {"sctp": {"destinationPort": {"number": 9}}}]}]}),
+        4 => json!({"tier": "Admin", "priority": priority, "subject": {"namespaces": {"matchLabels": {"team": "t1"}}},
+            "ingress": [{"action": "Accept", "from": [{}, role("r0")]}],
+            "egress": [{"action": "Accept", "to": [team("t0")]}]}),
+        _ => {
+            json!({"tier": "Baseline", "priority": priority, "subject": {"pods": {"namespaceSelector": {}, "podSelector": {}}},
+            "egress": [{"action": "Deny", "to": [role("r1")], "protocols": [{"destinationNamedPort": "http"}]}]})
+        }
+    };
+    cluster_policy(&format!("cnp{t}"), spec)
 }
 
 const NS: [&str; 3] = ["a", "b", "c"];
@@ -380,6 +423,17 @@ fn mutate(m: &mut Model, op: &Op) -> Change {
             let r = oref(NS[*n], &staged_template(NS[*n], *t, *edit).name);
             m.staged_policies.remove(&r);
             Change::StagedPolicy(r)
+        }
+        Op::AddClusterPolicy(t, priority) => {
+            let p = cluster_template(*t, *priority);
+            let name = p.name.clone();
+            m.cluster_policies.insert(name.clone(), p);
+            Change::ClusterPolicy(name)
+        }
+        Op::RemoveClusterPolicy(t) => {
+            let name = format!("cnp{t}");
+            m.cluster_policies.remove(&name);
+            Change::ClusterPolicy(name)
         }
     }
 }

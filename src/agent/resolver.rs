@@ -78,5 +78,7 @@ fn rule_meta(rule: &crate::compiler::RuleInfo) -> RuleMeta {
         rule_name: rule.name.clone(),
         priority: rule.priority,
         log_label: rule.log_label.clone(),
+        table: rule.table(),
+        cluster: rule.cluster,
     }
 }

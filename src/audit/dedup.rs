@@ -19,7 +19,7 @@
 //! the lines. A wall clock stepped back (NTP, an operator) must not hold Drop lines for as
 //! long as it stepped.
 
-use super::entry::{AuditEntry, LineDisposition};
+use super::entry::AuditEntry;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant, SystemTime};
@@ -151,7 +151,7 @@ impl Dedup {
             return;
         }
         let now = Moment { wall: entry.time, mono };
-        let allow = entry.disposition == LineDisposition::Allow;
+        let allow = entry.disposition.written_at_once();
         let key = Key(entry);
         if let Some(p) = self.pending.get_mut(&key) {
             if mono < p.deadline {

@@ -3,9 +3,11 @@
 
 use super::packet::{self, PacketError};
 use super::AuditError;
+use crate::compiler::cluster::pass_reg;
 use crate::compiler::userdata::{Disposition, LogUserdata, SecurityEvent};
 pub use crate::compiler::Direction;
-use crate::compiler::{flow, tables};
+use crate::compiler::{flow, tables, ClusterRuleInfo};
+use crate::model::cluster_policy::{Action, Tier};
 use crate::model::ObjectRef;
 use std::borrow::Cow;
 use std::net::IpAddr;
@@ -22,7 +24,49 @@ pub struct RuleMeta {
     pub priority: u16,
     /// User-defined log label, if any.
     pub log_label: Option<String>,
+    /// The table of its `conj_id` flow.
+    pub table: u8,
+    /// A ClusterNetworkPolicy's rule: its tier, action and policy priority.
+    pub cluster: Option<ClusterRuleInfo>,
 }
+
+impl RuleMeta {
+    /// Its step in a connection's decision chain: `Admin/Pass <policy>:<rule>` (`:<rule>`
+    /// when the rule has a name) for a ClusterNetworkPolicy's, `NetworkPolicy <ns>/<name>`
+    /// for a NetworkPolicy's.
+    pub fn step(&self) -> String {
+        match self.cluster {
+            Some(c) => {
+                let mut s = format!("{}/{} {}", tier_str(c.tier), action_str(c.action), self.policy.name);
+                if let Some(rule) = &self.rule_name {
+                    s.push(':');
+                    s.push_str(rule);
+                }
+                s
+            }
+            None => format!("NetworkPolicy {}", self.policy),
+        }
+    }
+}
+
+/// `Admin` or `Baseline`.
+pub fn tier_str(tier: Tier) -> &'static str {
+    match tier {
+        Tier::Admin => "Admin",
+        Tier::Baseline => "Baseline",
+    }
+}
+
+fn action_str(action: Action) -> &'static str {
+    match action {
+        Action::Accept => "Accept",
+        Action::Deny => "Deny",
+        Action::Pass => "Pass",
+    }
+}
+
+/// The step of a NetworkPolicy default drop in a decision chain.
+const DEFAULT_DROP_STEP: &str = "NetworkPolicy default drop";
 
 /// Answers the questions a packet-in raises. The agent implements it over the compiler's rule
 /// table and the model; it keeps rules deleted a moment ago resolvable for a grace period, so
@@ -62,16 +106,17 @@ pub(crate) fn disposition_str(d: Disposition) -> &'static str {
     LineDisposition::from(d).as_str()
 }
 
-/// What a line says of its connection: what the datapath did with it (`Allow`, `Drop`), or,
-/// for staged policies, how the staged view's verdict differs from the enforced one:
-/// `WouldDrop` (enforced allows, the staged view drops) and `WouldAllow` (enforced drops, the
-/// staged view allows).
+/// What a line says of its connection: what the datapath did with it (`Allow`, `Drop`), that
+/// a ClusterNetworkPolicy rule handed it to the next tier (`Pass`), or, for staged policies,
+/// how the staged view's verdict differs from the enforced one: `WouldDrop` (enforced allows,
+/// the staged view drops) and `WouldAllow` (enforced drops, the staged view allows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum LineDisposition {
     Allow,
     Drop,
     WouldDrop,
     WouldAllow,
+    Pass,
 }
 
 impl LineDisposition {
@@ -82,13 +127,21 @@ impl LineDisposition {
             LineDisposition::Drop => "Drop",
             LineDisposition::WouldDrop => "WouldDrop",
             LineDisposition::WouldAllow => "WouldAllow",
+            LineDisposition::Pass => "Pass",
         }
+    }
+
+    /// Whether its line is written at once (a connection's first packet: Allow, and Pass,
+    /// which comes before the line of the tier that then decides), not held to aggregate
+    /// repeats.
+    pub fn written_at_once(self) -> bool {
+        matches!(self, LineDisposition::Allow | LineDisposition::Pass)
     }
 
     /// The disposition named `s` ([`LineDisposition::as_str`]).
     pub fn parse(s: &str) -> Option<LineDisposition> {
         use LineDisposition::*;
-        [Allow, Drop, WouldDrop, WouldAllow].into_iter().find(|d| d.as_str() == s)
+        [Allow, Drop, WouldDrop, WouldAllow, Pass].into_iter().find(|d| d.as_str() == s)
     }
 
     /// Whether it is a staged policy's verdict.
@@ -104,6 +157,7 @@ impl From<Disposition> for LineDisposition {
             Disposition::Drop => LineDisposition::Drop,
             Disposition::WouldDrop => LineDisposition::WouldDrop,
             Disposition::WouldAllow => LineDisposition::WouldAllow,
+            Disposition::Pass => LineDisposition::Pass,
         }
     }
 }
@@ -124,6 +178,8 @@ pub enum PolicyRef {
     /// `WouldDrop`: the staged view would isolate the pod and allow nothing of this; the
     /// entry's `isolated_by` names the staged policies that would isolate it.
     StagedDrop,
+    /// A ClusterNetworkPolicy (its rule's Accept, Deny or Pass), by name.
+    Cluster(String),
 }
 
 impl PolicyRef {
@@ -133,6 +189,8 @@ impl PolicyRef {
     pub(crate) const SECURITY_KIND: &'static str = "SecurityEvent";
     /// The kind printed in the policy field of staged lines.
     pub(crate) const STAGED_KIND: &'static str = "StagedNetworkPolicy";
+    /// The kind printed in the policy field of a ClusterNetworkPolicy's lines.
+    pub(crate) const CLUSTER_KIND: &'static str = "ClusterNetworkPolicy";
 
     /// The kind the policy field names.
     pub fn kind(&self) -> &'static str {
@@ -140,6 +198,7 @@ impl PolicyRef {
             PolicyRef::Policy(_) | PolicyRef::DefaultDrop => Self::KIND,
             PolicyRef::Security(_) => Self::SECURITY_KIND,
             PolicyRef::Staged(_) | PolicyRef::StagedDrop => Self::STAGED_KIND,
+            PolicyRef::Cluster(_) => Self::CLUSTER_KIND,
         }
     }
 
@@ -160,6 +219,7 @@ impl std::fmt::Display for PolicyRef {
             PolicyRef::Security(e) => write!(f, "{}:{}", Self::SECURITY_KIND, e.as_str()),
             PolicyRef::Staged(p) => write!(f, "{}:{}/{}", Self::STAGED_KIND, p.namespace, p.name),
             PolicyRef::StagedDrop => f.write_str(Self::STAGED_KIND),
+            PolicyRef::Cluster(name) => write!(f, "{}:{name}", Self::CLUSTER_KIND),
         }
     }
 }
@@ -203,6 +263,13 @@ pub struct AuditEntry {
     /// The packet came back from the node through the gateway with a local pod's connection
     /// (after the node's DNAT): a connection to a Service, logged with its real backend.
     pub(crate) via_service: bool,
+    /// A ClusterNetworkPolicy's line: its tier and the policy's priority.
+    pub tier: Option<(Tier, u16)>,
+    /// The connection's decision chain in this direction, tier by tier up to this line
+    /// (`["Admin/Pass guard:to-b", "NetworkPolicy x/allow-b"]`): on a ClusterNetworkPolicy's
+    /// line, and on a NetworkPolicy's after a Pass; empty on the others (the NetworkPolicies
+    /// alone decided).
+    pub chain: Vec<String>,
 }
 
 /// Builds the entry for one packet-in received at `now`.
@@ -223,10 +290,14 @@ pub fn entry_from_packet_in(
     };
     let from_gateway = pi.register(3).is_some_and(|flags| flags & flow::from::GATEWAY != 0);
     let via_service = from_gateway && pi.register(2).is_some_and(|o| o != 0);
-    let table = match tables::table_name(userdata.table_id) {
+    // A ClusterNetworkPolicy rule's table is its tier's (the userdata names only its kind).
+    let table_id = judged.rule.as_ref().filter(|r| r.cluster.is_some()).map_or(userdata.table_id, |r| r.table);
+    let table = match tables::table_name(table_id) {
         Some(name) => Cow::Borrowed(name),
-        None => Cow::Owned(userdata.table_id.to_string()),
+        None => Cow::Owned(table_id.to_string()),
     };
+    let chain = chain(pi, &judged, resolver);
+    let tier = judged.rule.as_ref().and_then(|r| r.cluster).map(|c| (c.tier, c.policy_priority));
     let (rule_name, priority, log_label) = match judged.rule {
         Some(rule) => (rule.rule_name, Some(rule.priority), rule.log_label),
         None => (None, None, None),
@@ -252,7 +323,30 @@ pub fn entry_from_packet_in(
         src_pod,
         dst_pod,
         via_service,
+        tier,
+        chain,
     })
+}
+
+/// The decision chain of a verdict line: the Pass rule the packet passed in the direction
+/// (its register, set after a Pass line's own copy) and the line's own step; empty when the
+/// NetworkPolicies alone decided, and on security and staged lines.
+fn chain(pi: &ofp::packet_in2::PacketIn2, judged: &Judgement, resolver: &(impl RuleResolver + ?Sized)) -> Vec<String> {
+    let own = match (&judged.policy, &judged.rule) {
+        (PolicyRef::Cluster(_) | PolicyRef::Policy(_), Some(rule)) => rule.step(),
+        (PolicyRef::DefaultDrop, _) => DEFAULT_DROP_STEP.to_string(),
+        _ => return Vec::new(),
+    };
+    let passed = pi
+        .register(pass_reg(judged.direction))
+        .filter(|id| *id != 0)
+        .and_then(|id| resolver.allow_rule(id))
+        .filter(|r| r.cluster.is_some());
+    match passed {
+        Some(pass) => vec![pass.step(), own],
+        None if matches!(judged.policy, PolicyRef::Cluster(_)) => vec![own],
+        None => Vec::new(),
+    }
 }
 
 /// What the flow that sent a packet-in judged, and for which port.
@@ -294,7 +388,22 @@ fn judgement(
     // connection's source's meter, so its pod is the direction's register, and its rule is
     // in reg6.
     let port = Some(userdata.subject).filter(|o| *o != 0);
+    if Tier::ALL.iter().any(|t| direction.tier_table(*t) == table) {
+        // A ClusterNetworkPolicy rule's copy (Accept, Deny or Pass): its rule is in reg6.
+        let port = pi.register(judged_register(direction)).filter(|o| *o != 0);
+        let id = pi.register(6).unwrap_or(0);
+        let rule = resolver.allow_rule(id).filter(|r| r.cluster.is_some()).ok_or(AuditError::UnknownRule(id))?;
+        return Ok(Judgement {
+            policy: PolicyRef::Cluster(rule.policy.name.to_string()),
+            rule: Some(rule),
+            direction,
+            port,
+            isolated_by: Vec::new(),
+        });
+    }
     Ok(match userdata.disposition {
+        // A Pass comes only from a tier's table (above).
+        Disposition::Pass => return Err(AuditError::UnknownTable(table)),
         Disposition::Allow => {
             let port = pi.register(judged_register(direction)).filter(|o| *o != 0);
             let id = pi.register(6).unwrap_or(0);

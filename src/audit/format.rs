@@ -29,7 +29,7 @@
 //! packets ends with ` [N packets in D]`, D in Go's `time.Duration` notation.
 
 use super::dedup::Record;
-use super::entry::{AuditEntry, PolicyRef};
+use super::entry::{tier_str, AuditEntry, PolicyRef};
 use super::packet::protocol_name;
 use super::timefmt::{push_go_duration, push_go_log_timestamp, push_padded, push_rfc3339_nanos, Fixed};
 use crate::model::ObjectRef;
@@ -167,6 +167,10 @@ fn policy(out: &mut Vec<u8>, r: &Record) {
                 name(out, p);
             }
         }
+        PolicyRef::Cluster(n) => {
+            out.push(b':');
+            out.extend_from_slice(n.as_bytes());
+        }
     }
 }
 
@@ -261,6 +265,15 @@ struct JsonLine<'a> {
     /// A connection to a Service, judged (and logged) against its backend.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     via_service: bool,
+    /// A ClusterNetworkPolicy's line: its tier (`Admin`, `Baseline`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tier: Option<&'static str>,
+    /// A ClusterNetworkPolicy's line: the policy's priority in its tier.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tier_priority: Option<u16>,
+    /// The connection's decision chain in this direction, where a tier spoke.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    chain: &'a [String],
     count: u64,
     first_seen: Rfc3339,
     last_seen: Rfc3339,
@@ -312,6 +325,7 @@ fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
                 PolicyRef::Policy(p) | PolicyRef::Staged(p) => Some(&*p.name),
                 PolicyRef::DefaultDrop | PolicyRef::StagedDrop => None,
                 PolicyRef::Security(event) => Some(event.as_str()),
+                PolicyRef::Cluster(n) => Some(n),
             },
         },
         rule: e.rule_name.as_deref(),
@@ -325,6 +339,9 @@ fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
         isolated_by: matches!(e.policy, PolicyRef::DefaultDrop | PolicyRef::StagedDrop)
             .then(|| e.isolated_by.iter().map(|p| JsonPolicyName { namespace: &p.namespace, name: &p.name }).collect()),
         via_service: e.via_service,
+        tier: e.tier.map(|(t, _)| tier_str(t)),
+        tier_priority: e.tier.map(|(_, p)| p),
+        chain: &e.chain,
         count: r.count,
         first_seen: Rfc3339::new(r.first_seen),
         last_seen: Rfc3339::new(r.last_seen),

@@ -68,6 +68,8 @@ pub(crate) fn staged_entry(disposition: LineDisposition, policy: PolicyRef, isol
         src_pod: None,
         dst_pod: None,
         via_service: false,
+        tier: None,
+        chain: Vec::new(),
     }
 }
 

@@ -13,6 +13,7 @@
 //! policy touches only, into the staged tables ([`super::staged`]); its flows join this
 //! one's.
 
+use super::cluster::{self, ClusterCompiled};
 use super::cookie::{self, Kind};
 use super::flow::{self, DesiredFlows, FlowKey, FlowValue};
 use super::ids::IdAllocator;
@@ -25,7 +26,7 @@ use super::tables::priority;
 use super::userdata::{Disposition, LogUserdata};
 use crate::model::staged as staged_view;
 use crate::model::{LocalPort, Model, NodePort, ObjectRef, Peer, Policy, SharedStr};
-use ofp::{Action, Instruction};
+use ofp::Instruction;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Settings of the compiled pipeline.
@@ -133,6 +134,8 @@ pub struct Compiler {
     port_claims: BTreeMap<FlowKey, BTreeMap<u32, FlowValue>>,
     /// The keys of the node's flows (gateway, uplinks, Services).
     node_keys: BTreeSet<FlowKey>,
+    /// The ClusterNetworkPolicies' contribution (enforced compiler only).
+    cluster: ClusterCompiled,
     /// The node's ports (gateway, uplinks), for their names.
     node_ports: Vec<NodePort>,
     flows: DesiredFlows,
@@ -175,6 +178,7 @@ impl Compiler {
             clause_acts: BTreeMap::new(),
             port_claims: BTreeMap::new(),
             node_keys: BTreeSet::new(),
+            cluster: ClusterCompiled::default(),
             node_ports: Vec::new(),
             flows: DesiredFlows::new(),
             rules: RuleTable::default(),
@@ -224,6 +228,9 @@ impl Compiler {
         let drops: Vec<u32> = self.idx.ports.keys().copied().collect();
         for o in drops {
             self.refresh_drops(v, o);
+        }
+        if self.stage == Stage::Enforced {
+            self.recompile_cluster(model, now);
         }
         self.ids.finish_recovery(now);
     }
@@ -314,7 +321,7 @@ impl Compiler {
                 }
                 Change::Node if self.stage == Stage::Enforced => self.node_changed(model),
                 Change::Node => {}
-                // Compiled by the tiers' compiler (not yet).
+                // Compiled apart, below.
                 Change::ClusterPolicy(_) => {}
             }
         }
@@ -329,6 +336,46 @@ impl Compiler {
         for o in drops {
             self.refresh_drops(v, o);
         }
+        if self.stage == Stage::Enforced && self.cluster_affected(model, changes) {
+            self.recompile_cluster(model, now);
+        }
+    }
+
+    /// Whether `changes` may change what the ClusterNetworkPolicies compile to.
+    fn cluster_affected(&self, model: &Model, changes: &[Change]) -> bool {
+        let any = !model.cluster_policies.is_empty() || !self.cluster.flows.is_empty();
+        changes.iter().any(|ch| match ch {
+            Change::ClusterPolicy(_) => true,
+            Change::Namespace(_) | Change::Port(_) => any,
+            Change::Pod(r) => self.cluster.read_pods.contains(r) || cluster::might_read(model, r),
+            Change::Policy(_) | Change::StagedPolicy(_) | Change::Node => false,
+        })
+    }
+
+    /// Recompiles every ClusterNetworkPolicy and applies the difference.
+    fn recompile_cluster(&mut self, model: &Model, now: u64) {
+        let new = cluster::compile(model, &self.idx.ports, &mut self.ids);
+        let old = std::mem::take(&mut self.cluster);
+        for k in old.flows.keys() {
+            if !new.flows.contains_key(k) {
+                self.set_flow(k.clone(), None);
+            }
+        }
+        for (k, v) in &new.flows {
+            self.set_flow(k.clone(), Some(v.clone()));
+        }
+        for (key, info) in &old.rules {
+            if !new.rules.contains_key(key) {
+                self.ids.release(key, now);
+                if let Some(entry) = self.rules.rules.get_mut(&info.id) {
+                    entry.deleted = true;
+                }
+            }
+        }
+        for info in new.rules.values() {
+            self.rules.rules.insert(info.id, info.clone());
+        }
+        self.cluster = new;
     }
 
     /// Forgets deleted rules and released ids whose grace period ended at `now`.
@@ -660,12 +707,7 @@ impl Compiler {
 
     fn refresh_clause(&mut self, k: &FlowKey) {
         let value = match self.clause_acts.get(k) {
-            Some(set) if !set.is_empty() => Some(FlowValue {
-                cookie: cookie::cookie(Kind::Clause, 0),
-                instructions: vec![Instruction::ApplyActions(
-                    set.iter().map(|c| Action::Conjunction { id: c.id, clause: c.clause, n_clauses: c.n }).collect(),
-                )],
-            }),
+            Some(set) if !set.is_empty() => Some(policy::clause_value(set)),
             _ => {
                 self.clause_acts.remove(k);
                 None

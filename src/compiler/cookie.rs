@@ -81,6 +81,9 @@ pub(crate) fn rule_cookie(key: &RuleKey) -> u64 {
         h.bytes(&p.first.to_be_bytes());
         h.bytes(&p.last.to_be_bytes());
     }
+    if key.logged {
+        h.bytes(b"\0logged");
+    }
     cookie(Kind::Rule, h.0)
 }
 
@@ -122,6 +125,7 @@ mod tests {
             direction: Direction::Ingress,
             rule,
             ports,
+            logged: false,
         };
         let a = rule_cookie(&key("a", 0, vec![]));
         // Fixed value: the hash must never change between builds, or restarts would churn.
@@ -131,6 +135,7 @@ mod tests {
         assert_ne!(a, rule_cookie(&RuleKey { direction: Direction::Egress, ..key("a", 0, vec![]) }));
         let p = PortRange { protocol: Protocol::Tcp, first: 80, last: 80 };
         assert_ne!(a, rule_cookie(&key("a", 0, vec![p])));
+        assert_ne!(a, rule_cookie(&RuleKey { logged: true, ..key("a", 0, vec![]) }));
         assert_eq!(kind(a), Some(Kind::Rule));
     }
 }

@@ -23,6 +23,8 @@ use super::meters::{self, MeterKind};
 use super::rules::{Direction, Stage};
 use super::tables::{self, priority};
 use super::userdata::{Disposition, LogUserdata, SecurityEvent};
+use crate::model::cluster_policy::Action as ClusterAction;
+use crate::model::cluster_policy::Tier;
 use ofp::{Action, Instruction, Oxm};
 
 /// What a copy LogCopy makes is of (`reg7`).
@@ -36,20 +38,28 @@ pub(crate) enum CopyKind {
     WouldAllow(Direction),
     /// A packet dropped as a security event.
     Security(SecurityEvent),
+    /// A ClusterNetworkPolicy rule's verdict (its rule in `reg6`).
+    Cluster(ClusterAction, Direction),
 }
 
 impl CopyKind {
     /// Every copy of a connection's verdict, which belongs to its source or judged pod.
-    const VERDICTS: [CopyKind; 6] = [
+    const VERDICTS: [CopyKind; 12] = [
         CopyKind::Allow(Direction::Ingress),
         CopyKind::Allow(Direction::Egress),
         CopyKind::WouldDrop(Direction::Ingress),
         CopyKind::WouldDrop(Direction::Egress),
         CopyKind::WouldAllow(Direction::Ingress),
         CopyKind::WouldAllow(Direction::Egress),
+        CopyKind::Cluster(ClusterAction::Accept, Direction::Ingress),
+        CopyKind::Cluster(ClusterAction::Accept, Direction::Egress),
+        CopyKind::Cluster(ClusterAction::Deny, Direction::Ingress),
+        CopyKind::Cluster(ClusterAction::Deny, Direction::Egress),
+        CopyKind::Cluster(ClusterAction::Pass, Direction::Ingress),
+        CopyKind::Cluster(ClusterAction::Pass, Direction::Egress),
     ];
 
-    /// Its kind in `reg7` (zero is no copy): 1 to 6 a verdict's, `0x10` plus the event's
+    /// Its kind in `reg7` (zero is no copy): 1 to 12 a verdict's, `0x10` plus the event's
     /// code a security event's.
     fn mark(self) -> u32 {
         let direction = |d| match d {
@@ -60,6 +70,9 @@ impl CopyKind {
             CopyKind::Allow(d) => direction(d),
             CopyKind::WouldDrop(d) => 2 + direction(d),
             CopyKind::WouldAllow(d) => 4 + direction(d),
+            CopyKind::Cluster(ClusterAction::Accept, d) => 6 + direction(d),
+            CopyKind::Cluster(ClusterAction::Deny, d) => 8 + direction(d),
+            CopyKind::Cluster(ClusterAction::Pass, d) => 10 + direction(d),
             CopyKind::Security(event) => 0x10 + event as u32,
         }
     }
@@ -71,6 +84,14 @@ impl CopyKind {
             CopyKind::WouldDrop(d) => (Disposition::WouldDrop, Stage::Staged.default_table(d), o),
             CopyKind::WouldAllow(d) => (Disposition::WouldAllow, Stage::Staged.rule_table(d), o),
             CopyKind::Security(event) => (Disposition::Drop, event_table(event), event as u32),
+            CopyKind::Cluster(action, d) => {
+                let disposition = match action {
+                    ClusterAction::Accept => Disposition::Allow,
+                    ClusterAction::Deny => Disposition::Drop,
+                    ClusterAction::Pass => Disposition::Pass,
+                };
+                (disposition, d.tier_table(Tier::Admin), o)
+            }
         };
         LogUserdata { disposition, table_id, subject }
     }
@@ -78,7 +99,8 @@ impl CopyKind {
     /// The kind of meter it passes.
     fn meter_kind(self) -> MeterKind {
         match self {
-            CopyKind::Allow(_) => MeterKind::Allow,
+            CopyKind::Allow(_) | CopyKind::Cluster(ClusterAction::Accept | ClusterAction::Pass, _) => MeterKind::Allow,
+            CopyKind::Cluster(ClusterAction::Deny, _) => MeterKind::Drop,
             CopyKind::WouldDrop(_) | CopyKind::WouldAllow(_) => MeterKind::Staged,
             CopyKind::Security(_) => MeterKind::Security,
         }
@@ -87,7 +109,7 @@ impl CopyKind {
     /// The direction of a verdict's copy.
     fn direction(self) -> Option<Direction> {
         match self {
-            CopyKind::Allow(d) | CopyKind::WouldDrop(d) | CopyKind::WouldAllow(d) => Some(d),
+            CopyKind::Allow(d) | CopyKind::WouldDrop(d) | CopyKind::WouldAllow(d) | CopyKind::Cluster(_, d) => Some(d),
             CopyKind::Security(_) => None,
         }
     }
@@ -188,8 +210,8 @@ mod tests {
     #[test]
     fn a_pod_has_one_flow_per_copy_and_owner_each_through_its_own_meter_of_the_kind() {
         let flows = port_flows(7, 9);
-        // 6 verdicts by source, 3 ingress ones by destination, 4 security events by port.
-        assert_eq!(flows.len(), 6 + 3 + LOG_COPY_EVENTS.len());
+        // 12 verdicts by source, 6 ingress ones by destination, 4 security events by port.
+        assert_eq!(flows.len(), 12 + 6 + LOG_COPY_EVENTS.len());
         let keys: BTreeSet<&FlowKey> = flows.iter().map(|(k, _)| k).collect();
         assert_eq!(keys.len(), flows.len());
         for (key, value) in &flows {

@@ -29,6 +29,11 @@ pub struct RuleKey {
     pub direction: Direction,
     pub(crate) rule: u32,
     pub ports: Vec<PortRange>,
+    /// ClusterNetworkPolicy rules only: the conjunction of the subject pods whose namespace
+    /// asks for logging (a ClusterNetworkPolicy's subjects span namespaces whose switches
+    /// differ, so its rules split in two). Always false for a NetworkPolicy's rules, whose
+    /// logging is the whole policy's.
+    pub(crate) logged: bool,
 }
 
 /// Allocates conjunction ids. Time is a caller-supplied monotonic count of seconds (`now`).
@@ -80,7 +85,7 @@ impl IdAllocator {
     fn recover_stage(flows: &[FlowStats], grace: u64, stage: Stage) -> Self {
         let mut a = IdAllocator::new(grace);
         for f in flows {
-            let rule_table = Direction::BOTH.iter().any(|d| stage.rule_table(*d) == f.table_id);
+            let rule_table = Direction::BOTH.iter().any(|d| stage.rule_tables(*d).contains(&f.table_id));
             if !rule_table || cookie::kind(f.cookie) != Some(Kind::Rule) {
                 continue;
             }
@@ -148,6 +153,7 @@ impl IdAllocator {
                 direction: Direction::Ingress,
                 rule: id,
                 ports: vec![],
+                logged: false,
             };
             self.released.insert(id, (key, until));
         }
@@ -198,6 +204,7 @@ mod tests {
             direction: Direction::Ingress,
             rule,
             ports: vec![],
+            logged: false,
         }
     }
 

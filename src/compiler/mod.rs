@@ -3,6 +3,7 @@
 //! No I/O, no clock, no logging; deterministic (BTreeMap/BTreeSet everywhere). The pipeline is
 //! described in `docs/pipeline.md`; [`tables`] has its ids and names.
 
+pub(crate) mod cluster;
 pub mod compile;
 pub mod cookie;
 pub(crate) mod copies;
@@ -27,6 +28,6 @@ pub use diff::{apply, diff, diff_keys, installed_from_stats};
 pub use flow::{DesiredFlows, FlowKey, FlowTable, FlowValue};
 pub use ids::{IdAllocator, PortRange, RuleKey};
 pub use normalize::{normalize_instructions, normalize_match};
-pub use rules::{Direction, RuleInfo, RuleTable, Stage};
+pub use rules::{ClusterRuleInfo, Direction, RuleInfo, RuleTable, Stage};
 pub use staged::is_staged_flow;
 pub use text::flows_text;

@@ -178,15 +178,24 @@ pub(crate) fn pipeline_flows(controller_id: u16) -> Vec<(FlowKey, FlowValue)> {
         ),
         (k(CONNTRACK_STATE, priority::MISS, vec![]), v(vec![flow::goto(CONNECTION_SOURCE)])),
         (k(CONNECTION_SOURCE, priority::MISS, vec![]), v(vec![flow::goto(CONNECTION_DESTINATION)])),
-        (k(CONNECTION_DESTINATION, priority::MISS, vec![]), v(vec![flow::goto(EGRESS_RULE)])),
+        (k(CONNECTION_DESTINATION, priority::MISS, vec![]), v(vec![flow::goto(ADMIN_EGRESS_RULE)])),
+        (k(ADMIN_EGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(EGRESS_RULE)])),
         (k(EGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(EGRESS_DEFAULT_RULE)])),
-        (k(EGRESS_DEFAULT_RULE, priority::MISS, vec![]), v(vec![flow::goto(L2_FORWARDING_CALC)])),
+        (k(EGRESS_DEFAULT_RULE, priority::MISS, vec![]), v(vec![flow::goto(BASELINE_EGRESS_RULE)])),
+        (k(BASELINE_EGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(L2_FORWARDING_CALC)])),
         // IP for no local pod, not from a pod (nothing to route it to): dropped.
         (k(L2_FORWARDING_CALC, priority::MISS, vec![]), drop()),
-        // The node's own connections into its pods are always allowed, and never logged.
+        // The node's own connections into its pods are always allowed, and never logged: no
+        // tier judges them.
+        (
+            k(ADMIN_INGRESS_RULE, priority::TIER_SKIP, vec![flow::from_flags(from::NODE)]),
+            v(vec![flow::goto(INGRESS_RULE)]),
+        ),
+        (k(ADMIN_INGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(INGRESS_RULE)])),
         (k(INGRESS_RULE, priority::SKIP, vec![flow::from_flags(from::NODE)]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
         (k(INGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(INGRESS_DEFAULT_RULE)])),
-        (k(INGRESS_DEFAULT_RULE, priority::MISS, vec![]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
+        (k(INGRESS_DEFAULT_RULE, priority::MISS, vec![]), v(vec![flow::goto(BASELINE_INGRESS_RULE)])),
+        (k(BASELINE_INGRESS_RULE, priority::MISS, vec![]), v(vec![flow::goto(CONNTRACK_COMMIT)])),
         (k(CONNTRACK_COMMIT, priority::MISS, vec![]), v(vec![flow::goto(OUTPUT)])),
         // Only the port in reg1 receives anything: nothing is flooded.
         (k(OUTPUT, priority::MISS, vec![]), drop()),
@@ -309,7 +318,7 @@ pub(crate) fn port_flows(p: &LocalPort, controller_id: u16) -> Vec<(FlowKey, Flo
         let host = Cidr::host(*ip);
         out.push((
             k(L2_FORWARDING_CALC, priority::NORMAL, flow::dst_prefix(&host)),
-            v(vec![apply(deliver_to(o, p.mac)), flow::goto(INGRESS_RULE)]),
+            v(vec![apply(deliver_to(o, p.mac)), flow::goto(ADMIN_INGRESS_RULE)]),
         ));
         // Every packet of a connection, either way, is judged by the policies of its
         // original source and destination pods.
@@ -319,7 +328,7 @@ pub(crate) fn port_flows(p: &LocalPort, controller_id: u16) -> Vec<(FlowKey, Flo
         ));
         out.push((
             k(CONNECTION_DESTINATION, priority::NORMAL, flow::ct_dst_prefix(&host)),
-            v(vec![apply(vec![flow::set_reg(4, o)]), flow::goto(EGRESS_RULE)]),
+            v(vec![apply(vec![flow::set_reg(4, o)]), flow::goto(ADMIN_EGRESS_RULE)]),
         ));
         // A connection an uplink opens in this pod's name is forged (the node's own routing
         // drops such packets from the gateway).
@@ -451,7 +460,7 @@ fn node_port_flows(port: &NodePort, class: u32) -> Vec<(FlowKey, FlowValue)> {
     // Back to the gateway addressed to the node's MAC (a pod replied to its peer's); an uplink
     // carries the frame on as it is.
     let mac = port.mac.filter(|_| class == from::GATEWAY);
-    let back = vec![apply(deliver_to(o, mac)), flow::goto(INGRESS_RULE)];
+    let back = vec![apply(deliver_to(o, mac)), flow::goto(ADMIN_INGRESS_RULE)];
     out.push((
         k(
             L2_FORWARDING_CALC,
@@ -484,6 +493,7 @@ fn gateway_flows(node: &Node, gw: &NodePort) -> Vec<(FlowKey, FlowValue)> {
         // node address.
         let mut later = flow::ct_src_prefix(&Cidr::host(ip));
         later.push(Oxm::CtMark(Masked::exact(o)));
+        out.push((k(ADMIN_INGRESS_RULE, priority::TIER_SKIP, later.clone()), v(vec![flow::goto(INGRESS_RULE)])));
         out.push((k(INGRESS_RULE, priority::SKIP, later.clone()), v(vec![flow::goto(CONNTRACK_COMMIT)])));
         out.push(zone_flow(NODE_ZONE, priority::BY_NODE, Packets::Later, later, v));
     }
@@ -517,7 +527,7 @@ fn gateway_flows(node: &Node, gw: &NodePort) -> Vec<(FlowKey, FlowValue)> {
         // Pod traffic for no local pod: the node routes it.
         out.push((
             k(L2_FORWARDING_CALC, priority::ROUTE, vec![Oxm::EthType(eth), flow::from_flags(from::POD)]),
-            v(vec![apply(to_gateway()), flow::goto(INGRESS_RULE)]),
+            v(vec![apply(to_gateway()), flow::goto(ADMIN_INGRESS_RULE)]),
         ));
     }
     out.extend(neighbor_flows(&node.gateway_ips, o, gw.mac, priority::NODE, v));

@@ -30,6 +30,16 @@ pub(super) struct Conj {
     pub(crate) n: u8,
 }
 
+/// A clause flow's value: the `conjunction()` actions of every rule that uses it.
+pub(super) fn clause_value(conjs: &BTreeSet<Conj>) -> FlowValue {
+    FlowValue {
+        cookie: cookie::cookie(cookie::Kind::Clause, 0),
+        instructions: vec![Instruction::ApplyActions(
+            conjs.iter().map(|c| Action::Conjunction { id: c.id, clause: c.clause, n_clauses: c.n }).collect(),
+        )],
+    }
+}
+
 /// What one policy contributes.
 #[derive(Debug, Default)]
 pub(super) struct Compiled {
@@ -144,13 +154,18 @@ pub(super) fn peer_match(direction: Direction, cidr: &Cidr) -> Vec<Oxm> {
 /// The actions of a logged `conj_id` flow: the rule in `reg6`, then the Allow copy (LogCopy,
 /// through the meter of the connection's source pod, or of the pod the rule judged for).
 fn allow_copy(rule_id: u32, direction: Direction) -> Vec<Action> {
+    rule_copy(rule_id, super::copies::CopyKind::Allow(direction))
+}
+
+/// The rule `rule_id` in `reg6`, then copy `copy` of the packet (LogCopy).
+pub(super) fn rule_copy(rule_id: u32, copy: super::copies::CopyKind) -> Vec<Action> {
     let mut actions = vec![flow::set_reg(6, rule_id)];
-    actions.extend(super::copies::request(super::copies::CopyKind::Allow(direction)));
+    actions.extend(super::copies::request(copy));
     actions
 }
 
 /// The table a packet an egress or ingress rule allowed goes on to.
-fn after_allow(direction: Direction) -> u8 {
+pub(super) fn after_allow(direction: Direction) -> u8 {
     match direction {
         Direction::Ingress => tables::CONNTRACK_COMMIT,
         Direction::Egress => tables::L2_FORWARDING_CALC,
@@ -169,7 +184,7 @@ pub(super) fn has_named_egress(policy: &Policy) -> bool {
     policy.egress.iter().any(|r| r.ports.iter().any(is_named))
 }
 
-fn is_named(s: &PortSpec) -> bool {
+pub(super) fn is_named(s: &PortSpec) -> bool {
     matches!(s.port, Some(PortRef::Name(_)))
 }
 
@@ -323,7 +338,7 @@ impl PolicyCompiler<'_, '_> {
         }
         let mut state_groups = Vec::new();
         for (resolved, ofports) in groups {
-            let key = RuleKey { policy: self.r.clone(), direction: dir, rule: ri, ports: resolved };
+            let key = RuleKey { policy: self.r.clone(), direction: dir, rule: ri, ports: resolved, logged: false };
             state_groups.push(self.conjunction(key, &peer_clause, &ofports));
         }
         if let Some(peers) = peers {
@@ -347,7 +362,7 @@ impl PolicyCompiler<'_, '_> {
             let peer_clause = peer_clause(dir, peers.as_ref().map(|p| p.prefixes.keys()));
             if !peer_clause.is_empty() {
                 let resolved = resolve_ports(&numeric, None).unwrap_or_default();
-                let key = RuleKey { policy: self.r.clone(), direction: dir, rule: ri, ports: resolved };
+                let key = RuleKey { policy: self.r.clone(), direction: dir, rule: ri, ports: resolved, logged: false };
                 state_groups.push(self.conjunction(key, &peer_clause, &sources));
             }
         }
@@ -367,7 +382,7 @@ impl PolicyCompiler<'_, '_> {
                 }
             }
             for (resolved, cidrs) in groups {
-                let key = RuleKey { policy: self.r.clone(), direction: dir, rule: ri, ports: resolved };
+                let key = RuleKey { policy: self.r.clone(), direction: dir, rule: ri, ports: resolved, logged: false };
                 let clause = peer_clause(dir, Some(cidrs.iter()));
                 self.conjunction(key, &clause, &sources);
             }
@@ -397,14 +412,8 @@ impl PolicyCompiler<'_, '_> {
         for o in applied {
             add(vec![flow::applied_match(dir, *o)], 1);
         }
-        for pr in &key.ports {
-            for (value, mask) in port_range_masks(pr.first, pr.last) {
-                for eth in [eth_type::IPV4, eth_type::IPV6] {
-                    for fields in port_matches(eth, pr.protocol, value, mask) {
-                        add(fields, 2);
-                    }
-                }
-            }
+        for fields in port_clause(&key.ports) {
+            add(fields, 2);
         }
         let rule_cookie = cookie::rule_cookie(&key);
         self.c.owned.extend(conj_flows(self.lk.stage, dir, id, rule_cookie, self.logging));
@@ -419,6 +428,7 @@ impl PolicyCompiler<'_, '_> {
             cookie: rule_cookie,
             log_label: self.policy.log_label().ok().flatten().map(str::to_string),
             deleted: false,
+            cluster: None,
         };
         self.c.rules.insert(key, info);
         (id, n)
@@ -488,7 +498,7 @@ fn conj_flows(stage: Stage, dir: Direction, id: u32, rule_cookie: u64, logging: 
 }
 
 /// The peer clause's matches: the prefixes, or any IPv4 and IPv6 when the rule has no peers.
-fn peer_clause<'c>(direction: Direction, prefixes: Option<impl Iterator<Item = &'c Cidr>>) -> Vec<Vec<Oxm>> {
+pub(super) fn peer_clause<'c>(direction: Direction, prefixes: Option<impl Iterator<Item = &'c Cidr>>) -> Vec<Vec<Oxm>> {
     match prefixes {
         None => vec![vec![Oxm::EthType(eth_type::IPV4)], vec![Oxm::EthType(eth_type::IPV6)]],
         Some(p) => p.map(|c| peer_match(direction, c)).collect(),
@@ -497,7 +507,7 @@ fn peer_clause<'c>(direction: Direction, prefixes: Option<impl Iterator<Item = &
 
 /// The ports of a rule for one destination pod (`None`: numeric ports only); `None` when the
 /// rule has ports and none of them exists there (a named port the pod does not have).
-fn resolve_ports(specs: &[PortSpec], pod: Option<&Pod>) -> Option<Vec<PortRange>> {
+pub(super) fn resolve_ports(specs: &[PortSpec], pod: Option<&Pod>) -> Option<Vec<PortRange>> {
     if specs.is_empty() {
         return Some(Vec::new());
     }
@@ -522,6 +532,19 @@ fn resolve_ports(specs: &[PortSpec], pod: Option<&Pod>) -> Option<Vec<PortRange>
     } else {
         Some(out.into_iter().collect())
     }
+}
+
+/// The port clause's matches of resolved ports `ports`.
+pub(super) fn port_clause(ports: &[PortRange]) -> Vec<Vec<Oxm>> {
+    let mut out = Vec::new();
+    for pr in ports {
+        for (value, mask) in port_range_masks(pr.first, pr.last) {
+            for eth in [eth_type::IPV4, eth_type::IPV6] {
+                out.extend(port_matches(eth, pr.protocol, value, mask));
+            }
+        }
+    }
+    out
 }
 
 /// The later fragments of a protocol's datagrams: OVS's userspace datapath reassembles them

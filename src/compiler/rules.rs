@@ -1,6 +1,7 @@
 //! The rule table the audit log reads: what a conjunction id or an ofport stands for.
 
 use super::ids::PortRange;
+use crate::model::cluster_policy::{Action, Tier};
 use crate::model::ObjectRef;
 use std::collections::BTreeMap;
 
@@ -31,11 +32,23 @@ impl Direction {
         }
     }
 
-    /// The direction whose rules or default drops, enforced or staged, live in table `id`.
+    /// The table of the direction's rules of ClusterNetworkPolicy tier `tier`.
+    pub fn tier_table(self, tier: Tier) -> u8 {
+        use super::tables::*;
+        match (tier, self) {
+            (Tier::Admin, Direction::Ingress) => ADMIN_INGRESS_RULE,
+            (Tier::Admin, Direction::Egress) => ADMIN_EGRESS_RULE,
+            (Tier::Baseline, Direction::Ingress) => BASELINE_INGRESS_RULE,
+            (Tier::Baseline, Direction::Egress) => BASELINE_EGRESS_RULE,
+        }
+    }
+
+    /// The direction whose rules (of a tier, enforced or staged) or default drops live in
+    /// table `id`.
     pub(crate) fn of_table(id: u8) -> Option<Direction> {
         Direction::BOTH
             .into_iter()
-            .find(|d| Stage::BOTH.into_iter().any(|s| s.rule_table(*d) == id || s.default_table(*d) == id))
+            .find(|d| Stage::BOTH.into_iter().any(|s| s.rule_tables(*d).contains(&id) || s.default_table(*d) == id))
     }
 
     /// `Ingress` or `Egress`, as np.log prints it.
@@ -66,6 +79,17 @@ impl Stage {
                 Direction::Ingress => super::tables::STAGED_INGRESS_RULE,
                 Direction::Egress => super::tables::STAGED_EGRESS_RULE,
             },
+        }
+    }
+
+    /// Every table of `direction`'s rules with conjunction ids: the enforced NetworkPolicy
+    /// rules' and the tiers' (ClusterNetworkPolicy), or the staged view's.
+    pub(crate) fn rule_tables(self, direction: Direction) -> Vec<u8> {
+        match self {
+            Stage::Enforced => {
+                vec![direction.tier_table(Tier::Admin), direction.rule_table(), direction.tier_table(Tier::Baseline)]
+            }
+            Stage::Staged => vec![self.rule_table(direction)],
         }
     }
 
@@ -103,6 +127,28 @@ pub struct RuleInfo {
     pub log_label: Option<String>,
     /// The rule was deleted; it stays resolvable for the id grace period.
     pub deleted: bool,
+    /// A ClusterNetworkPolicy's rule (its [`RuleInfo::policy`] has no namespace): its tier,
+    /// action and policy priority. `None` for a NetworkPolicy's.
+    pub cluster: Option<ClusterRuleInfo>,
+}
+
+/// What a ClusterNetworkPolicy rule is, beside what every rule has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClusterRuleInfo {
+    pub tier: Tier,
+    pub action: Action,
+    /// The policy's `spec.priority` (0 to 1000, lower first in its tier).
+    pub policy_priority: u16,
+}
+
+impl RuleInfo {
+    /// The table of its `conj_id` flow (enforced rules).
+    pub fn table(&self) -> u8 {
+        match self.cluster {
+            Some(c) => self.direction.tier_table(c.tier),
+            None => self.direction.rule_table(),
+        }
+    }
 }
 
 /// Conjunction id -> rule, and ofport -> local pod.

@@ -67,6 +67,12 @@ fn set_verdict(direction: Direction, verdict: Verdict) -> Action {
     flow::set_reg(verdict_reg(direction), verdict as u32)
 }
 
+/// Forgets the staged verdict of `direction` (the enforced verdict was not the
+/// NetworkPolicies').
+pub(super) fn forget_verdict(direction: Direction) -> Action {
+    flow::set_reg(verdict_reg(direction), 0)
+}
+
 /// The actions of a staged rule's `conj_id` flow: Allow, by rule `id`.
 pub(super) fn allowed_by(direction: Direction, id: u32) -> Vec<Action> {
     vec![set_verdict(direction, Verdict::Allow), flow::set_reg(rule_reg(direction), id)]
@@ -181,7 +187,7 @@ pub(super) fn entry_flows(p: &LocalPort) -> Vec<(FlowKey, FlowValue)> {
             flow::ct_dst_prefix(&host),
             4,
             tables::STAGED_INGRESS_RULE,
-            tables::EGRESS_RULE,
+            tables::ADMIN_EGRESS_RULE,
         ));
     }
     out

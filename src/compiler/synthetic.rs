@@ -21,6 +21,7 @@
     reason = "its inputs are literals of the tests, so a malformed one may panic"
 )]
 
+use crate::model::cluster_policy::ClusterPolicy;
 use crate::model::node::{ClusterNodes, NodeFacts};
 use crate::model::{
     Annotations, Cidr, ContainerPort, EgressRule, IngressRule, LabelSelector, Labels, LocalPort, Model, Namespace,
@@ -118,6 +119,7 @@ pub trait ModelExt {
     fn with_port(self, p: LocalPort) -> Self;
     fn with_policy(self, p: Policy) -> Self;
     fn with_node(self, n: crate::model::Node) -> Self;
+    fn with_cluster_policy(self, p: ClusterPolicy) -> Self;
 }
 
 impl ModelExt for Model {
@@ -141,6 +143,69 @@ impl ModelExt for Model {
     fn with_policy(mut self, p: Policy) -> Self {
         self.policies.insert(oref(&p.namespace, &p.name), p);
         self
+    }
+    fn with_cluster_policy(mut self, p: ClusterPolicy) -> Self {
+        self.cluster_policies.insert(p.name.clone(), p);
+        self
+    }
+}
+
+/// The ClusterNetworkPolicy `name` with `spec` as the API writes it (JSON); panics when it
+/// does not convert (test input).
+pub fn cluster_policy(name: &str, spec: serde_json::Value) -> ClusterPolicy {
+    let object: crate::k8s::ClusterNetworkPolicy =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": spec}))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    crate::model::cluster_policy::convert(&object, &mut crate::model::Interner::default())
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Adds `count` ClusterNetworkPolicies to a [`cluster`] of `spec`, alternately of the Admin
+/// and the Baseline tier, policy `c` at priority `c % 50` (so that ties are judged by name):
+/// - Admin, `c % 4 == 0`: the namespaces of `team{c % 50}` may not reach the others' TCP 22
+///   and 3389 (Deny), a rule name given;
+/// - Admin, `c % 4 == 2`: monitoring (pods `app0` of `team{(c + 1) % 50}`) is accepted into
+///   every pod of the `prod` namespaces, then everything else from those namespaces passed
+///   to NetworkPolicy;
+/// - Baseline, odd `c`: the namespaces of `team{c % 50}` deny ingress from every other
+///   team's namespaces and accept their own team's, and deny egress to 192.168.0.0/16 but
+///   its `c % 256` /24.
+pub fn add_cluster_policies(m: &mut Model, count: usize) {
+    use serde_json::json;
+    let team = |n: usize| json!({"matchLabels": {"team": format!("team{}", n % 50)}});
+    for c in 0..count {
+        let (name, spec) = match c % 4 {
+            0 => (
+                format!("admin-deny-remote-admin-{c}"),
+                json!({"tier": "Admin", "priority": c % 50, "subject": {"namespaces": {}},
+                    "ingress": [{"name": "deny-remote-admin", "action": "Deny",
+                        "from": [{"namespaces": team(c)}],
+                        "protocols": [{"tcp": {"destinationPort": {"number": 22}}},
+                                      {"tcp": {"destinationPort": {"number": 3389}}}]}]}),
+            ),
+            2 => (
+                format!("admin-monitoring-{c}"),
+                json!({"tier": "Admin", "priority": c % 50, "subject": {"namespaces": {"matchLabels": {"env": "prod"}}},
+                    "ingress": [
+                        {"name": "accept-monitoring", "action": "Accept",
+                         "from": [{"pods": {"namespaceSelector": team(c + 1), "podSelector": {"matchLabels": {"app": "app0"}}}}],
+                         "protocols": [{"tcp": {"destinationPort": {"number": 9100}}}]},
+                        {"name": "pass-the-rest", "action": "Pass", "from": [{"namespaces": team(c + 1)}]}]}),
+            ),
+            _ => (
+                format!("baseline-tenant-{c}"),
+                json!({"tier": "Baseline", "priority": c % 50, "subject": {"namespaces": team(c)},
+                    "ingress": [
+                        {"name": "same-team", "action": "Accept", "from": [{"namespaces": team(c)}]},
+                        {"name": "other-teams", "action": "Deny", "from": [{"namespaces": {}}]}],
+                    "egress": [
+                        {"name": "own-net", "action": "Accept",
+                         "to": [{"networks": [format!("192.168.{}.0/24", c % 256)]}]},
+                        {"name": "no-private", "action": "Deny", "to": [{"networks": ["192.168.0.0/16"]}]}]}),
+            ),
+        };
+        let p = cluster_policy(&name, spec);
+        m.cluster_policies.insert(p.name.clone(), p);
     }
 }
 

@@ -18,65 +18,81 @@ pub(crate) const CONNECTION_SOURCE: u8 = 3;
 /// The local pod that is the destination of the packet's connection (`ct_nw_dst`) into
 /// `reg4`: the pod whose ingress policy judges every packet of it.
 pub(crate) const CONNECTION_DESTINATION: u8 = 4;
+/// The Admin tier's egress rules (ClusterNetworkPolicy, [`super::cluster`]): Accept on to
+/// L2ForwardingCalc, Deny drops, Pass (and a miss) on to [`EGRESS_RULE`].
+pub const ADMIN_EGRESS_RULE: u8 = 5;
 /// Kubernetes NetworkPolicy egress rules (conjunctive matches on the connection's source pod
 /// and its original destination and port), for every packet of a connection.
-pub const EGRESS_RULE: u8 = 5;
+pub const EGRESS_RULE: u8 = 6;
 /// Default drop of egress-isolated local pods.
-pub const EGRESS_DEFAULT_RULE: u8 = 6;
+pub const EGRESS_DEFAULT_RULE: u8 = 7;
+/// The Baseline tier's egress rules, for the connections of pods no NetworkPolicy isolates
+/// for egress: Accept and Pass (and a miss) on to L2ForwardingCalc, Deny drops.
+pub const BASELINE_EGRESS_RULE: u8 = 8;
 /// The destination port into `reg1`: replies of connections that entered by a node's port go
 /// back out there; IP to a local pod's address goes to that pod (its MAC as destination);
 /// other IP from a pod is routed to the gateway; anything else is dropped.
-pub(crate) const L2_FORWARDING_CALC: u8 = 7;
+pub(crate) const L2_FORWARDING_CALC: u8 = 9;
+/// The Admin tier's ingress rules: Accept on to ConntrackCommit, Deny drops, Pass (and a
+/// miss) on to [`INGRESS_RULE`]; the node's own connections pass.
+pub const ADMIN_INGRESS_RULE: u8 = 10;
 /// Kubernetes NetworkPolicy ingress rules (conjunctive matches), for every packet of a
 /// connection; the node's own connections pass.
-pub const INGRESS_RULE: u8 = 8;
+pub const INGRESS_RULE: u8 = 11;
 /// Default drop of isolated local pods.
-pub const INGRESS_DEFAULT_RULE: u8 = 9;
+pub const INGRESS_DEFAULT_RULE: u8 = 12;
+/// The Baseline tier's ingress rules, for the connections into pods no NetworkPolicy
+/// isolates for ingress.
+pub const BASELINE_INGRESS_RULE: u8 = 13;
 /// Every packet that got this far is also tracked in the conntrack zone of the local pod that
 /// owns its connection (its original source, else its original destination; the zone is the
 /// pod's ofport), so that a pod's zone limit bounds the connections it holds; a new
 /// connection is committed there and recirculated to [`CONNTRACK_QUOTA`].
-pub(crate) const CONNTRACK_COMMIT: u8 = 10;
+pub(crate) const CONNTRACK_COMMIT: u8 = 14;
 /// Output to the port in `reg1`; nothing else leaves.
-pub const OUTPUT: u8 = 11;
+pub const OUTPUT: u8 = 15;
 /// ARP and neighbour discovery, forwarded by the address they ask about or answer to (the
 /// owner's port only, never flooded).
-pub(crate) const NEIGHBOR_FORWARD: u8 = 12;
+pub(crate) const NEIGHBOR_FORWARD: u8 = 16;
 /// The logging copies other than the default drops' (Allow, staged verdicts, security
 /// events), each through the meter of the pod it belongs to (`reg7` the kind of copy;
 /// `reg2`, `reg4` or `in_port` the pod; see [`super::copies`]); the flows that log resubmit
 /// here.
-pub const LOG_COPY: u8 = 13;
+pub const LOG_COPY: u8 = 17;
 /// A new connection whose commit into its owner's zone succeeded (`ct_mark=1` there) is
 /// committed into [`CT_ZONE`] (with the ofport of the node's port it entered by) and
 /// resubmitted to [`OUTPUT`]; one that its owner's full zone refused is dropped.
-pub(crate) const CONNTRACK_QUOTA: u8 = 14;
+pub(crate) const CONNTRACK_QUOTA: u8 = 18;
 
 /// The staged view's egress rules ([`crate::model::staged`]), for the first packet of a
 /// connection whose source pod a staged policy touches: a `conj_id` flow records the verdict
 /// Allow and the rule in `reg8`/`reg9`; its miss goes on to [`STAGED_EGRESS_DEFAULT_RULE`].
-pub const STAGED_EGRESS_RULE: u8 = 15;
+pub const STAGED_EGRESS_RULE: u8 = 19;
 /// The staged view's egress isolation: an isolated pod's verdict is Drop (`reg8=1`), any
 /// other pod's Allow (`reg8=2`).
-pub const STAGED_EGRESS_DEFAULT_RULE: u8 = 16;
+pub const STAGED_EGRESS_DEFAULT_RULE: u8 = 20;
 /// The staged view's ingress rules (verdict and rule in `reg10`/`reg11`); the node's own
 /// connections are allowed, as in [`INGRESS_RULE`].
-pub const STAGED_INGRESS_RULE: u8 = 17;
+pub const STAGED_INGRESS_RULE: u8 = 21;
 /// The staged view's ingress isolation (`reg10`).
-pub const STAGED_INGRESS_DEFAULT_RULE: u8 = 18;
+pub const STAGED_INGRESS_DEFAULT_RULE: u8 = 22;
 
 /// Every table, in pipeline order: (id, name).
-pub const TABLES: [(u8, &str); 19] = [
+pub const TABLES: [(u8, &str); 23] = [
     (CLASSIFIER, "Classifier"),
     (SPOOF_GUARD, "SpoofGuard"),
     (CONNTRACK_STATE, "ConntrackState"),
     (CONNECTION_SOURCE, "ConnectionSource"),
     (CONNECTION_DESTINATION, "ConnectionDestination"),
+    (ADMIN_EGRESS_RULE, "AdminEgressRule"),
     (EGRESS_RULE, "EgressRule"),
     (EGRESS_DEFAULT_RULE, "EgressDefaultRule"),
+    (BASELINE_EGRESS_RULE, "BaselineEgressRule"),
     (L2_FORWARDING_CALC, "L2ForwardingCalc"),
+    (ADMIN_INGRESS_RULE, "AdminIngressRule"),
     (INGRESS_RULE, "IngressRule"),
     (INGRESS_DEFAULT_RULE, "IngressDefaultRule"),
+    (BASELINE_INGRESS_RULE, "BaselineIngressRule"),
     (CONNTRACK_COMMIT, "ConntrackCommit"),
     (OUTPUT, "Output"),
     (NEIGHBOR_FORWARD, "NeighborForward"),
@@ -150,6 +166,13 @@ pub mod priority {
     pub(crate) const STAGED_ENTRY: u16 = 201;
     /// Table-miss flows.
     pub(crate) const MISS: u16 = 0;
+    /// In the tiers' tables ([`super::super::cluster`]), the node's own connections, above
+    /// every rule.
+    pub(crate) const TIER_SKIP: u16 = 65000;
+    /// In the tiers' tables, the priority of a tier's first rule; each later rule of the
+    /// tier's order is one lower (at most 1,001 policies of 25 rules each: never down to
+    /// [`SKIP`]).
+    pub(crate) const TIER_TOP: u16 = 60000;
 }
 
 /// The conntrack zone of npagent's connections.
@@ -186,7 +209,8 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for (id, name) in TABLES {
+        for (i, (id, name)) in TABLES.into_iter().enumerate() {
+            assert_eq!(usize::from(id), i, "ids in pipeline order, none skipped");
             assert_eq!(table_name(id), Some(name));
             assert_eq!(table_id(name), Some(id));
         }

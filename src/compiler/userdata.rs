@@ -3,8 +3,9 @@
 //!
 //! Layout (8 bytes, big-endian):
 //! `[0]` format version (1), `[1]` category (1 = NetworkPolicy), `[2]` disposition
-//! (0 allow, 1 drop, 2 would drop, 3 would allow), `[3]` OpenFlow table id of the rule or
-//! drop, `[4..8]` the ofport of the pod whose meter the copy passed for an Allow copy, a
+//! (0 allow, 1 drop, 2 would drop, 3 would allow, 4 pass), `[3]` OpenFlow table id of the rule or
+//! drop (for a ClusterNetworkPolicy rule's copy, its direction's Admin table: its rule, in
+//! `reg6`, says its tier), `[4..8]` the ofport of the pod whose meter the copy passed for an Allow copy, a
 //! default drop (its isolated pod) or a staged verdict, the [`SecurityEvent`] for a drop in
 //! SpoofGuard, ConntrackState or ConntrackQuota.
 //!
@@ -30,11 +31,13 @@ pub enum Disposition {
     WouldDrop,
     /// Enforced drops; the staged view would allow.
     WouldAllow,
+    /// A ClusterNetworkPolicy rule handed the connection to the next tier.
+    Pass,
 }
 
 impl Disposition {
-    const ALL: [Disposition; 4] =
-        [Disposition::Allow, Disposition::Drop, Disposition::WouldDrop, Disposition::WouldAllow];
+    const ALL: [Disposition; 5] =
+        [Disposition::Allow, Disposition::Drop, Disposition::WouldDrop, Disposition::WouldAllow, Disposition::Pass];
 
     fn code(self) -> u8 {
         match self {
@@ -42,6 +45,7 @@ impl Disposition {
             Disposition::Drop => 1,
             Disposition::WouldDrop => 2,
             Disposition::WouldAllow => 3,
+            Disposition::Pass => 4,
         }
     }
 }
@@ -155,6 +159,6 @@ mod tests {
         assert_eq!(LogUserdata::decode(&[1, 0x01]), Err(UserdataError::BadLength(2)));
         assert_eq!(LogUserdata::decode(&[2, 1, 0, 0, 0, 0, 0, 0]), Err(UserdataError::BadVersion(2)));
         assert_eq!(LogUserdata::decode(&[1, 1, 9, 0, 0, 0, 0, 0]), Err(UserdataError::BadDisposition(9)));
-        assert_eq!(LogUserdata::decode(&[1, 1, 4, 0, 0, 0, 0, 0]), Err(UserdataError::BadDisposition(4)));
+        assert_eq!(LogUserdata::decode(&[1, 1, 5, 0, 0, 0, 0, 0]), Err(UserdataError::BadDisposition(5)));
     }
 }

@@ -31,6 +31,11 @@ pub enum Tier {
     Baseline,
 }
 
+impl Tier {
+    /// Both tiers, in the order they are judged.
+    pub const ALL: [Tier; 2] = [Tier::Admin, Tier::Baseline];
+}
+
 /// What a rule does with a connection it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
@@ -48,6 +53,14 @@ pub struct PodSet {
     pub namespaces: LabelSelector,
     /// `None`: every pod of the selected namespaces.
     pub pods: Option<LabelSelector>,
+}
+
+impl PodSet {
+    /// Whether it holds a pod with labels `labels` in a namespace with labels
+    /// `namespace_labels`.
+    pub fn matches(&self, namespace_labels: &super::Labels, labels: &super::Labels) -> bool {
+        self.namespaces.matches(namespace_labels) && self.pods.as_ref().is_none_or(|s| s.matches(labels))
+    }
 }
 
 /// A peer of a rule.

@@ -93,9 +93,7 @@ pub enum Step<'a> {
 
 /// The first rule of `tier` among `policies` that matches `conn`, in upstream's order.
 pub fn first_match<'a>(policies: &'a [ClusterPolicy], tier: Tier, conn: &Connection) -> Option<Decided<'a>> {
-    let mut in_tier: Vec<&ClusterPolicy> =
-        policies.iter().filter(|p| p.tier == tier && selects(&p.subject, &conn.subject)).collect();
-    in_tier.sort_by(|a, b| (a.priority, &a.name).cmp(&(b.priority, &b.name)));
+    let in_tier = in_order(policies, tier).into_iter().filter(|p| selects(&p.subject, &conn.subject));
     in_tier.into_iter().find_map(|policy| {
         let rules = match conn.direction {
             Direction::Ingress => &policy.ingress,
@@ -140,8 +138,16 @@ pub fn decide<'a>(
     (Verdict::Allow, chain)
 }
 
+/// The policies of `tier` in the order they are judged: lower priority first; ties (which
+/// upstream leaves to the implementation) by name, so that every node judges alike.
+pub fn in_order<'a>(policies: impl IntoIterator<Item = &'a ClusterPolicy>, tier: Tier) -> Vec<&'a ClusterPolicy> {
+    let mut in_tier: Vec<&ClusterPolicy> = policies.into_iter().filter(|p| p.tier == tier).collect();
+    in_tier.sort_by(|a, b| (a.priority, &a.name).cmp(&(b.priority, &b.name)));
+    in_tier
+}
+
 fn selects(set: &PodSet, pod: &PodView) -> bool {
-    set.namespaces.matches(pod.namespace_labels) && set.pods.as_ref().is_none_or(|s| s.matches(pod.labels))
+    set.matches(pod.namespace_labels, pod.labels)
 }
 
 fn rule_matches(rule: &ClusterRule, conn: &Connection) -> bool {

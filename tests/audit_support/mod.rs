@@ -87,7 +87,14 @@ pub fn resolver() -> FakeResolver {
     let mut r = FakeResolver::default();
     r.rules.insert(
         17,
-        RuleMeta { policy: obj("default", "allow-tcp-80"), rule_name: None, priority: 190, log_label: None },
+        RuleMeta {
+            policy: obj("default", "allow-tcp-80"),
+            rule_name: None,
+            priority: 190,
+            log_label: None,
+            table: tables::INGRESS_RULE,
+            cluster: None,
+        },
     );
     r.rules.insert(
         18,
@@ -96,6 +103,8 @@ pub fn resolver() -> FakeResolver {
             rule_name: Some("ingress-0".into()),
             priority: 190,
             log_label: Some("audit-me".into()),
+            table: tables::INGRESS_RULE,
+            cluster: None,
         },
     );
     r.ports.insert(5, obj("default", "nettool"));
@@ -106,6 +115,8 @@ pub fn resolver() -> FakeResolver {
             rule_name: Some("from-client".into()),
             priority: 190,
             log_label: None,
+            table: tables::STAGED_INGRESS_RULE,
+            cluster: None,
         },
     );
     r.staged_isolating.insert(
@@ -233,6 +244,7 @@ pub fn packet_in(frame: Vec<u8>, disposition: Disposition, table_id: u8, id: u32
         Disposition::WouldDrop | Disposition::WouldAllow => {
             panic!("a staged copy names its pod in a register: use staged_packet_in")
         }
+        Disposition::Pass => panic!("a ClusterNetworkPolicy copy names its rule in a register: use cluster_packet_in"),
     };
     logging_copy(frame, LogUserdata { disposition, table_id, subject }, metadata)
 }
@@ -281,7 +293,7 @@ pub fn staged_registers(disposition: Disposition, direction: Direction, pod: u32
     let verdict = match disposition {
         Disposition::WouldDrop => 1,
         Disposition::WouldAllow => 2,
-        Disposition::Allow | Disposition::Drop => panic!("not a staged verdict: use packet_in"),
+        Disposition::Allow | Disposition::Drop | Disposition::Pass => panic!("not a staged verdict: use packet_in"),
     };
     let rule = if disposition == Disposition::WouldAllow { rule } else { 0 };
     vec![(3, 1), (pod_reg, pod), (verdict_reg, verdict), (verdict_reg + 1, rule)]
@@ -316,7 +328,9 @@ pub fn staged_packet_in_with(
             let table = if d == Direction::Egress { tables::STAGED_EGRESS_RULE } else { tables::STAGED_INGRESS_RULE };
             (table, pod)
         }
-        (Disposition::Allow | Disposition::Drop, _) => panic!("not a staged verdict: use packet_in"),
+        (Disposition::Allow | Disposition::Drop | Disposition::Pass, _) => {
+            panic!("not a staged verdict: use packet_in")
+        }
     };
     logging_copy(frame, LogUserdata { disposition, table_id, subject }, ovs_registers(&regs))
 }

@@ -43,7 +43,8 @@ fn v6(m: &ofp::Masked<std::net::Ipv6Addr>, addr: IpAddr) -> bool {
     addr.is_ipv6() && prefix_matches(addr, Some((m.value.into(), m.mask.map_or(u128::MAX, u128::from))))
 }
 
-fn field_matches(f: &Oxm, dir: Direction, p: &Packet) -> bool {
+/// Whether match field `f` of a `dir` policy table matches the first packet of `p`.
+pub fn field_matches(f: &Oxm, dir: Direction, p: &Packet) -> bool {
     let eth = if p.peer.is_ipv4() { 0x0800 } else { 0x86dd };
     let reg = |value: &ofp::Masked<u64>| {
         let reg = u64::from(p.ofport) << 32;
@@ -114,4 +115,51 @@ pub fn verdict(flows: &FlowTable, dir: Direction, p: &Packet) -> Verdict {
     } else {
         Verdict::Allow
     }
+}
+
+/// The conjunctions of `table` every clause of which has a flow matching `p`, as (priority,
+/// id), highest priority first (OVS takes the highest-priority complete one).
+pub fn complete_conjunctions(flows: &FlowTable, table: u8, dir: Direction, p: &Packet) -> Vec<(u16, u32)> {
+    let mut clauses: BTreeMap<(u16, u32), (u8, BTreeSet<u8>)> = BTreeMap::new();
+    for (k, v) in flows.range(..) {
+        let is_clause = v.instructions.iter().any(|i| match i {
+            Instruction::ApplyActions(acts) => acts.iter().any(|a| matches!(a, Action::Conjunction { .. })),
+            _ => false,
+        });
+        if k.table != table || !is_clause {
+            continue;
+        }
+        if !k.match_.fields.iter().all(|f| field_matches(f, dir, p)) {
+            continue;
+        }
+        for i in &v.instructions {
+            if let Instruction::ApplyActions(acts) = i {
+                for a in acts {
+                    if let Action::Conjunction { id, clause, n_clauses } = a {
+                        let e = clauses.entry((k.priority, *id)).or_insert((*n_clauses, BTreeSet::new()));
+                        e.1.insert(*clause);
+                    }
+                }
+            }
+        }
+    }
+    let mut out: Vec<(u16, u32)> =
+        clauses.into_iter().filter(|(_, (n, seen))| seen.len() == usize::from(*n)).map(|(k, _)| k).collect();
+    out.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    out
+}
+
+/// The `conj_id` flow of conjunction `id` in `table` that the first packet of `p` takes.
+pub fn conj_flow<'f>(
+    flows: &'f FlowTable,
+    table: u8,
+    id: u32,
+    dir: Direction,
+    p: &Packet,
+) -> Option<(&'f npagent::compiler::FlowKey, &'f npagent::compiler::FlowValue)> {
+    flows.iter().find(|(k, _)| {
+        k.table == table
+            && k.match_.fields.contains(&Oxm::ConjId(id))
+            && k.match_.fields.iter().all(|f| matches!(f, Oxm::ConjId(_)) || field_matches(f, dir, p))
+    })
 }
