@@ -167,18 +167,23 @@ pub(super) fn is_not_found(e: &watcher::Error) -> bool {
     }
 }
 
-/// The StagedNetworkPolicy watch: as [`watch`], but a 404 (the CRD is not installed) ends it
-/// with an empty listing, said once.
-fn watch_staged(client: Client) -> impl Stream<Item = SourceEvent> + Send {
-    let stream = watcher(Api::<StagedNetworkPolicy>::all(client), watcher::Config::default()).default_backoff();
+/// The watch of a resource the API server may not serve (its CRD is optional): as [`watch`],
+/// but a 404 ends it with an empty listing of its kind (none exists, and the kind counts as
+/// listed) after one line is logged, once: "the Kubernetes API does not serve <Kind>
+/// (<apiVersion>): <absent>". A CRD installed later is read after a restart.
+fn watch_optional<K: Watched + k8s_openapi::Resource>(
+    client: Client,
+    absent: &'static str,
+) -> impl Stream<Item = SourceEvent> + Send {
+    let stream = watcher(Api::<K>::all(client), watcher::Config::default()).default_backoff();
     let served = stream.take_while(|item| std::future::ready(!matches!(item, Err(e) if is_not_found(e))));
-    source_events::<StagedNetworkPolicy, _>(served).chain(futures::stream::once(async {
+    source_events::<K, _>(served).chain(futures::stream::once(async move {
         tracing::info!(
-            "the Kubernetes API serves no {} (its CRD, deploy/staged-network-policy-crd.yaml, is not installed): \
-             nothing is staged; install it and restart npagent to stage policies",
-            <StagedNetworkPolicy as k8s_openapi::Resource>::API_VERSION
+            "the Kubernetes API does not serve {} ({}): {absent}",
+            <K as k8s_openapi::Resource>::KIND,
+            <K as k8s_openapi::Resource>::API_VERSION
         );
-        SourceEvent::Reset { kinds: vec![Kind::StagedNetworkPolicy], objects: Vec::new() }
+        SourceEvent::Reset { kinds: vec![<K as Watched>::KIND], objects: Vec::new() }
     }))
 }
 
@@ -210,7 +215,12 @@ pub async fn watch_kube(client: Client, tx: mpsc::Sender<SourceEvent>) {
         watch::<Pod>(client.clone()).boxed(),
         watch::<Node>(client.clone()).boxed(),
         watch::<NetworkPolicy>(client.clone()).boxed(),
-        watch_staged(client).boxed(),
+        watch_optional::<StagedNetworkPolicy>(
+            client,
+            "its CRD, deploy/staged-network-policy-crd.yaml, is not installed; nothing is staged; \
+             install it and restart npagent to stage policies",
+        )
+        .boxed(),
     ]);
     loop {
         tokio::select! {
