@@ -255,6 +255,10 @@ fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
                 let (name, facts) = convert::node(n).map_err(|e| e.to_string())?;
                 back_nodes.insert(name, facts);
             }
+            KubeObject::ClusterNetworkPolicy(p) => {
+                let p = npagent::model::cluster_policy::convert(p, &mut strings).map_err(|e| e.to_string())?;
+                back.cluster_policies.insert(p.name.clone(), p);
+            }
         }
     }
     if back.namespaces != model.namespaces

@@ -373,6 +373,7 @@ resource_like!(Pod, k8s_openapi::api::core::v1::Pod);
 resource_like!(Node, k8s_openapi::api::core::v1::Node);
 resource_like!(NetworkPolicy, k8s_openapi::api::networking::v1::NetworkPolicy);
 resource_like!(StagedNetworkPolicy, StagedNetworkPolicy);
+resource_like!(ClusterNetworkPolicy, ClusterNetworkPolicy);
 
 #[cfg(test)]
 mod tests {
@@ -420,6 +421,10 @@ mod tests {
         assert_eq!(
             StagedNetworkPolicy::url_path(&(), Some("x")),
             "/apis/policy.npagent.io/v1alpha1/namespaces/x/stagednetworkpolicies"
+        );
+        assert_eq!(
+            ClusterNetworkPolicy::url_path(&(), None),
+            "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies"
         );
     }
 }

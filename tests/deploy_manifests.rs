@@ -2,8 +2,9 @@
 //! those types do not know fails, as a misspelt one would otherwise be dropped silently by the
 //! API server), the DaemonSet's containers checked against npagent's own command line (the
 //! agent and the init container that installs the CNI plugin) and against the OVS image's
-//! start script, the ClusterRole against what the kube-rs watchers use, and the
-//! StagedNetworkPolicy CRD against what its Rust type generates. No root, no cluster.
+//! start script, the ClusterRole against what the kube-rs watchers use, the
+//! StagedNetworkPolicy CRD against what its Rust type generates, and the ClusterNetworkPolicy
+//! CRD's install command (upstream's file, not a copy in deploy/). No root, no cluster.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 use std::collections::BTreeSet;
@@ -753,4 +754,46 @@ fn the_staged_crd_schema_accepts_a_network_policy_spec() {
         Some("stagednetworkpolicies.policy.npagent.io"),
         "the name the API server requires: <plural>.<group>"
     );
+}
+
+/// Upstream's release whose ClusterNetworkPolicy npagent's types follow.
+const CLUSTER_POLICY_RELEASE: &str = "v0.2.0";
+
+/// The ClusterNetworkPolicy CRD is upstream's (kubernetes-sigs/network-policy-api): deploy/
+/// holds no copy, the README's install command names upstream's standard-channel file for the
+/// type's group and resource at the release, and the ClusterRole may watch them.
+#[test]
+fn the_cluster_policy_crd_is_installed_from_upstream_and_may_be_watched() {
+    use k8s_openapi::Resource;
+    use npagent::k8s::ClusterNetworkPolicy as C;
+    assert_eq!(
+        (C::GROUP, C::VERSION, C::URL_PATH_SEGMENT),
+        ("policy.networking.k8s.io", "v1alpha2", "clusternetworkpolicies")
+    );
+    let url = format!(
+        "https://raw.githubusercontent.com/kubernetes-sigs/network-policy-api/{CLUSTER_POLICY_RELEASE}/config/crd/standard/{}_{}.yaml",
+        C::GROUP,
+        C::URL_PATH_SEGMENT
+    );
+    let readme = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"));
+    assert!(readme.contains(&format!("kubectl apply -f {url}\n")), "README.md does not say `kubectl apply -f {url}`");
+
+    let all = load();
+    let crds: Vec<&str> = all
+        .iter()
+        .filter_map(|m| match m {
+            Manifest::CustomResourceDefinition(c) => Some(c.spec.group.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(!crds.contains(&C::GROUP), "deploy/ holds a copy of upstream's CRD: {crds:?}");
+    let role = one!(all, ClusterRole);
+    let rule = role
+        .rules
+        .iter()
+        .flatten()
+        .find(|r| r.api_groups.iter().flatten().any(|g| g == C::GROUP))
+        .unwrap_or_else(|| panic!("the ClusterRole grants nothing in {}", C::GROUP));
+    assert_eq!(rule.resources.as_deref(), Some(&[C::URL_PATH_SEGMENT.to_string()][..]));
+    assert_eq!(rule.verbs, VERBS.map(String::from));
 }

@@ -74,11 +74,30 @@ fn asked(req: &Request<Body>, seen: &mut Vec<String>) -> Asked {
     Asked { path, watch, rv }
 }
 
-/// Plays the API server: returns the requests it saw (`path?query`). It serves
-/// StagedNetworkPolicies when `serve_staged`, else answers 404 for them (no CRD).
+fn cluster_policy(name: &str, rv: &str, priority: i64) -> Value {
+    json!({
+        "apiVersion": "policy.networking.k8s.io/v1alpha2", "kind": "ClusterNetworkPolicy",
+        "metadata": {"name": name, "resourceVersion": rv},
+        "spec": {"tier": "Admin", "priority": priority, "subject": {"namespaces": {}},
+                 "ingress": [{"name": "deny-all", "action": "Deny", "from": [{"namespaces": {}}]}]}
+    })
+}
+
+fn not_found() -> Response<Body> {
+    respond(
+        StatusCode::NOT_FOUND,
+        serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+            "message": "the server could not find the requested resource", "reason": "NotFound", "code": 404}))
+        .unwrap_or_default(),
+    )
+}
+
+/// Plays the API server: returns the requests it saw (`path?query`). When `serve_crds`, it
+/// serves StagedNetworkPolicies and ClusterNetworkPolicies (a listing, then one watch with a
+/// change and a deletion of the ClusterNetworkPolicy), else answers 404 for them (no CRDs).
 async fn api_server(
     mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
-    serve_staged: bool,
+    serve_crds: bool,
 ) -> Vec<String> {
     let mut seen = Vec::new();
     let mut hanging = Vec::new(); // watches kept open forever
@@ -106,7 +125,7 @@ async fn api_server(
                         "spec": {"podSelector": {}}})])));
                 }
             }
-            ("/apis/policy.npagent.io/v1alpha1/stagednetworkpolicies", false) if serve_staged => {
+            ("/apis/policy.npagent.io/v1alpha1/stagednetworkpolicies", false) if serve_crds => {
                 send.send_response(respond(
                     StatusCode::OK,
                     list("StagedNetworkPolicy", "policy.npagent.io/v1alpha1", "5", vec![json!({
@@ -115,12 +134,27 @@ async fn api_server(
                         "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}})]),
                 ))
             }
-            ("/apis/policy.npagent.io/v1alpha1/stagednetworkpolicies", false) => send.send_response(respond(
-                StatusCode::NOT_FOUND,
-                serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
-                    "message": "the server could not find the requested resource", "reason": "NotFound", "code": 404}))
-                .unwrap_or_default(),
-            )),
+            ("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies", false) if serve_crds => send
+                .send_response(respond(
+                    StatusCode::OK,
+                    list("ClusterNetworkPolicy", "policy.networking.k8s.io/v1alpha2", "6", vec![cluster_policy(
+                        "deny-all", "6", 10,
+                    )]),
+                )),
+            ("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies", true) if serve_crds && rv == "6" => {
+                send.send_response(respond(
+                    StatusCode::OK,
+                    watch_lines(&[
+                        ("MODIFIED", cluster_policy("deny-all", "7", 20)),
+                        ("DELETED", cluster_policy("deny-all", "8", 20)),
+                    ]),
+                ))
+            }
+            (
+                "/apis/policy.npagent.io/v1alpha1/stagednetworkpolicies"
+                | "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies",
+                false,
+            ) => send.send_response(not_found()),
             ("/api/v1/pods", false) => {
                 pod_lists += 1;
                 let body = if pod_lists == 1 {
@@ -211,7 +245,7 @@ async fn list_watch_and_resync_after_410_gone() {
     let mut pods = Vec::new();
     let mut others = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while pods.len() < want_pods.len() || others.len() < 4 {
+    while pods.len() < want_pods.len() || others.len() < 7 {
         let ev = tokio::time::timeout_at(deadline, rx.recv())
             .await
             .unwrap_or_else(|_| panic!("not all events within 20 s: pods {pods:#?} others {others:#?}"))
@@ -226,6 +260,9 @@ async fn list_watch_and_resync_after_410_gone() {
     assert_eq!(
         others,
         vec![
+            "Applied ClusterNetworkPolicy /deny-all",
+            "Deleted ClusterNetworkPolicy /deny-all",
+            "Reset [ClusterNetworkPolicy] [/deny-all]",
             "Reset [Namespace] [/x]",
             "Reset [NetworkPolicy] [x/deny]",
             "Reset [Node] []",
@@ -260,30 +297,33 @@ async fn list_watch_and_resync_after_410_gone() {
     assert_watched(&seen);
 }
 
-/// Without the StagedNetworkPolicy CRD (404), the kind is listed empty, once: the store syncs,
-/// nothing is staged, the other kinds are watched as ever and the 404 is not asked again.
+/// Without the StagedNetworkPolicy and ClusterNetworkPolicy CRDs (404), each kind is listed
+/// empty, once: the store syncs, nothing is staged, no ClusterNetworkPolicy is held, the other
+/// kinds are watched as ever and neither 404 is asked again.
 #[tokio::test]
-async fn without_the_staged_crd_nothing_is_staged_and_the_rest_goes_on() {
+async fn without_the_crds_nothing_is_staged_nor_cluster_wide_and_the_rest_goes_on() {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let server = tokio::spawn(api_server(handle, false));
     let client = Client::new(service, "default");
     let (tx, mut rx) = mpsc::channel(64);
     let source = tokio::spawn(watch_kube(client, tx));
     let mut store = npagent::agent::Store::default();
-    let mut staged = Vec::new();
+    let mut optional = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while !store.is_synced() {
         let ev = tokio::time::timeout_at(deadline, rx.recv())
             .await
-            .unwrap_or_else(|_| panic!("not synced within 20 s; staged events {staged:#?}"))
+            .unwrap_or_else(|_| panic!("not synced within 20 s; optional kinds' events {optional:#?}"))
             .expect("source ended");
-        if kind_of(&ev) == Some(Kind::StagedNetworkPolicy) {
-            staged.push(describe(&ev));
+        if matches!(kind_of(&ev), Some(Kind::StagedNetworkPolicy | Kind::ClusterNetworkPolicy)) {
+            optional.push(describe(&ev));
         }
         store.apply(ev);
     }
-    assert_eq!(staged, vec!["Reset [StagedNetworkPolicy] []"]);
+    optional.sort();
+    assert_eq!(optional, vec!["Reset [ClusterNetworkPolicy] []", "Reset [StagedNetworkPolicy] []"]);
     assert!(store.model().staged_policies.is_empty());
+    assert!(store.model().cluster_policies.is_empty());
     assert_eq!(store.model().policies.len(), 1, "the NetworkPolicy is read all the same");
     // The pods' watch goes on (a relist after its 410), no staged event follows.
     let more = tokio::time::timeout(Duration::from_secs(3), async {
@@ -299,11 +339,14 @@ async fn without_the_staged_crd_nothing_is_staged_and_the_rest_goes_on() {
     .await
     .unwrap_or_default();
     assert!(!more.contains(&Some(Kind::StagedNetworkPolicy)), "{more:?}");
+    assert!(!more.contains(&Some(Kind::ClusterNetworkPolicy)), "{more:?}");
     drop(rx);
     tokio::time::timeout(Duration::from_secs(5), source).await.expect("source stops").expect("join");
     let seen = tokio::time::timeout(Duration::from_secs(5), server).await.expect("server ends").expect("server");
     let staged_requests = seen.iter().filter(|r| r.contains("stagednetworkpolicies")).count();
     assert_eq!(staged_requests, 1, "{seen:#?}");
+    let cluster_requests = seen.iter().filter(|r| r.contains("clusternetworkpolicies")).count();
+    assert_eq!(cluster_requests, 1, "{seen:#?}");
     assert_watched(&seen);
 }
 

@@ -538,3 +538,125 @@ fn a_staged_policy_of_the_wrong_version_or_shape_is_named_and_skipped() {
     let s = find(&invalid, "StagedNetworkPolicy x/s");
     assert!(s.error.starts_with("invalid StagedNetworkPolicy"), "{s:?}");
 }
+
+/// A ClusterNetworkPolicy (cluster-scoped) of tier Admin that denies ingress from `from_ns`.
+fn cluster_policy(name: &str, from_ns: &str) -> String {
+    format!(
+        "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\nmetadata:\n  name: {name}\n\
+         spec:\n  tier: Admin\n  priority: 10\n  subject:\n    namespaces: {{matchLabels: {{ns: x}}}}\n\
+         \x20 ingress:\n  - name: deny-{from_ns}\n    action: Deny\n    from:\n    - namespaces: {{matchLabels: {{ns: {from_ns}}}}}\n"
+    )
+}
+
+#[test]
+fn cluster_policies_are_read_in_every_form_without_a_namespace() {
+    let d = tempfile::tempdir().expect("tempdir");
+    // A namespace in the metadata of a cluster-scoped object is ignored, as the API server does.
+    let namespaced = cluster_policy("n", "y").replace("  name: n\n", "  name: n\n  namespace: x\n");
+    write(d.path(), "a.yaml", &format!("{NS_X}---\n{}---\n{namespaced}", cluster_policy("c", "y")));
+    // JSON, in a List and in a typed list whose items carry neither kind nor apiVersion.
+    let json = r#"{"apiVersion":"v1","kind":"List","items":[
+        {"apiVersion":"policy.networking.k8s.io/v1alpha2","kind":"ClusterNetworkPolicy",
+         "metadata":{"name":"j"},"spec":{"tier":"Baseline","priority":5,"subject":{"namespaces":{}},
+         "egress":[{"action":"Deny","to":[{"networks":["10.0.0.0/8"]}]}]}}]}"#;
+    write(d.path(), "b.json", json);
+    let typed_list = "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicyList\nitems:\n\
+        - metadata: {name: t}\n  spec: {tier: Admin, priority: 0, subject: {pods: {namespaceSelector: {}, podSelector: {}}}}\n";
+    write(d.path(), "c.yaml", typed_list);
+
+    let (objects, invalid) = load_dir(d.path());
+    assert!(invalid.is_empty(), "{invalid:#?}");
+    assert_eq!(
+        keys(&objects),
+        vec![
+            "Namespace /x",
+            "ClusterNetworkPolicy /c",
+            "ClusterNetworkPolicy /j",
+            "ClusterNetworkPolicy /n",
+            "ClusterNetworkPolicy /t"
+        ]
+    );
+    let spec = |name: &str| {
+        objects
+            .iter()
+            .find_map(|o| match &o.object {
+                KubeObject::ClusterNetworkPolicy(p) if p.metadata.name.as_deref() == Some(name) => p.spec.clone(),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("cluster policy {name}"))
+    };
+    let c = spec("c");
+    assert_eq!((c.tier.as_deref(), c.priority), (Some("Admin"), Some(10)));
+    let rule = &c.ingress.as_deref().unwrap_or_default()[0];
+    assert_eq!((rule.name.as_deref(), rule.action.as_deref()), (Some("deny-y"), Some("Deny")));
+    assert_eq!(spec("n"), c, "the same spec, whatever the namespace said");
+    let j = spec("j");
+    assert_eq!(j.tier.as_deref(), Some("Baseline"));
+    let networks = j.egress.as_deref().unwrap_or_default()[0].to.as_deref().unwrap_or_default()[0].networks.clone();
+    assert_eq!(networks, Some(vec!["10.0.0.0/8".to_string()]));
+    assert!(spec("t").subject.and_then(|s| s.pods).is_some());
+}
+
+#[test]
+fn a_cluster_policy_of_the_wrong_version_or_shape_is_named_and_skipped() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let wrong_version = cluster_policy("v", "y").replace("v1alpha2", "v1alpha1");
+    let wrong_shape = cluster_policy("s", "y").replace("priority: 10", "priority: [10]");
+    // Its predecessor, kind AdminNetworkPolicy, is not read.
+    let admin = "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: AdminNetworkPolicy\nmetadata: {name: a}\n";
+    write(
+        d.path(),
+        "a.yaml",
+        &format!("{wrong_version}---\n{wrong_shape}---\n{admin}---\n{}", cluster_policy("ok", "y")),
+    );
+    let (objects, invalid) = load_dir(d.path());
+    assert_eq!(keys(&objects), vec!["ClusterNetworkPolicy /ok"]);
+    let v = find(&invalid, "ClusterNetworkPolicy v");
+    assert!(
+        v.error
+            .contains("needs apiVersion policy.networking.k8s.io/v1alpha2, not \"policy.networking.k8s.io/v1alpha1\""),
+        "{v:?}"
+    );
+    let s = find(&invalid, "ClusterNetworkPolicy s");
+    assert!(s.error.starts_with("invalid ClusterNetworkPolicy: invalid type"), "{s:?}");
+    let a = find(&invalid, "AdminNetworkPolicy a");
+    assert!(a.error.contains("is not used by npagent") && a.error.contains("ClusterNetworkPolicy)"), "{a:?}");
+    assert_eq!(invalid.len(), 3, "{invalid:#?}");
+}
+
+#[tokio::test]
+async fn watching_follows_a_cluster_policy() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let dir = d.path();
+    write(dir, "ns.yaml", NS_X);
+    let mut w = Watch::start(dir);
+    w.until("initial Reset", |ev, _| matches!(ev, SourceEvent::Reset { .. })).await;
+
+    let is_cluster = |ev: &SourceEvent| match ev {
+        SourceEvent::Applied(o) => o.object.kind() == Kind::ClusterNetworkPolicy,
+        SourceEvent::Deleted { kind, .. } => *kind == Kind::ClusterNetworkPolicy,
+        _ => false,
+    };
+    write(dir, "cnp.yaml", &cluster_policy("deny", "y"));
+    w.until("new cluster policy", |ev, _| is_cluster(ev)).await;
+    assert_eq!(w.store.keys(), vec!["Namespace /x", "ClusterNetworkPolicy /deny"]);
+    // A change is applied again; the deletion names it without a namespace.
+    write(dir, "cnp.yaml", &cluster_policy("deny", "z"));
+    w.until("changed cluster policy", |ev, _| is_cluster(ev)).await;
+    std::fs::remove_file(dir.join("cnp.yaml")).expect("rm");
+    let seen = w.until("deleted cluster policy", |ev, _| matches!(ev, SourceEvent::Deleted { .. })).await;
+    let deleted = seen.last().expect("an event");
+    assert_eq!(
+        deleted,
+        &SourceEvent::Deleted {
+            kind: Kind::ClusterNetworkPolicy,
+            object: ObjectRef { namespace: "".into(), name: "deny".into() }
+        }
+    );
+    assert_eq!(w.store.keys(), vec!["Namespace /x"]);
+    drop(w.rx);
+    tokio::time::timeout(Duration::from_secs(2), w.task)
+        .await
+        .expect("watcher stops when the receiver is gone")
+        .expect("join");
+}

@@ -13,6 +13,10 @@
 //!   ([`Model::staged_policies`]): it changes no enforced policy and no flow, so the store
 //!   reports no [`Change`] for it. Its invalid version leaves the last good one staged; one
 //!   that never was valid is reported and not staged (isolating nothing is its fail-closed).
+//! - a ClusterNetworkPolicy is converted with the CRD's rules ([`cluster_policy::convert`])
+//!   and kept by name ([`Model::cluster_policies`]), reported as [`Change::ClusterPolicy`] when
+//!   its converted value changes. Its invalid version leaves the last good one in force; one
+//!   that never was valid is reported and not enforced.
 //!
 //! Nodes are kept apart from the model ([`Store::nodes`]): they change routes, never a flow,
 //! so the store reports no [`Change`] for them.
@@ -25,7 +29,7 @@ use super::claims::AddressClaims;
 use crate::cni::attach::PodStatus;
 use crate::compiler::Change;
 use crate::model::node::ClusterNodes;
-use crate::model::{convert, ClaimRank, Interner, LocalPort, Model, Node, ObjectRef, Pod};
+use crate::model::{cluster_policy, convert, ClaimRank, Interner, LocalPort, Model, Node, ObjectRef, Pod};
 use crate::source::ovsdb::db::BridgePorts;
 use crate::source::{Kind, KubeObject, SourceEvent, Sourced};
 use std::collections::{BTreeMap, BTreeSet};
@@ -328,6 +332,9 @@ impl Store {
             }
             Kind::NetworkPolicy => Box::new(self.model.policies.keys().cloned()),
             Kind::StagedNetworkPolicy => Box::new(self.model.staged_policies.keys().cloned()),
+            Kind::ClusterNetworkPolicy => Box::new(
+                self.model.cluster_policies.keys().map(|n| ObjectRef { namespace: "".into(), name: n.as_str().into() }),
+            ),
         }
     }
 
@@ -357,6 +364,20 @@ impl Store {
                     if self.model.staged_policies.get(&key.1) != Some(&policy) {
                         changes.push(Change::StagedPolicy(key.1.clone()));
                         self.model.staged_policies.insert(key.1.clone(), policy);
+                    }
+                })
+            }
+            (KubeObject::ClusterNetworkPolicy(_), Some(problem)) => Err(convert::ConvertError::Invalid {
+                kind: "ClusterNetworkPolicy",
+                object: key.1.name.to_string(),
+                path: "spec".into(),
+                message: problem,
+            }),
+            (KubeObject::ClusterNetworkPolicy(cnp), None) => {
+                cluster_policy::convert(cnp, &mut self.strings).map(|policy| {
+                    if self.model.cluster_policies.get(&*key.1.name) != Some(&policy) {
+                        changes.push(Change::ClusterPolicy(key.1.name.to_string()));
+                        self.model.cluster_policies.insert(key.1.name.to_string(), policy);
                     }
                 })
             }
@@ -421,6 +442,7 @@ impl Store {
             Kind::Node => self.nodes.contains_key(&*r.name),
             Kind::NetworkPolicy => self.model.policies.contains_key(r) && !self.fail_closed.contains(r),
             Kind::StagedNetworkPolicy => self.model.staged_policies.contains_key(r),
+            Kind::ClusterNetworkPolicy => self.model.cluster_policies.contains_key(&*r.name),
         };
         let (message, error) = if held {
             let stays = if *kind == Kind::StagedNetworkPolicy { "stays staged" } else { "stays in force" };
@@ -454,6 +476,9 @@ impl Store {
                 }
                 KubeObject::StagedNetworkPolicy(_) => {
                     (format!("{e}; StagedNetworkPolicy {r} never was valid: not staged (it isolates nothing)"), true)
+                }
+                KubeObject::ClusterNetworkPolicy(_) => {
+                    (format!("{e}; ClusterNetworkPolicy {} never was valid: not enforced", display_key(&key)), true)
                 }
                 _ => (format!("{e}; {kind} {} ignored", display_key(&key)), true),
             }
@@ -536,6 +561,11 @@ impl Store {
             Kind::StagedNetworkPolicy => {
                 if self.model.staged_policies.remove(r).is_some() {
                     changes.push(Change::StagedPolicy(r.clone()));
+                }
+            }
+            Kind::ClusterNetworkPolicy => {
+                if self.model.cluster_policies.remove(&*r.name).is_some() {
+                    changes.push(Change::ClusterPolicy(r.name.to_string()));
                 }
             }
         }

@@ -10,6 +10,7 @@ fn sourced(value: serde_json::Value) -> Sourced<KubeObject> {
         Some("Pod") => KubeObject::Pod(serde_json::from_value(value).unwrap()),
         Some("Node") => KubeObject::Node(serde_json::from_value(value).unwrap()),
         Some("StagedNetworkPolicy") => KubeObject::StagedNetworkPolicy(serde_json::from_value(value).unwrap()),
+        Some("ClusterNetworkPolicy") => KubeObject::ClusterNetworkPolicy(serde_json::from_value(value).unwrap()),
         _ => KubeObject::NetworkPolicy(serde_json::from_value(value).unwrap()),
     };
     Sourced::new("test", object)
@@ -129,6 +130,8 @@ fn not_synced_until_every_kind_is_listed() {
     store.apply(SourceEvent::Reset { kinds: vec![Kind::StagedNetworkPolicy], objects: vec![] });
     assert!(!store.is_synced(), "the Nodes are not listed yet");
     store.apply(SourceEvent::Reset { kinds: vec![Kind::Node], objects: vec![] });
+    assert!(!store.is_synced(), "the ClusterNetworkPolicies are not listed yet");
+    store.apply(SourceEvent::Reset { kinds: vec![Kind::ClusterNetworkPolicy], objects: vec![] });
     assert!(store.is_synced());
 }
 
@@ -633,4 +636,126 @@ fn a_pod_scheduled_to_another_node_is_refused_here() {
     }
     assert_eq!(store.pod_status("x", "b"), PodStatus::Known);
     assert_eq!(store.pod_status("x", "c"), PodStatus::Known, "no spec.nodeName: today's behaviour");
+}
+
+/// A ClusterNetworkPolicy of tier Admin, `priority`, denying ingress from namespace `from`.
+fn cluster_policy(name: &str, priority: i64, from: &str) -> serde_json::Value {
+    json!({"apiVersion": "policy.networking.k8s.io/v1alpha2", "kind": "ClusterNetworkPolicy",
+           "metadata": {"name": name},
+           "spec": {"tier": "Admin", "priority": priority, "subject": {"namespaces": {}},
+                    "ingress": [{"name": "deny", "action": "Deny",
+                                 "from": [{"namespaces": {"matchLabels": {"kubernetes.io/metadata.name": from}}}]}]}})
+}
+
+/// A ClusterNetworkPolicy's reference: cluster-scoped, namespace "".
+fn cref(name: &str) -> ObjectRef {
+    oref("", name)
+}
+
+fn cluster_change(name: &str) -> Vec<Change> {
+    vec![Change::ClusterPolicy(name.to_string())]
+}
+
+#[test]
+fn a_cluster_policy_is_added_by_name_and_an_unchanged_one_changes_nothing() {
+    let mut store = Store::default();
+    let changes = store.apply(reset(vec![namespace("x"), cluster_policy("deny-y", 10, "y")]));
+    assert!(changes.contains(&Change::ClusterPolicy("deny-y".into())), "{changes:?}");
+    assert!(store.is_synced());
+    let held = &store.model().cluster_policies["deny-y"];
+    assert_eq!((held.name.as_str(), held.priority), ("deny-y", 10));
+    assert_eq!(store.refs(Kind::ClusterNetworkPolicy).collect::<Vec<_>>(), vec![cref("deny-y")]);
+
+    // The same again, applied or relisted: no change.
+    assert!(store.apply(applied(cluster_policy("deny-y", 10, "y"))).is_empty());
+    assert!(store.apply(reset(vec![namespace("x"), cluster_policy("deny-y", 10, "y")])).is_empty());
+    // A new one, and an edit: each its change.
+    assert_eq!(store.apply(applied(cluster_policy("deny-z", 20, "z"))), cluster_change("deny-z"));
+    assert_eq!(store.apply(applied(cluster_policy("deny-y", 11, "y"))), cluster_change("deny-y"));
+    assert_eq!(store.model().cluster_policies["deny-y"].priority, 11);
+    // Nothing else of the model moves.
+    assert!(store.model().policies.is_empty() && store.model().staged_policies.is_empty());
+}
+
+#[test]
+fn a_cluster_policy_that_turns_invalid_keeps_its_last_good_version() {
+    let mut store = Store::default();
+    store.apply(reset(vec![cluster_policy("deny-y", 10, "y")]));
+    let good = store.model().cluster_policies["deny-y"].clone();
+
+    assert!(store.apply(applied(cluster_policy("deny-y", 2000, "y"))).is_empty(), "the last good version stays");
+    assert_eq!(store.model().cluster_policies["deny-y"], good);
+    let warned = &store.invalid[&(Kind::ClusterNetworkPolicy, cref("deny-y"))];
+    assert!(
+        warned.starts_with("ClusterNetworkPolicy deny-y: spec.priority: 2000")
+            && warned.ends_with("; the last good version of ClusterNetworkPolicy deny-y stays in force"),
+        "{warned}"
+    );
+    // Still invalid at a relist: still kept, no change.
+    assert!(store.apply(reset(vec![cluster_policy("deny-y", 2000, "y")])).is_empty());
+    assert_eq!(store.model().cluster_policies["deny-y"], good);
+    // One its source could not read in full is an invalid version too.
+    let mut unreadable = sourced(cluster_policy("deny-y", 10, "y"));
+    unreadable.unreadable = Some("invalid ClusterNetworkPolicy: invalid type: string \"high\"".into());
+    assert!(store.apply(SourceEvent::Applied(unreadable)).is_empty());
+    assert_eq!(store.model().cluster_policies["deny-y"], good);
+    assert!(store.invalid[&(Kind::ClusterNetworkPolicy, cref("deny-y"))]
+        .starts_with("ClusterNetworkPolicy deny-y: spec: invalid ClusterNetworkPolicy: invalid type"));
+
+    // Fixed: the new version replaces the kept one and the report goes.
+    assert_eq!(store.apply(applied(cluster_policy("deny-y", 5, "y"))), cluster_change("deny-y"));
+    assert_eq!(store.model().cluster_policies["deny-y"].priority, 5);
+    assert!(store.invalid.is_empty());
+}
+
+#[test]
+fn a_cluster_policy_that_never_was_valid_is_not_enforced() {
+    let mut store = Store::default();
+    store.apply(reset(vec![namespace("x")]));
+    let mut bad = cluster_policy("bad", 10, "y");
+    bad["spec"]["tier"] = json!("Top");
+    assert!(store.apply(applied(bad)).is_empty());
+    assert!(store.model().cluster_policies.is_empty());
+    let message = &store.invalid[&(Kind::ClusterNetworkPolicy, cref("bad"))];
+    assert!(
+        message.starts_with("ClusterNetworkPolicy bad: spec.tier: \"Top\"")
+            && message.ends_with("; ClusterNetworkPolicy bad never was valid: not enforced"),
+        "{message}"
+    );
+    // A name the API server would refuse: nothing held, nothing kept under it.
+    assert!(store.apply(applied(cluster_policy("Bad_Name", 10, "y"))).is_empty());
+    assert!(store.model().cluster_policies.is_empty());
+    // Fixed: enforced at last.
+    assert_eq!(store.apply(applied(cluster_policy("bad", 10, "y"))), cluster_change("bad"));
+    assert!(store.invalid.is_empty());
+    // Nor is it a refused NetworkPolicy (the policy change log's business).
+    assert!(store.refused_policies().is_empty());
+}
+
+#[test]
+fn a_cluster_policy_deleted_or_not_relisted_is_gone() {
+    let mut store = Store::default();
+    store.apply(reset(vec![cluster_policy("a", 1, "y"), cluster_policy("b", 2, "y"), cluster_policy("c", 3, "y")]));
+    // Deleted while its latest version is invalid: the kept one goes, and the report.
+    store.apply(applied(cluster_policy("a", -1, "y")));
+    assert!(store.invalid.contains_key(&(Kind::ClusterNetworkPolicy, cref("a"))));
+    let deleted = store.apply(SourceEvent::Deleted { kind: Kind::ClusterNetworkPolicy, object: cref("a") });
+    assert_eq!(deleted, cluster_change("a"));
+    assert!(store.invalid.is_empty());
+    // Deleting what is not held changes nothing.
+    assert!(store.apply(SourceEvent::Deleted { kind: Kind::ClusterNetworkPolicy, object: cref("a") }).is_empty());
+
+    // A listing of the kind alone removes what it lacks, leaving the other kinds alone.
+    store.apply(applied(namespace("x")));
+    let relisted = store.apply(SourceEvent::Reset {
+        kinds: vec![Kind::ClusterNetworkPolicy],
+        objects: vec![sourced(cluster_policy("c", 3, "y"))],
+    });
+    assert_eq!(relisted, cluster_change("b"));
+    assert_eq!(store.model().cluster_policies.keys().collect::<Vec<_>>(), ["c"]);
+    assert!(store.model().namespaces.contains_key("x"));
+    // An empty listing (the CRD is not installed) removes them all.
+    let emptied = store.apply(SourceEvent::Reset { kinds: vec![Kind::ClusterNetworkPolicy], objects: vec![] });
+    assert_eq!(emptied, cluster_change("c"));
+    assert!(store.model().cluster_policies.is_empty());
 }

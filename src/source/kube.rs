@@ -1,11 +1,13 @@
 //! The Kubernetes API as a source: kube-rs watchers of Namespaces, Pods (of all nodes: remote
 //! pods are policy peers), Nodes (routes to their pods, this node's configuration),
-//! NetworkPolicies and StagedNetworkPolicies; the ServiceCIDRs are watched for the node's
-//! configuration ([`super::node_config`]).
+//! NetworkPolicies, StagedNetworkPolicies and ClusterNetworkPolicies; the ServiceCIDRs are
+//! watched for the node's configuration ([`super::node_config`]).
 //!
-//! Staging is optional: when the API server serves no StagedNetworkPolicies (404: their CRD
-//! is not installed), that is said once, their watch ends with an empty listing (nothing is
-//! staged, and the kind counts as listed), and the other watchers go on.
+//! The two CRDs are optional (`watch_optional`): when the API server serves no
+//! StagedNetworkPolicies or no ClusterNetworkPolicies (404: the CRD is not installed), that is
+//! said once, that kind's watch ends with an empty listing (nothing is staged, or no
+//! ClusterNetworkPolicy is enforced, and the kind counts as listed), and the other watchers go
+//! on.
 //!
 //! The watchers deserialize straight into [`crate::k8s`]: only the fields npagent reads are
 //! ever built. Each watcher's (re)list (`Init`, `InitApply`..., `InitDone`) is delivered in
@@ -23,7 +25,7 @@ use kube::{Api, Client};
 use tokio::sync::mpsc;
 
 use super::{Error, Kind, KubeObject, SourceEvent, Sourced};
-use crate::k8s::{Namespace, NetworkPolicy, Node, Pod, StagedNetworkPolicy};
+use crate::k8s::{ClusterNetworkPolicy, Namespace, NetworkPolicy, Node, Pod, StagedNetworkPolicy};
 
 /// Objects per [`SourceEvent::ResetChunk`] of a listing.
 pub const LIST_CHUNK: usize = 1000;
@@ -88,6 +90,13 @@ impl Watched for StagedNetworkPolicy {
     const KIND: Kind = Kind::StagedNetworkPolicy;
     fn wrap(self) -> KubeObject {
         KubeObject::StagedNetworkPolicy(self)
+    }
+}
+
+impl Watched for ClusterNetworkPolicy {
+    const KIND: Kind = Kind::ClusterNetworkPolicy;
+    fn wrap(self) -> KubeObject {
+        KubeObject::ClusterNetworkPolicy(self)
     }
 }
 
@@ -167,29 +176,35 @@ pub(super) fn is_not_found(e: &watcher::Error) -> bool {
     }
 }
 
-/// The StagedNetworkPolicy watch: as [`watch`], but a 404 (the CRD is not installed) ends it
-/// with an empty listing, said once.
-fn watch_staged(client: Client) -> impl Stream<Item = SourceEvent> + Send {
-    let stream = watcher(Api::<StagedNetworkPolicy>::all(client), watcher::Config::default()).default_backoff();
+/// The watch of a resource the API server may not serve (its CRD is optional): as [`watch`],
+/// but a 404 ends it with an empty listing of its kind (none exists, and the kind counts as
+/// listed) after one line is logged, once: "the Kubernetes API does not serve <Kind>
+/// (<apiVersion>): <absent>". A CRD installed later is read after a restart.
+fn watch_optional<K: Watched + k8s_openapi::Resource>(
+    client: Client,
+    absent: &'static str,
+) -> impl Stream<Item = SourceEvent> + Send {
+    let stream = watcher(Api::<K>::all(client), watcher::Config::default()).default_backoff();
     let served = stream.take_while(|item| std::future::ready(!matches!(item, Err(e) if is_not_found(e))));
-    source_events::<StagedNetworkPolicy, _>(served).chain(futures::stream::once(async {
+    source_events::<K, _>(served).chain(futures::stream::once(async move {
         tracing::info!(
-            "the Kubernetes API serves no {} (its CRD, deploy/staged-network-policy-crd.yaml, is not installed): \
-             nothing is staged; install it and restart npagent to stage policies",
-            <StagedNetworkPolicy as k8s_openapi::Resource>::API_VERSION
+            "the Kubernetes API does not serve {} ({}): {absent}",
+            <K as k8s_openapi::Resource>::KIND,
+            <K as k8s_openapi::Resource>::API_VERSION
         );
-        SourceEvent::Reset { kinds: vec![Kind::StagedNetworkPolicy], objects: Vec::new() }
+        SourceEvent::Reset { kinds: vec![<K as Watched>::KIND], objects: Vec::new() }
     }))
 }
 
 /// The API group (`""` for core) and resource (plural, as in RBAC rules) of every kind
 /// [`watch_kube`] and [`super::node_config::service_cidr_events`] watch: what npagent's ClusterRole must grant,
 /// with [`VERBS`], and nothing more.
-pub const WATCHED_RESOURCES: [(&str, &str); 6] = [
+pub const WATCHED_RESOURCES: [(&str, &str); 7] = [
     api_resource::<k8s_openapi::api::core::v1::Namespace>(),
     api_resource::<k8s_openapi::api::core::v1::Pod>(),
     api_resource::<k8s_openapi::api::networking::v1::NetworkPolicy>(),
     api_resource::<StagedNetworkPolicy>(),
+    api_resource::<ClusterNetworkPolicy>(),
     api_resource::<k8s_openapi::api::core::v1::Node>(),
     api_resource::<k8s_openapi::api::networking::v1::ServiceCIDR>(),
 ];
@@ -202,7 +217,8 @@ const fn api_resource<K: k8s_openapi::Resource>() -> (&'static str, &'static str
     (K::GROUP, K::URL_PATH_SEGMENT)
 }
 
-/// Watches Namespaces, Pods, Nodes, NetworkPolicies and StagedNetworkPolicies cluster-wide and sends their events to `tx`
+/// Watches Namespaces, Pods, Nodes, NetworkPolicies, StagedNetworkPolicies and
+/// ClusterNetworkPolicies cluster-wide and sends their events to `tx`
 /// until the receiver is gone. Never fails: API errors are retried with backoff.
 pub async fn watch_kube(client: Client, tx: mpsc::Sender<SourceEvent>) {
     let mut all = futures::stream::select_all([
@@ -210,7 +226,18 @@ pub async fn watch_kube(client: Client, tx: mpsc::Sender<SourceEvent>) {
         watch::<Pod>(client.clone()).boxed(),
         watch::<Node>(client.clone()).boxed(),
         watch::<NetworkPolicy>(client.clone()).boxed(),
-        watch_staged(client).boxed(),
+        watch_optional::<StagedNetworkPolicy>(
+            client.clone(),
+            "its CRD, deploy/staged-network-policy-crd.yaml, is not installed; nothing is staged; \
+             install it and restart npagent to stage policies",
+        )
+        .boxed(),
+        watch_optional::<ClusterNetworkPolicy>(
+            client,
+            "its CRD, from kubernetes-sigs/network-policy-api (README.md, \"Deploy on a cluster\"), is not \
+             installed; no ClusterNetworkPolicy is enforced; install it and restart npagent to enforce them",
+        )
+        .boxed(),
     ]);
     loop {
         tokio::select! {
@@ -251,6 +278,7 @@ mod tests {
                 ("", "pods"),
                 ("networking.k8s.io", "networkpolicies"),
                 ("policy.npagent.io", "stagednetworkpolicies"),
+                ("policy.networking.k8s.io", "clusternetworkpolicies"),
                 ("", "nodes"),
                 ("networking.k8s.io", "servicecidrs")
             ]

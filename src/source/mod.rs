@@ -29,7 +29,7 @@ pub mod manifests;
 pub mod node_config;
 pub mod ovsdb;
 
-use crate::k8s::{Namespace, NetworkPolicy, Node, Pod, StagedNetworkPolicy};
+use crate::k8s::{ClusterNetworkPolicy, Namespace, NetworkPolicy, Node, Pod, StagedNetworkPolicy};
 
 use crate::model::ObjectRef;
 
@@ -43,6 +43,8 @@ pub enum KubeObject {
     NetworkPolicy(NetworkPolicy),
     /// Read and judged, never enforced.
     StagedNetworkPolicy(StagedNetworkPolicy),
+    /// Cluster-scoped (`policy.networking.k8s.io/v1alpha2`): its [`ObjectRef`] has namespace "".
+    ClusterNetworkPolicy(ClusterNetworkPolicy),
 }
 
 /// The kinds of [`KubeObject`].
@@ -53,11 +55,19 @@ pub enum Kind {
     Node,
     NetworkPolicy,
     StagedNetworkPolicy,
+    ClusterNetworkPolicy,
 }
 
 impl Kind {
     /// Every kind, in the order sources list them.
-    pub const ALL: [Kind; 5] = [Kind::Namespace, Kind::Pod, Kind::Node, Kind::NetworkPolicy, Kind::StagedNetworkPolicy];
+    pub const ALL: [Kind; 6] = [
+        Kind::Namespace,
+        Kind::Pod,
+        Kind::Node,
+        Kind::NetworkPolicy,
+        Kind::StagedNetworkPolicy,
+        Kind::ClusterNetworkPolicy,
+    ];
 
     /// The Kubernetes `kind` string.
     pub fn as_str(self) -> &'static str {
@@ -67,6 +77,7 @@ impl Kind {
             Kind::Node => "Node",
             Kind::NetworkPolicy => "NetworkPolicy",
             Kind::StagedNetworkPolicy => "StagedNetworkPolicy",
+            Kind::ClusterNetworkPolicy => "ClusterNetworkPolicy",
         }
     }
 
@@ -76,6 +87,7 @@ impl Kind {
             Kind::Namespace | Kind::Pod | Kind::Node => "v1",
             Kind::NetworkPolicy => "networking.k8s.io/v1",
             Kind::StagedNetworkPolicy => <StagedNetworkPolicy as k8s_openapi::Resource>::API_VERSION,
+            Kind::ClusterNetworkPolicy => <ClusterNetworkPolicy as k8s_openapi::Resource>::API_VERSION,
         }
     }
 
@@ -86,7 +98,7 @@ impl Kind {
 
     /// Cluster-scoped kinds have no namespace (their [`ObjectRef::namespace`] is "").
     pub fn is_namespaced(self) -> bool {
-        !matches!(self, Kind::Namespace | Kind::Node)
+        !matches!(self, Kind::Namespace | Kind::Node | Kind::ClusterNetworkPolicy)
     }
 }
 
@@ -105,6 +117,7 @@ impl KubeObject {
             KubeObject::Node(_) => Kind::Node,
             KubeObject::NetworkPolicy(_) => Kind::NetworkPolicy,
             KubeObject::StagedNetworkPolicy(_) => Kind::StagedNetworkPolicy,
+            KubeObject::ClusterNetworkPolicy(_) => Kind::ClusterNetworkPolicy,
         }
     }
 
@@ -115,10 +128,12 @@ impl KubeObject {
             KubeObject::Node(o) => &o.metadata,
             KubeObject::NetworkPolicy(o) => &o.metadata,
             KubeObject::StagedNetworkPolicy(o) => &o.metadata,
+            KubeObject::ClusterNetworkPolicy(o) => &o.metadata,
         }
     }
 
-    /// `namespace/name` (namespace "" for Namespaces, `default` for a namespaced object
+    /// `namespace/name` (namespace "" for cluster-scoped kinds: Namespaces, Nodes,
+    /// ClusterNetworkPolicies; `default` for a namespaced object
     /// without one, as the model's conversion has it); an empty name where metadata lacks it.
     pub fn object_ref(&self) -> ObjectRef {
         let meta = self.metadata();

@@ -128,6 +128,7 @@ pub(super) fn object_hash(o: &Sourced<KubeObject>) -> u64 {
         KubeObject::Node(x) => serde_json::to_writer(HashWriter(&mut h), x),
         KubeObject::NetworkPolicy(x) => serde_json::to_writer(HashWriter(&mut h), x),
         KubeObject::StagedNetworkPolicy(x) => serde_json::to_writer(HashWriter(&mut h), x),
+        KubeObject::ClusterNetworkPolicy(x) => serde_json::to_writer(HashWriter(&mut h), x),
     };
     if written.is_err() {
         h.write_u64(rand_like());

@@ -23,7 +23,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::k8s::{
-    self, Namespace, NetworkPolicy, Node, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus, StagedNetworkPolicy,
+    self, ClusterNetworkPolicy, ClusterNetworkPolicySpec, Namespace, NetworkPolicy, Node, NodeSpec, NodeStatus, Pod,
+    PodSpec, PodStatus, StagedNetworkPolicy,
 };
 use crate::source::{Kind, KubeObject};
 
@@ -78,6 +79,7 @@ enum Part<'a> {
     NodeSpec(Option<NodeSpec>),
     NodeStatus(Option<NodeStatus>),
     PolicySpec(Option<NetworkPolicySpec>),
+    ClusterPolicySpec(Option<ClusterNetworkPolicySpec>),
     /// Of a kind that has no use for it.
     Skipped,
 }
@@ -131,6 +133,10 @@ impl<'a> Fields<'a> {
             Kind::StagedNetworkPolicy => KubeObject::StagedNetworkPolicy(StagedNetworkPolicy {
                 metadata,
                 spec: self.spec.read(|p| if let Part::PolicySpec(s) = p { Some(s) } else { None })?,
+            }),
+            Kind::ClusterNetworkPolicy => KubeObject::ClusterNetworkPolicy(ClusterNetworkPolicy {
+                metadata,
+                spec: self.spec.read(|p| if let Part::ClusterPolicySpec(s) = p { Some(s) } else { None })?,
             }),
         })
     }
@@ -229,6 +235,7 @@ impl<'de> Visitor<'de> for FieldsSeed {
                         Some(Some(Kind::NetworkPolicy | Kind::StagedNetworkPolicy)) => {
                             Part::PolicySpec(map.next_value()?)
                         }
+                        Some(Some(Kind::ClusterNetworkPolicy)) => Part::ClusterPolicySpec(map.next_value()?),
                         Some(_) => {
                             map.next_value::<IgnoredAny>()?;
                             Part::Skipped

@@ -1,4 +1,5 @@
-//! The manifests directory (`--manifests DIR`): Namespaces, Pods and NetworkPolicies from files.
+//! The manifests directory (`--manifests DIR`): Namespaces, Pods, Nodes, NetworkPolicies,
+//! StagedNetworkPolicies and ClusterNetworkPolicies from files (every [`crate::source::Kind`]).
 //!
 //! What is read: every `*.yaml`, `*.yml` and `*.json` file under DIR, recursively, in sorted
 //! path order. Entries whose name starts with `.` are skipped, and symlinks are followed: a

@@ -35,7 +35,7 @@ use super::bounded::{self, Bounded};
 use super::json;
 use super::Invalid;
 use crate::k8s::{namespace_or_default, NAMESPACE_NAME_LABEL};
-use crate::k8s::{Namespace, NetworkPolicy, Node, Pod, StagedNetworkPolicy};
+use crate::k8s::{ClusterNetworkPolicy, Namespace, NetworkPolicy, Node, Pod, StagedNetworkPolicy};
 use crate::model::ObjectRef;
 use crate::source::{Kind, KubeObject, Sourced};
 
@@ -296,11 +296,12 @@ fn document(origin: &str, doc: Value, allow_list: bool, out: &mut FileParse) {
             (None, Some(name)) => format!(" {}", shown(name)),
             _ => String::new(),
         };
+        let used: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
         invalid(
             format!("{origin} {kind_shown}{named}"),
             format!(
-                "kind {kind_shown} (apiVersion {api_version:?}) is not used by npagent \
-                 (Namespace, Pod, NetworkPolicy, StagedNetworkPolicy); skipped"
+                "kind {kind_shown} (apiVersion {api_version:?}) is not used by npagent ({}); skipped",
+                used.join(", ")
             ),
         );
         return;
@@ -417,15 +418,19 @@ fn typed(kind: Kind, doc: Value, id: &ObjectRef) -> Result<KubeObject, serde_jso
         Kind::StagedNetworkPolicy => {
             KubeObject::StagedNetworkPolicy(serde_json::from_value::<StagedNetworkPolicy>(doc)?)
         }
+        Kind::ClusterNetworkPolicy => {
+            KubeObject::ClusterNetworkPolicy(serde_json::from_value::<ClusterNetworkPolicy>(doc)?)
+        }
     };
     Ok(as_served(object, id))
 }
 
 /// Fills in what the API server would: the namespace of namespaced objects (`default` when
-/// absent) and the Namespace name label.
+/// absent) and the Namespace name label. Cluster-scoped objects (Nodes,
+/// ClusterNetworkPolicies) are keyed without a namespace whatever their metadata says.
 fn as_served(mut object: KubeObject, id: &ObjectRef) -> KubeObject {
     match &mut object {
-        KubeObject::Node(_) => {}
+        KubeObject::Node(_) | KubeObject::ClusterNetworkPolicy(_) => {}
         KubeObject::Namespace(ns) => {
             ns.metadata
                 .labels
@@ -680,6 +685,11 @@ mod tests {
             r#"{"kind": "List", "apiVersion": "v1", "items": [{"metadata": {"name": "a"}}]}"#,
             r#"{"kind": "List", "items": 5}"#,
             r#"{"kind": "List", "metadata": {"name": 5}, "items": []}"#,
+            r#"{"apiVersion": "policy.networking.k8s.io/v1alpha2", "kind": "ClusterNetworkPolicy", "metadata": {"name": "c", "namespace": "x"}, "spec": {"tier": "Admin", "priority": 1, "subject": {"namespaces": {}}}, "status": {"conditions": []}}"#,
+            r#"{"spec": {"tier": "Admin"}, "apiVersion": "policy.networking.k8s.io/v1alpha2", "kind": "ClusterNetworkPolicy", "metadata": {"name": "c"}}"#,
+            r#"{"apiVersion": "policy.networking.k8s.io/v1alpha2", "kind": "ClusterNetworkPolicy", "metadata": {"name": "c"}, "spec": {"priority": "high"}}"#,
+            r#"{"apiVersion": "policy.networking.k8s.io/v1alpha1", "kind": "ClusterNetworkPolicy", "metadata": {"name": "c"}}"#,
+            r#"{"kind": "ClusterNetworkPolicyList", "apiVersion": "policy.networking.k8s.io/v1alpha2", "items": [{"metadata": {"name": "a"}, "spec": {"tier": "Baseline"}}]}"#,
         ];
         for raw in docs {
             let (mut fast, mut general) = (FileParse::default(), FileParse::default());
