@@ -341,6 +341,13 @@ fn examples_are_kubernetes_objects() {
                     yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 assert!(snp.spec.is_some(), "{}", path.display());
             }
+            Some("ClusterNetworkPolicy") => {
+                assert_eq!(v["apiVersion"], "policy.networking.k8s.io/v1alpha2", "{}", path.display());
+                let cnp: npagent::k8s::ClusterNetworkPolicy =
+                    yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                npagent::model::cluster_policy::convert(&cnp, &mut Default::default())
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            }
             other => panic!("{}: unexpected kind {other:?}", path.display()),
         }
     }

@@ -1,0 +1,196 @@
+//! ClusterNetworkPolicy end to end: `npagent run` on the testbed (nine pods on a real
+//! userspace OVS) with the worked example of the README (testbed/examples: a tenant baseline
+//! for x, the operator's Admin override, and x's own NetworkPolicy), real connections, and
+//! the np.log lines they lead to: one line per verdict naming the policy and the rule, a
+//! `Pass` line before the line of the tier that then decides, and the decision chain in JSON.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::agent::Agent;
+use support::audit_log::json_lines;
+use support::{wait_until, write_atomic, Port, Testbed};
+
+const LOGGING: &str = "networkpolicy.antrea.io/enable-logging";
+
+/// Namespaces x and y log (z does not); the worked example's three policies.
+fn example_testbed() -> Testbed {
+    let tb = Testbed::start();
+    let mut text = String::new();
+    for ns in ["x", "y", "z"] {
+        text.push_str(&format!(
+            "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels:\n    ns: {ns}\n"
+        ));
+        if ns != "z" {
+            text.push_str(&format!("  annotations:\n    {LOGGING}: \"true\"\n"));
+        }
+    }
+    write_atomic(&tb.manifests_dir().join("namespaces.yaml"), &text);
+    for name in ["cnp-tenant-baseline-x", "cnp-admin-override", "allow-yb-to-xa-tcp80"] {
+        let text = std::fs::read_to_string(support::sandbox::repo_path(&format!("testbed/examples/{name}.yaml")))
+            .expect("read example");
+        write_atomic(&tb.manifests_dir().join(format!("{name}.yaml")), &text);
+    }
+    tb
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+/// (from, to, port, reaches): the tiers decide as upstream says.
+const EXPECTED: [(&str, &str, Port, bool); 10] = [
+    // Admin Accept (monitoring) over x/a's isolation.
+    ("z/a", "x/a", Port::Tcp80, true),
+    ("z/a", "x/a", Port::Tcp81, false),
+    // Admin Pass, then x's NetworkPolicy: y/b allowed, y/c dropped by x/a's isolation.
+    ("y/b", "x/a", Port::Tcp80, true),
+    ("y/c", "x/a", Port::Tcp80, false),
+    // x/c is isolated by no NetworkPolicy: the Baseline tier decides.
+    ("x/b", "x/c", Port::Tcp80, true),
+    ("z/b", "x/c", Port::Tcp80, false),
+    ("y/a", "x/c", Port::Tcp80, false),
+    // Admin Deny of every pod's egress to z on TCP 81.
+    ("x/a", "z/b", Port::Tcp81, false),
+    ("x/a", "z/b", Port::Tcp80, true),
+    ("y/a", "z/b", Port::Tcp81, false),
+];
+
+#[test]
+fn the_worked_example_decides_and_logs_every_verdict() {
+    let tb = example_testbed();
+    let logs = tempfile::Builder::new().prefix("npa-e2e-cnp-").tempdir().expect("temp dir");
+    let json_log = logs.path().join("np.json");
+    let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &json_log, &["--audit-format", "json"]);
+    let mut wrong = Vec::new();
+    for (from, to, port, want) in EXPECTED {
+        if tb.reaches(from, to, port) != want {
+            wrong.push(format!("{from} -> {to} {port}: expected {}", if want { "reached" } else { "not reached" }));
+        }
+    }
+    assert!(wrong.is_empty(), "{}\n{}", wrong.join("\n"), agent.log_tail(40));
+    std::thread::sleep(Duration::from_millis(1_500)); // drop aggregates are written within 1 s
+    assert!(agent.stop().success());
+    let objs = json_lines(&json_log);
+    let find = |pred: &dyn Fn(&Value) -> bool, what: &str| -> Vec<Value> {
+        let found: Vec<Value> = objs.iter().filter(|o| pred(o)).cloned().collect();
+        assert!(
+            !found.is_empty(),
+            "no line {what}:\n{}",
+            objs.iter().map(Value::to_string).collect::<Vec<_>>().join("\n")
+        );
+        found
+    };
+    let ip = |id: &str| tb.pod(id).ip;
+    let between = |o: &Value, from: &str, to: &str| o["source"]["ip"] == ip(from) && o["destination"]["ip"] == ip(to);
+    let cnp = |o: &Value, name: &str, rule: &str| {
+        o["policy"] == serde_json::json!({"kind": "ClusterNetworkPolicy", "namespace": null, "name": name})
+            && o["rule"] == rule
+    };
+
+    // Admin Accept: one line, Admin tier, its priority, the chain of its one step.
+    let monitoring = find(&|o| between(o, "z/a", "x/a") && cnp(o, "admin-override", "monitoring"), "monitoring");
+    let m = &monitoring[0];
+    assert_eq!(
+        (&m["table"], &m["direction"], &m["disposition"]),
+        (&"AdminIngressRule".into(), &"Ingress".into(), &"Allow".into())
+    );
+    assert_eq!((&m["tier"], &m["tier_priority"]), (&"Admin".into(), &10.into()));
+    assert_eq!(m["chain"], serde_json::json!(["Admin/Accept admin-override:monitoring"]));
+    assert_eq!(m["applied_to"], serde_json::json!({"namespace": "x", "pod": "a"}));
+
+    // Pass, then x's NetworkPolicy: the Pass line first, the NetworkPolicy's Allow after it,
+    // for the same connection (source port), the chain naming both.
+    let pass_rule = "y-to-x-by-network-policy";
+    let passes = find(&|o| between(o, "y/b", "x/a") && cnp(o, "admin-override", pass_rule), "Pass y/b -> x/a");
+    assert_eq!(passes[0]["disposition"], "Pass");
+    assert_eq!(passes[0]["chain"], serde_json::json!([format!("Admin/Pass admin-override:{pass_rule}")]));
+    let allow = find(
+        &|o| between(o, "y/b", "x/a") && o["policy"]["kind"] == "K8sNetworkPolicy" && o["disposition"] == "Allow",
+        "NetworkPolicy Allow y/b -> x/a",
+    );
+    let chain =
+        serde_json::json!([format!("Admin/Pass admin-override:{pass_rule}"), "NetworkPolicy x/allow-yb-to-xa-tcp80"]);
+    assert_eq!(allow[0]["chain"], chain);
+    let position = |o: &Value| objs.iter().position(|x| x == o).unwrap();
+    let same_port = passes
+        .iter()
+        .find(|p| p["source"]["port"] == allow[0]["source"]["port"])
+        .expect("a Pass line of the allowed connection");
+    assert!(position(same_port) < position(&allow[0]), "the Pass line comes first");
+
+    // Pass, then x/a's default drop.
+    let dropped = find(
+        &|o| between(o, "y/c", "x/a") && o["policy"]["kind"] == "K8sNetworkPolicy" && o["disposition"] == "Drop",
+        "default drop y/c -> x/a",
+    );
+    assert_eq!(
+        dropped[0]["chain"],
+        serde_json::json!([format!("Admin/Pass admin-override:{pass_rule}"), "NetworkPolicy default drop"])
+    );
+
+    // The Baseline tier where no NetworkPolicy isolates: Accept from x, Deny from the others
+    // (after the Admin Pass for y's).
+    let own = find(&|o| between(o, "x/b", "x/c") && cnp(o, "tenant-baseline-x", "from-own-tenant"), "baseline Accept");
+    assert_eq!(
+        (&own[0]["table"], &own[0]["disposition"], &own[0]["tier"]),
+        (&"BaselineIngressRule".into(), &"Allow".into(), &"Baseline".into())
+    );
+    let other =
+        find(&|o| between(o, "z/b", "x/c") && cnp(o, "tenant-baseline-x", "from-other-tenants"), "baseline Deny");
+    assert_eq!(other[0]["disposition"], "Drop");
+    assert_eq!(other[0]["chain"], serde_json::json!(["Baseline/Deny tenant-baseline-x:from-other-tenants"]));
+    let from_y = find(
+        &|o| between(o, "y/a", "x/c") && cnp(o, "tenant-baseline-x", "from-other-tenants"),
+        "baseline Deny after Pass",
+    );
+    assert_eq!(
+        from_y[0]["chain"],
+        serde_json::json!([
+            format!("Admin/Pass admin-override:{pass_rule}"),
+            "Baseline/Deny tenant-baseline-x:from-other-tenants"
+        ])
+    );
+
+    // Admin Deny of egress, logged for the source pod.
+    let denied =
+        find(&|o| between(o, "x/a", "z/b") && cnp(o, "admin-override", "no-tcp-81-into-z"), "Admin Deny egress");
+    assert_eq!(
+        (&denied[0]["table"], &denied[0]["direction"], &denied[0]["disposition"]),
+        (&"AdminEgressRule".into(), &"Egress".into(), &"Drop".into())
+    );
+
+    // z does not log: no line is applied to a pod of z.
+    assert!(objs.iter().all(|o| o["applied_to"]["namespace"] != "z"), "z logs nothing");
+}
+
+#[test]
+fn antrea_lines_name_the_cluster_policy_and_the_pass() {
+    let tb = example_testbed();
+    let logs = tempfile::Builder::new().prefix("npa-e2e-cnp-").tempdir().expect("temp dir");
+    let np_log = logs.path().join("np.log");
+    let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &[]);
+    assert!(tb.reaches("y/b", "x/a", Port::Tcp80));
+    wait_until(Duration::from_secs(5), "two lines", || lines(&np_log).len() >= 2);
+    assert!(agent.stop().success());
+    let all = lines(&np_log);
+    let body = |l: &str| l.get(27..).unwrap_or_default().to_string();
+    let (yb, xa) = (tb.pod("y/b").ip, tb.pod("x/a").ip);
+    let ingress: Vec<String> = all.iter().map(|l| body(l)).filter(|b| b.contains(" Ingress ")).collect();
+    assert!(ingress.len() >= 2, "{all:#?}");
+    let port = ingress[0].split(' ').nth(8).unwrap().to_string();
+    let pass_priority = ingress[0].split(' ').nth(5).unwrap().to_string();
+    assert_eq!(
+        ingress[0],
+        format!("AdminIngressRule ClusterNetworkPolicy:admin-override y-to-x-by-network-policy Ingress Pass {pass_priority} x/a {yb} {port} {xa} 80 TCP 60 <nil>")
+    );
+    assert!(pass_priority.parse::<u16>().unwrap() > 210, "{pass_priority}: above the NetworkPolicy tables' priorities");
+    assert_eq!(
+        ingress[1],
+        format!("IngressRule K8sNetworkPolicy:x/allow-yb-to-xa-tcp80 <nil> Ingress Allow 190 x/a {yb} {port} {xa} 80 TCP 60 <nil>")
+    );
+}
