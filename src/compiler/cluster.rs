@@ -266,7 +266,9 @@ impl<'m> TierCompiler<'m, '_> {
         for o in applied {
             add(vec![flow::applied_match(dir, *o)], 1);
         }
-        for fields in port_clause(&key.ports) {
+        // Only an Accept lets later fragments through with the first's verdict: a Deny or a
+        // Pass of one port must not catch the later fragments of a datagram to another.
+        for fields in port_clause(&key.ports, rule.action == Action::Accept) {
             add(fields, 2);
         }
         let rule_cookie = cookie::rule_cookie(&key);

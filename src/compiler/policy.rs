@@ -412,7 +412,7 @@ impl PolicyCompiler<'_, '_> {
         for o in applied {
             add(vec![flow::applied_match(dir, *o)], 1);
         }
-        for fields in port_clause(&key.ports) {
+        for fields in port_clause(&key.ports, true) {
             add(fields, 2);
         }
         let rule_cookie = cookie::rule_cookie(&key);
@@ -534,13 +534,21 @@ pub(super) fn resolve_ports(specs: &[PortSpec], pod: Option<&Pod>) -> Option<Vec
     }
 }
 
-/// The port clause's matches of resolved ports `ports`.
-pub(super) fn port_clause(ports: &[PortRange]) -> Vec<Vec<Oxm>> {
+/// The port clause's matches of resolved ports `ports`; with `later_fragments`, the later
+/// fragments of their TCP and UDP datagrams too (see [`later_fragments`]: for a rule that
+/// lets a datagram's first fragment through; a rule that drops or hands on must not catch the
+/// later fragments of datagrams to other ports).
+pub(super) fn port_clause(ports: &[PortRange], later_fragments: bool) -> Vec<Vec<Oxm>> {
     let mut out = Vec::new();
     for pr in ports {
-        for (value, mask) in port_range_masks(pr.first, pr.last) {
-            for eth in [eth_type::IPV4, eth_type::IPV6] {
+        for eth in [eth_type::IPV4, eth_type::IPV6] {
+            for (value, mask) in port_range_masks(pr.first, pr.last) {
                 out.extend(port_matches(eth, pr.protocol, value, mask));
+            }
+            match pr.protocol {
+                Protocol::Tcp if later_fragments => out.push(self::later_fragments(eth, ip_proto::TCP)),
+                Protocol::Udp if later_fragments => out.push(self::later_fragments(eth, ip_proto::UDP)),
+                _ => {}
             }
         }
     }
@@ -564,12 +572,8 @@ fn later_fragments(eth: u16, ip_proto: u8) -> Vec<Oxm> {
 /// conntrack keeps no SCTP ports, so its tuple cannot tell one SCTP port from another.
 fn port_matches(eth: u16, proto: Protocol, value: u16, mask: u16) -> Vec<Vec<Oxm>> {
     let m = Masked::masked(value, mask);
-    let ct_port = |ip_proto: u8| {
-        vec![
-            flow::tracked(vec![Oxm::EthType(eth), Oxm::CtNwProto(ip_proto), Oxm::CtTpDst(m)]),
-            later_fragments(eth, ip_proto),
-        ]
-    };
+    let ct_port =
+        |ip_proto: u8| vec![flow::tracked(vec![Oxm::EthType(eth), Oxm::CtNwProto(ip_proto), Oxm::CtTpDst(m)])];
     match proto {
         Protocol::Tcp => ct_port(ip_proto::TCP),
         Protocol::Udp => ct_port(ip_proto::UDP),
