@@ -95,6 +95,64 @@ fn trace_agrees_with_explain_on_a_live_bridge() {
     assert!(agent.stop().success());
 }
 
+/// The README's worked ClusterNetworkPolicy example (testbed/examples): explain names the tier
+/// and the rule that decided, the Pass rules on the way and the decision chain, and OVS agrees.
+#[test]
+fn trace_agrees_with_explain_across_the_tiers() {
+    let tb = Testbed::start();
+    let dir = tb.manifests_dir();
+    for name in ["cnp-tenant-baseline-x", "cnp-admin-override", "allow-yb-to-xa-tcp80"] {
+        let text = std::fs::read_to_string(support::sandbox::repo_path(&format!("testbed/examples/{name}.yaml")))
+            .expect("read example");
+        write_atomic(&dir.join(format!("{name}.yaml")), &text);
+    }
+    let logs = tempfile::Builder::new().prefix("npa-explain-trace-").tempdir().expect("temp dir");
+    let agent = Agent::start(&tb.sandbox, &dir, &logs.path().join("np.log"), &[]);
+    assert!(tb.reaches("z/a", "x/a", support::Port::Tcp80), "the Admin Accept is enforced");
+    let pass = "Admin/Pass admin-override:y-to-x-by-network-policy";
+    // (from, to, port, allowed?, the direction that decides, its verdict, its chain)
+    let cases: [(&str, &str, &str, bool, &str, &str, &[&str]); 6] = [
+        ("z/a", "x/a", "tcp/80", true, "ingress", "decided-by-tier", &["Admin/Accept admin-override:monitoring"]),
+        ("y/b", "x/a", "tcp/80", true, "ingress", "allowed", &[pass, "NetworkPolicy x/allow-yb-to-xa-tcp80"]),
+        ("y/c", "x/a", "tcp/80", false, "ingress", "dropped", &[pass, "NetworkPolicy default drop"]),
+        (
+            "x/b",
+            "x/c",
+            "tcp/80",
+            true,
+            "ingress",
+            "decided-by-tier",
+            &["Baseline/Accept tenant-baseline-x:from-own-tenant"],
+        ),
+        (
+            "y/a",
+            "x/c",
+            "tcp/80",
+            false,
+            "ingress",
+            "decided-by-tier",
+            &[pass, "Baseline/Deny tenant-baseline-x:from-other-tenants"],
+        ),
+        ("x/a", "z/b", "tcp/81", false, "egress", "decided-by-tier", &["Admin/Deny admin-override:no-tcp-81-into-z"]),
+    ];
+    for (from, to, port, allowed, direction, verdict, chain) in cases {
+        let (code, v, stderr) = explain(&tb, &dir, from, to, port);
+        let what = format!("{from} -> {to} {port}: {v}\n{stderr}");
+        assert_eq!(code, Some(if allowed { 0 } else { 1 }), "{what}");
+        assert_eq!(v[direction]["verdict"], verdict, "{what}");
+        assert_eq!(v[direction]["chain"], serde_json::json!(chain), "{what}");
+        assert_eq!(v["trace"]["allowed"], allowed, "OVS's verdict: {what}");
+        assert_eq!(v["trace"]["agrees"], true, "{what}");
+        if verdict == "decided-by-tier" {
+            let id = v[direction]["rule"]["conjunction_id"].as_u64().expect("conjunction id");
+            let flows = tb.sandbox.ofctl(&["dump-flows"]);
+            let on_bridge = flows.contains(&format!("conj_id={id},")) || flows.contains(&format!("conj_id={id} "));
+            assert!(on_bridge, "conj_id={id} not on the bridge:\n{flows}");
+        }
+    }
+    assert!(agent.stop().success());
+}
+
 #[test]
 fn cli_errors_exit_2_naming_the_culprit() {
     let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/manifests");

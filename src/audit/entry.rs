@@ -7,7 +7,8 @@ use crate::compiler::cluster::pass_reg;
 use crate::compiler::userdata::{Disposition, LogUserdata, SecurityEvent};
 pub use crate::compiler::Direction;
 use crate::compiler::{flow, tables, ClusterRuleInfo};
-use crate::model::cluster_policy::{Action, Tier};
+use crate::model::cluster_policy::Tier;
+use crate::model::tiers;
 use crate::model::ObjectRef;
 use std::borrow::Cow;
 use std::net::IpAddr;
@@ -36,37 +37,11 @@ impl RuleMeta {
     /// for a NetworkPolicy's.
     pub fn step(&self) -> String {
         match self.cluster {
-            Some(c) => {
-                let mut s = format!("{}/{} {}", tier_str(c.tier), action_str(c.action), self.policy.name);
-                if let Some(rule) = &self.rule_name {
-                    s.push(':');
-                    s.push_str(rule);
-                }
-                s
-            }
-            None => format!("NetworkPolicy {}", self.policy),
+            Some(c) => tiers::cluster_step(c.tier, c.action, &self.policy.name, self.rule_name.as_deref()),
+            None => tiers::network_policy_step(Some(&self.policy)),
         }
     }
 }
-
-/// `Admin` or `Baseline`.
-pub fn tier_str(tier: Tier) -> &'static str {
-    match tier {
-        Tier::Admin => "Admin",
-        Tier::Baseline => "Baseline",
-    }
-}
-
-fn action_str(action: Action) -> &'static str {
-    match action {
-        Action::Accept => "Accept",
-        Action::Deny => "Deny",
-        Action::Pass => "Pass",
-    }
-}
-
-/// The step of a NetworkPolicy default drop in a decision chain.
-const DEFAULT_DROP_STEP: &str = "NetworkPolicy default drop";
 
 /// Answers the questions a packet-in raises. The agent implements it over the compiler's rule
 /// table and the model; it keeps rules deleted a moment ago resolvable for a grace period, so
@@ -334,7 +309,7 @@ pub fn entry_from_packet_in(
 fn chain(pi: &ofp::packet_in2::PacketIn2, judged: &Judgement, resolver: &(impl RuleResolver + ?Sized)) -> Vec<String> {
     let own = match (&judged.policy, &judged.rule) {
         (PolicyRef::Cluster(_) | PolicyRef::Policy(_), Some(rule)) => rule.step(),
-        (PolicyRef::DefaultDrop, _) => DEFAULT_DROP_STEP.to_string(),
+        (PolicyRef::DefaultDrop, _) => tiers::network_policy_step(None),
         _ => return Vec::new(),
     };
     let passed = pi

@@ -29,7 +29,7 @@
 //! packets ends with ` [N packets in D]`, D in Go's `time.Duration` notation.
 
 use super::dedup::Record;
-use super::entry::{tier_str, AuditEntry, PolicyRef};
+use super::entry::{AuditEntry, PolicyRef};
 use super::packet::protocol_name;
 use super::timefmt::{push_go_duration, push_go_log_timestamp, push_padded, push_rfc3339_nanos, Fixed};
 use crate::model::ObjectRef;
@@ -339,7 +339,7 @@ fn json(r: &Record, node: &str, out: &mut Vec<u8>) {
         isolated_by: matches!(e.policy, PolicyRef::DefaultDrop | PolicyRef::StagedDrop)
             .then(|| e.isolated_by.iter().map(|p| JsonPolicyName { namespace: &p.namespace, name: &p.name }).collect()),
         via_service: e.via_service,
-        tier: e.tier.map(|(t, _)| tier_str(t)),
+        tier: e.tier.map(|(t, _)| t.as_str()),
         tier_priority: e.tier.map(|(_, p)| p),
         chain: &e.chain,
         count: r.count,

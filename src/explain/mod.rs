@@ -17,8 +17,9 @@ pub(crate) mod render;
 pub mod staged;
 pub mod trace;
 
-use crate::compiler::tables::priority;
-use crate::compiler::{flows_text, Compiler, Direction, FlowTable};
+use crate::compiler::{flows_text, Compiler, Direction, FlowKey, FlowTable, FlowValue};
+use crate::model::cluster_policy::{Action, Tier};
+use crate::model::tiers;
 use crate::model::{LocalPort, Model, ObjectRef, Pod, PortRef};
 use ofp::Oxm;
 use packet::Packet;
@@ -136,10 +137,40 @@ pub struct AllowingRule {
     pub flows: Vec<String>,
 }
 
+/// A ClusterNetworkPolicy rule a direction met: the one that decided it, or a Pass on the way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TierRule {
+    /// `Admin` or `Baseline`.
+    pub tier: &'static str,
+    /// The ClusterNetworkPolicy's name.
+    pub policy: String,
+    /// Its `spec.priority` in its tier.
+    pub policy_priority: u16,
+    /// The rule's name, when it has one.
+    pub rule: Option<String>,
+    /// Index in the policy's `spec.ingress` or `spec.egress`.
+    pub rule_index: u32,
+    /// `Accept`, `Deny` or `Pass`.
+    pub action: &'static str,
+    pub(crate) conjunction_id: u32,
+    /// The OpenFlow priority of its flows (the tier's order).
+    pub priority: u16,
+    /// Cookie of its `conj_id` flow, in hex.
+    pub cookie: String,
+    /// The desired flows that make it up, as for [`AllowingRule::flows`].
+    pub flows: Vec<String>,
+    /// Its step in the decision chain.
+    #[serde(skip)]
+    step: String,
+}
+
 /// The answer for one direction.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "verdict", rename_all = "kebab-case")]
 pub enum Verdict {
+    /// A ClusterNetworkPolicy rule decided (Accept or Deny), in the Admin tier before any
+    /// NetworkPolicy or in the Baseline tier for a pod no NetworkPolicy isolates.
+    DecidedByTier { rule: TierRule },
     /// This end is not a local pod: nothing in this direction is enforced here.
     NotEnforced { reason: String },
     /// No policy selects the pod for this direction: allowed by default.
@@ -157,7 +188,11 @@ pub enum Verdict {
 impl Verdict {
     /// Whether this direction lets the connection through.
     pub(crate) fn allows(&self) -> bool {
-        !matches!(self, Verdict::Dropped { .. })
+        match self {
+            Verdict::Dropped { .. } => false,
+            Verdict::DecidedByTier { rule } => rule.action != "Deny",
+            _ => true,
+        }
     }
 }
 
@@ -170,6 +205,14 @@ pub struct DirectionAnswer {
     pub endpoint: String,
     #[serde(flatten)]
     pub verdict: Verdict,
+    /// The Pass rules the connection met on the way (the Admin tier's, then the Baseline
+    /// tier's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub passed: Vec<TierRule>,
+    /// The decision chain, tier by tier, as the audit log's JSON lines write it; empty when
+    /// no ClusterNetworkPolicy rule spoke.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chain: Vec<String>,
 }
 
 /// The whole answer.
@@ -291,46 +334,119 @@ fn connection_end(model: &Model, pod: Option<(&ObjectRef, &Pod)>, ip: IpAddr) ->
 }
 
 fn answer(compiler: &Compiler, direction: Direction, end: &ConnectionEnd, pkt: &Packet) -> DirectionAnswer {
+    let mut passed = Vec::new();
     let verdict = match (end.pod, end.ofport) {
         (false, _) => Verdict::NotEnforced { reason: format!("{} is not a pod", end.name) },
         (true, None) => Verdict::NotEnforced { reason: format!("{} has no port on this bridge", end.name) },
-        (true, Some(ofport)) => {
-            let isolated_by: Vec<String> = compiler.isolating(direction, ofport).map(ToString::to_string).collect();
-            if isolated_by.is_empty() {
-                Verdict::NotIsolated
-            } else {
-                let rules = allowing_rules(compiler, direction, pkt);
-                if rules.is_empty() {
-                    Verdict::Dropped { isolated_by }
-                } else {
-                    Verdict::Allowed { isolated_by, rules }
-                }
-            }
-        }
+        (true, Some(ofport)) => tiers_answer(compiler, direction, ofport, pkt, &mut passed),
     };
-    DirectionAnswer { direction: direction.as_str(), endpoint: end.name.clone(), verdict }
+    let chain = chain(&verdict, &passed);
+    DirectionAnswer { direction: direction.as_str(), endpoint: end.name.clone(), verdict, passed, chain }
+}
+
+/// The Admin tier, the NetworkPolicies, the Baseline tier, in turn, for the local pod on
+/// `ofport`; the Pass rules met go to `passed`.
+fn tiers_answer(
+    compiler: &Compiler,
+    direction: Direction,
+    ofport: u32,
+    pkt: &Packet,
+    passed: &mut Vec<TierRule>,
+) -> Verdict {
+    if let Some(rule) = tier_rule(compiler, Tier::Admin, direction, pkt) {
+        if rule.action != Action::Pass.as_str() {
+            return Verdict::DecidedByTier { rule };
+        }
+        passed.push(rule);
+    }
+    let isolated_by: Vec<String> = compiler.isolating(direction, ofport).map(ToString::to_string).collect();
+    if !isolated_by.is_empty() {
+        let rules = allowing_rules(compiler, direction, pkt);
+        return if rules.is_empty() {
+            Verdict::Dropped { isolated_by }
+        } else {
+            Verdict::Allowed { isolated_by, rules }
+        };
+    }
+    match tier_rule(compiler, Tier::Baseline, direction, pkt) {
+        Some(rule) if rule.action != Action::Pass.as_str() => Verdict::DecidedByTier { rule },
+        Some(rule) => {
+            passed.push(rule);
+            Verdict::NotIsolated
+        }
+        None => Verdict::NotIsolated,
+    }
+}
+
+/// The decision chain of a direction's answer: its Pass rules, then what decided; empty when
+/// no ClusterNetworkPolicy rule spoke.
+fn chain(verdict: &Verdict, passed: &[TierRule]) -> Vec<String> {
+    let step = |r: &TierRule| r.step.clone();
+    let last = match verdict {
+        Verdict::DecidedByTier { rule } => Some(step(rule)),
+        _ if passed.is_empty() => return Vec::new(),
+        Verdict::Allowed { rules, .. } => rules.first().map(|r| format!("NetworkPolicy {}", r.policy)),
+        Verdict::Dropped { .. } => Some(tiers::network_policy_step(None)),
+        _ => None,
+    };
+    passed.iter().map(step).chain(last).collect()
+}
+
+/// The first rule of `tier` (its highest-priority complete conjunction) that the packet meets
+/// in `direction`.
+fn tier_rule(compiler: &Compiler, tier: Tier, direction: Direction, pkt: &Packet) -> Option<TierRule> {
+    let flows = compiler.flows();
+    let table = direction.tier_table(tier);
+    let (rule, completed) = packet::completed_conjunctions(flows, table, pkt)
+        .into_iter()
+        .filter_map(|c| compiler.rules().rule(c.id).filter(|r| !r.deleted).map(|r| (r, c)))
+        .max_by_key(|(r, _)| r.priority)?;
+    let info = rule.cluster?;
+    let conj = first_packet_conj_flow(flows, table, completed.id)?;
+    Some(TierRule {
+        tier: info.tier.as_str(),
+        policy: rule.policy.name.to_string(),
+        policy_priority: info.policy_priority,
+        rule: rule.name.clone(),
+        rule_index: rule.index,
+        action: info.action.as_str(),
+        conjunction_id: completed.id,
+        priority: rule.priority,
+        cookie: format!("{:#x}", rule.cookie),
+        flows: made_of(compiler, &completed, conj),
+        step: tiers::cluster_step(info.tier, info.action, &rule.policy.name, rule.name.as_deref()),
+    })
+}
+
+/// The `conj_id` flow of conjunction `id` in `table` that a connection's first packet meets
+/// (with logging, the one of `ct_state=+new`; a Deny's matches every packet).
+fn first_packet_conj_flow(flows: &FlowTable, table: u8, id: u32) -> Option<(&FlowKey, &FlowValue)> {
+    flows.iter().find(|(k, _)| {
+        k.table == table
+            && k.match_.fields.contains(&Oxm::ConjId(id))
+            && k.match_.fields.iter().all(|f| matches!(f, Oxm::ConjId(_)) || packet::first_packet_state(f))
+    })
+}
+
+/// The flows of a conjunction, in `ovs-ofctl dump-flows` text: the clause flows the packet
+/// matched and its `conj_id` flow.
+fn made_of(compiler: &Compiler, c: &packet::Completed, conj: (&FlowKey, &FlowValue)) -> Vec<String> {
+    let flows = compiler.flows();
+    let mut made_of: FlowTable =
+        c.clauses.iter().filter_map(|k| flows.get_key_value(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    made_of.insert(conj.0.clone(), conj.1.clone());
+    flows_text(&made_of, &compiler.port_names()).into_iter().map(|l| l.trim_start().to_string()).collect()
 }
 
 /// The rules of `direction` whose conjunction the packet completes.
 fn allowing_rules(compiler: &Compiler, direction: Direction, pkt: &Packet) -> Vec<AllowingRule> {
     let flows = compiler.flows();
     let table = direction.rule_table();
-    let names = compiler.port_names();
     packet::completed_conjunctions(flows, table, pkt)
         .into_iter()
         .filter_map(|c| {
             let rule = compiler.rules().rule(c.id).filter(|r| !r.deleted)?;
-            // The `conj_id` flow a connection's first packet meets (with logging, the one of
-            // `ct_state=+new`).
-            let conj_flow = flows.iter().find(|(k, _)| {
-                k.table == table
-                    && k.priority == priority::CONJ
-                    && k.match_.fields.contains(&Oxm::ConjId(c.id))
-                    && k.match_.fields.iter().all(|f| matches!(f, Oxm::ConjId(_)) || packet::first_packet_state(f))
-            })?;
-            let mut made_of: FlowTable =
-                c.clauses.iter().filter_map(|k| flows.get_key_value(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-            made_of.insert(conj_flow.0.clone(), conj_flow.1.clone());
+            let conj_flow = first_packet_conj_flow(flows, table, c.id)?;
             Some(AllowingRule {
                 policy: rule.policy.to_string(),
                 direction: rule.direction.as_str(),
@@ -338,7 +454,7 @@ fn allowing_rules(compiler: &Compiler, direction: Direction, pkt: &Packet) -> Ve
                 conjunction_id: c.id,
                 cookie: format!("{:#x}", rule.cookie),
                 ports: rule.ports.iter().map(render::port_range).collect(),
-                flows: flows_text(&made_of, &names).into_iter().map(|l| l.trim_start().to_string()).collect(),
+                flows: made_of(compiler, &c, conj_flow),
             })
         })
         .collect()

@@ -4,7 +4,6 @@
 //! them.
 
 use crate::compiler::flow::{FlowKey, FlowTable};
-use crate::compiler::tables::priority;
 use ofp::{Action, Instruction, Masked, Oxm};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -32,11 +31,12 @@ pub(crate) struct Completed {
     pub(crate) clauses: Vec<FlowKey>,
 }
 
-/// The conjunctions of `table` whose every clause has a flow matching `pkt`.
+/// The conjunctions of `table` whose every clause has a flow matching `pkt` (of any
+/// priority: a tier's rules each have their own).
 pub(crate) fn completed_conjunctions(flows: &FlowTable, table: u8, pkt: &Packet) -> Vec<Completed> {
     // id -> (number of clauses, clause -> matching flows)
     let mut seen: BTreeMap<u32, (u8, BTreeMap<u8, Vec<FlowKey>>)> = BTreeMap::new();
-    for (key, value) in flows.iter().filter(|(k, _)| k.table == table && k.priority == priority::NORMAL) {
+    for (key, value) in flows.iter().filter(|(k, _)| k.table == table) {
         if !key.match_.fields.iter().all(|f| field_matches(f, pkt)) {
             continue;
         }

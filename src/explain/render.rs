@@ -2,7 +2,7 @@
 
 use super::staged::{StagedDifference, StagedExplanation};
 use super::trace::TraceVerdict;
-use super::{query, ConnectionEnd, DirectionAnswer, Explanation, Verdict};
+use super::{query, ConnectionEnd, DirectionAnswer, Explanation, TierRule, Verdict};
 use crate::compiler::PortRange;
 use std::fmt::Write;
 
@@ -63,6 +63,14 @@ fn direction(out: &mut String, d: &DirectionAnswer) {
                 isolated_by.join(", ")
             )
         }
+        Verdict::DecidedByTier { rule } => {
+            let verdict = if rule.action == "Deny" { "DROPPED" } else { "allowed" };
+            let _ = writeln!(out, "{head}: {verdict} by {}", tier_rule(rule));
+            for f in &rule.flows {
+                let _ = writeln!(out, "      {f}");
+            }
+            Ok(())
+        }
         Verdict::Allowed { isolated_by, rules } => {
             let _ = writeln!(out, "{head}: allowed (isolated by {})", isolated_by.join(", "));
             for r in rules {
@@ -83,6 +91,22 @@ fn direction(out: &mut String, d: &DirectionAnswer) {
             Ok(())
         }
     };
+    for p in &d.passed {
+        let _ = writeln!(out, "    passed on by {}", tier_rule(p));
+    }
+    if !d.chain.is_empty() {
+        let _ = writeln!(out, "    decision chain: {}", d.chain.join(" -> "));
+    }
+}
+
+/// `ClusterNetworkPolicy <name> rule <name or index> (<tier> tier, priority <n>: <action>;
+/// conjunction <id>, cookie <c>)`.
+fn tier_rule(r: &TierRule) -> String {
+    let rule = r.rule.clone().unwrap_or_else(|| r.rule_index.to_string());
+    format!(
+        "ClusterNetworkPolicy {} rule {rule} ({} tier, priority {}: {}; conjunction {}, cookie {})",
+        r.policy, r.tier, r.policy_priority, r.action, r.conjunction_id, r.cookie
+    )
 }
 
 /// The staged verdict: its headline (with `WouldDrop` or `WouldAllow` and why when it differs

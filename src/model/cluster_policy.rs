@@ -34,6 +34,14 @@ pub enum Tier {
 impl Tier {
     /// Both tiers, in the order they are judged.
     pub const ALL: [Tier; 2] = [Tier::Admin, Tier::Baseline];
+
+    /// `Admin` or `Baseline`, as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Admin => "Admin",
+            Tier::Baseline => "Baseline",
+        }
+    }
 }
 
 /// What a rule does with a connection it matches.
@@ -45,6 +53,17 @@ pub enum Action {
     Deny,
     /// On to the next tier.
     Pass,
+}
+
+impl Action {
+    /// `Accept`, `Deny` or `Pass`, as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Accept => "Accept",
+            Action::Deny => "Deny",
+            Action::Pass => "Pass",
+        }
+    }
 }
 
 /// Pods, by their namespace's labels and their own.

@@ -91,6 +91,26 @@ pub enum Step<'a> {
     Default,
 }
 
+/// A ClusterNetworkPolicy rule's step in a decision chain, as the audit log and `explain`
+/// write it: `Admin/Pass <policy>`, with `:<rule>` when the rule has a name.
+pub fn cluster_step(tier: Tier, action: Action, policy: &str, rule: Option<&str>) -> String {
+    let mut s = format!("{}/{} {policy}", tier.as_str(), action.as_str());
+    if let Some(rule) = rule {
+        s.push(':');
+        s.push_str(rule);
+    }
+    s
+}
+
+/// The NetworkPolicies' step in a decision chain: the policy whose rule allowed
+/// (`NetworkPolicy <ns>/<name>`), or the isolated pod's default drop.
+pub fn network_policy_step(allowed_by: Option<&super::ObjectRef>) -> String {
+    match allowed_by {
+        Some(p) => format!("NetworkPolicy {p}"),
+        None => "NetworkPolicy default drop".to_string(),
+    }
+}
+
 /// The first rule of `tier` among `policies` that matches `conn`, in upstream's order.
 pub fn first_match<'a>(policies: &'a [ClusterPolicy], tier: Tier, conn: &Connection) -> Option<Decided<'a>> {
     let in_tier = in_order(policies, tier).into_iter().filter(|p| selects(&p.subject, &conn.subject));
