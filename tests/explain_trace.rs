@@ -95,6 +95,9 @@ fn trace_agrees_with_explain_on_a_live_bridge() {
     assert!(agent.stop().success());
 }
 
+/// (from, to, port, allowed?, the direction that decides, its verdict, its chain)
+type Case<'a> = (&'a str, &'a str, &'a str, bool, &'a str, &'a str, &'a [&'a str]);
+
 /// The README's worked ClusterNetworkPolicy example (testbed/examples): explain names the tier
 /// and the rule that decided, the Pass rules on the way and the decision chain, and OVS agrees.
 #[test]
@@ -110,8 +113,7 @@ fn trace_agrees_with_explain_across_the_tiers() {
     let agent = Agent::start(&tb.sandbox, &dir, &logs.path().join("np.log"), &[]);
     assert!(tb.reaches("z/a", "x/a", support::Port::Tcp80), "the Admin Accept is enforced");
     let pass = "Admin/Pass admin-override:y-to-x-by-network-policy";
-    // (from, to, port, allowed?, the direction that decides, its verdict, its chain)
-    let cases: [(&str, &str, &str, bool, &str, &str, &[&str]); 6] = [
+    let cases: [Case; 6] = [
         ("z/a", "x/a", "tcp/80", true, "ingress", "decided-by-tier", &["Admin/Accept admin-override:monitoring"]),
         ("y/b", "x/a", "tcp/80", true, "ingress", "allowed", &[pass, "NetworkPolicy x/allow-yb-to-xa-tcp80"]),
         ("y/c", "x/a", "tcp/80", false, "ingress", "dropped", &[pass, "NetworkPolicy default drop"]),
