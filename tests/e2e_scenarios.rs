@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use harness::{run_step, scenarios_dir, selected, wait_all_allowed, Layout, ScenarioBed};
+use harness::{run_scenarios, scenarios_dir, wait_all_allowed, Layout, ScenarioBed};
 use scenario::{obj_key, Base, PodId, Scenario};
 use support::agent::Agent;
 use support::Testbed;
@@ -52,50 +52,7 @@ fn scenarios_on_the_testbed() {
     let took = wait_all_allowed(&tb, &mut agent, &served, &all_pairs, Duration::from_secs(20));
     eprintln!("npagent up, all pods and outside hosts reachable after {:.1} s", took.as_secs_f64());
 
-    let mut failed = Vec::new();
-    let mut passed = 0;
-    let mut slowest = (Duration::ZERO, String::new());
-    for s in scenarios.iter().filter(|s| selected(s)) {
-        let mut ok = true;
-        for (i, step) in s.steps.iter().enumerate() {
-            let r = run_step(&tb, &agent, &base, &served, &mut dir, step);
-            let label =
-                if s.steps.len() > 1 { format!("{} step {} ({})", s.file, i + 1, step.doc) } else { s.file.clone() };
-            if r.ok && r.elapsed > slowest.0 {
-                slowest = (r.elapsed, label.clone());
-            }
-            if r.ok {
-                eprintln!(
-                    "ok    {label} (matched {:.2} s after the write, probe rounds included)",
-                    r.elapsed.as_secs_f64()
-                );
-            } else {
-                eprintln!("FAIL  {label}\n  {}\n{}", s.doc.trim(), r.report);
-                failed.push(label);
-                ok = false;
-                break;
-            }
-            if !agent.alive() {
-                eprintln!("npagent exited:\n{}", agent.log_tail(40));
-                failed.push(format!("{label}: npagent exited"));
-                ok = false;
-                break;
-            }
-        }
-        if ok {
-            passed += 1;
-        }
-        dir.reset();
-        if !agent.alive() {
-            break;
-        }
-    }
-    eprintln!(
-        "{passed} scenarios passed, {} failed; slowest match {:.2} s ({})",
-        failed.len(),
-        slowest.0.as_secs_f64(),
-        slowest.1
-    );
+    let failed = run_scenarios(&tb, &mut agent, &base, &served, &mut dir, &scenarios);
     let status = agent.stop_report();
     assert!(failed.is_empty(), "failed scenarios:\n  {}\n(npagent: {status})", failed.join("\n  "));
 }

@@ -649,3 +649,69 @@ pub fn wait_all_allowed(
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// Runs the scenarios `$NPA_SCENARIOS` selects ([`selected`]), one after the other, each step
+/// with [`run_step`], printing `ok` or `FAIL` per step (a failure with the scenario's doc, the
+/// upstream test it ports and the step's report); a scenario stops at its first failing step
+/// and the directory is reset after each. Returns the failed steps' labels (`FILE step N
+/// (TITLE)`); stops early when the agent has exited.
+pub fn run_scenarios(
+    tb: &Testbed,
+    agent: &mut Agent,
+    base: &Base,
+    served: &BTreeSet<PortKey>,
+    dir: &mut ManifestDir,
+    scenarios: &[Scenario],
+) -> Vec<String> {
+    let mut failed = Vec::new();
+    let mut passed = 0;
+    let mut slowest = (Duration::ZERO, String::new());
+    for s in scenarios.iter().filter(|s| selected(s)) {
+        let mut ok = true;
+        for (i, step) in s.steps.iter().enumerate() {
+            let r = run_step(tb, agent, base, served, dir, step);
+            let label = if s.steps.len() > 1 {
+                format!("{} step {} ({})", s.file, i + 1, step.title())
+            } else {
+                s.file.clone()
+            };
+            if r.ok && r.elapsed > slowest.0 {
+                slowest = (r.elapsed, label.clone());
+            }
+            if r.ok {
+                eprintln!(
+                    "ok    {label} (matched {:.2} s after the write, probe rounds included)",
+                    r.elapsed.as_secs_f64()
+                );
+            } else {
+                let upstream = s.upstream.as_ref().map_or(String::new(), |u| {
+                    format!("\n  upstream: {} ({}@{}, {})", u.test, u.repo, u.commit, u.file)
+                });
+                eprintln!("FAIL  {label}\n  {}{upstream}\n{}", s.doc.trim(), r.report);
+                failed.push(label);
+                ok = false;
+                break;
+            }
+            if !agent.alive() {
+                eprintln!("npagent exited:\n{}", agent.log_tail(40));
+                failed.push(format!("{label}: npagent exited"));
+                ok = false;
+                break;
+            }
+        }
+        if ok {
+            passed += 1;
+        }
+        dir.reset();
+        if !agent.alive() {
+            break;
+        }
+    }
+    eprintln!(
+        "{passed} scenarios passed, {} failed; slowest match {:.2} s ({})",
+        failed.len(),
+        slowest.0.as_secs_f64(),
+        slowest.1
+    );
+    failed
+}
