@@ -6,19 +6,22 @@
       UDP datagrams. Writes FILE (its pid) once every socket is bound. With --log-peers it
       prints PROTO/PORT and the peer's address for each connection and datagram.
 
-  probe.py probe-from FROM [--timeout S] TARGET...
+  probe.py probe-from FROM [--timeout S] [--ports P,...] TARGET...
       Run inside the network namespace of pod FROM (ns/name). TARGET is ns/name=IP, or
       ns/name=IP:BASE for ports moved to BASE (a NodePort: 30000 stands for 80, 30001 for 81,
       and the target's name stays the pod's). Probes
-      every target on every port at once and prints one line per probe:
+      every target on every port (--ports: PROTO/NUMBER, PROTO tcp or udp; by default
+      tcp/80,tcp/81,udp/80) at once and prints one line per probe:
           FROM TO PROTO/PORT 1|0
       TCP counts as reachable when the handshake completes, UDP when the echo comes back.
 
-  probe.py matrix STATE_DIR [--timeout S] [--from ID,...] [--to ID,...] [--outside] [--table]
+  probe.py matrix STATE_DIR [--timeout S] [--from ID,...] [--to ID,...] [--ports P,...]
+                  [--outside] [--table]
       Probe all pairs of the testbed in STATE_DIR (its pods.tsv) in parallel, one probe-from
       per source through `ip netns exec`. --from and --to may name pods and outside hosts
       (outside.tsv, ids outside/NAME); without them every pod is a source and a target, and
-      with --outside every outside host too. Prints the probe lines sorted, or with --table
+      with --outside every outside host too; --ports as for probe-from. Prints the probe
+      lines sorted, or with --table
       one truth table per port in the style of upstream Kubernetes' netpol e2e tests
       ('.' reachable, 'X' not).
 """
@@ -71,7 +74,17 @@ def serve(args):
                 pass
 
 
-def probe_from(src, targets, timeout):
+def parse_ports(text):
+    """tcp/80,udp/53 -> ("tcp/80", "udp/53"), checked."""
+    ports = tuple(p.strip() for p in text.split(",") if p.strip())
+    for p in ports:
+        proto, _, num = p.partition("/")
+        if proto not in ("tcp", "udp") or not num.isdigit() or not 0 < int(num) < 65536:
+            raise SystemExit("bad port %r (tcp/N or udp/N)" % p)
+    return ports
+
+
+def probe_from(src, targets, timeout, ports=PORTS):
     """Probe every (target, port) concurrently; returns {(to, port): bool}."""
     sel = selectors.DefaultSelector()
     result = {}
@@ -83,7 +96,7 @@ def probe_from(src, targets, timeout):
         if ":" in ip:
             ip, base = ip.split(":", 1)
             shift = int(base) - 80
-        for port in PORTS:
+        for port in ports:
             proto, num = port.split("/")
             num = int(num) + shift
             result[(name, port)] = False
@@ -137,7 +150,7 @@ def probe_from(src, targets, timeout):
 
 
 def cmd_probe_from(args):
-    res = probe_from(args.src, args.targets, args.timeout)
+    res = probe_from(args.src, args.targets, args.timeout, parse_ports(args.ports))
     for (to, port), ok in sorted(res.items()):
         print("%s %s %s %d" % (args.src, to, port, 1 if ok else 0))
 
@@ -157,6 +170,7 @@ def read_hosts(state, table):
 
 
 def cmd_matrix(args):
+    parse_ports(args.ports)  # refused here, not once per source
     pods = read_hosts(args.state, "pods.tsv")
     outside = read_hosts(args.state, "outside.tsv")
     default = pods + outside if args.outside else pods
@@ -173,7 +187,7 @@ def cmd_matrix(args):
     procs = []
     for p in srcs:
         cmd = ["ip", "netns", "exec", p["netns"], sys.executable, me, "probe-from",
-               "--timeout", str(args.timeout), p["id"]] + targets
+               "--timeout", str(args.timeout), "--ports", args.ports, p["id"]] + targets
         procs.append((p, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     lines = []
     failed = False
@@ -188,21 +202,21 @@ def cmd_matrix(args):
         return 1
     lines.sort()
     if args.table:
-        print_tables(lines, [p["id"] for p in srcs], [p["id"] for p in dsts])
+        print_tables(lines, [p["id"] for p in srcs], [p["id"] for p in dsts], parse_ports(args.ports))
     else:
         for l in lines:
             print(l)
     return 0
 
 
-def print_tables(lines, srcs, dsts):
+def print_tables(lines, srcs, dsts, ports):
     got = {}
     for l in lines:
         f, t, port, ok = l.split()
         got[(f, t, port)] = ok == "1"
-    width = max(len(p) for p in PORTS + tuple(srcs) + tuple(dsts)) + 1
+    width = max(len(p) for p in ports + tuple(srcs) + tuple(dsts)) + 1
     cell = lambda s: s.ljust(width)
-    for port in PORTS:
+    for port in ports:
         print((cell(port) + "".join(cell(t) for t in dsts)).rstrip())
         for f in srcs:
             row = "".join(cell("." if got.get((f, t, port)) else "X") for t in dsts)
@@ -223,11 +237,13 @@ def main():
     p.add_argument("src")
     p.add_argument("targets", nargs="*")
     p.add_argument("--timeout", type=float, default=0.5)
+    p.add_argument("--ports", default=",".join(PORTS))
     m = sub.add_parser("matrix")
     m.add_argument("state")
     m.add_argument("--timeout", type=float, default=float(os.environ.get("NPA_PROBE_TIMEOUT", "0.5")))
     m.add_argument("--from", dest="src", default="")
     m.add_argument("--to", default="")
+    m.add_argument("--ports", default=",".join(PORTS))
     m.add_argument("--outside", action="store_true", help="outside hosts too, by default")
     m.add_argument("--table", action="store_true")
     args = ap.parse_args()

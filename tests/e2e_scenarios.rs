@@ -20,113 +20,20 @@ mod harness;
 #[path = "e2e_scenarios/scenario.rs"]
 mod scenario;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use harness::{flows_command_diff, probed_port, scenarios_dir, selected, trace_all, ManifestDir, ScenarioBed};
-use scenario::{all_probes, mismatches, obj_key, truth_table, Base, Observed, PodId, PortKey, Probe, Scenario, Step};
+use harness::{run_scenarios, scenarios_dir, wait_all_allowed, Layout, ScenarioBed};
+use scenario::{obj_key, Base, PodId, Scenario};
 use support::agent::Agent;
 use support::Testbed;
 
 /// The testbed's standard manifests in the repository.
 fn repo_manifests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/manifests")
-}
-
-/// How long after writing a step's manifests a matching probe still has to be confirmed (the
-/// agent's convergence bound is 1 s; a match earlier than that may be the previous state).
-const SETTLE: Duration = Duration::from_millis(1200);
-/// Give up on a step this long after writing its manifests.
-const DEADLINE: Duration = Duration::from_secs(5);
-
-/// Probes everything `probes` names (among `endpoints`): real traffic for the probed ports,
-/// traces for the rest.
-fn observe(tb: &Testbed, endpoints: &BTreeSet<PodId>, probes: &[Probe]) -> (Observed, Vec<String>) {
-    tb.sandbox.flush_datapath();
-    let ids: Vec<String> = endpoints.iter().map(PodId::to_string).collect();
-    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-    let reach = tb.probe(&ids, &ids);
-    let mut observed = Observed::new();
-    let mut traced = Vec::new();
-    for p in probes {
-        match probed_port(p.port) {
-            Some(port) => {
-                observed.insert(p.clone(), reach.get(&p.from.to_string(), &p.to.to_string(), port));
-            }
-            None => traced.push(p.clone()),
-        }
-    }
-    let mut errors = Vec::new();
-    if !traced.is_empty() {
-        for (p, v) in trace_all(tb, &tb.hosts(), &traced) {
-            match v {
-                Ok(v) => {
-                    observed.insert(p, v);
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-    }
-    (observed, errors)
-}
-
-/// Outcome of one step.
-struct StepResult {
-    ok: bool,
-    elapsed: Duration,
-    report: String,
-}
-
-fn run_step(tb: &Testbed, agent: &Agent, base: &Base, dir: &mut ManifestDir, step: &Step) -> StepResult {
-    let mut ports: BTreeSet<PortKey> = PortKey::PROBED.into_iter().collect();
-    ports.extend(step.expect.extra_ports());
-    let endpoints = step.expect.endpoints(&base.pods(), &base.outside_hosts());
-    let probes = all_probes(&endpoints, &ports);
-    let start = Instant::now();
-    dir.apply(step);
-    let mut first_match: Option<Duration> = None;
-    loop {
-        let (observed, errors) = observe(tb, &endpoints, &probes);
-        let wrong = mismatches(&step.expect, &probes, &observed);
-        let elapsed = start.elapsed();
-        if wrong.is_empty() && errors.is_empty() {
-            let at = *first_match.get_or_insert(elapsed);
-            if elapsed >= SETTLE {
-                let differ = flows_command_diff(tb, &dir.dir);
-                let report = if differ.is_empty() {
-                    String::new()
-                } else {
-                    format!("`npagent flows` and the bridge differ:\n  {}\n", differ.join("\n  "))
-                };
-                return StepResult { ok: differ.is_empty(), elapsed: at, report };
-            }
-            std::thread::sleep(SETTLE.saturating_sub(elapsed));
-            continue;
-        }
-        first_match = None;
-        if elapsed >= DEADLINE {
-            let mut report =
-                format!("{} of {} probes wrong after {:.1} s:\n", wrong.len(), probes.len(), elapsed.as_secs_f64());
-            for (p, want, got) in &wrong {
-                let v = |b: bool| if b { "allow" } else { "deny" };
-                report.push_str(&format!("  {p}: expected {}, observed {}\n", v(*want), got.map_or("nothing", v)));
-            }
-            for e in &errors {
-                report.push_str(&format!("  error: {e}\n"));
-            }
-            report.push_str("truth tables (. allowed, x denied, as expected; X denied but expected allowed; A allowed but expected denied):\n");
-            report.push_str(&truth_table(&step.expect, &endpoints, &ports, &observed));
-            report.push_str("flows:\n");
-            for f in tb.sandbox.dump_flows() {
-                report.push_str(&format!("  {f}\n"));
-            }
-            report.push_str(&format!("agent log (tail):\n{}\n", agent.log_tail(30)));
-            return StepResult { ok: false, elapsed, report };
-        }
-    }
 }
 
 #[test]
@@ -138,81 +45,14 @@ fn scenarios_on_the_testbed() {
     assert_eq!(outside, Testbed::planned_outside_hosts(), "the outside hosts are the planned ones");
     let endpoints: BTreeSet<PodId> = pods.iter().chain(&base.outside_hosts()).cloned().collect();
     let mut agent = Agent::spawn(&tb.sandbox, &tb.manifests_dir(), &tb.sandbox.dir.join("npagent.log"), &[]);
+    let served = Layout::Standard.served_ports();
 
     // The pipeline has to be in place before anything is reachable (fail_mode=secure).
-    let baseline = Step {
-        doc: "baseline".into(),
-        policies: vec![],
-        patched: BTreeMap::new(),
-        expect: scenario::Expectation { lines: vec![] },
-    };
-    let started = Instant::now();
-    let mut up = false;
-    while started.elapsed() < Duration::from_secs(20) {
-        if !agent.alive() {
-            break;
-        }
-        let probes = all_probes(&endpoints, &PortKey::PROBED.into_iter().collect());
-        let (observed, _) = observe(&tb, &endpoints, &probes);
-        if mismatches(&baseline.expect, &probes, &observed).is_empty() {
-            up = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(
-        up,
-        "npagent did not make the testbed reachable within 20 s (alive: {}):\n{}\nflows:\n{}",
-        agent.alive(),
-        agent.log_tail(40),
-        tb.sandbox.dump_flows().join("\n")
-    );
-    eprintln!("npagent up, all pods and outside hosts reachable after {:.1} s", started.elapsed().as_secs_f64());
+    let all_pairs = scenario::all_probes(&endpoints, &served);
+    let took = wait_all_allowed(&tb, &mut agent, &served, &all_pairs, Duration::from_secs(20));
+    eprintln!("npagent up, all pods and outside hosts reachable after {:.1} s", took.as_secs_f64());
 
-    let mut failed = Vec::new();
-    let mut passed = 0;
-    let mut slowest = (Duration::ZERO, String::new());
-    for s in scenarios.iter().filter(|s| selected(s)) {
-        let mut ok = true;
-        for (i, step) in s.steps.iter().enumerate() {
-            let r = run_step(&tb, &agent, &base, &mut dir, step);
-            let label =
-                if s.steps.len() > 1 { format!("{} step {} ({})", s.file, i + 1, step.doc) } else { s.file.clone() };
-            if r.ok && r.elapsed > slowest.0 {
-                slowest = (r.elapsed, label.clone());
-            }
-            if r.ok {
-                eprintln!(
-                    "ok    {label} (matched {:.2} s after the write, probe rounds included)",
-                    r.elapsed.as_secs_f64()
-                );
-            } else {
-                eprintln!("FAIL  {label}\n  {}\n{}", s.doc.trim(), r.report);
-                failed.push(label);
-                ok = false;
-                break;
-            }
-            if !agent.alive() {
-                eprintln!("npagent exited:\n{}", agent.log_tail(40));
-                failed.push(format!("{label}: npagent exited"));
-                ok = false;
-                break;
-            }
-        }
-        if ok {
-            passed += 1;
-        }
-        dir.reset();
-        if !agent.alive() {
-            break;
-        }
-    }
-    eprintln!(
-        "{passed} scenarios passed, {} failed; slowest match {:.2} s ({})",
-        failed.len(),
-        slowest.0.as_secs_f64(),
-        slowest.1
-    );
+    let failed = run_scenarios(&tb, &mut agent, &base, &served, &mut dir, &scenarios);
     let status = agent.stop_report();
     assert!(failed.is_empty(), "failed scenarios:\n  {}\n(npagent: {status})", failed.join("\n  "));
 }

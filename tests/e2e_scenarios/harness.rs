@@ -1,11 +1,13 @@
 //! What the end-to-end tests need beside the npagent fixture (`support::agent`): a lock that
 //! serialises the timed tests, verdicts beyond the prober: SCTP (the test kernel has none)
 //! and quick per-pair checks through `ofproto/trace`, which reads the switch's flow tables,
-//! not its datapath cache; `npagent flows` held against the bridge; and the agent's manifests
-//! directory as a scenario's steps make it ([`ManifestDir`]).
+//! not its datapath cache; `npagent flows` held against the bridge; the agent's manifests
+//! directory as a scenario's steps make it ([`ManifestDir`]); and a scenario's step run
+//! against the agent until its checks hold ([`run_step`]), on either testbed layout
+//! ([`Layout`]).
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,13 +15,66 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::scenario::{docs_yaml, obj_key, split_docs, Base, ObjKey, PodId, PortKey, Probe, Proto, Scenario, Step};
+use crate::scenario::{
+    docs_yaml, obj_key, split_docs, truth_table, wrong_checks, Base, ObjKey, Observed, PodId, PortKey, Probe, Proto,
+    Scenario, Step,
+};
 use crate::support::agent::{npagent_bin, Agent};
 use crate::support::testbed::{Pod, Port, Testbed};
 
 /// The repository's scenario directory.
 pub fn scenarios_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/scenarios")
+    Layout::Standard.scenarios_dir()
+}
+
+/// A testbed layout (`testbed/testbed up --layout`) and the scenarios written for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// The netpol e2e model's nine pods and the outside hosts; `testbed/scenarios`.
+    Standard,
+    /// The upstream ClusterNetworkPolicy conformance base; `testbed/conformance`, the ported
+    /// tests.
+    Conformance,
+}
+
+impl Layout {
+    /// The directory of its scenarios in the repository.
+    pub fn scenarios_dir(self) -> PathBuf {
+        let dir = match self {
+            Layout::Standard => "testbed/scenarios",
+            Layout::Conformance => "testbed/conformance",
+        };
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)
+    }
+
+    /// Its Namespace and Pod manifests as committed (what the testbed writes for it).
+    pub fn manifests_dir(self) -> PathBuf {
+        let dir = match self {
+            Layout::Standard => "testbed/manifests",
+            Layout::Conformance => "testbed/conformance/manifests",
+        };
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)
+    }
+
+    /// The ports its pods listen on, probed with real packets; other ports of a check are
+    /// traced (SCTP).
+    pub fn served_ports(self) -> BTreeSet<PortKey> {
+        match self {
+            Layout::Standard => PortKey::PROBED.into_iter().collect(),
+            Layout::Conformance => ["tcp/80", "tcp/8080", "udp/53", "udp/5353"]
+                .into_iter()
+                .map(|p| PortKey::parse(p).unwrap_or_else(|e| panic!("{e}")))
+                .collect(),
+        }
+    }
+
+    /// A fresh testbed of this layout (the standard one with its outside hosts).
+    fn start_testbed(self) -> Testbed {
+        match self {
+            Layout::Standard => Testbed::start_with_outside(),
+            Layout::Conformance => Testbed::start_conformance(),
+        }
+    }
 }
 
 /// The testbed the scenarios run on, with its outside hosts, and the scenarios over it.
@@ -31,19 +86,149 @@ pub struct ScenarioBed {
     pub outside: Vec<(String, String)>,
     /// The testbed's objects and outside hosts, the scenarios' base.
     pub base: Base,
-    /// Every scenario of testbed/scenarios.
+    /// Every scenario of the layout's directory.
     pub scenarios: Vec<Scenario>,
 }
 
 impl ScenarioBed {
-    /// Starts the testbed with its outside hosts and loads the scenarios over it.
+    /// Starts the standard testbed with its outside hosts and loads testbed/scenarios over it.
     pub fn start() -> ScenarioBed {
-        let tb = Testbed::start_with_outside();
+        ScenarioBed::start_layout(Layout::Standard)
+    }
+
+    /// Starts a testbed of `layout` and loads its scenarios over it.
+    pub fn start_layout(layout: Layout) -> ScenarioBed {
+        let tb = layout.start_testbed();
         let dir = ManifestDir::open(&tb.manifests_dir());
         let outside: Vec<(String, String)> = tb.outside_hosts().iter().map(|h| (h.id(), h.ip.clone())).collect();
         let base = dir.base().with_outside(&outside).unwrap_or_else(|e| panic!("{e}"));
-        let scenarios = Scenario::load_dir(&scenarios_dir(), &base).unwrap_or_else(|e| panic!("{e}"));
+        let scenarios = Scenario::load_dir(&layout.scenarios_dir(), &base).unwrap_or_else(|e| panic!("{e}"));
         ScenarioBed { tb, dir, outside, base, scenarios }
+    }
+}
+
+/// How long after writing a step's manifests a matching probe still has to be confirmed (the
+/// agent's convergence bound is 1 s; a match earlier than that may be the previous state).
+pub const SETTLE: Duration = Duration::from_millis(1200);
+/// Give up on a step this long after writing its manifests.
+pub const DEADLINE: Duration = Duration::from_secs(5);
+
+/// Observes every probe of `checks`: real packets on the `served` ports (every source of
+/// those probes to every destination, on every one of those ports, at once), traces for the
+/// others. Returns the verdicts and the traces' errors.
+pub fn observe(tb: &Testbed, served: &BTreeSet<PortKey>, checks: &[(Probe, bool)]) -> (Observed, Vec<String>) {
+    tb.sandbox.flush_datapath();
+    let (real, traced): (Vec<&Probe>, Vec<&Probe>) =
+        checks.iter().map(|(p, _)| p).partition(|p| served.contains(&p.port));
+    let mut observed = Observed::new();
+    if !real.is_empty() {
+        let ids = |pick: fn(&Probe) -> String| -> Vec<String> {
+            real.iter().map(|p| pick(p)).collect::<BTreeSet<_>>().into_iter().collect()
+        };
+        let (from, to) = (ids(|p| p.from.to_string()), ids(|p| p.to.to_string()));
+        let ports: Vec<String> =
+            real.iter().map(|p| p.port).collect::<BTreeSet<_>>().iter().map(ToString::to_string).collect();
+        let from: Vec<&str> = from.iter().map(String::as_str).collect();
+        let to: Vec<&str> = to.iter().map(String::as_str).collect();
+        let reach = tb.probe_ports(&from, &to, &ports);
+        for p in real {
+            let key = (p.from.to_string(), p.to.to_string(), p.port.to_string());
+            if let Some(v) = reach.get(&key) {
+                observed.insert(p.clone(), *v);
+            }
+        }
+    }
+    let mut errors = Vec::new();
+    if !traced.is_empty() {
+        let traced: Vec<Probe> = traced.into_iter().cloned().collect();
+        for (p, v) in trace_all(tb, &tb.hosts(), &traced) {
+            match v {
+                Ok(v) => {
+                    observed.insert(p, v);
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+    }
+    (observed, errors)
+}
+
+/// Outcome of one step.
+pub struct StepResult {
+    pub ok: bool,
+    /// When the checks first held for good (or, failed, how long it tried).
+    pub elapsed: Duration,
+    /// What went wrong, to print.
+    pub report: String,
+}
+
+/// Makes `dir` hold `step`'s state and observes the step's checks (see [`Step::checks`]) until
+/// they hold and keep holding after [`SETTLE`], or [`DEADLINE`] passes; then `npagent flows`
+/// has to print exactly the bridge's flows. A failure's report names every wrong check (a
+/// truth table per port for a matrix step, every poke of a step of pokes), the flows and the
+/// agent's log.
+pub fn run_step(
+    tb: &Testbed,
+    agent: &Agent,
+    base: &Base,
+    served: &BTreeSet<PortKey>,
+    dir: &mut ManifestDir,
+    step: &Step,
+) -> StepResult {
+    let checks = step.checks(base);
+    let start = Instant::now();
+    dir.apply(step);
+    let mut first_match: Option<Duration> = None;
+    loop {
+        let (observed, errors) = observe(tb, served, &checks);
+        let wrong = wrong_checks(&checks, &observed);
+        let elapsed = start.elapsed();
+        if wrong.is_empty() && errors.is_empty() {
+            let at = *first_match.get_or_insert(elapsed);
+            if elapsed >= SETTLE {
+                let differ = flows_command_diff(tb, &dir.dir);
+                let report = if differ.is_empty() {
+                    String::new()
+                } else {
+                    format!("`npagent flows` and the bridge differ:\n  {}\n", differ.join("\n  "))
+                };
+                return StepResult { ok: differ.is_empty(), elapsed: at, report };
+            }
+            std::thread::sleep(SETTLE.saturating_sub(elapsed));
+            continue;
+        }
+        first_match = None;
+        if elapsed >= DEADLINE {
+            let v = |b: bool| if b { "allow" } else { "deny" };
+            let mut report =
+                format!("{} of {} probes wrong after {:.1} s:\n", wrong.len(), checks.len(), elapsed.as_secs_f64());
+            for (p, want, got) in &wrong {
+                report.push_str(&format!("  {p}: expected {}, observed {}\n", v(*want), got.map_or("nothing", v)));
+            }
+            for e in &errors {
+                report.push_str(&format!("  error: {e}\n"));
+            }
+            if step.pokes.is_empty() {
+                let mut ports: BTreeSet<PortKey> = PortKey::PROBED.into_iter().collect();
+                ports.extend(step.expect.extra_ports());
+                let endpoints = step.expect.endpoints(&base.pods(), &base.outside_hosts());
+                report.push_str("truth tables (. allowed, x denied, as expected; X denied but expected allowed; A allowed but expected denied):\n");
+                report.push_str(&truth_table(&step.expect, &endpoints, &ports, &observed));
+            } else {
+                report.push_str("pokes (ok, or WRONG):\n");
+                for poke in &step.pokes {
+                    let got = observed.get(&poke.probe).copied();
+                    let mark = if got == Some(poke.allow) { "ok   " } else { "WRONG" };
+                    report.push_str(&format!("  {mark} {poke}: observed {}\n", got.map_or("nothing", v)));
+                }
+            }
+            report.push_str("flows:\n");
+            for f in tb.sandbox.dump_flows() {
+                report.push_str(&format!("  {f}\n"));
+            }
+            report.push_str(&format!("agent log (tail):\n{}\n", agent.log_tail(30)));
+            return StepResult { ok: false, elapsed, report };
+        }
     }
 }
 
@@ -427,4 +612,106 @@ impl ManifestDir {
         }
         let _ = std::fs::remove_file(&self.policies);
     }
+}
+
+/// Waits, at most `limit`, until every one of `probes` is allowed (no policy yet: npagent's
+/// pipeline is in place, and every pod's listeners answer on every port probed); returns how
+/// long that took. Panics, naming what is still unreachable, with the flows and the agent's
+/// log, after `limit` or when the agent has died.
+pub fn wait_all_allowed(
+    tb: &Testbed,
+    agent: &mut Agent,
+    served: &BTreeSet<PortKey>,
+    probes: &[Probe],
+    limit: Duration,
+) -> Duration {
+    let checks: Vec<(Probe, bool)> = probes.iter().map(|p| (p.clone(), true)).collect();
+    let started = Instant::now();
+    loop {
+        let (observed, errors) = observe(tb, served, &checks);
+        let wrong = wrong_checks(&checks, &observed);
+        if wrong.is_empty() && errors.is_empty() {
+            return started.elapsed();
+        }
+        if started.elapsed() > limit || !agent.alive() {
+            let wrong: Vec<String> = wrong.iter().map(|(p, _, got)| format!("{p}: observed {got:?}")).collect();
+            panic!(
+                "npagent did not make the testbed reachable within {limit:?} (alive: {}): {} of {} probes not allowed:\n  {}\n  {}\n{}\nflows:\n{}",
+                agent.alive(),
+                wrong.len(),
+                checks.len(),
+                wrong.join("\n  "),
+                errors.join("\n  "),
+                agent.log_tail(40),
+                tb.sandbox.dump_flows().join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Runs the scenarios `$NPA_SCENARIOS` selects ([`selected`]), one after the other, each step
+/// with [`run_step`], printing `ok` or `FAIL` per step (a failure with the scenario's doc, the
+/// upstream test it ports and the step's report); a scenario stops at its first failing step
+/// and the directory is reset after each. Returns the failed steps' labels (`FILE step N
+/// (TITLE)`); stops early when the agent has exited.
+pub fn run_scenarios(
+    tb: &Testbed,
+    agent: &mut Agent,
+    base: &Base,
+    served: &BTreeSet<PortKey>,
+    dir: &mut ManifestDir,
+    scenarios: &[Scenario],
+) -> Vec<String> {
+    let mut failed = Vec::new();
+    let mut passed = 0;
+    let mut slowest = (Duration::ZERO, String::new());
+    for s in scenarios.iter().filter(|s| selected(s)) {
+        let mut ok = true;
+        for (i, step) in s.steps.iter().enumerate() {
+            let r = run_step(tb, agent, base, served, dir, step);
+            let label = if s.steps.len() > 1 {
+                format!("{} step {} ({})", s.file, i + 1, step.title())
+            } else {
+                s.file.clone()
+            };
+            if r.ok && r.elapsed > slowest.0 {
+                slowest = (r.elapsed, label.clone());
+            }
+            if r.ok {
+                eprintln!(
+                    "ok    {label} (matched {:.2} s after the write, probe rounds included)",
+                    r.elapsed.as_secs_f64()
+                );
+            } else {
+                let upstream = s.upstream.as_ref().map_or(String::new(), |u| {
+                    format!("\n  upstream: {} ({}@{}, {})", u.test, u.repo, u.commit, u.file)
+                });
+                eprintln!("FAIL  {label}\n  {}{upstream}\n{}", s.doc.trim(), r.report);
+                failed.push(label);
+                ok = false;
+                break;
+            }
+            if !agent.alive() {
+                eprintln!("npagent exited:\n{}", agent.log_tail(40));
+                failed.push(format!("{label}: npagent exited"));
+                ok = false;
+                break;
+            }
+        }
+        if ok {
+            passed += 1;
+        }
+        dir.reset();
+        if !agent.alive() {
+            break;
+        }
+    }
+    eprintln!(
+        "{passed} scenarios passed, {} failed; slowest match {:.2} s ({})",
+        failed.len(),
+        slowest.0.as_secs_f64(),
+        slowest.1
+    );
+    failed
 }

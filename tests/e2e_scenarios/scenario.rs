@@ -27,6 +27,41 @@
 //! node's own) are endpoints like the pods in patterns and templates. A step probes them, to
 //! and from every pod, when one of its lines names them with a pattern that matches no pod
 //! (`outside/*`, `outside/h1`, `*/h2`); then `*` includes them too.
+//!
+//! Ported tests (the upstream ClusterNetworkPolicy conformance suite, `testbed/conformance`)
+//! check pokes instead of a whole matrix, edit the previous step's state as upstream's
+//! subtests patch their objects, and name where they come from:
+//!
+//! ```yaml
+//! name: admin-egress-tcp
+//! doc: "..."
+//! upstream:               # the ported test
+//!   repo: kubernetes-sigs/network-policy-api
+//!   commit: 0eec1b0
+//!   file: conformance/tests/admin-network-policy-standard-egress-tcp-rules.go
+//!   test: CNPAdminTierEgressTCP
+//!   manifests: [conformance/base/admin_tier/standard-egress-tcp-rules.yaml]
+//! steps:
+//! - upstream: "Should support ..."   # the t.Run title the step ports
+//!   manifests: |                     # ClusterNetworkPolicies and NetworkPolicies
+//!     ...
+//!   pokes:                           # exactly upstream's, in its order; nothing else is probed
+//!   - allow NS/POD->NS/POD:tcp/80
+//!   derived:                         # optional: probes of the same policy beyond upstream's
+//!   - deny NS/POD->NS/POD:udp/53
+//! - upstream: "Should support ..."
+//!   edit:                            # applied to the previous step's state, in order
+//!   - swap: {object: ClusterNetworkPolicy egress-tcp, path: spec.egress, at: [0, 1]}
+//!   - set: {object: ClusterNetworkPolicy egress-tcp, path: spec.ingress.0.action, value: Pass}
+//!   - insert: {object: ClusterNetworkPolicy egress-tcp, path: spec.egress, at: 0, value: {...}}
+//!   - merge: {object: Namespace NS, value: {metadata: {labels: {k: v}}}}   # RFC 7386
+//!   - delete: {object: NetworkPolicy NS/NAME}
+//!   pokes: [...]
+//! ```
+//! A poke names one pod, one pod and one port (`PROTO/NUMBER`); a step of pokes checks only
+//! them, with the verdict each gives. An edit's object is `KIND NAME` or `KIND NS/NAME`: a
+//! policy of the state, or (`set`, `merge`) one of the testbed's Namespaces and Pods; its path
+//! is dotted, numbers index lists. Templates work in edited values too.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -241,7 +276,7 @@ impl Line {
 }
 
 /// The expected reachability of one step.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Expectation {
     pub lines: Vec<Line>,
 }
@@ -436,21 +471,260 @@ pub fn render(text: &str, ips: &BTreeMap<PodId, Ipv4Addr>) -> Result<String, Str
     Ok(out)
 }
 
+/// One poke of a ported test: a probe and the verdict expected of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Poke {
+    pub probe: Probe,
+    pub allow: bool,
+    /// Not one of upstream's pokes: a probe of the same policy the scenario adds (`derived:`).
+    pub derived: bool,
+}
+
+impl fmt::Display for Poke {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verdict = if self.allow { "allow" } else { "deny" };
+        write!(f, "{verdict} {}{}", self.probe, if self.derived { " (derived)" } else { "" })
+    }
+}
+
 /// One step, resolved: policies (rendered documents), patched objects, expectation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Step {
     pub doc: String,
-    /// NetworkPolicy documents, rendered.
+    /// The upstream subtest (its `t.Run` title) the step ports, if it ports one.
+    pub upstream: Option<String>,
+    /// NetworkPolicy and ClusterNetworkPolicy documents, rendered.
     pub policies: Vec<Value>,
     /// Namespace and Pod objects of the testbed after this step's merge patches.
     pub patched: BTreeMap<ObjKey, Value>,
+    /// The expected reachability of every pair (empty, allowing all, in a step of pokes).
     pub expect: Expectation,
+    /// A ported test's pokes: when there are any, the step checks exactly these.
+    pub pokes: Vec<Poke>,
 }
 
 impl Step {
     /// The policies as one multi-document YAML file.
     pub fn policies_yaml(&self) -> String {
         docs_yaml(&self.policies)
+    }
+
+    /// The policies of one kind (`NetworkPolicy`, `ClusterNetworkPolicy`).
+    pub fn policies_of<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+        self.policies.iter().filter(move |p| p.get("kind").and_then(Value::as_str) == Some(kind))
+    }
+
+    /// What the step checks, each probe with the verdict expected: its pokes, or else every
+    /// ordered pair of its endpoints (of `base`) on the probed ports and those its lines name.
+    pub fn checks(&self, base: &Base) -> Vec<(Probe, bool)> {
+        if !self.pokes.is_empty() {
+            return self.pokes.iter().map(|p| (p.probe.clone(), p.allow)).collect();
+        }
+        let mut ports: BTreeSet<PortKey> = PortKey::PROBED.into_iter().collect();
+        ports.extend(self.expect.extra_ports());
+        let endpoints = self.expect.endpoints(&base.pods(), &base.outside_hosts());
+        all_probes(&endpoints, &ports)
+            .into_iter()
+            .map(|p| {
+                let allow = self.expect.allows(&p);
+                (p, allow)
+            })
+            .collect()
+    }
+
+    /// How the step is named in reports: its upstream subtest, else its doc.
+    pub fn title(&self) -> &str {
+        self.upstream.as_deref().unwrap_or(&self.doc)
+    }
+}
+
+/// A poke line: `allow|deny NS/POD->NS/POD:PROTO/NUMBER`, one pod each side, one port.
+fn parse_poke(text: &str, universe: &BTreeSet<PodId>, derived: bool) -> Result<Poke, String> {
+    let line = Line::parse(text, universe)?;
+    let pod = |p: &PodPat| match (&p.ns, &p.pod) {
+        (Some(ns), Some(pod)) => Ok(PodId::new(ns, pod)),
+        _ => Err(format!("poke {text:?}: name one pod on each side (NS/POD)")),
+    };
+    let port = line.port.exact().ok_or_else(|| format!("poke {text:?}: name one port (PROTO/NUMBER)"))?;
+    let probe = Probe { from: pod(&line.from)?, to: pod(&line.to)?, port };
+    if probe.from == probe.to {
+        return Err(format!("poke {text:?}: a pod to itself is never checked"));
+    }
+    Ok(Poke { probe, allow: line.allow, derived })
+}
+
+/// The test a scenario ports (`upstream:`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Upstream {
+    /// `owner/name` on GitHub.
+    pub repo: String,
+    /// The commit the scenario was ported from.
+    pub commit: String,
+    /// The Go file of the test.
+    pub file: String,
+    /// Its `ShortName`.
+    pub test: String,
+    /// Its `Manifests`, the files its policies are transcribed from.
+    #[serde(default)]
+    pub manifests: Vec<String>,
+}
+
+/// An edit of a step's state (see the module's doc).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+enum Edit {
+    /// Swaps two items of a list (upstream's rule swaps).
+    Swap { object: String, path: String, at: [usize; 2] },
+    /// Sets a field.
+    Set { object: String, path: String, value: Value },
+    /// Inserts an item into a list before index `at`.
+    Insert { object: String, path: String, at: usize, value: Value },
+    /// JSON merge patch (RFC 7386) of the whole object.
+    Merge { object: String, value: Value },
+    /// Removes a policy.
+    Delete { object: String },
+}
+
+/// `KIND NAME` or `KIND NS/NAME`.
+fn parse_object(s: &str) -> Result<ObjKey, String> {
+    let (kind, name) =
+        s.trim().split_once(' ').ok_or_else(|| format!("object {s:?} is not KIND NAME or KIND NS/NAME"))?;
+    let (namespace, name) = name.trim().split_once('/').unwrap_or(("", name.trim()));
+    if kind.is_empty() || name.is_empty() || name.contains('/') {
+        return Err(format!("object {s:?} is not KIND NAME or KIND NS/NAME"));
+    }
+    Ok(ObjKey { kind: kind.to_string(), namespace: namespace.to_string(), name: name.to_string() })
+}
+
+/// The value at a dotted path (`spec.egress.0.action`), numbers indexing lists.
+fn at_path<'a>(mut v: &'a mut Value, path: &str) -> Result<&'a mut Value, String> {
+    for part in path.split('.') {
+        v = match v {
+            Value::Object(m) => m.get_mut(part).ok_or_else(|| format!("path {path:?}: no field {part:?}"))?,
+            Value::Array(items) => {
+                let len = items.len();
+                let i: usize = part.parse().map_err(|_| format!("path {path:?}: {part:?} does not index a list"))?;
+                items.get_mut(i).ok_or_else(|| format!("path {path:?}: index {i} of a list of {len}"))?
+            }
+            _ => return Err(format!("path {path:?}: {part:?} inside a scalar")),
+        };
+    }
+    Ok(v)
+}
+
+/// Fills the templates of every string in `v`.
+fn render_value(v: &mut Value, ips: &BTreeMap<PodId, Ipv4Addr>) -> Result<(), String> {
+    match v {
+        Value::String(s) => *s = render(s, ips)?,
+        Value::Array(items) => items.iter_mut().try_for_each(|i| render_value(i, ips))?,
+        Value::Object(m) => m.values_mut().try_for_each(|i| render_value(i, ips))?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The state a step leaves: its policies and the testbed objects it patched.
+#[derive(Debug, Clone, Default)]
+struct State {
+    policies: Vec<Value>,
+    patched: BTreeMap<ObjKey, Value>,
+}
+
+impl State {
+    /// The state a step's `manifests` describe: policies, and merge patches of `base`'s objects.
+    fn from_manifests(rendered: &str, base: &Base) -> Result<State, String> {
+        let mut state = State::default();
+        for doc in split_docs(rendered)? {
+            let key = obj_key(&doc)?;
+            match key.kind.as_str() {
+                "NetworkPolicy" | "ClusterNetworkPolicy" => state.policies.push(doc),
+                "Namespace" | "Pod" => {
+                    let mut obj =
+                        base.objects.get(&key).cloned().ok_or_else(|| format!("{key} is not a testbed object"))?;
+                    merge_patch(&mut obj, &doc);
+                    if state.patched.insert(key.clone(), obj).is_some() {
+                        return Err(format!("{key} patched twice"));
+                    }
+                }
+                k => return Err(format!("unexpected kind {k}")),
+            }
+        }
+        Ok(state)
+    }
+
+    /// The object `key` of the state: a policy, or a testbed object (patched from here on).
+    fn object(&mut self, key: &ObjKey, base: &Base) -> Result<&mut Value, String> {
+        if let Some(at) = self.policies.iter().position(|p| obj_key(p).as_ref() == Ok(key)) {
+            return Ok(&mut self.policies[at]);
+        }
+        if !self.patched.contains_key(key) {
+            let obj = base.objects.get(key).cloned().ok_or_else(|| format!("no object {key} in the state"))?;
+            self.patched.insert(key.clone(), obj);
+        }
+        self.patched.get_mut(key).ok_or_else(|| format!("no object {key}"))
+    }
+
+    fn apply(&mut self, edit: &Edit, base: &Base, ips: &BTreeMap<PodId, Ipv4Addr>) -> Result<(), String> {
+        let rendered = |v: &Value| -> Result<Value, String> {
+            let mut v = v.clone();
+            render_value(&mut v, ips)?;
+            Ok(v)
+        };
+        match edit {
+            Edit::Swap { object, path, at: [i, j] } => {
+                let key = parse_object(object)?;
+                let list = at_path(self.object(&key, base)?, path)?;
+                let items = list.as_array_mut().ok_or_else(|| format!("{key} {path}: not a list"))?;
+                if *i >= items.len() || *j >= items.len() || i == j {
+                    return Err(format!("{key} {path}: cannot swap {i} and {j} of {} items", items.len()));
+                }
+                items.swap(*i, *j);
+            }
+            Edit::Set { object, path, value } => {
+                let key = parse_object(object)?;
+                let (parent, field) =
+                    path.rsplit_once('.').ok_or_else(|| format!("{key}: path {path:?} has no parent"))?;
+                let value = rendered(value)?;
+                match at_path(self.object(&key, base)?, parent)? {
+                    Value::Object(m) => {
+                        m.insert(field.to_string(), value);
+                    }
+                    Value::Array(items) => {
+                        let len = items.len();
+                        let i: usize =
+                            field.parse().map_err(|_| format!("{key} {path}: {field:?} does not index a list"))?;
+                        *items.get_mut(i).ok_or_else(|| format!("{key} {path}: index {i} of a list of {len}"))? = value;
+                    }
+                    _ => return Err(format!("{key} {path}: {parent} is a scalar")),
+                }
+            }
+            Edit::Insert { object, path, at, value } => {
+                let key = parse_object(object)?;
+                let value = rendered(value)?;
+                let list = at_path(self.object(&key, base)?, path)?;
+                let items = list.as_array_mut().ok_or_else(|| format!("{key} {path}: not a list"))?;
+                if *at > items.len() {
+                    return Err(format!("{key} {path}: cannot insert at {at} of {} items", items.len()));
+                }
+                items.insert(*at, value);
+            }
+            Edit::Merge { object, value } => {
+                let key = parse_object(object)?;
+                let value = rendered(value)?;
+                merge_patch(self.object(&key, base)?, &value);
+            }
+            Edit::Delete { object } => {
+                let key = parse_object(object)?;
+                let at = self
+                    .policies
+                    .iter()
+                    .position(|p| obj_key(p).as_ref() == Ok(&key))
+                    .ok_or_else(|| format!("no policy {key} to delete"))?;
+                self.policies.remove(at);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -470,6 +744,8 @@ pub struct Scenario {
     pub file: String,
     pub name: String,
     pub doc: String,
+    /// The upstream test it ports, if it ports one.
+    pub upstream: Option<Upstream>,
     pub steps: Vec<Step>,
 }
 
@@ -479,8 +755,17 @@ struct RawStep {
     #[serde(default)]
     doc: Option<String>,
     #[serde(default)]
+    upstream: Option<String>,
+    #[serde(default)]
     manifests: Option<String>,
-    expect: Vec<String>,
+    #[serde(default)]
+    edit: Option<Vec<Edit>>,
+    #[serde(default)]
+    expect: Option<Vec<String>>,
+    #[serde(default)]
+    pokes: Option<Vec<String>>,
+    #[serde(default)]
+    derived: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -488,6 +773,8 @@ struct RawStep {
 struct RawScenario {
     name: String,
     doc: String,
+    #[serde(default)]
+    upstream: Option<Upstream>,
     #[serde(default)]
     manifests: Option<String>,
     #[serde(default)]
@@ -502,7 +789,15 @@ impl Scenario {
         let raw: RawScenario = yaml::from_str(text).map_err(|e| format!("{file}: {e}"))?;
         let raw_steps = match (raw.steps, raw.manifests, raw.expect) {
             (Some(steps), None, None) if !steps.is_empty() => steps,
-            (None, manifests, Some(expect)) => vec![RawStep { doc: None, manifests, expect }],
+            (None, manifests, Some(expect)) => vec![RawStep {
+                doc: None,
+                upstream: None,
+                manifests,
+                edit: None,
+                expect: Some(expect),
+                pokes: None,
+                derived: None,
+            }],
             _ => return Err(format!("{file}: give either `steps` (non-empty) or `manifests` + `expect`")),
         };
         let mut universe = base.pods();
@@ -510,38 +805,49 @@ impl Scenario {
         let mut ips = base.ips();
         ips.extend(base.outside.iter().map(|(id, ip)| (id.clone(), *ip)));
         let mut steps = Vec::new();
-        let mut manifests = String::new();
+        let mut state = State::default();
         for (i, rs) in raw_steps.into_iter().enumerate() {
             let ctx = |e: String| format!("{file}: step {}: {e}", i + 1);
-            if let Some(m) = rs.manifests {
-                manifests = m;
+            match (rs.manifests, rs.edit) {
+                (Some(_), Some(_)) => return Err(ctx("give `manifests` or `edit`, not both".into())),
+                (Some(m), None) => state = State::from_manifests(&render(&m, &ips).map_err(ctx)?, base).map_err(ctx)?,
+                (None, Some(edits)) => {
+                    for e in &edits {
+                        state.apply(e, base, &ips).map_err(ctx)?;
+                    }
+                }
+                (None, None) => {}
             }
-            let rendered = render(&manifests, &ips).map_err(ctx)?;
-            let mut policies = Vec::new();
-            let mut patched = BTreeMap::new();
-            for doc in split_docs(&rendered).map_err(ctx)? {
-                let key = obj_key(&doc).map_err(ctx)?;
-                match key.kind.as_str() {
-                    "NetworkPolicy" => policies.push(doc),
-                    "Namespace" | "Pod" => {
-                        let mut obj = base
-                            .objects
-                            .get(&key)
-                            .cloned()
-                            .ok_or_else(|| ctx(format!("{key} is not a testbed object")))?;
-                        merge_patch(&mut obj, &doc);
-                        if patched.insert(key.clone(), obj).is_some() {
-                            return Err(ctx(format!("{key} patched twice")));
+            let (lines, pokes) = match (rs.expect, rs.pokes, rs.derived) {
+                (Some(expect), None, None) => {
+                    let lines = expect.iter().map(|l| Line::parse(l, &universe)).collect::<Result<Vec<_>, _>>();
+                    (lines.map_err(ctx)?, Vec::new())
+                }
+                (None, Some(pokes), derived) if !pokes.is_empty() => {
+                    let ours = derived.unwrap_or_default();
+                    let all = pokes.iter().map(|l| (l, false)).chain(ours.iter().map(|l| (l, true)));
+                    let pokes =
+                        all.map(|(l, d)| parse_poke(l, &universe, d)).collect::<Result<Vec<_>, _>>().map_err(ctx)?;
+                    let mut seen = BTreeMap::new();
+                    for p in &pokes {
+                        if seen.insert(p.probe.clone(), p.allow).is_some_and(|before| before != p.allow) {
+                            return Err(ctx(format!("{} is poked with both verdicts", p.probe)));
                         }
                     }
-                    k => return Err(ctx(format!("unexpected kind {k}"))),
+                    (Vec::new(), pokes)
                 }
-            }
-            let lines =
-                rs.expect.iter().map(|l| Line::parse(l, &universe)).collect::<Result<Vec<_>, _>>().map_err(ctx)?;
-            steps.push(Step { doc: rs.doc.unwrap_or_default(), policies, patched, expect: Expectation { lines } });
+                _ => return Err(ctx("give `expect`, or `pokes` (non-empty) and maybe `derived`".into())),
+            };
+            steps.push(Step {
+                doc: rs.doc.unwrap_or_default(),
+                upstream: rs.upstream,
+                policies: state.policies.clone(),
+                patched: state.patched.clone(),
+                expect: Expectation { lines },
+                pokes,
+            });
         }
-        Ok(Scenario { file: file.to_string(), name: raw.name, doc: raw.doc, steps })
+        Ok(Scenario { file: file.to_string(), name: raw.name, doc: raw.doc, upstream: raw.upstream, steps })
     }
 
     /// Loads every `*.yaml` of a directory, sorted by file name.
@@ -574,6 +880,18 @@ impl Scenario {
 
 /// Observed results of one round of probes.
 pub type Observed = BTreeMap<Probe, bool>;
+
+/// Checks (probe, expected verdict) whose observed verdict differs (or was not observed):
+/// (probe, expected, observed).
+pub fn wrong_checks(checks: &[(Probe, bool)], observed: &Observed) -> Vec<(Probe, bool, Option<bool>)> {
+    checks
+        .iter()
+        .filter_map(|(p, want)| {
+            let got = observed.get(p).copied();
+            (got != Some(*want)).then(|| (p.clone(), *want, got))
+        })
+        .collect()
+}
 
 /// Probes whose observed verdict differs from the expectation (or that were not observed).
 pub fn mismatches(expect: &Expectation, probes: &[Probe], observed: &Observed) -> Vec<(Probe, bool, Option<bool>)> {
@@ -782,6 +1100,95 @@ steps:
         assert_eq!(labels.get("team").and_then(Value::as_str), Some("blue"));
         assert!(labels.get("ns").is_none());
         assert!(s.steps[2].policies.is_empty() && s.steps[2].patched.is_empty());
+    }
+
+    #[test]
+    fn pokes_and_edits_port_upstream_subtests() {
+        let text = r#"
+name: t
+doc: d
+upstream: {repo: r, commit: c, file: f.go, test: T, manifests: [m.yaml]}
+steps:
+- upstream: first
+  manifests: |
+    apiVersion: policy.networking.k8s.io/v1alpha2
+    kind: ClusterNetworkPolicy
+    metadata: {name: p}
+    spec:
+      tier: Admin
+      priority: 5
+      subject: {namespaces: {}}
+      egress:
+      - {name: a, action: Accept, to: [{namespaces: {}}]}
+      - {name: b, action: Deny, to: [{namespaces: {}}]}
+    ---
+    apiVersion: networking.k8s.io/v1
+    kind: NetworkPolicy
+    metadata: {namespace: x, name: np}
+    spec: {podSelector: {}}
+  pokes: [allow x/a->y/b:tcp/80, deny x/b->y/a:udp/53]
+  derived: [deny x/c->y/c:sctp/9003]
+- upstream: second
+  edit:
+  - swap: {object: ClusterNetworkPolicy p, path: spec.egress, at: [0, 1]}
+  - set: {object: ClusterNetworkPolicy p, path: spec.egress.0.action, value: Pass}
+  - insert: {object: ClusterNetworkPolicy p, path: spec.egress, at: 0, value: {name: c, action: Accept, to: [{networks: ["{{ip:y/b}}/32"]}]}}
+  - merge: {object: Namespace y, value: {metadata: {labels: {team: blue}}}}
+  - delete: {object: NetworkPolicy x/np}
+  pokes: [deny x/a->y/b:tcp/80]
+- pokes: [deny x/a->y/b:tcp/81]
+"#;
+        let b = base();
+        let s = Scenario::parse("t.yaml", text, &b).unwrap();
+        assert_eq!(s.upstream.as_ref().map(|u| u.test.as_str()), Some("T"));
+        let [first, second, third] = &s.steps[..] else { panic!("{} steps", s.steps.len()) };
+        assert_eq!(first.title(), "first");
+        assert_eq!(first.policies.len(), 2);
+        assert_eq!(first.policies_of("ClusterNetworkPolicy").count(), 1);
+        let checks = first.checks(&b);
+        assert_eq!(
+            checks,
+            vec![
+                (probe("x/a", "y/b", "tcp/80"), true),
+                (probe("x/b", "y/a", "udp/53"), false),
+                (probe("x/c", "y/c", "sctp/9003"), false)
+            ]
+        );
+        assert_eq!(first.pokes.iter().map(|p| p.derived).collect::<Vec<_>>(), [false, false, true]);
+        assert!(first.expect.lines.is_empty());
+
+        assert_eq!(second.policies.len(), 1, "the NetworkPolicy was deleted");
+        let egress = &second.policies[0]["spec"]["egress"];
+        let names: Vec<&str> = egress.as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["c", "b", "a"]);
+        assert_eq!(egress[1]["action"], "Pass");
+        assert_eq!(egress[0]["to"][0]["networks"][0], "10.10.2.12/32");
+        let y = ObjKey { kind: "Namespace".into(), namespace: String::new(), name: "y".into() };
+        assert_eq!(second.patched[&y]["metadata"]["labels"]["team"], "blue");
+        assert_eq!(second.patched[&y]["metadata"]["labels"]["ns"], "y", "a merge keeps the other labels");
+        assert_eq!((third.policies.clone(), third.patched.clone()), (second.policies.clone(), second.patched.clone()));
+        assert_eq!(third.title(), "", "no upstream, no doc");
+
+        let head = "name: t\ndoc: d\nsteps:\n- manifests: |\n    apiVersion: networking.k8s.io/v1\n    kind: NetworkPolicy\n    metadata: {namespace: x, name: np}\n    spec: {podSelector: {}}\n  pokes: [deny x/a->y/b:tcp/80]\n";
+        Scenario::parse("t.yaml", head, &b).unwrap();
+        for bad in [
+            "- pokes: [deny x/*->y/b:tcp/80]",
+            "- pokes: [deny x/a->y/b]",
+            "- pokes: [deny x/a->x/a:tcp/80]",
+            "- pokes: [deny x/a->y/b:tcp/80, allow x/a->y/b:tcp/80]",
+            "- pokes: []",
+            "- {pokes: [deny x/a->y/b:tcp/80], expect: []}",
+            "- {derived: [deny x/a->y/b:tcp/80]}",
+            "- {manifests: \"\", edit: [], pokes: [deny x/a->y/b:tcp/80]}",
+            "- {edit: [{swap: {object: NetworkPolicy x/nope, path: spec, at: [0, 1]}}], pokes: [deny x/a->y/b:tcp/80]}",
+            "- {edit: [{swap: {object: NetworkPolicy x/np, path: spec.ingress, at: [0, 1]}}], pokes: [deny x/a->y/b:tcp/80]}",
+            "- {edit: [{delete: {object: Namespace y}}], pokes: [deny x/a->y/b:tcp/80]}",
+            "- {edit: [{set: {object: NetworkPolicy np, path: spec.x, value: 1}}], pokes: [deny x/a->y/b:tcp/80]}",
+            "- {edit: [{rename: {object: NetworkPolicy x/np}}], pokes: [deny x/a->y/b:tcp/80]}",
+        ] {
+            let text = format!("{head}{bad}\n");
+            assert!(Scenario::parse("t.yaml", &text, &b).is_err(), "accepted:\n{text}");
+        }
     }
 
     #[test]

@@ -164,6 +164,15 @@ impl Testbed {
         Testbed::up(sandbox, &[])
     }
 
+    /// A fresh sandbox with the pods of the upstream ClusterNetworkPolicy conformance base
+    /// (`testbed/testbed up --layout conformance`: eight pods in four of the five
+    /// `network-policy-conformance-*` namespaces, listening on TCP 80 and 8080 and UDP 53 and
+    /// 5353; their manifests are `testbed/conformance/manifests`). Probe them with
+    /// [`Hosts::probe_ports`].
+    pub fn start_conformance() -> Testbed {
+        Testbed::up(Sandbox::start(), &["--layout", "conformance"])
+    }
+
     /// A fresh sandbox with the nine standard pods and the outside hosts
     /// ([`Testbed::outside_hosts`]).
     pub fn start_with_outside() -> Testbed {
@@ -491,6 +500,39 @@ impl Hosts {
         }
         assert_eq!(seen, r.cells.len(), "prober answered {seen} of {} probes:\n{out}", r.cells.len());
         r
+    }
+
+    /// Probes from `from` to `to` (as [`Hosts::probe`] chooses them) on `ports`, in the
+    /// prober's spelling (`tcp/8080`, `udp/53`: any TCP or UDP port, whatever the testbed's
+    /// layout listens on), with the default timeout: `(from, to, port) -> reached`.
+    pub fn probe_ports(
+        &self,
+        from: &[&str],
+        to: &[&str],
+        ports: &[String],
+    ) -> BTreeMap<(String, String, String), bool> {
+        let python = if std::path::Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" };
+        let mut cmd = Command::new(python);
+        cmd.arg(repo_path("testbed/probe.py"))
+            .arg("matrix")
+            .arg(&self.state)
+            .arg(format!("--from={}", from.join(",")))
+            .arg(format!("--to={}", to.join(",")))
+            .arg(format!("--ports={}", ports.join(",")));
+        let out = run(&mut cmd);
+        let mut got = BTreeMap::new();
+        for line in out.lines().filter(|l| !l.trim().is_empty()) {
+            match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+                [f, t, port, ok] => {
+                    got.insert((f.to_string(), t.to_string(), port.to_string()), *ok == "1");
+                }
+                _ => panic!("bad prober line: {line}"),
+            }
+        }
+        let count = |sel: &[&str]| if sel.is_empty() { self.pods().len() } else { sel.len() };
+        let want = count(from) * count(to) * ports.len();
+        assert_eq!(got.len(), want, "prober answered {} of {want} probes:\n{out}", got.len());
+        got
     }
 
     /// Probes the pairs of `expected` and asserts the result, re-probing up to twice when it
