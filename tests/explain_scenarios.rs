@@ -92,17 +92,16 @@ fn consistent(e: &Explanation) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn explain_agrees_with_every_scenario() {
-    let base = base();
-    let scenarios = Scenario::load_dir(&repo("testbed/scenarios"), &base).unwrap_or_else(|e| panic!("{e}"));
-    assert!(scenarios.len() >= 60, "only {} scenarios", scenarios.len());
+/// Explains every probe of every step of the scenarios in `dir` on `base`; returns (probes
+/// checked, allowed, with an outside host) and the wrong ones.
+fn explain_all(base: &Base, dir: &str) -> (usize, usize, usize, Vec<String>) {
+    let scenarios = Scenario::load_dir(&repo(dir), base).unwrap_or_else(|e| panic!("{e}"));
     let (mut checked, mut allowed, mut outside) = (0usize, 0usize, 0usize);
     let mut wrong = Vec::new();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     for s in &scenarios {
         for (i, step) in s.steps.iter().enumerate() {
-            let dir = step_dir(&base, step);
+            let dir = step_dir(base, step);
             let source = npagent::agent::SourceConfig::Manifests(dir.path().to_path_buf());
             let mut store =
                 rt.block_on(snapshot::load_store(&source, true)).unwrap_or_else(|e| panic!("{}: {e:#}", s.file));
@@ -111,10 +110,9 @@ fn explain_agrees_with_every_scenario() {
             let (ports, _) = explain::ports_with_stand_ins(store.model(), &pods.iter().collect::<Vec<_>>());
             store.set_ports(&ports);
             let compiler = compiler::compile(store.model(), compiler::Config::default(), IdAllocator::new(0), 0);
-            for p in probes(&base, step) {
+            for (p, want) in step.checks(base) {
                 let q =
-                    Query { from: endpoint(&base, &p.from), to: endpoint(&base, &p.to), port: Some(port_spec(p.port)) };
-                let want = step.expect.allows(&p);
+                    Query { from: endpoint(base, &p.from), to: endpoint(base, &p.to), port: Some(port_spec(p.port)) };
                 checked += 1;
                 allowed += usize::from(want);
                 outside += usize::from(base.outside.contains_key(&p.from) || base.outside.contains_key(&p.to));
@@ -132,17 +130,41 @@ fn explain_agrees_with_every_scenario() {
             }
         }
     }
-    eprintln!("{checked} probes explained ({allowed} allowed, {outside} with an outside host), {} wrong", wrong.len());
+    eprintln!(
+        "{dir}: {checked} probes explained ({allowed} allowed, {outside} with an outside host), {} wrong",
+        wrong.len()
+    );
+    (checked, allowed, outside, wrong)
+}
+
+fn assert_none_wrong(checked: usize, wrong: &[String]) {
     assert!(
         wrong.is_empty(),
         "{} of {checked} probes explained wrong:\n{}",
         wrong.len(),
         wrong.iter().take(40).cloned().collect::<Vec<_>>().join("\n")
     );
+}
+
+#[test]
+fn explain_agrees_with_every_scenario() {
+    let (checked, allowed, outside, wrong) = explain_all(&base(), "testbed/scenarios");
+    assert!(checked > 1000, "only {checked} probes");
+    assert_none_wrong(checked, &wrong);
     assert!(
         allowed > 0 && allowed < checked && outside > 0,
         "the scenarios exercise both verdicts and the outside hosts"
     );
+}
+
+/// The upstream ClusterNetworkPolicy conformance tests ported to the testbed
+/// (`testbed/conformance`): explain answers every step's probes as upstream expects.
+#[test]
+fn explain_agrees_with_every_cluster_policy_conformance_test() {
+    let base = Base::load(&repo("testbed/conformance/manifests")).unwrap_or_else(|e| panic!("{e}"));
+    let (checked, allowed, _, wrong) = explain_all(&base, "testbed/conformance");
+    assert_none_wrong(checked, &wrong);
+    assert!(allowed > 0 && allowed < checked, "both verdicts");
 }
 
 /// `npagent explain` on `p` in `dir`: its exit status and stdout.
