@@ -1,7 +1,7 @@
 //! A fair and complete audit log, with real packets on the testbed: one pod's flood of new
 //! connections does not silence another pod's Allow lines (each pod has meters of its own,
-//! and a connection's copies pass its source pod's), nor a staged flood another pod's
-//! `WouldDrop` lines, nor a flood of forged packets another pod's security events; the gap
+//! and a connection's copies pass its source pod's), nor a ClusterNetworkPolicy Pass flood
+//! another pod's Pass lines, nor a staged flood another pod's `WouldDrop` lines, nor a flood of forged packets another pod's security events; the gap
 //! record of what was shed names the flooding pod and the meter; and the drops that no policy makes
 //! (SpoofGuard's forged sources and tagged frames, conntrack's invalid packets) are logged as
 //! security events naming the pod that sent them, whatever the namespace's logging switch
@@ -208,6 +208,60 @@ fn a_local_pods_allow_flood_into_a_pod_sheds_no_other_local_pods_allow_lines_int
     let flood_lines = source_ports(&log, seen, |v| allow_to(v, &xa.ip) && from(v, "y/a")).len();
     assert_eq!(kept.len(), 20, "x/b's Allow lines into x/a beside y/a's flood into x/a ({flood_lines} lines of it)");
     assert!(flood_lines > 0 && flood_lines < 1000, "the flood is logged and metered ({flood_lines} lines)");
+    let shed = meter_gap(&log, seen, "meter", "y/a", "x/b");
+    assert!(shed > 0, "y/a's Allow meter shed the flood");
+}
+
+/// An Admin ClusterNetworkPolicy hands every connection into x/a to the NetworkPolicies
+/// (Pass), which let all in: each new connection is a Pass line and an Allow line, two copies
+/// through its source pod's Allow meter. y/a floods x/a while x/b opens 10 connections to it,
+/// 100 ms apart (20 copies: within its own meter's rate and burst): all 10 of x/b's Pass lines
+/// are written, each before its Allow line; the flood is metered and its gap record names y/a.
+#[test]
+fn a_pass_flood_sheds_no_other_pods_pass_lines() {
+    let tb = Testbed::start();
+    write_atomic(&tb.manifests_dir().join("namespaces.yaml"), NAMESPACES_X_LOGGING);
+    write_atomic(&tb.manifests_dir().join("open.yaml"), OPEN_A_AND_C);
+    let pass = "apiVersion: policy.networking.k8s.io/v1alpha2
+kind: ClusterNetworkPolicy
+metadata: {name: hand-on}
+spec:
+  tier: Admin
+  priority: 1
+  subject: {pods: {namespaceSelector: {matchLabels: {ns: x}}, podSelector: {matchLabels: {pod: a}}}}
+  ingress: [{name: to-network-policy, action: Pass, from: [{namespaces: {}}]}]
+";
+    write_atomic(&tb.manifests_dir().join("pass.yaml"), pass);
+    let log = tb.sandbox.dir.join("np.log");
+    let args = ["--audit-format", "json", "--audit-chain", "--audit-allow-rate", FLOOD_RATE];
+    let _agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &log, &args);
+    let xa = tb.pod("x/a");
+    let from = |v: &Value, pod: &str| v["source"]["ip"] == tb.pod(pod).ip.as_str();
+    let passed = |v: &Value| v["disposition"] == "Pass" && v["destination"]["ip"] == xa.ip.as_str();
+    tb.attack("x/b", &["udp-burst", "--dst", &xa.ip, "--dport", "80", "--count", "1"]);
+    wait_json_line(&log, 0, Duration::from_secs(10), "x/b's first Pass into x/a", passed);
+    let seen = json_lines(&log).len();
+
+    let flood =
+        tb.spawn_attack(&tb.pod("y/a").netns, &["udp-burst", "--dst", &xa.ip, "--dport", "80", "--count", "30000"]);
+    std::thread::sleep(Duration::from_millis(300));
+    tb.attack("x/b", &["udp-burst", "--dst", &xa.ip, "--dport", "80", "--count", "10", "--interval", "0.1"]);
+    let _ = support::finish(flood);
+
+    let kept = wait_ports(&log, seen, 10, |v| passed(v) && from(v, "x/b"));
+    let flood_lines = source_ports(&log, seen, |v| passed(v) && from(v, "y/a")).len();
+    assert_eq!(kept.len(), 10, "x/b's Pass lines into x/a beside y/a's flood ({flood_lines} lines of it)");
+    assert!(flood_lines > 0 && flood_lines < 1000, "the flood is logged and metered ({flood_lines} lines)");
+    // Each kept Pass comes before its connection's Allow, which names the Pass in its chain.
+    let lines = json_lines(&log);
+    for port in &kept {
+        let of = |v: &Value| from(v, "x/b") && v["source"]["port"].as_u64() == Some(*port);
+        let pass_at = lines.iter().position(|v| passed(v) && of(v)).unwrap();
+        let allow_at = lines.iter().position(|v| allow_to(v, &xa.ip) && of(v));
+        let allow_at = allow_at.unwrap_or_else(|| panic!("no Allow line for x/b's port {port}"));
+        assert!(pass_at < allow_at, "x/b's port {port}: the Pass line first");
+        assert_eq!(lines[allow_at]["chain"][0], "Admin/Pass hand-on:to-network-policy", "{}", lines[allow_at]);
+    }
     let shed = meter_gap(&log, seen, "meter", "y/a", "x/b");
     assert!(shed > 0, "y/a's Allow meter shed the flood");
 }
