@@ -564,3 +564,105 @@ fn staged_registers_read_back_as_ovs_reports_them() {
 fn frame_for_registers() -> Vec<u8> {
     ipv4("10.10.1.13", "10.10.1.7", ICMP, &icmp_echo(8))
 }
+
+/// The ClusterNetworkPolicy rules of the tests below: 30, Admin `guard` (priority 5) rule
+/// `to-np`, a Pass; 31, Baseline `tenants` (priority 50), its unnamed ingress rule 1, a Deny.
+fn cluster_resolver() -> FakeResolver {
+    use npagent::compiler::ClusterRuleInfo;
+    use npagent::model::cluster_policy::{Action, Tier};
+    let mut r = resolver();
+    let cnp = |name: &str| npagent::model::ObjectRef { namespace: "".into(), name: name.into() };
+    r.rules.insert(
+        30,
+        RuleMeta {
+            policy: cnp("guard"),
+            rule_name: Some("to-np".into()),
+            priority: 60000,
+            log_label: None,
+            table: tables::ADMIN_INGRESS_RULE,
+            cluster: Some(ClusterRuleInfo { tier: Tier::Admin, action: Action::Pass, policy_priority: 5 }),
+        },
+    );
+    r.rules.insert(
+        31,
+        RuleMeta {
+            policy: cnp("tenants"),
+            rule_name: None,
+            priority: 59999,
+            log_label: None,
+            table: tables::BASELINE_INGRESS_RULE,
+            cluster: Some(ClusterRuleInfo { tier: Tier::Baseline, action: Action::Deny, policy_priority: 50 }),
+        },
+    );
+    r
+}
+
+fn syn_client_to_nettool() -> Vec<u8> {
+    ipv4("10.10.1.13", "10.10.1.7", TCP, &tcp(57050, 80, true))
+}
+
+#[test]
+fn a_pass_line_names_the_cluster_policy_and_the_next_tiers_line_its_chain() {
+    let res = cluster_resolver();
+    // The Pass copy: the rule in reg6, the judged pod (nettool, ofport 5) in reg4.
+    let pass = cluster_packet_in(syn_client_to_nettool(), Disposition::Pass, Direction::Ingress, &[(4, 5), (6, 30)]);
+    let e = entry_from_packet_in(&pass, &res, t_allow()).unwrap();
+    assert_eq!(e.policy, PolicyRef::Cluster("guard".into()));
+    assert_eq!(
+        line(Format::Antrea, &Record::single(e.clone())),
+        "2023/07/04 12:31:02.801442 AdminIngressRule ClusterNetworkPolicy:guard to-np Ingress Pass 60000 \
+         default/nettool 10.10.1.13 57050 10.10.1.7 80 TCP 60 <nil>"
+    );
+    let v: Value = serde_json::from_str(&line(Format::Json, &Record::single(e))).unwrap();
+    assert_eq!(v["policy"], json!({"kind": "ClusterNetworkPolicy", "namespace": null, "name": "guard"}));
+    assert_eq!((&v["tier"], &v["tier_priority"], &v["rule"]), (&json!("Admin"), &json!(5), &json!("to-np")));
+    assert_eq!(v["chain"], json!(["Admin/Pass guard:to-np"]));
+    // The NetworkPolicy's Allow after it: the Pass rule is in reg13.
+    let mut allow = allow_tcp_80();
+    allow.metadata = ovs_registers(&[(6, 17), (13, 30)]);
+    let v: Value = serde_json::from_str(&line(
+        Format::Json,
+        &Record::single(entry_from_packet_in(&allow, &res, t_allow()).unwrap()),
+    ))
+    .unwrap();
+    assert_eq!(v["chain"], json!(["Admin/Pass guard:to-np", "NetworkPolicy default/allow-tcp-80"]));
+    assert!(v.get("tier").is_none(), "a NetworkPolicy's line has no tier: {v}");
+    // Without a Pass, a NetworkPolicy's line has no chain (the NetworkPolicies alone decided).
+    let v: Value =
+        serde_json::from_str(&line(Format::Json, &Record::single(entry(&allow_tcp_80(), t_allow())))).unwrap();
+    assert!(v.get("chain").is_none(), "{v}");
+}
+
+#[test]
+fn a_baseline_deny_is_a_drop_in_its_tiers_table() {
+    let res = cluster_resolver();
+    let deny = cluster_packet_in(syn_client_to_nettool(), Disposition::Drop, Direction::Ingress, &[(4, 5), (6, 31)]);
+    let e = entry_from_packet_in(&deny, &res, t_drop()).unwrap();
+    let l = line(Format::Antrea, &Record::single(e));
+    let f = fields(&l);
+    assert_eq!(
+        &f[2..8],
+        ["BaselineIngressRule", "ClusterNetworkPolicy:tenants", "<nil>", "Ingress", "Drop", "59999"],
+        "{l}"
+    );
+}
+
+#[test]
+fn a_tier_tables_copy_naming_no_cluster_policy_rule_is_an_error_not_a_line() {
+    let res = cluster_resolver();
+    // reg6 names a NetworkPolicy's rule (17), or nothing known (99), or is missing.
+    for regs in [&[(4, 5), (6, 17)][..], &[(4, 5), (6, 99)][..], &[(4, 5)][..]] {
+        let pi = cluster_packet_in(syn_client_to_nettool(), Disposition::Allow, Direction::Ingress, regs);
+        assert!(matches!(entry_from_packet_in(&pi, &res, t_allow()), Err(AuditError::UnknownRule(_))), "{regs:?}");
+    }
+    // A Pass from a table that is no tier's: refused.
+    let mut pass =
+        cluster_packet_in(syn_client_to_nettool(), Disposition::Pass, Direction::Ingress, &[(4, 5), (6, 30)]);
+    let ud = npagent::compiler::userdata::LogUserdata {
+        disposition: Disposition::Pass,
+        table_id: tables::INGRESS_RULE,
+        subject: 0,
+    };
+    pass.userdata = Some(ud.encode().to_vec().into());
+    assert!(entry_from_packet_in(&pass, &res, t_allow()).is_err());
+}

@@ -337,6 +337,15 @@ pub fn staged_packet_in_with(
 
 /// The packet-in of a logging flow's copy of `frame` (an action=controller copy, reason 1),
 /// its userdata `ud` and the registers `metadata`.
+/// A ClusterNetworkPolicy rule's copy of `frame` as LogCopy makes it: disposition `d` (Allow,
+/// Drop or Pass), the direction's Admin table in the userdata (the rule says its tier), the
+/// registers `regs` (the rule in `reg6`, the judged pod in `reg2`/`reg4`, a Pass rule in
+/// `reg12`/`reg13`).
+pub fn cluster_packet_in(frame: Vec<u8>, d: Disposition, direction: Direction, regs: &[(u8, u32)]) -> PacketIn2 {
+    let table_id = direction.tier_table(npagent::model::cluster_policy::Tier::Admin);
+    logging_copy(frame, LogUserdata { disposition: d, table_id, subject: 0 }, ovs_registers(regs))
+}
+
 fn logging_copy(frame: Vec<u8>, ud: LogUserdata, metadata: Vec<ofp::Oxm>) -> PacketIn2 {
     PacketIn2 {
         packet: Bytes::from(frame),
