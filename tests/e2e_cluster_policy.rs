@@ -194,3 +194,32 @@ fn antrea_lines_name_the_cluster_policy_and_the_pass() {
         format!("IngressRule K8sNetworkPolicy:x/allow-yb-to-xa-tcp80 <nil> Ingress Allow 190 x/a {yb} {port} {xa} 80 TCP 60 <nil>")
     );
 }
+
+/// A restart with the same ClusterNetworkPolicies sends nothing: their conjunction ids and
+/// cookies are recovered from the bridge, and the tiers keep deciding (and logging) as before.
+#[test]
+fn a_restart_keeps_the_tiers_flows_and_ids() {
+    let tb = example_testbed();
+    let logs = tempfile::Builder::new().prefix("npa-e2e-cnp-").tempdir().expect("temp dir");
+    let np_log = logs.path().join("np.log");
+    let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &[]);
+    assert!(tb.reaches("z/a", "x/a", Port::Tcp80));
+    let before = tb.sandbox.ofctl(&["dump-flows", "--no-stats", "--names"]);
+    assert!(before.contains("table=AdminIngressRule") && before.contains("conj_id="), "{before}");
+    assert!(agent.stop().success());
+    let mut agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &[]);
+    let resync = agent.wait_log("resync with the switch", Duration::from_secs(5));
+    assert!(resync.contains(" 0 flow_mods to send"), "{resync}");
+    let after = tb.sandbox.ofctl(&["dump-flows", "--no-stats", "--names"]);
+    let sorted = |text: &str| {
+        let mut l: Vec<String> = text.lines().map(str::to_string).collect();
+        l.sort();
+        l
+    };
+    assert_eq!(sorted(&after), sorted(&before), "the restart changed flows");
+    assert!(tb.reaches("y/b", "x/a", Port::Tcp80) && !tb.reaches("y/c", "x/a", Port::Tcp80));
+    wait_until(Duration::from_secs(5), "a Pass line after the restart", || {
+        lines(&np_log).iter().filter(|l| l.contains(" Pass ")).count() >= 2
+    });
+    assert!(agent.stop().success());
+}
