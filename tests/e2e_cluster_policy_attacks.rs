@@ -7,10 +7,10 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::agent::Agent;
-use support::{write_atomic, Port, Testbed, NAMESPACES_X_LOGGING};
+use support::bed::{wait_for, Bed};
+use support::{Port, Testbed};
 
 /// x/a accepts nothing by its own NetworkPolicy.
 const A_DENY_ALL: &str = "apiVersion: networking.k8s.io/v1
@@ -48,59 +48,10 @@ spec:
 const UDP_80: &str = "    protocols:\n    - udp: {destinationPort: {number: 80}}\n";
 const UDP_81: &str = "    protocols:\n    - udp: {destinationPort: {number: 81}}\n";
 
-struct Bed {
-    tb: Testbed,
-    _agent: Agent,
-    audit_log: std::path::PathBuf,
-}
-
-impl Bed {
-    fn start(files: &[(&str, &str)], ready: impl Fn(&Testbed) -> bool) -> Bed {
-        let tb = Testbed::start();
-        write_atomic(&tb.manifests_dir().join("namespaces.yaml"), NAMESPACES_X_LOGGING);
-        for (name, text) in files {
-            write_atomic(&tb.manifests_dir().join(name), text);
-        }
-        let audit_log = tb.sandbox.dir.join("np.log");
-        let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &audit_log, &["--audit-dedup-window", "200ms"]);
-        let bed = Bed { tb, _agent: agent, audit_log };
-        wait_for("the policies", || ready(&bed.tb));
-        bed
-    }
-
-    fn put(&self, name: &str, text: &str) {
-        write_atomic(&self.tb.manifests_dir().join(name), text);
-    }
-
-    fn remove(&self, name: &str) {
-        std::fs::remove_file(self.tb.manifests_dir().join(name)).expect("remove manifest");
-    }
-
-    /// Echoes of `count` datagrams of `size` bytes from `from`:`sport` to x/a:80.
-    fn echoes(&self, from: &str, sport: u16, count: u32, size: u32) -> u32 {
-        let a = self.tb.pod("x/a").ip;
-        let (sport, count, size) = (sport.to_string(), count.to_string(), size.to_string());
-        let args = ["udp-echo", "--dst", &a, "--dport", "80", "--sport", &sport, "--count", &count, "--size", &size];
-        self.tb.attack(from, &args).parse().expect("a count")
-    }
-
-    fn audit_lines(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.audit_log).unwrap_or_default().lines().map(str::to_owned).collect()
-    }
-}
-
-fn wait_for(what: &str, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(Instant::now() < deadline, "{what}: not within 20 s");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 #[test]
 fn a_flow_the_admin_tier_accepted_is_cut_when_the_policy_goes() {
     let accept = admin_a_from_b("monitoring", "Accept", UDP_80);
-    let bed = Bed::start(&[("np.yaml", A_DENY_ALL), ("cnp.yaml", &accept)], |tb| {
+    let bed = Bed::start(Testbed::start(), &[("np.yaml", A_DENY_ALL), ("cnp.yaml", &accept)], |tb| {
         tb.reaches("x/b", "x/a", Port::Udp80) && !tb.reaches("x/c", "x/a", Port::Udp80)
     });
     // One flow x/b keeps sending from one port: accepted over x/a's isolation.
@@ -120,7 +71,7 @@ fn a_flow_the_admin_tier_accepted_is_cut_when_the_policy_goes() {
 
 #[test]
 fn an_admin_deny_cuts_a_flow_a_network_policy_allows() {
-    let bed = Bed::start(&[], |tb| tb.reaches("x/b", "x/a", Port::Udp80));
+    let bed = Bed::start(Testbed::start(), &[], |tb| tb.reaches("x/b", "x/a", Port::Udp80));
     assert!(bed.echoes("x/b", 41600, 10, 16) >= 8);
     bed.put("cnp.yaml", &admin_a_from_b("quarantine", "Deny", ""));
     wait_for("the Deny", || !bed.tb.reaches("x/b", "x/a", Port::Udp80));
@@ -142,7 +93,7 @@ fn an_admin_deny_cuts_a_flow_a_network_policy_allows() {
 #[test]
 fn a_forged_source_does_not_ride_an_admin_accept() {
     let accept = admin_a_from_b("monitoring", "Accept", "");
-    let bed = Bed::start(&[("np.yaml", A_DENY_ALL), ("cnp.yaml", &accept)], |tb| {
+    let bed = Bed::start(Testbed::start(), &[("np.yaml", A_DENY_ALL), ("cnp.yaml", &accept)], |tb| {
         tb.reaches("x/b", "x/a", Port::Udp80) && !tb.reaches("x/c", "x/a", Port::Udp80)
     });
     let (a, b) = (bed.tb.pod("x/a"), bed.tb.pod("x/b"));
@@ -161,7 +112,7 @@ fn a_forged_source_does_not_ride_an_admin_accept() {
 #[test]
 fn a_fragmented_datagram_beside_a_deny_of_another_port_arrives() {
     // x/b may not send x/a UDP 81; UDP 80 is no rule's business.
-    let bed = Bed::start(&[("cnp.yaml", &admin_a_from_b("no-81", "Deny", UDP_81))], |tb| {
+    let bed = Bed::start(Testbed::start(), &[("cnp.yaml", &admin_a_from_b("no-81", "Deny", UDP_81))], |tb| {
         tb.sandbox.ofctl(&["dump-flows", "--names", "table=AdminIngressRule"]).contains("conj_id")
     });
     // 3,000 bytes: three fragments each way; the later ones carry no port.

@@ -9,11 +9,11 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::agent::Agent;
+use support::bed::{wait_for, Bed};
 use support::policy::{allow_egress, allow_ingress};
-use support::{finish, finish_count, write_atomic, Port, Testbed, NAMESPACES_X_LOGGING};
+use support::{finish, finish_count, write_atomic, Port, Testbed};
 
 /// x/a accepts only x/b, on UDP 80 and SCTP 80.
 fn a_from_b_udp_sctp() -> String {
@@ -33,56 +33,14 @@ spec:
   podSelector: {matchLabels: {pod: a}}
 ";
 
-struct Bed {
-    tb: Testbed,
-    _agent: Agent,
-    audit_log: std::path::PathBuf,
-}
-
-impl Bed {
-    fn start(policy: &str, ready: impl Fn(&Testbed) -> bool) -> Bed {
-        let tb = Testbed::start_with_outside();
-        write_atomic(&tb.manifests_dir().join("namespaces.yaml"), NAMESPACES_X_LOGGING);
-        write_atomic(&tb.manifests_dir().join("policy.yaml"), policy);
-        let audit_log = tb.sandbox.dir.join("np.log");
-        let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &audit_log, &["--audit-dedup-window", "200ms"]);
-        wait_for("the policy", || ready(&tb));
-        Bed { tb, _agent: agent, audit_log }
-    }
-
-    fn put_policy(&self, policy: &str) {
-        write_atomic(&self.tb.manifests_dir().join("policy.yaml"), policy);
-    }
-
-    /// Echoes of `count` datagrams of `size` bytes from `from`:`sport` to x/a:80.
-    fn echoes(&self, from: &str, sport: u16, count: u32, size: u32) -> u32 {
-        let a = self.tb.pod("x/a").ip;
-        let (sport, count, size) = (sport.to_string(), count.to_string(), size.to_string());
-        let args = ["udp-echo", "--dst", &a, "--dport", "80", "--sport", &sport, "--count", &count, "--size", &size];
-        self.tb.attack(from, &args).parse().expect("a count")
-    }
-
-    fn audit_lines(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.audit_log).unwrap_or_default().lines().map(str::to_owned).collect()
-    }
-}
-
-fn wait_for(what: &str, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(Instant::now() < deadline, "{what}: not within 20 s");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 #[test]
 fn a_revoked_udp_flow_is_cut_and_logged() {
-    let bed = Bed::start(&a_from_b_udp_sctp(), |tb| {
+    let bed = Bed::start(Testbed::start_with_outside(), &[("policy.yaml", &a_from_b_udp_sctp())], |tb| {
         tb.reaches("x/b", "x/a", Port::Udp80) && !tb.reaches("x/c", "x/a", Port::Udp80)
     });
     // A flow x/b keeps sending from one port: allowed.
     assert!(bed.echoes("x/b", 40500, 10, 16) >= 8);
-    bed.put_policy(A_DENY_ALL);
+    bed.put("policy.yaml", A_DENY_ALL);
     wait_for("the revocation", || !bed.tb.reaches("x/b", "x/a", Port::Udp80));
     // The same flow (its conntrack entry is still there): nothing gets through any more.
     assert_eq!(bed.echoes("x/b", 40500, 10, 16), 0, "the revoked flow still reaches x/a");
@@ -97,14 +55,16 @@ fn a_revoked_udp_flow_is_cut_and_logged() {
         "{lines:#?}"
     );
     // Control: allowed again, the same flow flows again.
-    bed.put_policy(&a_from_b_udp_sctp());
+    bed.put("policy.yaml", &a_from_b_udp_sctp());
     wait_for("the new permission", || bed.tb.reaches("x/b", "x/a", Port::Udp80));
     assert!(bed.echoes("x/b", 40500, 10, 16) >= 8);
 }
 
 #[test]
 fn an_address_reused_by_a_new_pod_meets_the_new_pods_policy() {
-    let bed = Bed::start(&a_from_b_udp_sctp(), |tb| tb.reaches("x/b", "x/a", Port::Udp80));
+    let bed = Bed::start(Testbed::start_with_outside(), &[("policy.yaml", &a_from_b_udp_sctp())], |tb| {
+        tb.reaches("x/b", "x/a", Port::Udp80)
+    });
     // x/d (no policy) at 10.10.1.14 talks with x/b on one flow.
     bed.tb.add_pod("x", "d", "10.10.1.14");
     let d = "10.10.1.14";
@@ -126,7 +86,8 @@ fn an_address_reused_by_a_new_pod_meets_the_new_pods_policy() {
 #[test]
 fn icmp_errors_a_pod_forges_about_others_connections_are_dropped() {
     // x/a isolated both ways: it accepts only x/b and sends only to x/b (UDP 80).
-    let bed = Bed::start(&format!("{}---\n{}", a_from_b_udp_sctp(), a_to_b_udp()), |tb| {
+    let policies = format!("{}---\n{}", a_from_b_udp_sctp(), a_to_b_udp());
+    let bed = Bed::start(Testbed::start_with_outside(), &[("policy.yaml", &policies)], |tb| {
         !tb.reaches("x/c", "x/a", Port::Udp80) && !tb.reaches("x/a", "x/c", Port::Udp80)
     });
     let (a, b, c) = (bed.tb.pod("x/a"), bed.tb.pod("x/b"), bed.tb.pod("x/c"));
@@ -164,7 +125,9 @@ fn icmp_errors_a_pod_forges_about_others_connections_are_dropped() {
 
 #[test]
 fn sctp_to_another_port_after_an_allowed_association_is_dropped() {
-    let bed = Bed::start(&a_from_b_udp_sctp(), |tb| tb.reaches("x/b", "x/a", Port::Udp80));
+    let bed = Bed::start(Testbed::start_with_outside(), &[("policy.yaml", &a_from_b_udp_sctp())], |tb| {
+        tb.reaches("x/b", "x/a", Port::Udp80)
+    });
     let (a, b) = (bed.tb.pod("x/a"), bed.tb.pod("x/b"));
     let sniff = |dport: &str| {
         bed.tb.spawn_attack(
@@ -202,7 +165,9 @@ fn sctp_to_another_port_after_an_allowed_association_is_dropped() {
 
 #[test]
 fn a_large_datagram_to_an_allowed_port_arrives_in_fragments() {
-    let bed = Bed::start(&a_from_b_udp_sctp(), |tb| tb.reaches("x/b", "x/a", Port::Udp80));
+    let bed = Bed::start(Testbed::start_with_outside(), &[("policy.yaml", &a_from_b_udp_sctp())], |tb| {
+        tb.reaches("x/b", "x/a", Port::Udp80)
+    });
     // 3,000 bytes: three fragments each way over the veths' 1,500-byte MTU.
     assert!(bed.echoes("x/b", 40700, 5, 3000) >= 4, "a 3,000-byte datagram to an allowed port was lost");
     // Still judged: x/c is not allowed, large or small.

@@ -16,11 +16,11 @@
 use super::cluster::{self, ClusterCompiled};
 use super::cookie::{self, Kind};
 use super::flow::{self, DesiredFlows, FlowKey, FlowValue};
-use super::ids::IdAllocator;
+use super::ids::{IdAllocator, RuleKey};
 use super::meters::{self, MeterKind};
 use super::pipeline::{node_flows, pipeline_flows, port_flows};
 use super::policy::{self, compile_policy, namespace_logging, policy_logging, Compiled, Conj, Lookup};
-use super::rules::{Direction, RuleTable, Stage};
+use super::rules::{Direction, RuleInfo, RuleTable, Stage};
 use super::staged::{self, Touched};
 use super::tables::priority;
 use super::userdata::{Disposition, LogUserdata};
@@ -364,17 +364,7 @@ impl Compiler {
         for (k, v) in &new.flows {
             self.set_flow(k.clone(), Some(v.clone()));
         }
-        for (key, info) in &old.rules {
-            if !new.rules.contains_key(key) {
-                self.ids.release(key, now);
-                if let Some(entry) = self.rules.rules.get_mut(&info.id) {
-                    entry.deleted = true;
-                }
-            }
-        }
-        for info in new.rules.values() {
-            self.rules.rules.insert(info.id, info.clone());
-        }
+        self.replace_rules(&old.rules, &new.rules, now);
         self.cluster = new;
     }
 
@@ -683,18 +673,7 @@ impl Compiler {
         // Reverse indexes.
         reindex(&mut self.peer_index, &old.peer_pods, &new.peer_pods, r);
         reindex(&mut self.ns_index, &old.namespaces, &new.namespaces, r);
-        // Rule ids and the rule table.
-        for (key, info) in &old.rules {
-            if !new.rules.contains_key(key) {
-                self.ids.release(key, now);
-                if let Some(entry) = self.rules.rules.get_mut(&info.id) {
-                    entry.deleted = true;
-                }
-            }
-        }
-        for info in new.rules.values() {
-            self.rules.rules.insert(info.id, info.clone());
-        }
+        self.replace_rules(&old.rules, &new.rules, now);
         if !new.is_empty() {
             self.compiled.insert(r.clone(), new);
             if self.idx.ns_selecting.contains(r) {
@@ -702,6 +681,22 @@ impl Compiler {
             }
         } else {
             self.idx.active_ns_selecting.remove(r);
+        }
+    }
+
+    /// Rule ids and the rule table: the rules only in `old` release their ids (and stay
+    /// resolvable, marked deleted, for the grace period from `now`); `new`'s are entered.
+    fn replace_rules(&mut self, old: &BTreeMap<RuleKey, RuleInfo>, new: &BTreeMap<RuleKey, RuleInfo>, now: u64) {
+        for (key, info) in old {
+            if !new.contains_key(key) {
+                self.ids.release(key, now);
+                if let Some(entry) = self.rules.rules.get_mut(&info.id) {
+                    entry.deleted = true;
+                }
+            }
+        }
+        for info in new.values() {
+            self.rules.rules.insert(info.id, info.clone());
         }
     }
 

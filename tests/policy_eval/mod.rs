@@ -76,36 +76,10 @@ pub fn field_matches(f: &Oxm, dir: Direction, p: &Packet) -> bool {
 
 /// The verdict of `dir`'s policy tables on a new connection.
 pub fn verdict(flows: &FlowTable, dir: Direction, p: &Packet) -> Verdict {
-    let mut clauses: BTreeMap<u32, (u8, BTreeSet<u8>)> = BTreeMap::new();
-    for (k, v) in flows.range(..) {
-        if k.table != dir.rule_table() || k.priority != 200 {
-            continue;
-        }
-        if !k.match_.fields.iter().all(|f| field_matches(f, dir, p)) {
-            continue;
-        }
-        for i in &v.instructions {
-            if let Instruction::ApplyActions(acts) = i {
-                for a in acts {
-                    if let Action::Conjunction { id, clause, n_clauses } = a {
-                        let e = clauses.entry(*id).or_insert((*n_clauses, BTreeSet::new()));
-                        e.1.insert(*clause);
-                    }
-                }
-            }
-        }
-    }
-    for (id, (n, seen)) in clauses {
-        if seen.len() == usize::from(n) {
-            let has_conj_flow = flows.keys().any(|k| {
-                k.table == dir.rule_table()
-                    && k.priority == 190
-                    && k.match_.fields.contains(&Oxm::ConjId(id))
-                    && k.match_.fields.iter().all(|f| matches!(f, Oxm::ConjId(_)) || field_matches(f, dir, p))
-            });
-            assert!(has_conj_flow, "conjunction {id} has no conj_id flow");
-            return Verdict::Allow;
-        }
+    if let Some(&(_, id)) = complete_conjunctions(flows, dir.rule_table(), dir, p).first() {
+        let conj_flow = conj_flow(flows, dir.rule_table(), id, dir, p);
+        assert!(conj_flow.is_some_and(|(k, _)| k.priority == 190), "conjunction {id} has no conj_id flow");
+        return Verdict::Allow;
     }
     let isolated = flows.keys().any(|k| {
         k.table == dir.default_table() && k.priority == 200 && k.match_.fields.iter().all(|f| field_matches(f, dir, p))

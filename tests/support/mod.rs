@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod audit_log;
+pub mod bed;
 pub mod cluster;
 pub mod cni_node;
 pub mod containerd;
