@@ -463,8 +463,8 @@ impl Hosts {
         self.probe_with_timeout(from, to, None)
     }
 
-    /// Like [`Testbed::probe`] with a per-probe timeout in seconds.
-    pub fn probe_with_timeout(&self, from: &[&str], to: &[&str], timeout: Option<f64>) -> Reachability {
+    /// `probe.py matrix` of this testbed from `from` to `to`.
+    fn prober_matrix(&self, from: &[&str], to: &[&str]) -> Command {
         let python = if std::path::Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" };
         let mut cmd = Command::new(python);
         cmd.arg(repo_path("testbed/probe.py"))
@@ -472,6 +472,12 @@ impl Hosts {
             .arg(&self.state)
             .arg(format!("--from={}", from.join(",")))
             .arg(format!("--to={}", to.join(",")));
+        cmd
+    }
+
+    /// Like [`Testbed::probe`] with a per-probe timeout in seconds.
+    pub fn probe_with_timeout(&self, from: &[&str], to: &[&str], timeout: Option<f64>) -> Reachability {
+        let mut cmd = self.prober_matrix(from, to);
         if let Some(t) = timeout {
             cmd.arg(format!("--timeout={t}"));
         }
@@ -511,14 +517,8 @@ impl Hosts {
         to: &[&str],
         ports: &[String],
     ) -> BTreeMap<(String, String, String), bool> {
-        let python = if std::path::Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" };
-        let mut cmd = Command::new(python);
-        cmd.arg(repo_path("testbed/probe.py"))
-            .arg("matrix")
-            .arg(&self.state)
-            .arg(format!("--from={}", from.join(",")))
-            .arg(format!("--to={}", to.join(",")))
-            .arg(format!("--ports={}", ports.join(",")));
+        let mut cmd = self.prober_matrix(from, to);
+        cmd.arg(format!("--ports={}", ports.join(",")));
         let out = run(&mut cmd);
         let mut got = BTreeMap::new();
         for line in out.lines().filter(|l| !l.trim().is_empty()) {
