@@ -276,10 +276,13 @@ pub struct RunArgs {
     /// Deprecated alias of --admin-addr, kept for one release.
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "admin_addr", env = "NPAGENT_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
-    /// Name each staged policy on /metrics (npagent_staged_verdicts_total{policy,
-    /// disposition}). Anyone who can reach --admin-addr reads the page (on loopback: every
-    /// local user and hostNetwork pod); false keeps the names off it and counts the staged
-    /// verdicts by disposition only (the sum over the policies).
+    /// Name each staged policy and each ClusterNetworkPolicy rule on /metrics
+    /// (npagent_staged_verdicts_total{policy, disposition},
+    /// npagent_cluster_policy_verdicts_total{tier, policy, rule, action, direction}). Anyone
+    /// who can reach --admin-addr reads the page (on loopback: every local user and
+    /// hostNetwork pod); false keeps the names off it and counts the staged verdicts by
+    /// disposition only, the ClusterNetworkPolicy verdicts by tier, action and direction
+    /// (sums over the policies).
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set, env = "NPAGENT_METRICS_POLICY_LABELS")]
     pub metrics_policy_labels: bool,
     #[command(flatten)]

@@ -2,7 +2,8 @@
 //! userspace OVS) with the worked example of the README (testbed/examples: a tenant baseline
 //! for x, the operator's Admin override, and x's own NetworkPolicy), real connections, and
 //! the np.log lines they lead to: one line per verdict naming the policy and the rule, a
-//! `Pass` line before the line of the tier that then decides, and the decision chain in JSON.
+//! `Pass` line before the line of the tier that then decides, and the decision chain in JSON;
+//! and the verdicts the tiers' flows counted, on `/metrics`, per policy and rule.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure should panic
 
 mod support;
@@ -19,13 +20,18 @@ const LOGGING: &str = "networkpolicy.antrea.io/enable-logging";
 
 /// Namespaces x and y log (z does not); the worked example's three policies.
 fn example_testbed() -> Testbed {
+    example_testbed_logging(&["x", "y"])
+}
+
+/// The worked example's three policies; the namespaces `logging` log.
+fn example_testbed_logging(logging: &[&str]) -> Testbed {
     let tb = Testbed::start();
     let mut text = String::new();
     for ns in ["x", "y", "z"] {
         text.push_str(&format!(
             "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels:\n    ns: {ns}\n"
         ));
-        if ns != "z" {
+        if logging.contains(&ns) {
             text.push_str(&format!("  annotations:\n    {LOGGING}: \"true\"\n"));
         }
     }
@@ -221,5 +227,119 @@ fn a_restart_keeps_the_tiers_flows_and_ids() {
     wait_until(Duration::from_secs(5), "a Pass line after the restart", || {
         lines(&np_log).iter().filter(|l| l.contains(" Pass ")).count() >= 2
     });
+
+/// A baseline for z beside the example's, its one rule unnamed (`ingress-0` on /metrics):
+/// connections from y are refused.
+const BASELINE_Z: &str = "apiVersion: policy.networking.k8s.io/v1alpha2
+kind: ClusterNetworkPolicy
+metadata:
+  name: tenant-baseline-z
+spec:
+  tier: Baseline
+  priority: 60
+  subject:
+    namespaces:
+      matchLabels:
+        ns: z
+  ingress:
+  - action: Deny
+    from:
+    - namespaces:
+        matchLabels:
+          ns: y
+";
+
+/// Connections whose verdicts the tiers count (each probe opens TCP 80, TCP 81 and UDP 80 at
+/// once, and gives up on a refused one after 0.5 s, before TCP sends its SYN again): the
+/// monitoring Accept lets z/a's TCP 80 into x/a (1); y's connections into x/a and z/a pass
+/// the Admin tier (3 + 2); z/b's are refused by x's tenant baseline (3 packets); TCP 81 into
+/// z is denied on the way out of x/a and y/a (2 packets), and y/a's other two by z's unnamed
+/// baseline rule (2 packets).
+fn connect(tb: &Testbed) {
+    for (from, to, port, want) in [
+        ("z/a", "x/a", Port::Tcp80, true),
+        ("y/b", "x/a", Port::Tcp80, true),
+        ("z/b", "x/c", Port::Tcp80, false),
+        ("x/a", "z/b", Port::Tcp81, false),
+        ("y/a", "z/a", Port::Tcp80, false),
+    ] {
+        assert_eq!(tb.reaches(from, to, port), want, "{from} -> {to} {port}");
+    }
+}
+
+/// The agent's `npagent_cluster_policy_verdicts_total` samples, labels -> count.
+fn verdict_samples(agent: &Agent) -> std::collections::BTreeMap<String, u64> {
+    const NAME: &str = "npagent_cluster_policy_verdicts_total";
+    let metrics = agent.metrics();
+    metrics.0.keys().filter_map(|k| Some((k.strip_prefix(NAME)?.to_owned(), metrics.count(k)))).collect()
+}
+
+/// Waits (at most two dump periods and some) until the agent's verdicts are `want`; panics
+/// with what they are otherwise.
+fn wait_for_verdicts(agent: &Agent, want: &[(String, u64)]) {
+    let holds = || {
+        let got = verdict_samples(agent);
+        want.iter().all(|(labels, n)| got.get(labels) == Some(n))
+    };
+    let explain = || format!("want {want:#?}\ngot {:#?}", verdict_samples(agent));
+    support::wait_until_every(Duration::from_secs(25), Duration::from_millis(500), "the verdicts", holds, explain);
+}
+
+/// The labels of a rule's series.
+fn rule(tier: &str, policy: &str, rule: &str, action: &str, direction: &str) -> String {
+    format!("{{tier=\"{tier}\",policy=\"{policy}\",rule=\"{rule}\",action=\"{action}\",direction=\"{direction}\"}}")
+}
+
+#[test]
+fn the_tiers_verdicts_are_counted_per_policy_and_rule_from_the_switchs_counters() {
+    // No namespace logs: the counts are the switch's, not the audit log's.
+    let tb = example_testbed_logging(&[]);
+    write_atomic(&tb.manifests_dir().join("cnp-tenant-baseline-z.yaml"), BASELINE_Z);
+    let logs = tempfile::Builder::new().prefix("npa-e2e-cnp-").tempdir().expect("temp dir");
+    let np_log = logs.path().join("np.log");
+    let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &[]);
+    connect(&tb);
+    let want = [
+        (rule("Admin", "admin-override", "monitoring", "Accept", "Ingress"), 1),
+        (rule("Admin", "admin-override", "y-to-x-by-network-policy", "Pass", "Ingress"), 5),
+        (rule("Admin", "admin-override", "no-tcp-81-into-z", "Deny", "Egress"), 2),
+        (rule("Baseline", "tenant-baseline-x", "from-own-tenant", "Accept", "Ingress"), 0),
+        (rule("Baseline", "tenant-baseline-x", "from-other-tenants", "Deny", "Ingress"), 3),
+        (rule("Baseline", "tenant-baseline-z", "ingress-0", "Deny", "Ingress"), 2),
+    ];
+    wait_for_verdicts(&agent, &want);
+    let got = verdict_samples(&agent);
+    assert_eq!(got.len(), want.len(), "one series per rule, none unresolved: {got:#?}");
+    assert!(lines(&np_log).is_empty(), "nothing logged, all counted");
+    assert!(agent.stop().success());
+
+    // Again, without the names: the restarted agent counts what its run saw, by tier, action
+    // and direction.
+    let agent = Agent::start(&tb.sandbox, &tb.manifests_dir(), &np_log, &["--metrics-policy-labels=false"]);
+    connect(&tb);
+    let sum = |tier: &str, action: &str, direction: &str, n| {
+        (format!("{{tier=\"{tier}\",action=\"{action}\",direction=\"{direction}\"}}"), n)
+    };
+    let mut want = Vec::new();
+    for tier in ["Admin", "Baseline"] {
+        for action in ["Accept", "Deny", "Pass"] {
+            for direction in ["Egress", "Ingress"] {
+                let n = match (tier, action, direction) {
+                    ("Admin", "Accept", "Ingress") => 1,
+                    ("Admin", "Pass", "Ingress") => 5,
+                    ("Admin", "Deny", "Egress") => 2,
+                    ("Baseline", "Deny", "Ingress") => 5,
+                    _ => 0,
+                };
+                want.push(sum(tier, action, direction, n));
+            }
+        }
+    }
+    wait_for_verdicts(&agent, &want);
+    assert_eq!(verdict_samples(&agent).len(), 12, "{:#?}", verdict_samples(&agent));
+    let page = agent.metrics_text();
+    for name in ["admin-override", "tenant-baseline", "monitoring", "ingress-0", "policy=\"", "rule=\""] {
+        assert!(!page.contains(name), "{name} on the page:\n{page}");
+    }
     assert!(agent.stop().success());
 }

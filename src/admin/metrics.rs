@@ -7,6 +7,8 @@
 use crate::audit::entry::LineDisposition;
 use crate::audit::AuditStats;
 use crate::compiler::meters::MeterKind;
+use crate::compiler::Direction;
+use crate::model::cluster_policy::{Action, Tier};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -16,8 +18,9 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The `Content-Type` of the page.
 pub(crate) const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -50,6 +53,39 @@ impl ShedByMeter {
     /// The totals, by kind of meter.
     fn read(&self) -> [u64; MeterKind::ALL.len()] {
         std::array::from_fn(|i| self.0.get(i).map_or(0, |c| c.load(Ordering::Relaxed)))
+    }
+}
+
+/// One series of `npagent_cluster_policy_verdicts_total`: the verdicts of one
+/// ClusterNetworkPolicy rule. A rule npagent cannot resolve has policy, rule and action `""`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClusterVerdict {
+    /// `Admin` or `Baseline`.
+    pub tier: &'static str,
+    /// The ClusterNetworkPolicy's name.
+    pub policy: String,
+    /// The rule's name, or `ingress-<index>` / `egress-<index>` when it has none.
+    pub rule: String,
+    /// `Accept`, `Deny` or `Pass`.
+    pub action: &'static str,
+    /// `Ingress` or `Egress`.
+    pub direction: &'static str,
+}
+
+/// The totals of `npagent_cluster_policy_verdicts_total`, as the task that counts them from
+/// the switch's flow counters last stored them.
+#[derive(Debug, Default)]
+pub struct ClusterVerdicts(Mutex<BTreeMap<ClusterVerdict, u64>>);
+
+impl ClusterVerdicts {
+    /// Sets the totals.
+    pub(crate) fn store(&self, totals: &BTreeMap<ClusterVerdict, u64>) {
+        totals.clone_into(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// The totals.
+    fn snapshot(&self) -> BTreeMap<ClusterVerdict, u64> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -96,6 +132,9 @@ pub struct AgentMetrics {
     pub(crate) conntrack_pods_unbounded: Gauge,
     /// Commands to ovs-vswitchd's control socket that failed (zone limits, flushes).
     pub(crate) conntrack_limit_errors: Counter,
+    /// The verdicts of ClusterNetworkPolicy rules, by rule (totals kept by the task that reads
+    /// the tiers' flow counters, copied here after each read).
+    pub(crate) cluster_verdicts: ClusterVerdicts,
 }
 
 /// Bucket bounds of both histograms: 100 µs doubling to about 13 s, which covers an
@@ -127,17 +166,22 @@ impl Default for AgentMetrics {
             conntrack_pod_limit: Gauge::default(),
             conntrack_pods_unbounded: Gauge::default(),
             conntrack_limit_errors: Counter::default(),
+            cluster_verdicts: ClusterVerdicts::default(),
         }
     }
 }
 
-/// Whether `/metrics` names staged policies (`--metrics-policy-labels`): any local user who
-/// reaches the admin port reads the page.
+/// Whether `/metrics` names staged policies and ClusterNetworkPolicies
+/// (`--metrics-policy-labels`): any local user who reaches the admin port reads the page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyLabels {
-    /// `npagent_staged_verdicts_total{policy, disposition}`: one series per staged policy.
+    /// `npagent_staged_verdicts_total{policy, disposition}`: one series per staged policy;
+    /// `npagent_cluster_policy_verdicts_total{tier, policy, rule, action, direction}`: one
+    /// per ClusterNetworkPolicy rule.
     PerPolicy,
-    /// `npagent_staged_verdicts_total{disposition}`: the sum over the staged policies, no name.
+    /// `npagent_staged_verdicts_total{disposition}` and
+    /// `npagent_cluster_policy_verdicts_total{tier, action, direction}`: sums over the
+    /// policies, no name.
     Hidden,
 }
 
@@ -158,7 +202,8 @@ pub fn registry(metrics: Arc<AgentMetrics>, audit: Arc<AuditStats>) -> Registry 
 }
 
 /// The registry behind `/metrics`: `metrics`, the audit logger's `audit` counters (staged
-/// verdicts labelled as `policy_labels` says), and `npagent_build_info`.
+/// verdicts and ClusterNetworkPolicy verdicts labelled as `policy_labels` says), and
+/// `npagent_build_info`.
 pub fn registry_with(metrics: Arc<AgentMetrics>, audit: Arc<AuditStats>, policy_labels: PolicyLabels) -> Registry {
     let m = &metrics;
     // Present from the first scrape, zero until something is sent.
@@ -323,6 +368,57 @@ impl Collector for Scraped {
                     ([("disposition", d.as_str())], total)
                 }),
             ),
+        }?;
+        cluster_verdicts(&mut encoder, self.policy_labels, &m.cluster_verdicts.snapshot())
+    }
+}
+
+/// `npagent_cluster_policy_verdicts_total`: each rule's `totals` when `policy_labels` names
+/// them, else their sums by tier, action and direction (every combination from the first
+/// scrape).
+fn cluster_verdicts(
+    encoder: &mut DescriptorEncoder,
+    policy_labels: PolicyLabels,
+    totals: &BTreeMap<ClusterVerdict, u64>,
+) -> Result<(), std::fmt::Error> {
+    const NAME: &str = "npagent_cluster_policy_verdicts";
+    match policy_labels {
+        PolicyLabels::PerPolicy => labelled_counters(
+            encoder,
+            NAME,
+            "Verdicts of ClusterNetworkPolicy rules, from the switch's flow counters (read every 10 s): connections whose first packet an Accept or Pass rule decided, packets a Deny rule dropped; by tier, policy, rule (its name, else ingress-N or egress-N), action and direction (\"\" for a rule npagent could not resolve). One series per rule on the switch or that counted since npagent started.",
+            totals.iter().map(|(v, n)| {
+                let labels = [
+                    ("tier", v.tier),
+                    ("policy", v.policy.as_str()),
+                    ("rule", v.rule.as_str()),
+                    ("action", v.action),
+                    ("direction", v.direction),
+                ];
+                (labels, *n)
+            }),
+        ),
+        PolicyLabels::Hidden => {
+            let mut sums: BTreeMap<(&str, &str, &str), u64> = BTreeMap::new();
+            for tier in Tier::ALL {
+                for action in [Action::Accept, Action::Deny, Action::Pass] {
+                    for direction in Direction::BOTH {
+                        sums.insert((tier.as_str(), action.as_str(), direction.as_str()), 0);
+                    }
+                }
+            }
+            for (v, n) in totals {
+                let sum = sums.entry((v.tier, v.action, v.direction)).or_default();
+                *sum = sum.saturating_add(*n);
+            }
+            labelled_counters(
+                encoder,
+                NAME,
+                "Verdicts of ClusterNetworkPolicy rules, from the switch's flow counters (read every 10 s): connections whose first packet an Accept or Pass rule decided, packets a Deny rule dropped; by tier, action and direction: the sum over the rules, whose policies' names --metrics-policy-labels=false keeps off this page.",
+                sums.into_iter().map(|((tier, action, direction), n)| {
+                    ([("tier", tier), ("action", action), ("direction", direction)], n)
+                }),
+            )
         }
     }
 }
@@ -423,6 +519,49 @@ mod tests {
             (PolicyLabels::from_flag(true), PolicyLabels::from_flag(false)),
             (PolicyLabels::PerPolicy, PolicyLabels::Hidden)
         );
+    }
+
+    /// The page's `npagent_cluster_policy_verdicts_total` samples.
+    fn cluster_samples(policy_labels: PolicyLabels, totals: &BTreeMap<ClusterVerdict, u64>) -> Vec<String> {
+        let m = Arc::new(AgentMetrics::default());
+        m.cluster_verdicts.store(totals);
+        let page = render(&registry_with(m, Arc::new(AuditStats::default()), policy_labels));
+        page.lines().filter(|l| l.starts_with("npagent_cluster_policy_verdicts_total")).map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn cluster_verdicts_are_named_per_rule_or_summed_by_tier_action_and_direction() {
+        let verdict = |tier, policy: &str, rule: &str, action, direction| ClusterVerdict {
+            tier,
+            policy: policy.into(),
+            rule: rule.into(),
+            action,
+            direction,
+        };
+        let totals = BTreeMap::from([
+            (verdict("Admin", "admin-override", "monitoring", "Accept", "Ingress"), 3),
+            (verdict("Admin", "other", "ingress-0", "Accept", "Ingress"), 2),
+            (verdict("Baseline", "tenant", "others", "Deny", "Ingress"), 5),
+            (verdict("Baseline", "", "", "", "Egress"), 1),
+        ]);
+        let named = cluster_samples(PolicyLabels::PerPolicy, &totals);
+        assert_eq!(named.len(), 4, "{named:?}");
+        assert!(named.contains(
+            &"npagent_cluster_policy_verdicts_total{tier=\"Admin\",policy=\"admin-override\",rule=\"monitoring\",action=\"Accept\",direction=\"Ingress\"} 3".into()
+        ), "{named:?}");
+        let hidden = cluster_samples(PolicyLabels::Hidden, &totals);
+        assert!(hidden.iter().all(|l| !l.contains("policy=") && !l.contains("rule=")), "{hidden:?}");
+        assert_eq!(hidden.len(), 13, "every tier, action and direction, and the unresolved: {hidden:?}");
+        for sample in [
+            "npagent_cluster_policy_verdicts_total{tier=\"Admin\",action=\"Accept\",direction=\"Ingress\"} 5",
+            "npagent_cluster_policy_verdicts_total{tier=\"Baseline\",action=\"Deny\",direction=\"Ingress\"} 5",
+            "npagent_cluster_policy_verdicts_total{tier=\"Admin\",action=\"Pass\",direction=\"Egress\"} 0",
+            "npagent_cluster_policy_verdicts_total{tier=\"Baseline\",action=\"\",direction=\"Egress\"} 1",
+        ] {
+            assert!(hidden.contains(&sample.to_owned()), "{sample} in {hidden:?}");
+        }
+        assert_eq!(cluster_samples(PolicyLabels::PerPolicy, &BTreeMap::new()), Vec::<String>::new());
+        assert_eq!(cluster_samples(PolicyLabels::Hidden, &BTreeMap::new()).len(), 12, "from the first scrape");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! unchanged inputs sends nothing, and a switch restart is repaired by the same diff.
 
 mod claims;
+mod cluster_stats;
 mod cni;
 mod conntrack_quota;
 mod first_sync;
@@ -23,6 +24,7 @@ mod resolver;
 pub mod routes;
 mod store;
 mod tasks;
+mod verdict_polls;
 
 pub use crate::rate_limited::RateLimitedWarning;
 pub use conntrack_quota::{PodLimit, QuotaConfig};
@@ -81,7 +83,8 @@ pub struct AgentConfig {
     pub audit: AuditConfig,
     /// Where the admin server (`/livez`, `/readyz`, `/metrics`) listens (`--admin-addr`).
     pub admin_addr: SocketAddr,
-    /// Whether `/metrics` names staged policies (`--metrics-policy-labels`).
+    /// Whether `/metrics` names staged policies and ClusterNetworkPolicies
+    /// (`--metrics-policy-labels`).
     pub metrics_policy_labels: metrics::PolicyLabels,
     /// Each local pod's conntrack zone limit and how to set it (`--conntrack-pod-limit`).
     pub conntrack: QuotaConfig,
@@ -178,9 +181,10 @@ pub async fn run(cfg: AgentConfig, shutdown: impl Future<Output = ()>) -> Result
         ..Default::default()
     };
     let (switch, packet_ins) = switch::spawn(conn);
-    let running = tasks::spawn(&shared, &audit, admin_listener, packet_ins).await?;
+    let running = tasks::spawn(&shared, &audit, admin_listener, packet_ins, &switch).await?;
     let main_loop = MainLoop::new(&shared, &switch, running, &audit);
-    // The loop holds the switch's other handles: the connection ends with the loop.
+    // The loop holds the switch's other handles (and the verdict counts, which it ends with
+    // the other tasks): the connection ends with the loop.
     drop(switch);
     let outcome = main_loop.run(shutdown).await;
     if outcome.is_ok() && shared.cfg.remove_routes_at_exit {

@@ -2,10 +2,11 @@
 //! the OVSDB client, the gateway port and its device's addresses, the node's configuration
 //! (the flags' and its Node's, with the gateway device's addresses merged in), the forwarded
 //! connections' and the masquerade's rules, the pods' host ends' rules, the routes to other
-//! nodes' pods, the packet-in forwarder, the admin server and the CNI server. What they
-//! tell the main loop arrives on its [`Inputs`]; [`Tasks`] says which of them ended.
+//! nodes' pods, the packet-in forwarder, the admin server, the CNI server and the counts of
+//! the ClusterNetworkPolicy tiers' verdicts. What they tell the main loop arrives on its
+//! [`Inputs`]; [`Tasks`] says which of them ended.
 
-use super::{cni, forwarded_snat, host_ends, packet_ins, routes, RunError, Shared, SourceConfig};
+use super::{cni, forwarded_snat, host_ends, packet_ins, routes, verdict_polls, RunError, Shared, SourceConfig};
 use crate::admin::health::Health;
 use crate::admin::metrics;
 use crate::admin::Admin;
@@ -18,6 +19,7 @@ use crate::source::gateway::{self, GatewaySpec};
 use crate::source::node_config;
 use crate::source::ovsdb::db::BridgePorts;
 use crate::source::SourceEvent;
+use crate::switch::SwitchHandle;
 use ofp::packet_in2::PacketIn2;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -40,11 +42,12 @@ pub(super) struct Tasks {
     stop_packet_ins: oneshot::Sender<()>,
     admin: JoinHandle<()>,
     cni: JoinHandle<()>,
+    verdict_polls: JoinHandle<()>,
 }
 
 impl Tasks {
     /// Every task with its name as a reason names it ("the OVSDB client").
-    fn named(&self) -> [(&'static str, &JoinHandle<()>); 11] {
+    fn named(&self) -> [(&'static str, &JoinHandle<()>); 12] {
         [
             ("the object source", &self.source),
             ("the OVSDB client", &self.ovsdb),
@@ -57,6 +60,7 @@ impl Tasks {
             ("the packet-in forwarder", &self.packet_ins),
             ("the admin server", &self.admin),
             ("the CNI server", &self.cni),
+            ("the ClusterNetworkPolicy verdict counts", &self.verdict_polls),
         ]
     }
 
@@ -107,13 +111,15 @@ pub(super) struct Running {
 }
 
 /// Starts the tasks beside the main loop, among them the admin server (on `admin_listener`,
-/// with the `audit` logger's stats) and the packet-in forwarder (of `packet_ins` to `audit`).
-/// Fails when no Kubernetes client can be made or the CNI socket cannot be served.
+/// with the `audit` logger's stats), the packet-in forwarder (of `packet_ins` to `audit`) and
+/// the ClusterNetworkPolicy verdict counts (from the flows of `switch`). Fails when no
+/// Kubernetes client can be made or the CNI socket cannot be served.
 pub(super) async fn spawn(
     shared: &Shared,
     audit: &AuditLogger,
     admin_listener: TcpListener,
     packet_ins: mpsc::Receiver<PacketIn2>,
+    switch: &SwitchHandle,
 ) -> Result<Running, RunError> {
     let Shared { cfg, started, state, metrics } = shared;
     let (packet_ins, stop_packet_ins) = packet_ins::spawn(packet_ins, audit.sender());
@@ -157,6 +163,12 @@ pub(super) async fn spawn(
         Err(e) => tracing::warn!("admin server: cannot read its bound address: {e}"),
     }
     let admin_task = tokio::spawn(crate::admin::serve(admin_listener, Arc::clone(&admin), Arc::clone(metrics)));
+    let verdict_polls = tokio::spawn(verdict_polls::run_verdict_polls(
+        switch.clone(),
+        Arc::clone(state),
+        Arc::clone(metrics),
+        *started,
+    ));
     let tasks = Tasks {
         source,
         ovsdb,
@@ -170,6 +182,7 @@ pub(super) async fn spawn(
         stop_packet_ins,
         admin: admin_task,
         cni,
+        verdict_polls,
     };
     let inputs = Inputs {
         source: source_rx,
