@@ -227,6 +227,8 @@ fn a_restart_keeps_the_tiers_flows_and_ids() {
     wait_until(Duration::from_secs(5), "a Pass line after the restart", || {
         lines(&np_log).iter().filter(|l| l.contains(" Pass ")).count() >= 2
     });
+    assert!(agent.stop().success());
+}
 
 /// A baseline for z beside the example's, its one rule unnamed (`ingress-0` on /metrics):
 /// connections from y are refused.
