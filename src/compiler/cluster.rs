@@ -38,6 +38,8 @@ pub(super) struct ClusterCompiled {
     pub(super) rules: BTreeMap<RuleKey, RuleInfo>,
     /// The pods the compile read (subjects and peers).
     pub(super) read_pods: BTreeSet<ObjectRef>,
+    /// The local ports of its subjects.
+    pub(super) subject_ports: BTreeSet<u32>,
 }
 
 /// The register that holds the Pass rule a packet passed in `direction`: `reg12` egress,
@@ -55,30 +57,64 @@ pub(crate) fn policy_ref(name: &str) -> ObjectRef {
     ObjectRef { namespace: "".into(), name: name.into() }
 }
 
-/// Compiles every ClusterNetworkPolicy of `model` for the local pods on `ports`.
-pub(super) fn compile(model: &Model, ports: &BTreeMap<u32, LocalPort>, ids: &mut IdAllocator) -> ClusterCompiled {
-    let mut c = TierCompiler { model, ids, out: ClusterCompiled::default(), clauses: BTreeMap::new() };
+/// Where a policy's rules start in its tier's order: the rank of its first ingress and of its
+/// first egress rule (its rules' priorities count down from [`priority::TIER_TOP`] minus that).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Start {
+    ingress: u16,
+    egress: u16,
+}
+
+impl Start {
+    fn of(self, direction: Direction) -> u16 {
+        match direction {
+            Direction::Ingress => self.ingress,
+            Direction::Egress => self.egress,
+        }
+    }
+}
+
+/// Where every ClusterNetworkPolicy of `model` starts in its tier's order, by name.
+pub(super) fn starts(model: &Model) -> BTreeMap<String, Start> {
+    let mut out = BTreeMap::new();
     for tier in Tier::ALL {
-        let ordered = tiers::in_order(model.cluster_policies.values(), tier);
-        for direction in Direction::BOTH {
-            let mut rank: u16 = 0;
-            for policy in &ordered {
-                let rules = match direction {
-                    Direction::Ingress => &policy.ingress,
-                    Direction::Egress => &policy.egress,
-                };
-                if rules.is_empty() {
-                    continue;
-                }
-                let subjects = c.subjects(ports, &policy.subject);
-                for (index, rule) in rules.iter().enumerate() {
-                    let prio = priority::TIER_TOP.saturating_sub(rank);
-                    rank = rank.saturating_add(1);
-                    let Ok(index) = u32::try_from(index) else { break };
-                    let place = Place { policy, tier, direction, index, priority: prio };
-                    c.rule(&place, rule, &subjects);
-                }
-            }
+        let (mut ingress, mut egress) = (0u16, 0u16);
+        for policy in tiers::in_order(model.cluster_policies.values(), tier) {
+            out.insert(policy.name.clone(), Start { ingress, egress });
+            ingress = ingress.saturating_add(u16::try_from(policy.ingress.len()).unwrap_or(u16::MAX));
+            egress = egress.saturating_add(u16::try_from(policy.egress.len()).unwrap_or(u16::MAX));
+        }
+    }
+    out
+}
+
+/// Compiles ClusterNetworkPolicy `policy`, which starts at `start` in its tier's order, for
+/// the local pods on `ports`. Its flows are its own: no other policy's share a key (each rule
+/// has a priority of its own in its table).
+pub(super) fn compile(
+    model: &Model,
+    ports: &BTreeMap<u32, LocalPort>,
+    ids: &mut IdAllocator,
+    policy: &ClusterPolicy,
+    start: Start,
+) -> ClusterCompiled {
+    let mut c = TierCompiler { model, ids, out: ClusterCompiled::default(), clauses: BTreeMap::new() };
+    for direction in Direction::BOTH {
+        let rules = match direction {
+            Direction::Ingress => &policy.ingress,
+            Direction::Egress => &policy.egress,
+        };
+        if rules.is_empty() {
+            continue;
+        }
+        let subjects = c.subjects(ports, &policy.subject);
+        let mut rank = start.of(direction);
+        for (index, rule) in rules.iter().enumerate() {
+            let prio = priority::TIER_TOP.saturating_sub(rank);
+            rank = rank.saturating_add(1);
+            let Ok(index) = u32::try_from(index) else { break };
+            let place = Place { policy, tier: policy.tier, direction, index, priority: prio };
+            c.rule(&place, rule, &subjects);
         }
     }
     let mut out = c.out;
@@ -88,19 +124,24 @@ pub(super) fn compile(model: &Model, ports: &BTreeMap<u32, LocalPort>, ids: &mut
     out
 }
 
-/// Whether pod `r` (as `model` has it now) may be a subject or a peer of some
-/// ClusterNetworkPolicy.
-pub(super) fn might_read(model: &Model, r: &ObjectRef) -> bool {
+/// Whether the local port `o` (as `model` has it now) is a subject of `policy`.
+pub(super) fn subject_port(model: &Model, policy: &ClusterPolicy, o: u32) -> bool {
+    let Some(port) = model.ports.get(&o) else { return false };
+    let labels = model.pods.get(&port.pod).map(|p| &p.labels);
+    let ns_labels = model.namespaces.get(&*port.pod.namespace).map(|n| &n.labels);
+    labels.zip(ns_labels).is_some_and(|(l, n)| policy.subject.matches(n, l))
+}
+
+/// Whether pod `r` (as `model` has it now) may be a subject or a peer of `policy`.
+pub(super) fn might_read(model: &Model, policy: &ClusterPolicy, r: &ObjectRef) -> bool {
     let Some(pod) = model.pods.get(r) else { return false };
     let Some(ns) = model.namespaces.get(&*r.namespace) else { return false };
     let selects = |set: &PodSet| set.matches(&ns.labels, &pod.labels);
-    model.cluster_policies.values().any(|p| {
-        selects(&p.subject)
-            || p.ingress.iter().chain(&p.egress).any(|rule| {
-                (rule.peers_match_everything() && rule.protocols.iter().any(is_named_protocol))
-                    || rule.peers.iter().any(|peer| matches!(peer, ClusterPeer::Pods(set) if selects(set)))
-            })
-    })
+    selects(&policy.subject)
+        || policy.ingress.iter().chain(&policy.egress).any(|rule| {
+            (rule.peers_match_everything() && rule.protocols.iter().any(is_named_protocol))
+                || rule.peers.iter().any(|peer| matches!(peer, ClusterPeer::Pods(set) if selects(set)))
+        })
 }
 
 fn is_named_protocol(p: &ClusterProtocol) -> bool {
@@ -150,6 +191,7 @@ impl<'m> TierCompiler<'m, '_> {
             let Some(ns) = model.namespaces.get(&*port.pod.namespace) else { continue };
             if set.matches(&ns.labels, &pod.labels) {
                 self.out.read_pods.insert(port.pod.clone());
+                self.out.subject_ports.insert(*o);
                 out.push(Subject { ofport: *o, pod, logged: ns.logging_enabled().unwrap_or(false) });
             }
         }

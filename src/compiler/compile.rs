@@ -97,6 +97,13 @@ struct Staging {
     touched: Touched,
 }
 
+/// One ClusterNetworkPolicy's contribution and where it was compiled to start in its tier.
+#[derive(Debug)]
+struct ClusterPart {
+    start: cluster::Start,
+    compiled: ClusterCompiled,
+}
+
 /// Indexes of the model the compiler keeps in step with the changes it is told about.
 #[derive(Debug, Default)]
 struct Index {
@@ -134,8 +141,8 @@ pub struct Compiler {
     port_claims: BTreeMap<FlowKey, BTreeMap<u32, FlowValue>>,
     /// The keys of the node's flows (gateway, uplinks, Services).
     node_keys: BTreeSet<FlowKey>,
-    /// The ClusterNetworkPolicies' contribution (enforced compiler only).
-    cluster: ClusterCompiled,
+    /// Each ClusterNetworkPolicy's contribution, by name (enforced compiler only).
+    cluster: BTreeMap<String, ClusterPart>,
     /// The node's ports (gateway, uplinks), for their names.
     node_ports: Vec<NodePort>,
     flows: DesiredFlows,
@@ -178,7 +185,7 @@ impl Compiler {
             clause_acts: BTreeMap::new(),
             port_claims: BTreeMap::new(),
             node_keys: BTreeSet::new(),
-            cluster: ClusterCompiled::default(),
+            cluster: BTreeMap::new(),
             node_ports: Vec::new(),
             flows: DesiredFlows::new(),
             rules: RuleTable::default(),
@@ -230,7 +237,7 @@ impl Compiler {
             self.refresh_drops(v, o);
         }
         if self.stage == Stage::Enforced {
-            self.recompile_cluster(model, now);
+            self.recompile_cluster(model, &[], true, now);
         }
         self.ids.finish_recovery(now);
     }
@@ -336,36 +343,76 @@ impl Compiler {
         for o in drops {
             self.refresh_drops(v, o);
         }
-        if self.stage == Stage::Enforced && self.cluster_affected(model, changes) {
-            self.recompile_cluster(model, now);
+        if self.stage == Stage::Enforced {
+            self.recompile_cluster(model, changes, false, now);
         }
     }
 
-    /// Whether `changes` may change what the ClusterNetworkPolicies compile to.
-    fn cluster_affected(&self, model: &Model, changes: &[Change]) -> bool {
-        let any = !model.cluster_policies.is_empty() || !self.cluster.flows.is_empty();
-        changes.iter().any(|ch| match ch {
-            Change::ClusterPolicy(_) => true,
-            Change::Namespace(_) | Change::Port(_) => any,
-            Change::Pod(r) => self.cluster.read_pods.contains(r) || cluster::might_read(model, r),
-            Change::Policy(_) | Change::StagedPolicy(_) | Change::Node => false,
-        })
-    }
-
-    /// Recompiles every ClusterNetworkPolicy and applies the difference.
-    fn recompile_cluster(&mut self, model: &Model, now: u64) {
-        let new = cluster::compile(model, &self.idx.ports, &mut self.ids);
-        let old = std::mem::take(&mut self.cluster);
-        for k in old.flows.keys() {
-            if !new.flows.contains_key(k) {
-                self.set_flow(k.clone(), None);
+    /// Recompiles the ClusterNetworkPolicies `changes` may change (all of them with `all`):
+    /// the changed ones, those whose place in their tier's order moved, those that read (or may
+    /// now read) a changed pod, those a changed port is (or now is) a subject of; every one on
+    /// a namespace change. Applies the
+    /// difference: first every old flow the new ones do not keep, then the new ones, as two
+    /// policies may trade priorities.
+    fn recompile_cluster(&mut self, model: &Model, changes: &[Change], all: bool, now: u64) {
+        if model.cluster_policies.is_empty() && self.cluster.is_empty() {
+            return;
+        }
+        let starts = cluster::starts(model);
+        let names: BTreeSet<&String> = starts.keys().chain(self.cluster.keys()).collect();
+        let todo: BTreeSet<String> = names
+            .into_iter()
+            .filter(|name| {
+                let part = self.cluster.get(*name);
+                all || part.map(|p| p.start) != starts.get(*name).copied()
+                    || changes.iter().any(|ch| match ch {
+                        Change::ClusterPolicy(n) => n == *name,
+                        Change::Namespace(_) => true,
+                        Change::Port(o) => {
+                            part.is_some_and(|p| p.compiled.subject_ports.contains(o))
+                                || model
+                                    .cluster_policies
+                                    .get(*name)
+                                    .is_some_and(|p| cluster::subject_port(model, p, *o))
+                        }
+                        Change::Pod(r) => {
+                            part.is_some_and(|p| p.compiled.read_pods.contains(r))
+                                || model.cluster_policies.get(*name).is_some_and(|p| cluster::might_read(model, p, r))
+                        }
+                        Change::Policy(_) | Change::StagedPolicy(_) | Change::Node => false,
+                    })
+            })
+            .cloned()
+            .collect();
+        let (mut old_flows, mut new_flows) = (BTreeSet::new(), BTreeMap::new());
+        let (mut old_rules, mut new_rules) = (BTreeMap::new(), BTreeMap::new());
+        for name in todo {
+            let new = match (model.cluster_policies.get(&name), starts.get(&name)) {
+                (Some(p), Some(start)) => Some(ClusterPart {
+                    start: *start,
+                    compiled: cluster::compile(model, &self.idx.ports, &mut self.ids, p, *start),
+                }),
+                _ => None,
+            };
+            if let Some(old) = self.cluster.remove(&name) {
+                old_flows.extend(old.compiled.flows.into_keys());
+                old_rules.extend(old.compiled.rules);
+            }
+            if let Some(new) = new {
+                new_flows.extend(new.compiled.flows.iter().map(|(k, v)| (k.clone(), v.clone())));
+                new_rules.extend(new.compiled.rules.iter().map(|(k, v)| (k.clone(), v.clone())));
+                self.cluster.insert(name, new);
             }
         }
-        for (k, v) in &new.flows {
-            self.set_flow(k.clone(), Some(v.clone()));
+        for k in old_flows {
+            if !new_flows.contains_key(&k) {
+                self.set_flow(k, None);
+            }
         }
-        self.replace_rules(&old.rules, &new.rules, now);
-        self.cluster = new;
+        for (k, v) in new_flows {
+            self.set_flow(k, Some(v));
+        }
+        self.replace_rules(&old_rules, &new_rules, now);
     }
 
     /// Forgets deleted rules and released ids whose grace period ended at `now`.

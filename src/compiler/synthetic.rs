@@ -167,8 +167,9 @@ pub fn cluster_policy(name: &str, spec: serde_json::Value) -> ClusterPolicy {
 /// - Admin, `c % 4 == 2`: monitoring (pods `app0` of `team{(c + 1) % 50}`) is accepted into
 ///   every pod of the `prod` namespaces, then everything else from those namespaces passed
 ///   to NetworkPolicy;
-/// - Baseline, odd `c`: the namespaces of `team{c % 50}` deny ingress from every other
-///   team's namespaces and accept their own team's, and deny egress to 192.168.0.0/16 but
+/// - Baseline, odd `c`: the namespaces of team `t = (c / 2 * 10) % 50` (so that every local
+///   pod, of team 0, 10, 20, 30 or 40, is a subject of some) accept ingress from their own
+///   team's namespaces and deny it from team `t + 1`'s, and deny egress to 192.168.0.0/16 but
 ///   its `c % 256` /24.
 pub fn add_cluster_policies(m: &mut Model, count: usize) {
     use serde_json::json;
@@ -194,10 +195,10 @@ pub fn add_cluster_policies(m: &mut Model, count: usize) {
             ),
             _ => (
                 format!("baseline-tenant-{c}"),
-                json!({"tier": "Baseline", "priority": c % 50, "subject": {"namespaces": team(c)},
+                json!({"tier": "Baseline", "priority": c % 50, "subject": {"namespaces": team(c / 2 * 10)},
                     "ingress": [
-                        {"name": "same-team", "action": "Accept", "from": [{"namespaces": team(c)}]},
-                        {"name": "other-teams", "action": "Deny", "from": [{"namespaces": {}}]}],
+                        {"name": "same-team", "action": "Accept", "from": [{"namespaces": team(c / 2 * 10)}]},
+                        {"name": "next-team", "action": "Deny", "from": [{"namespaces": team(c / 2 * 10 + 1)}]}],
                     "egress": [
                         {"name": "own-net", "action": "Accept",
                          "to": [{"networks": [format!("192.168.{}.0/24", c % 256)]}]},
