@@ -1,10 +1,10 @@
 //! Helper of `scripts/bench-scale`: the compiler's synthetic cluster as manifests, and the
 //! manifest-change latency loop.
 //!
-//! - `scale_cluster gen DIR [small] [baseline|egress] [staged=N] [nodes=N] [json]` writes
-//!   `npagent::compiler::synthetic::cluster` (the scale target, or a 10x smaller cluster; with
-//!   `baseline` the same cluster without its egress sections, `cluster_without_egress`; with
-//!   `staged=N`, N StagedNetworkPolicies from `synthetic::add_staged`) as YAML, one file per
+//! - `scale_cluster gen DIR [small] [baseline|egress] [staged=N] [nodes=N] [cnps=N] [json]`
+//!   writes `npagent::compiler::synthetic::cluster` (the scale target, or a 10x smaller cluster;
+//!   with `baseline` the same cluster without its egress sections, `cluster_without_egress`;
+//!   with `staged=N`, N StagedNetworkPolicies from `synthetic::add_staged`) as YAML, one file per
 //!   namespace (`DIR/nsI.yaml`: the Namespace, its Pods, its NetworkPolicies and
 //!   StagedNetworkPolicies, as YAML documents), or with `json` as JSON (`DIR/nsI.json`: the same
 //!   objects, one compact JSON object per line, which the manifest loader reads as concatenated
@@ -13,9 +13,12 @@
 //!   local pods on `node-0`, the others spread over `node-1` to `node-{N-1}`, as their
 //!   `spec.nodeName`) and the N Node objects (podCIDR and InternalIP each) go to `DIR/nodes.yaml`
 //!   (`.json`); without it the pods keep the generator's node names and no Node is written (a
-//!   `nodes.*` left by an earlier `gen` is removed).
+//!   `nodes.*` left by an earlier `gen` is removed). With `cnps=N` the N ClusterNetworkPolicies
+//!   of `synthetic::add_cluster_policies` (both tiers) go to `DIR/cnps.yaml` (`.json`), kind
+//!   ClusterNetworkPolicy, apiVersion `policy.networking.k8s.io/v1alpha2`; without it none is
+//!   written (a `cnps.*` left by an earlier `gen` is removed).
 //!   It then reads the directory back through npagent's own manifest loader and conversion and
-//!   checks that it gives the same model, and the same Nodes. The bridge ports of the local
+//!   checks that it gives the same model (its ClusterNetworkPolicies too), and the same Nodes. The bridge ports of the local
 //!   pods go to stdout, one per line: `ofport interface namespace pod ip mac`.
 //! - `scale_cluster churn DIR LOG N KIND [OFP]` changes namespace ns0 (ns110 for the egress
 //!   kinds) N times by atomically replacing its file, `DIR/ns0.yaml` or `DIR/ns0.json`,
@@ -27,11 +30,14 @@
 //!   `egress-pod` (ns110/pod5 relabelled into and out of that rule's `to` selector,
 //!   app5 <-> app4), the two of which need the cluster with egress, or `staged` (the staged
 //!   edit of ns0/np0, which touches ns0's local pod: its first ingress rule TCP 8443 <-> 8444;
-//!   needs `staged=N`). Prints one line per change:
-//!   `i rename_to_scan_ms rename_to_commit_ms flow_mods` and checks every 10th change on the
-//!   bridge with `ovs-ofctl dump-flows` when OFP is given (the clause flow with the changed
-//!   `ct_tp_dst`, `ct_nw_src` or `ct_nw_dst` and a `conjunction()` is there exactly when it
-//!   should be).
+//!   needs `staged=N`), or `cnp` (the first rule of ClusterNetworkPolicy
+//!   `admin-deny-remote-admin-0`, an Admin Deny into every pod from team0's namespaces: its
+//!   first port TCP 22 <-> 2222, in `DIR/cnps.yaml` or `.json`; needs `cnps=N`). Prints one line
+//!   per change: `i rename_to_scan_ms rename_to_commit_ms flow_mods` and checks every 10th
+//!   change on the bridge with `ovs-ofctl dump-flows` of the kind's table when OFP is given
+//!   (IngressRule, EgressRule, StagedIngressRule or AdminIngressRule: the clause flow with the
+//!   changed `ct_tp_dst`, `ct_nw_src` or `ct_nw_dst` and a `conjunction()` is there exactly when
+//!   it should be).
 //! - `scale_cluster node-events DIR LOG N NETNS` (a cluster of `gen ... nodes=M`): N times
 //!   node `node-M` joins (its Node, podCIDR `synthetic::node_pod_cidr(M)`, written to
 //!   `DIR/node-M.yaml` (`.json`, the format of `nodes.*`) by an atomic replace) and leaves (the
@@ -42,8 +48,11 @@
 //!   per event: `i join|leave rename_to_route_ms rename_to_scan_ms` (the scan: the manifests
 //!   source's last debug line `manifests: ... files looked at` before the route's).
 //! - `scale_cluster count DIR` compiles the cluster of DIR (as `gen` wrote it) and prints
-//!   `flows staged_flows touched_pods local_pods staged_policies` (staged flows by
-//!   `npagent::compiler::is_staged_flow`; the node's flows are not in the synthetic model).
+//!   `flows staged_flows touched_pods local_pods staged_policies cluster_policies
+//!   admin_egress baseline_egress admin_ingress baseline_ingress` (staged flows by
+//!   `npagent::compiler::is_staged_flow`; the last four the flows in the tier tables
+//!   AdminEgressRule, BaselineEgressRule, AdminIngressRule and BaselineIngressRule, ids 5, 8,
+//!   10 and 13; the node's flows are not in the synthetic model).
 //!
 //! Timestamps: the rename is timed with the wall clock right after `rename(2)` returns; the
 //! agent's lines carry tracing-subscriber's UTC timestamps (microseconds), same machine.
@@ -51,10 +60,15 @@
 
 use npagent::audit::timefmt::Civil;
 use npagent::compiler::synthetic::{
-    add_staged, cluster, cluster_without_egress, node_facts, node_name, ns_name, oref, pod_name, spread_over_nodes,
-    tcp, touched_ports, ClusterSpec, MAX_NODES,
+    add_cluster_policies, add_staged, cluster, cluster_without_egress, node_facts, node_name, ns_name, oref, pod_name,
+    spread_over_nodes, tcp, touched_ports, ClusterSpec, MAX_NODES,
+};
+use npagent::compiler::tables::{
+    ADMIN_EGRESS_RULE, ADMIN_INGRESS_RULE, BASELINE_EGRESS_RULE, BASELINE_INGRESS_RULE, EGRESS_RULE, INGRESS_RULE,
+    STAGED_INGRESS_RULE,
 };
 use npagent::compiler::{compile, is_staged_flow, Config, IdAllocator};
+use npagent::model::cluster_policy::{ClusterPeer, ClusterPolicy, ClusterProtocol, ClusterRule, PodSet};
 use npagent::model::node::{ClusterNodes, NodeFacts};
 use npagent::model::{convert, LabelSelector, Model, ObjectRef, Peer, Policy, PortRef, PortSpec, Protocol, SelectorOp};
 use npagent::source::manifests::load_dir;
@@ -68,17 +82,18 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["gen", dir, opts @ ..] if opts.iter().all(|o| ["small", "baseline", "egress", "json"].contains(o) || staged_opt(o).is_some() || nodes_opt(o).is_some()) => {
+        ["gen", dir, opts @ ..] if opts.iter().all(|o| ["small", "baseline", "egress", "json"].contains(o) || staged_opt(o).is_some() || nodes_opt(o).is_some() || cnps_opt(o).is_some()) => {
             let staged = opts.iter().find_map(|o| staged_opt(o)).unwrap_or(0);
             let nodes = opts.iter().find_map(|o| nodes_opt(o)).unwrap_or(0);
-            let spec = Spec { small: opts.contains(&"small"), egress: !opts.contains(&"baseline"), staged, nodes };
+            let cnps = opts.iter().find_map(|o| cnps_opt(o)).unwrap_or(0);
+            let spec = Spec { small: opts.contains(&"small"), egress: !opts.contains(&"baseline"), staged, nodes, cnps };
             let format = if opts.contains(&"json") { Format::Json } else { Format::Yaml };
             gen(Path::new(dir), spec, format)
         }
         ["churn", dir, log, n, kind, rest @ ..] => churn(Path::new(dir), Path::new(log), n, kind, rest.first().copied()),
         ["node-events", dir, log, n, netns] => node_events(Path::new(dir), Path::new(log), n, netns),
         ["count", dir] => count(Path::new(dir)),
-        _ => Err("usage: scale_cluster gen DIR [small] [baseline|egress] [staged=N] [nodes=N] [json] | churn DIR LOG N policy|pod|egress|egress-pod|staged [OFP] | node-events DIR LOG N NETNS | count DIR".into()),
+        _ => Err("usage: scale_cluster gen DIR [small] [baseline|egress] [staged=N] [nodes=N] [cnps=N] [json] | churn DIR LOG N policy|pod|egress|egress-pod|staged|cnp [OFP] | node-events DIR LOG N NETNS | count DIR".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -99,15 +114,22 @@ fn nodes_opt(o: &str) -> Option<usize> {
     o.strip_prefix("nodes=")?.parse().ok().filter(|n| (1..=MAX_NODES).contains(n))
 }
 
+/// `cnps=N`: N ClusterNetworkPolicies.
+fn cnps_opt(o: &str) -> Option<usize> {
+    o.strip_prefix("cnps=")?.parse().ok()
+}
+
 /// Which cluster: the scale target or 10x smaller, with or without egress sections, with
 /// `staged` StagedNetworkPolicies (`synthetic::add_staged`), on `nodes` Nodes
-/// (`synthetic::spread_over_nodes`; 0: the generator's node names, no Node objects).
+/// (`synthetic::spread_over_nodes`; 0: the generator's node names, no Node objects), with
+/// `cnps` ClusterNetworkPolicies (`synthetic::add_cluster_policies`).
 #[derive(Clone, Copy)]
 struct Spec {
     small: bool,
     egress: bool,
     staged: usize,
     nodes: usize,
+    cnps: usize,
 }
 
 impl Spec {
@@ -124,17 +146,19 @@ impl Spec {
         };
         let mut m = if self.egress { cluster(size) } else { cluster_without_egress(size) };
         add_staged(&mut m, size, self.staged);
+        add_cluster_policies(&mut m, self.cnps);
         let nodes = if self.nodes > 0 { spread_over_nodes(&mut m, self.nodes) } else { ClusterNodes::new() };
         (m, nodes)
     }
 
     fn marker(self) -> String {
         format!(
-            "{}{}{}{}\n",
+            "{}{}{}{}{}\n",
             if self.small { "small" } else { "target" },
             if self.egress { "" } else { " baseline" },
             if self.staged > 0 { format!(" staged={}", self.staged) } else { String::new() },
-            if self.nodes > 0 { format!(" nodes={}", self.nodes) } else { String::new() }
+            if self.nodes > 0 { format!(" nodes={}", self.nodes) } else { String::new() },
+            if self.cnps > 0 { format!(" cnps={}", self.cnps) } else { String::new() }
         )
     }
 }
@@ -179,11 +203,17 @@ fn spec_for(dir: &Path) -> Spec {
     let marker = std::fs::read_to_string(dir.join(".spec")).unwrap_or_default();
     let staged = marker.split_whitespace().find_map(staged_opt).unwrap_or(0);
     let nodes = marker.split_whitespace().find_map(nodes_opt).unwrap_or(0);
-    Spec { small: marker.starts_with("small"), egress: !marker.contains("baseline"), staged, nodes }
+    let cnps = marker.split_whitespace().find_map(cnps_opt).unwrap_or(0);
+    Spec { small: marker.starts_with("small"), egress: !marker.contains("baseline"), staged, nodes, cnps }
 }
 
 /// The file of the Nodes, `nodes.yaml` or `nodes.json`.
 const NODES_FILE: &str = "nodes";
+/// The file of the ClusterNetworkPolicies, `cnps.yaml` or `cnps.json`.
+const CNPS_FILE: &str = "cnps";
+/// The ClusterNetworkPolicy the `cnp` change kind edits (`synthetic::add_cluster_policies`'
+/// first: an Admin Deny into every pod from team0's namespaces on TCP 22 and 3389).
+const CHURNED_CNP: &str = "admin-deny-remote-admin-0";
 
 /// Removes `path` if it is there.
 fn remove_if_there(path: &Path) -> Result<(), String> {
@@ -214,14 +244,23 @@ fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
         let path = dir.join(format!("{NODES_FILE}.{}", format.ext()));
         std::fs::write(&path, documents(docs, format)?).map_err(|e| format!("{}: {e}", path.display()))?;
     }
+    // The ClusterNetworkPolicies, in one file; none left by an earlier `gen` in either format.
+    for f in [format, format.other()] {
+        remove_if_there(&dir.join(format!("{CNPS_FILE}.{}", f.ext())))?;
+    }
+    if !model.cluster_policies.is_empty() {
+        let path = dir.join(format!("{CNPS_FILE}.{}", format.ext()));
+        std::fs::write(&path, cnps_file(&model, format)?).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     std::fs::write(dir.join(".spec"), spec.marker()).map_err(|e| e.to_string())?;
     eprintln!(
-        "wrote {} namespaces, {} pods, {} policies, {} staged policies, {} nodes in {:?}",
+        "wrote {} namespaces, {} pods, {} policies, {} staged policies, {} nodes, {} cluster policies in {:?}",
         model.namespaces.len(),
         model.pods.len(),
         model.policies.len(),
         model.staged_policies.len(),
         nodes.len(),
+        model.cluster_policies.len(),
         started.elapsed()
     );
 
@@ -265,6 +304,7 @@ fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
         || back.pods != model.pods
         || back.policies != model.policies
         || back.staged_policies != model.staged_policies
+        || back.cluster_policies != model.cluster_policies
     {
         return Err("the manifests read back differ from the synthetic model".into());
     }
@@ -275,7 +315,11 @@ fn gen(dir: &Path, spec: Spec, format: Format) -> Result<(), String> {
             nodes.len()
         ));
     }
-    eprintln!("read back and checked: identical model, {} identical Nodes", nodes.len());
+    eprintln!(
+        "read back and checked: identical model ({} ClusterNetworkPolicies), {} identical Nodes",
+        back.cluster_policies.len(),
+        nodes.len()
+    );
 
     let mut out = std::io::stdout().lock();
     for p in model.ports.values() {
@@ -338,6 +382,88 @@ fn documents(docs: Vec<Value>, format: Format) -> Result<String, String> {
         }
     }
     Ok(text)
+}
+
+/// The file of the ClusterNetworkPolicies: every one of `model`, by name.
+fn cnps_file(model: &Model, format: Format) -> Result<String, String> {
+    documents(model.cluster_policies.values().map(cluster_policy_doc).collect(), format)
+}
+
+/// A ClusterNetworkPolicy as the API writes it (`npagent::model::cluster_policy::convert`
+/// read backwards).
+fn cluster_policy_doc(p: &ClusterPolicy) -> Value {
+    let rules = |rules: &[ClusterRule], peers: &str| -> Vec<Value> {
+        rules
+            .iter()
+            .map(|r| {
+                let mut v = json!({"action": r.action.as_str()});
+                if let Some(name) = &r.name {
+                    v["name"] = json!(name);
+                }
+                v[peers] = r.peers.iter().map(cluster_peer).collect();
+                if !r.protocols.is_empty() {
+                    v["protocols"] = r.protocols.iter().map(cluster_protocol).collect();
+                }
+                v
+            })
+            .collect()
+    };
+    let subject = match &p.subject.pods {
+        None => json!({"namespaces": selector(&p.subject.namespaces)}),
+        Some(_) => json!({"pods": pod_set(&p.subject)}),
+    };
+    let mut spec = json!({"tier": p.tier.as_str(), "priority": p.priority, "subject": subject});
+    if !p.ingress.is_empty() {
+        spec["ingress"] = json!(rules(&p.ingress, "from"));
+    }
+    if !p.egress.is_empty() {
+        spec["egress"] = json!(rules(&p.egress, "to"));
+    }
+    json!({
+        "apiVersion": "policy.networking.k8s.io/v1alpha2", "kind": "ClusterNetworkPolicy",
+        "metadata": {"name": p.name},
+        "spec": spec,
+    })
+}
+
+/// `{namespaceSelector, podSelector}` of a pod set with a pod selector.
+fn pod_set(s: &PodSet) -> Value {
+    json!({"namespaceSelector": selector(&s.namespaces), "podSelector": s.pods.as_ref().map(selector)})
+}
+
+fn cluster_peer(p: &ClusterPeer) -> Value {
+    match p {
+        ClusterPeer::Pods(s) if s.pods.is_none() => json!({"namespaces": selector(&s.namespaces)}),
+        ClusterPeer::Pods(s) => json!({"pods": pod_set(s)}),
+        ClusterPeer::Networks(cidrs) => {
+            json!({"networks": cidrs.iter().map(|c| format!("{}/{}", c.addr, c.prefix)).collect::<Vec<_>>()})
+        }
+        ClusterPeer::Unrecognised => json!({}),
+    }
+}
+
+fn cluster_protocol(p: &ClusterProtocol) -> Value {
+    match p {
+        ClusterProtocol::NamedPort(name) => json!({"destinationNamedPort": name}),
+        ClusterProtocol::Port(s) => {
+            let first = match &s.port {
+                Some(PortRef::Number(n)) => *n,
+                _ => 0, // convert gives every port spec of a ClusterNetworkPolicy a number
+            };
+            let port = match s.end_port {
+                Some(end) => json!({"range": {"start": first, "end": end}}),
+                None => json!({"number": first}),
+            };
+            let field = match s.protocol {
+                Protocol::Tcp => "tcp",
+                Protocol::Udp => "udp",
+                Protocol::Sctp => "sctp",
+            };
+            let mut v = json!({});
+            v[field] = json!({"destinationPort": port});
+            v
+        }
+    }
 }
 
 /// A Node: its podCIDRs (`spec.podCIDR` the first) and its InternalIPs and ExternalIPs (and
@@ -522,54 +648,66 @@ fn now_secs() -> f64 {
 
 fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Result<(), String> {
     let n: usize = n.parse().map_err(|_| format!("bad count {n:?}"))?;
-    if !["policy", "pod", "egress", "egress-pod", "staged"].contains(&kind) {
+    if !["policy", "pod", "egress", "egress-pod", "staged", "cnp"].contains(&kind) {
         return Err(format!("unknown change kind {kind:?}"));
     }
     let mut model = spec_for(dir).model();
     if kind == "staged" && !model.staged_policies.contains_key(&oref(&ns_name(0), "np0")) {
         return Err("staged: the cluster has no staged edit of ns0/np0 (gen ... staged=N)".into());
     }
+    if kind == "cnp" && !model.cluster_policies.contains_key(CHURNED_CNP) {
+        return Err(format!("cnp: the cluster has no ClusterNetworkPolicy {CHURNED_CNP} (gen ... cnps=N)"));
+    }
     let ns = ns_name(if kind.starts_with("egress") { 110 } else { 0 });
     if kind.starts_with("egress") && model.policies.get(&oref(&ns, "np9")).is_none_or(|p| p.egress.is_empty()) {
         return Err(format!("{kind}: {ns}/np9 has no egress rule in this cluster"));
     }
-    let format = Format::of(dir, &ns)?;
-    let target: PathBuf = dir.join(format!("{ns}.{}", format.ext()));
-    let tmp: PathBuf = dir.join(format!(".{ns}.{}.tmp", format.ext()));
+    // The file the change is written to: the namespace's, or the ClusterNetworkPolicies'.
+    let file = if kind == "cnp" { CNPS_FILE.to_string() } else { ns.clone() };
+    let format = Format::of(dir, &file)?;
+    let target: PathBuf = dir.join(format!("{file}.{}", format.ext()));
+    let tmp: PathBuf = dir.join(format!(".{file}.{}.tmp", format.ext()));
     let mut tail = LogTail::open(log)?;
     let mut out = std::io::stdout().lock();
     for i in 1..=n {
         // Odd changes move away from the generated state, even ones back to it.
         let away = i % 2 == 1;
-        let marker = match kind {
+        // What the bridge shows when the change is away, and the table it shows it in.
+        let (marker, table) = match kind {
             "policy" => {
                 let p = model.policies.get_mut(&oref(&ns, "np0")).ok_or("np0")?;
                 p.ingress[0].ports = vec![tcp(if away { 8080 } else { 80 })];
-                "ct_tp_dst=8080,"
+                ("ct_tp_dst=8080,", INGRESS_RULE)
             }
             "staged" => {
                 let p = model.staged_policies.get_mut(&oref(&ns, "np0")).ok_or("staged np0")?;
                 p.ingress[0].ports = vec![tcp(if away { 8444 } else { 8443 })];
-                "ct_tp_dst=8444,"
+                ("ct_tp_dst=8444,", STAGED_INGRESS_RULE)
             }
             "egress" => {
                 let p = model.policies.get_mut(&oref(&ns, "np9")).ok_or("np9")?;
                 p.egress[0].ports = vec![tcp(if away { 5433 } else { 5432 })];
-                "ct_tp_dst=5433,"
+                ("ct_tp_dst=5433,", EGRESS_RULE)
             }
             "pod" | "egress-pod" => {
                 let p = model.pods.get_mut(&oref(&ns, &pod_name(5))).ok_or("pod5")?;
                 let into = if kind == "pod" { "app1" } else { "app4" };
                 p.labels.insert("app", if away { into } else { "app5" });
                 if kind == "pod" {
-                    "ct_nw_src=10.0.0.5,"
+                    ("ct_nw_src=10.0.0.5,", INGRESS_RULE)
                 } else {
-                    "ct_nw_dst=10.0.110.5,"
+                    ("ct_nw_dst=10.0.110.5,", EGRESS_RULE)
                 }
+            }
+            "cnp" => {
+                let p = model.cluster_policies.get_mut(CHURNED_CNP).ok_or(CHURNED_CNP)?;
+                let first = p.ingress.first_mut().and_then(|r| r.protocols.first_mut()).ok_or("its first port")?;
+                *first = ClusterProtocol::Port(tcp(if away { 2222 } else { 22 }));
+                ("ct_tp_dst=2222,", ADMIN_INGRESS_RULE)
             }
             _ => unreachable!("checked above"),
         };
-        let text = namespace_file(&model, &ns, format)?;
+        let text = if kind == "cnp" { cnps_file(&model, format)? } else { namespace_file(&model, &ns, format)? };
         std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &target).map_err(|e| format!("rename: {e}"))?;
         let renamed = now_secs();
@@ -589,7 +727,7 @@ fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Resu
 
         if let Some(ofp) = ofp.filter(|_| i % 10 == 0 || i == 1) {
             let dump = std::process::Command::new("ovs-ofctl")
-                .args(["-O", "OpenFlow15", "--no-stats", "dump-flows", ofp])
+                .args(["-O", "OpenFlow15", "--no-stats", "dump-flows", ofp, &format!("table={table}")])
                 .output()
                 .map_err(|e| format!("ovs-ofctl: {e}"))?;
             let text = String::from_utf8_lossy(&dump.stdout);
@@ -597,7 +735,8 @@ fn churn(dir: &Path, log: &Path, n: &str, kind: &str, ofp: Option<&str>) -> Resu
             if present != away {
                 let lines: Vec<&str> = text.lines().filter(|l| l.contains(marker)).collect();
                 return Err(format!(
-                    "change {i}: the bridge does not show it ({marker} with conjunction() present: {present}):\n{}",
+                    "change {i}: table {table} of the bridge does not show it ({marker} with conjunction() present: \
+                     {present}):\n{}",
                     lines.join("\n")
                 ));
             }
@@ -679,18 +818,25 @@ fn node_events(dir: &Path, log: &Path, n: &str, netns: &str) -> Result<(), Strin
 
 /// `count DIR`: the flows of the cluster of DIR as the compiler gives them (without the node's
 /// flows, which the synthetic model has none of), how many are the staged view's
-/// (`is_staged_flow`), and how many local pods a staged policy touches:
-/// `flows staged_flows touched_pods local_pods staged_policies`.
+/// (`is_staged_flow`), how many local pods a staged policy touches, and how many flows are in
+/// each tier table: `flows staged_flows touched_pods local_pods staged_policies
+/// cluster_policies admin_egress baseline_egress admin_ingress baseline_ingress`.
 fn count(dir: &Path) -> Result<(), String> {
     let model = spec_for(dir).model();
     let c = compile(&model, Config::default(), IdAllocator::new(60), 0);
     let staged = c.flows().iter().filter(|(k, v)| is_staged_flow(k, v)).count();
+    let in_table = |t: u8| c.flows().iter().filter(|(k, _)| k.table == t).count();
     println!(
-        "{} {staged} {} {} {}",
+        "{} {staged} {} {} {} {} {} {} {} {}",
         c.flows().len(),
         touched_ports(&model).len(),
         model.ports.len(),
-        model.staged_policies.len()
+        model.staged_policies.len(),
+        model.cluster_policies.len(),
+        in_table(ADMIN_EGRESS_RULE),
+        in_table(BASELINE_EGRESS_RULE),
+        in_table(ADMIN_INGRESS_RULE),
+        in_table(BASELINE_INGRESS_RULE)
     );
     Ok(())
 }
