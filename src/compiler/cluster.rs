@@ -132,12 +132,13 @@ pub(super) fn subject_port(model: &Model, policy: &ClusterPolicy, o: u32) -> boo
     labels.zip(ns_labels).is_some_and(|(l, n)| policy.subject.matches(n, l))
 }
 
-/// Whether pod `r` (as `model` has it now) may be a subject or a peer of `policy`.
-pub(super) fn might_read(model: &Model, policy: &ClusterPolicy, r: &ObjectRef) -> bool {
+/// Whether pod `r` (as `model` has it now) may be a subject (when it is `local`) or a peer of
+/// `policy`.
+pub(super) fn might_read(model: &Model, policy: &ClusterPolicy, r: &ObjectRef, local: bool) -> bool {
     let Some(pod) = model.pods.get(r) else { return false };
     let Some(ns) = model.namespaces.get(&*r.namespace) else { return false };
     let selects = |set: &PodSet| set.matches(&ns.labels, &pod.labels);
-    selects(&policy.subject)
+    (local && selects(&policy.subject))
         || policy.ingress.iter().chain(&policy.egress).any(|rule| {
             (rule.peers_match_everything() && rule.protocols.iter().any(is_named_protocol))
                 || rule.peers.iter().any(|peer| matches!(peer, ClusterPeer::Pods(set) if selects(set)))

@@ -350,8 +350,8 @@ impl Compiler {
 
     /// Recompiles the ClusterNetworkPolicies `changes` may change (all of them with `all`):
     /// the changed ones, those whose place in their tier's order moved, those that read (or may
-    /// now read) a changed pod, those a changed port is (or now is) a subject of; every one on
-    /// a namespace change. Applies the
+    /// now read) a changed pod (as a peer, or as a subject when it is local), those a changed
+    /// port is (or now is) a subject of; every one on a namespace change. Applies the
     /// difference: first every old flow the new ones do not keep, then the new ones, as two
     /// policies may trade priorities.
     fn recompile_cluster(&mut self, model: &Model, changes: &[Change], all: bool, now: u64) {
@@ -376,8 +376,12 @@ impl Compiler {
                                     .is_some_and(|p| cluster::subject_port(model, p, *o))
                         }
                         Change::Pod(r) => {
+                            let local = self.idx.local_by_pod.contains_key(r);
                             part.is_some_and(|p| p.compiled.read_pods.contains(r))
-                                || model.cluster_policies.get(*name).is_some_and(|p| cluster::might_read(model, p, r))
+                                || model
+                                    .cluster_policies
+                                    .get(*name)
+                                    .is_some_and(|p| cluster::might_read(model, p, r, local))
                         }
                         Change::Policy(_) | Change::StagedPolicy(_) | Change::Node => false,
                     })
