@@ -58,6 +58,11 @@ pub fn kind(cookie: u64) -> Option<Kind> {
     })
 }
 
+/// The mask of a cookie's payload bits (its complement selects the marker and the kind).
+pub(crate) fn payload_mask() -> u64 {
+    LOW_BITS
+}
+
 /// The 40-bit payload of a cookie.
 pub(crate) fn payload(cookie: u64) -> u64 {
     cookie & LOW_BITS

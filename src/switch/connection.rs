@@ -337,7 +337,7 @@ fn submit(
     let submitted = match cmd.op {
         Op::Barrier => session.barrier(),
         Op::Send(payload) => session.send(payload),
-        Op::DumpFlows(table) => session.dump_flows(table),
+        Op::DumpFlows(table, filter) => session.dump_flows(table, filter),
         Op::MeterStats(meter_id) => session.meter_stats(meter_id),
         Op::Install(flows) => session.install(flows),
     };

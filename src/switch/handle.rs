@@ -3,7 +3,7 @@
 //! The task in `connection.rs` builds on this module, never the reverse.
 
 use super::error::SwitchError;
-use super::session::Reply;
+use super::session::{CookieFilter, Reply};
 use ofp::{FlowMod, FlowStats, GroupMod, Message, MeterMod, MeterStats, PacketOut, Payload};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -35,7 +35,7 @@ pub(crate) struct Counters {
 pub(crate) enum Op {
     Barrier,
     Send(Payload),
-    DumpFlows(Option<u8>),
+    DumpFlows(Option<u8>, CookieFilter),
     MeterStats(u32),
     Install(Vec<FlowMod>),
 }
@@ -122,7 +122,17 @@ impl SwitchHandle {
 
     /// Dumps the flows of one table, or of all tables.
     pub async fn dump_flows(&self, table: Option<u8>) -> Result<Vec<FlowStats>, SwitchError> {
-        match self.call(Op::DumpFlows(table), "flow dump".into(), self.request_timeout).await? {
+        self.dump_flows_with_cookie(table, CookieFilter::default()).await
+    }
+
+    /// The flows of table `table` (every table when `None`) whose cookie matches `filter`:
+    /// the switch leaves the others out of its reply.
+    pub async fn dump_flows_with_cookie(
+        &self,
+        table: Option<u8>,
+        filter: CookieFilter,
+    ) -> Result<Vec<FlowStats>, SwitchError> {
+        match self.call(Op::DumpFlows(table, filter), "flow dump".into(), self.request_timeout).await? {
             Reply::Flows(flows) => Ok(flows),
             Reply::Multipart(parts) if parts.is_empty() => Ok(Vec::new()),
             other => Err(unexpected("flow dump", &other)),

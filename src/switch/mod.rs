@@ -25,4 +25,4 @@ pub use bundle::describe_flow;
 pub use connection::{spawn, ConnectionConfig};
 pub use error::{OfpError, SwitchError};
 pub use handle::{ConnState, SwitchHandle};
-pub use session::{Event, Reply, RequestId, Session, SessionConfig};
+pub use session::{CookieFilter, Event, Reply, RequestId, Session, SessionConfig};

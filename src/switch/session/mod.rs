@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 pub use handshake::{offered_versions, version_name, HELLO_BITMAP};
 pub use monitor::FLOW_MONITOR_ID;
-pub use requests::describe_payload;
+pub use requests::{describe_payload, CookieFilter};
 
 /// Identifies a request given to the session; [`Event::Completed`] carries it back.
 pub type RequestId = u64;

@@ -11,6 +11,14 @@ use ofp::{
     Payload,
 };
 
+/// Which flows a dump asks for by cookie: those whose cookie's bits under `mask` are
+/// `cookie`'s (the default, a zero mask: every flow).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CookieFilter {
+    pub cookie: u64,
+    pub mask: u64,
+}
+
 impl Session {
     /// A barrier: completes when the switch has processed everything sent before it.
     pub(crate) fn barrier(&mut self) -> Result<RequestId, SwitchError> {
@@ -39,14 +47,15 @@ impl Session {
         Ok(id)
     }
 
-    /// Dumps the flows of one table (or all): completes with [`Reply::Flows`].
-    pub(crate) fn dump_flows(&mut self, table: Option<u8>) -> Result<RequestId, SwitchError> {
+    /// Dumps the flows of one table (or all) whose cookie matches `filter`: completes with
+    /// [`Reply::Flows`].
+    pub(crate) fn dump_flows(&mut self, table: Option<u8>, filter: CookieFilter) -> Result<RequestId, SwitchError> {
         let body = MultipartRequestBody::Flow(FlowStatsRequest {
             table_id: table.unwrap_or(ofp::TABLE_ALL),
             out_port: ofp::port::ANY,
             out_group: ofp::GROUP_ANY,
-            cookie: 0,
-            cookie_mask: 0,
+            cookie: filter.cookie,
+            cookie_mask: filter.mask,
             match_: Match::default(),
         });
         let what = match table {

@@ -343,7 +343,7 @@ fn flow_stats(priority: u16) -> FlowStats {
 #[test]
 fn multipart_flow_replies_are_reassembled_by_xid() {
     let mut s = ready_session();
-    let id = s.dump_flows(Some(3)).unwrap();
+    let id = s.dump_flows(Some(3), CookieFilter::default()).unwrap();
     let msgs = drain_msgs(&mut s);
     let xid = msgs[0].xid;
     match &msgs[0].payload {
@@ -379,7 +379,7 @@ fn multipart_flow_replies_are_reassembled_by_xid() {
 #[test]
 fn undecodable_reply_fails_its_request_and_unknown_garbage_is_reported() {
     let mut s = ready_session();
-    let id = s.dump_flows(None).unwrap();
+    let id = s.dump_flows(None, CookieFilter::default()).unwrap();
     let xid = drain_msgs(&mut s)[0].xid;
     // A multipart reply whose flow entry claims 0x78 bytes but the message ends early.
     let mut bad = unhex("06130020 00000000 00010000 00000000 00780000 00000000 00000000 00000000");
@@ -752,7 +752,7 @@ proptest::proptest! {
     fn arbitrary_frames_never_panic(frames in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200), 0..20)) {
         let mut s = ready_session();
         let _ = s.install((0..3).map(conj_flow).collect());
-        let _ = s.dump_flows(None);
+        let _ = s.dump_flows(None, CookieFilter::default());
         for mut f in frames {
             if f.len() >= 4 {
                 let len = f.len() as u16;
