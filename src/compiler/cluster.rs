@@ -99,15 +99,15 @@ pub(super) fn compile(
     start: Start,
 ) -> ClusterCompiled {
     let mut c = TierCompiler { model, ids, out: ClusterCompiled::default(), clauses: BTreeMap::new() };
+    if policy.ingress.is_empty() && policy.egress.is_empty() {
+        return c.out;
+    }
+    let subjects = c.subjects(ports, &policy.subject);
     for direction in Direction::BOTH {
         let rules = match direction {
             Direction::Ingress => &policy.ingress,
             Direction::Egress => &policy.egress,
         };
-        if rules.is_empty() {
-            continue;
-        }
-        let subjects = c.subjects(ports, &policy.subject);
         let mut rank = start.of(direction);
         for (index, rule) in rules.iter().enumerate() {
             let prio = priority::TIER_TOP.saturating_sub(rank);
